@@ -1,0 +1,39 @@
+# Two commands for a newcomer:  `make demo`  and  `make test`.
+# Both create .venv (seeing system site-packages, so a GPU user's own torch is kept),
+# install torch==2.13.0 first when no torch is importable (a CPU wheel; never the CUDA build),
+# then the package, then run.
+PY      ?= python3
+VENV    ?= .venv
+BIN     := $(VENV)/bin
+TORCH   ?= torch==2.13.0
+export OMP_NUM_THREADS ?= 1
+export MKL_NUM_THREADS ?= 1
+
+.PHONY: install install-test demo test bench clean
+
+$(BIN)/python:
+	$(PY) -m venv --system-site-packages $(VENV)
+
+$(VENV)/.torch: $(BIN)/python
+	@$(BIN)/python -c "import torch" 2>/dev/null \
+	  && echo "using installed torch $$($(BIN)/python -c 'import torch; print(torch.__version__)')" \
+	  || $(BIN)/pip install "$(TORCH)"
+	@touch $@
+
+$(VENV)/.installed: $(VENV)/.torch pyproject.toml
+	$(BIN)/pip install -e ".[test,ocr]"
+	@touch $@
+
+install: $(VENV)/.installed
+
+demo: install
+	$(BIN)/python -m grpo.demo configs/grpo/toy_flow.yaml
+
+test: install
+	$(BIN)/python -m pytest -q
+
+bench: install
+	@for f in bench/*.py; do echo "== $$f"; $(BIN)/python $$f || exit 1; done
+
+clean:
+	rm -rf $(VENV) runs outputs *.egg-info
