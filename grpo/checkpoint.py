@@ -1,0 +1,216 @@
+"""Atomic checkpoints: safetensors for tensors, JSON for everything else, RNG states included.
+
+Layout of ``<root>/step_000120/``::
+
+    model.safetensors        each top-level entry that is a flat {name: Tensor} dict (weights, LoRA,
+    ema.safetensors          EMA, ...) is written under its own name, readable by any safetensors tool
+    state.safetensors        the tensors of every other entry (optimizer state, RNG states, ...)
+    state.json               the rest: structure, numbers, strings; tensors appear as {"__tensor__": key}
+    <root>/latest            a text file naming the newest complete checkpoint directory
+
+A checkpoint is written into ``step_000120.tmp-<pid>`` and renamed into place only when complete, then
+``latest`` is replaced by an atomic rename; a crash or a full disk mid-save leaves the previous checkpoint
+and pointer untouched. Loading never unpickles: safetensors and JSON only.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import shutil
+from pathlib import Path
+from typing import Any, Mapping
+
+import numpy as np
+import torch
+from safetensors.torch import load_file, save_file
+
+LATEST = "latest"
+
+
+# ---- RNG -------------------------------------------------------------------------------------
+def capture_rng_state() -> dict[str, Any]:
+    """States of python ``random``, numpy's global RNG, torch CPU and every CUDA device."""
+    np_state = np.random.get_state()
+    state: dict[str, Any] = {
+        "python": _py_state_to_json(random.getstate()),
+        "numpy": {"kind": np_state[0], "keys": np_state[1].astype(np.int64).tolist(), "pos": int(np_state[2]),
+                  "has_gauss": int(np_state[3]), "cached_gaussian": float(np_state[4])},
+        "torch": torch.get_rng_state(),
+    }
+    if torch.cuda.is_available():
+        state["cuda"] = [s for s in torch.cuda.get_rng_state_all()]
+    return state
+
+
+def restore_rng_state(state: Mapping[str, Any]) -> None:
+    """Inverse of :func:`capture_rng_state`."""
+    py = state["python"]
+    random.setstate((py[0], tuple(py[1]), py[2]))
+    n = state["numpy"]
+    np.random.set_state((n["kind"], np.asarray(n["keys"], dtype=np.uint32), n["pos"], n["has_gauss"], n["cached_gaussian"]))
+    torch.set_rng_state(state["torch"].to(torch.uint8))
+    if "cuda" in state and torch.cuda.is_available():
+        torch.cuda.set_rng_state_all([s.to(torch.uint8) for s in state["cuda"]])
+
+
+def generator_state(gen: torch.Generator) -> torch.Tensor:
+    return gen.get_state()
+
+
+def _py_state_to_json(st: tuple) -> list:
+    return [st[0], list(st[1]), st[2]]
+
+
+# ---- (de)serialization of nested state --------------------------------------------------------
+def _flatten(obj: Any, tensors: dict[str, torch.Tensor], path: str) -> Any:
+    if isinstance(obj, torch.Tensor):
+        key = path or "root"
+        tensors[key] = obj
+        return {"__tensor__": key}
+    if isinstance(obj, np.ndarray):
+        return {"__ndarray__": obj.tolist(), "dtype": str(obj.dtype)}
+    if isinstance(obj, Mapping):
+        if all(isinstance(k, str) for k in obj):
+            return {"__dict__": {k: _flatten(v, tensors, f"{path}.{k}" if path else k) for k, v in obj.items()}}
+        return {"__items__": [[k, _flatten(v, tensors, f"{path}.{k}")] for k, v in obj.items()]}
+    if isinstance(obj, tuple):
+        return {"__tuple__": [_flatten(v, tensors, f"{path}.{i}") for i, v in enumerate(obj)]}
+    if isinstance(obj, list):
+        return [_flatten(v, tensors, f"{path}.{i}") for i, v in enumerate(obj)]
+    if isinstance(obj, (np.integer, np.floating)):
+        return obj.item()
+    if obj is None or isinstance(obj, (bool, int, float, str)):
+        return obj
+    raise TypeError(f"cannot checkpoint value of type {type(obj).__name__} at {path!r}")
+
+
+def _unflatten(obj: Any, tensors: Mapping[str, torch.Tensor]) -> Any:
+    if isinstance(obj, list):
+        return [_unflatten(v, tensors) for v in obj]
+    if isinstance(obj, dict):
+        if "__tensor__" in obj:
+            return tensors[obj["__tensor__"]]
+        if "__ndarray__" in obj:
+            return np.asarray(obj["__ndarray__"], dtype=obj["dtype"])
+        if "__dict__" in obj:
+            return {k: _unflatten(v, tensors) for k, v in obj["__dict__"].items()}
+        if "__items__" in obj:
+            return {k: _unflatten(v, tensors) for k, v in obj["__items__"]}
+        if "__tuple__" in obj:
+            return tuple(_unflatten(v, tensors) for v in obj["__tuple__"])
+    return obj
+
+
+def _is_tensor_dict(obj: Any) -> bool:
+    return isinstance(obj, Mapping) and bool(obj) and all(
+        isinstance(k, str) and isinstance(v, torch.Tensor) for k, v in obj.items()
+    )
+
+
+def _save_tensors(tensors: Mapping[str, torch.Tensor], path: Path) -> None:
+    seen: set[int] = set()
+    out = {}
+    for k, v in tensors.items():
+        v = v.detach().to("cpu")
+        ptr = v.untyped_storage().data_ptr() if v.numel() else -1
+        out[k] = v.clone().contiguous() if ptr in seen or not v.is_contiguous() else v  # tied/strided -> own copy
+        if ptr != -1:
+            seen.add(ptr)
+    save_file(out, str(path))
+
+
+# ---- public API ----------------------------------------------------------------------------
+def save_checkpoint(root: str | os.PathLike, step: int, state: Mapping[str, Any], keep_last: int | None = 3) -> Path:
+    """Write ``state`` as checkpoint ``<root>/step_{step:06d}`` atomically; return its path.
+
+    ``state`` maps names to: flat ``{str: Tensor}`` dicts (own safetensors file), or any nesting of
+    dicts/lists/tuples of tensors, numpy arrays, numbers, strings and None.
+    ``keep_last`` older checkpoints are kept (``None`` keeps all).
+    """
+    root = Path(root)
+    root.mkdir(parents=True, exist_ok=True)
+    final = root / f"step_{step:06d}"
+    tmp = root / f"{final.name}.tmp-{os.getpid()}"
+    if tmp.exists():
+        shutil.rmtree(tmp)
+    try:
+        tmp.mkdir()
+        rest: dict[str, Any] = {}
+        for name, value in state.items():
+            if _is_tensor_dict(value):
+                _save_tensors(value, tmp / f"{name}.safetensors")
+            else:
+                rest[name] = value
+        tensors: dict[str, torch.Tensor] = {}
+        skeleton = _flatten(rest, tensors, "")
+        if tensors:
+            _save_tensors(tensors, tmp / "state.safetensors")
+        with open(tmp / "state.json", "w") as f:
+            json.dump({"step": step, "state": skeleton}, f)
+            f.flush()
+            os.fsync(f.fileno())
+        if final.exists():
+            shutil.rmtree(final)
+        os.replace(tmp, final)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    _write_atomic(root / LATEST, final.name)
+    if keep_last is not None:
+        for old in list_checkpoints(root)[:-keep_last]:
+            shutil.rmtree(old, ignore_errors=True)
+    return final
+
+
+def _write_atomic(path: Path, text: str) -> None:
+    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    with open(tmp, "w") as f:
+        f.write(text)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+
+
+def list_checkpoints(root: str | os.PathLike) -> list[Path]:
+    """Complete checkpoint directories under ``root``, oldest first."""
+    root = Path(root)
+    if not root.is_dir():
+        return []
+    return sorted(p for p in root.iterdir() if p.is_dir() and p.name.startswith("step_") and ".tmp" not in p.name
+                  and (p / "state.json").exists())
+
+
+def latest_checkpoint(root: str | os.PathLike) -> Path | None:
+    """The checkpoint named by ``<root>/latest`` (or the newest complete one), or None."""
+    root = Path(root)
+    pointer = root / LATEST
+    if pointer.exists():
+        cand = root / pointer.read_text().strip()
+        if (cand / "state.json").exists():
+            return cand
+    ckpts = list_checkpoints(root)
+    return ckpts[-1] if ckpts else None
+
+
+def load_checkpoint(path: str | os.PathLike, map_location: str | torch.device = "cpu") -> dict[str, Any]:
+    """Read a checkpoint directory (or a run root, meaning its latest) back into the ``state`` mapping."""
+    path = Path(path)
+    if not path.exists():
+        raise FileNotFoundError(f"checkpoint not found: {path}")
+    if not (path / "state.json").exists():
+        latest = latest_checkpoint(path)
+        if latest is None:
+            raise FileNotFoundError(f"{path} holds no checkpoint (expected state.json or step_* directories)")
+        path = latest
+    with open(path / "state.json") as f:
+        meta = json.load(f)
+    tensors = load_file(str(path / "state.safetensors"), device=str(map_location)) if (path / "state.safetensors").exists() else {}
+    state = _unflatten(meta["state"], tensors)
+    for f in sorted(path.glob("*.safetensors")):
+        if f.name != "state.safetensors":
+            state[f.stem] = load_file(str(f), device=str(map_location))
+    state["__step__"] = meta["step"]
+    state["__path__"] = str(path)
+    return state

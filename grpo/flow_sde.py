@@ -1,0 +1,183 @@
+"""One stochastic step of a flow-matching sampler, with its Gaussian log-prob.
+
+Written once, used by both frontends: the diffusion samplers (SD3/FLUX/Wan latents) and
+the flow-matching action heads of VLA policies (pi0-style action chunks).
+
+Convention (rectified flow, as diffusers' ``FlowMatchEulerDiscreteScheduler``)::
+
+    x_sigma = (1 - sigma) * x_0 + sigma * eps,      sigma: 1 (noise) -> 0 (data)
+    v       = model(x_sigma, sigma) ~ eps - x_0      (the predicted velocity)
+    dt      = sigma_next - sigma < 0
+
+Every kind below draws ``x_next ~ N(mean, std^2 I)`` and returns ``log N(x_next; mean, std^2)``
+computed in float32 whatever the model's dtype (bf16 log-probs make the PPO ratio drift from 1).
+
+``kind`` selects the SDE:
+
+* ``"flow_grpo"`` -- Flow-GRPO (Liu et al. 2025, Eq. 9): the reverse SDE with the same marginals
+  as the ODE, diffusion coefficient ``sigma_t = eta * sqrt(sigma / (1 - sigma))``::
+
+      mean = x + [v + sigma_t^2 / (2 sigma) * (x + (1 - sigma) v)] * dt
+      std  = sigma_t * sqrt(-dt)
+
+  (``sigma`` in the ratio is capped at ``sigma_max`` to avoid the pole at sigma = 1, as in the
+  reference implementation, where ``sigma_max`` is the second sigma of the schedule.)
+* ``"dance_grpo"`` -- DanceGRPO (Xue et al. 2025, Sec. 3.2): ``std = eta * sqrt(-dt)`` and the score
+  correction ``s = -(x - (1 - sigma) x0_hat) / sigma^2`` with ``x0_hat = x - sigma v``::
+
+      mean = x + v dt - 0.5 eta^2 s dt
+* ``"cps"`` -- Coefficients-Preserving Sampling (Wang & Yu 2025, Eq. 12): keeps the coefficients of
+  ``x0_hat`` and noise on the schedule, ``std = sigma_next * sin(eta * pi / 2)``::
+
+      mean = (1 - sigma_next) x0_hat + sqrt(sigma_next^2 - std^2) * eps_hat,  eps_hat = x + (1 - sigma) v
+* ``"ode"`` -- the deterministic Euler step ``x + v dt`` (``std = 0``, log-prob 0).
+
+All SDE kinds reduce to the ODE step as ``eta -> 0`` (tested). Where ``std == 0`` (the ODE, or CPS at
+``sigma_next = 0``) the step is deterministic: ``log_prob`` is 0 and ``stochastic`` is False; callers
+must mask such steps out of the policy loss.
+
+Shapes: ``x``, ``v``, ``noise``, ``prev_sample``: ``[B, ...]``; ``sigma``, ``sigma_next``: python
+floats or tensors broadcastable to ``[B]``; ``log_prob``: ``[B]``.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Literal
+
+import torch
+
+SDEKind = Literal["flow_grpo", "dance_grpo", "cps", "ode"]
+SDE_KINDS: tuple[str, ...] = ("flow_grpo", "dance_grpo", "cps", "ode")
+_LOG_SQRT_2PI = 0.5 * math.log(2 * math.pi)
+
+
+@dataclass
+class SDEStepOutput:
+    """Result of one step. ``mean``/``std`` are kept for the Flow-GRPO KL on Gaussian means."""
+
+    prev_sample: torch.Tensor  # [B, ...] float32
+    log_prob: torch.Tensor  # [B] float32
+    mean: torch.Tensor  # [B, ...] float32
+    std: torch.Tensor  # [B, 1, ..., 1] float32 (0 where deterministic)
+
+    @property
+    def stochastic(self) -> torch.Tensor:
+        """``[B]`` bool: True where the step drew noise (and its log-prob is meaningful)."""
+        return self.std.reshape(-1) > 0
+
+
+def _per_sample(s: float | torch.Tensor, like: torch.Tensor) -> torch.Tensor:
+    """Turn a scalar or ``[B]`` sigma into a float32 tensor shaped ``[B, 1, ..., 1]``."""
+    t = torch.as_tensor(s, dtype=torch.float32, device=like.device)
+    if t.dim() == 0:
+        t = t.expand(like.shape[0])
+    if t.shape != (like.shape[0],):
+        raise ValueError(f"sigma must be a scalar or have shape [{like.shape[0]}], got {tuple(t.shape)}")
+    return t.reshape(-1, *([1] * (like.dim() - 1)))
+
+
+def sde_step(
+    v: torch.Tensor,
+    x: torch.Tensor,
+    sigma: float | torch.Tensor,
+    sigma_next: float | torch.Tensor,
+    *,
+    kind: SDEKind = "flow_grpo",
+    eta: float = 0.7,
+    sigma_max: float | None = None,
+    prev_sample: torch.Tensor | None = None,
+    noise: torch.Tensor | None = None,
+    generator: torch.Generator | None = None,
+    reduce: Literal["mean", "sum"] = "mean",
+) -> SDEStepOutput:
+    """Take one step ``sigma -> sigma_next`` and return the sample and its log-prob.
+
+    Args:
+        v: predicted velocity ``[B, ...]`` (any dtype; computed in float32).
+        x: current sample ``x_sigma`` ``[B, ...]``.
+        sigma, sigma_next: current and next noise level, ``1 >= sigma > sigma_next >= 0``.
+        kind: which SDE (see module docstring).
+        eta: noise level (``a`` in Flow-GRPO, ``eta`` in DanceGRPO, the angle fraction in CPS).
+        sigma_max: Flow-GRPO only: cap for sigma inside ``sqrt(sigma / (1 - sigma))``; default 0.99.
+        prev_sample: a stored transition ``x_next``; when given, nothing is sampled and the
+            log-prob of this sample under the (new) mean/std is returned (PPO ratio recomputation).
+        noise: standard-normal noise ``[B, ...]`` to use instead of drawing it (seeded branching).
+        generator: generator for the draw when neither ``prev_sample`` nor ``noise`` is given.
+        reduce: ``"mean"`` (Flow-GRPO/DanceGRPO convention: average over the non-batch dims) or
+            ``"sum"`` (the exact joint log-density of the step).
+    """
+    if kind not in SDE_KINDS:
+        raise ValueError(f"unknown SDE kind {kind!r}; expected one of {SDE_KINDS}")
+    if v.shape != x.shape:
+        raise ValueError(f"velocity shape {tuple(v.shape)} != sample shape {tuple(x.shape)}")
+    if eta < 0:
+        raise ValueError(f"eta must be >= 0, got {eta}")
+    x32 = x.float()
+    v32 = v.float()
+    s = _per_sample(sigma, x32)
+    sn = _per_sample(sigma_next, x32)
+    dt = sn - s
+
+    if kind == "ode" or eta == 0.0:
+        mean = x32 + v32 * dt
+        std = torch.zeros_like(s)
+    elif kind == "flow_grpo":
+        cap = 0.99 if sigma_max is None else sigma_max
+        s_c = torch.clamp(s, max=cap)
+        sigma_t = eta * torch.sqrt(s_c / (1 - s_c))
+        mean = x32 * (1 + sigma_t**2 / (2 * s) * dt) + v32 * (1 + sigma_t**2 * (1 - s) / (2 * s)) * dt
+        std = sigma_t * torch.sqrt(-dt)
+    elif kind == "dance_grpo":
+        x0_hat = x32 - s * v32
+        score = -(x32 - (1 - s) * x0_hat) / s**2
+        mean = x32 + v32 * dt - 0.5 * eta**2 * score * dt
+        std = eta * torch.sqrt(-dt)
+    else:  # cps
+        x0_hat = x32 - s * v32
+        eps_hat = x32 + (1 - s) * v32
+        std = sn * math.sin(eta * math.pi / 2)
+        mean = (1 - sn) * x0_hat + torch.sqrt(torch.clamp(sn**2 - std**2, min=0.0)) * eps_hat
+
+    if prev_sample is None:
+        if noise is None:
+            noise = torch.randn(x32.shape, generator=generator, device=x32.device, dtype=torch.float32)
+        elif noise.shape != x32.shape:
+            raise ValueError(f"noise shape {tuple(noise.shape)} != sample shape {tuple(x32.shape)}")
+        prev_sample = mean + std * noise.float()
+    elif prev_sample.shape != x32.shape:
+        raise ValueError(f"prev_sample shape {tuple(prev_sample.shape)} != sample shape {tuple(x32.shape)}")
+
+    log_prob = gaussian_log_prob(prev_sample.detach().float(), mean, std, reduce=reduce)
+    return SDEStepOutput(prev_sample=prev_sample.float(), log_prob=log_prob, mean=mean, std=std)
+
+
+def gaussian_log_prob(
+    sample: torch.Tensor, mean: torch.Tensor, std: torch.Tensor, reduce: Literal["mean", "sum"] = "mean"
+) -> torch.Tensor:
+    """``log N(sample; mean, std^2)`` per element, reduced over non-batch dims to ``[B]``.
+
+    Rows with ``std == 0`` (deterministic steps) get log-prob 0 instead of +/-inf.
+    """
+    std_b = std.expand_as(mean)
+    safe = torch.where(std_b > 0, std_b, torch.ones_like(std_b))
+    lp = -((sample - mean) ** 2) / (2 * safe**2) - torch.log(safe) - _LOG_SQRT_2PI
+    lp = torch.where(std_b > 0, lp, torch.zeros_like(lp))
+    dims = tuple(range(1, lp.dim()))
+    if not dims:
+        return lp
+    return lp.mean(dim=dims) if reduce == "mean" else lp.sum(dim=dims)
+
+
+def flow_sigmas(num_steps: int, shift: float = 1.0, device: torch.device | str | None = None) -> torch.Tensor:
+    """The ``num_steps + 1`` noise levels ``1 -> 0`` of a flow-matching sampler, with SD3's time shift.
+
+    ``sigma' = shift * sigma / (1 + (shift - 1) * sigma)`` (Esser et al. 2024, Eq. 23); ``shift=1`` is uniform.
+    """
+    if num_steps < 1:
+        raise ValueError(f"num_steps must be >= 1, got {num_steps}")
+    if shift <= 0:
+        raise ValueError(f"shift must be > 0, got {shift}")
+    s = torch.linspace(1.0, 0.0, num_steps + 1, device=device, dtype=torch.float32)
+    return shift * s / (1 + (shift - 1) * s)

@@ -1,0 +1,114 @@
+"""Clipped policy-gradient loss (PPO/GRPO) with asymmetric clipping, masks and optional KL.
+
+For each element (a denoising step of a sample, or an action chunk step / token)::
+
+    rho   = exp(logp_new - logp_old)                                   (computed in float32)
+    L_pg  = max(-A * rho, -A * clip(rho, 1 - eps_low, 1 + eps_high))   (PPO, Schulman et al. 2017, Eq. 7)
+
+``eps_high > eps_low`` is DAPO's clip-higher (Yu et al. 2025, Eq. 10). The loss is averaged over the
+elements where ``mask`` is True (``"token_mean"``), or per sample first and then over samples
+(``"sample_mean"``). An optional KL to a reference policy is added with weight ``kl_coef``:
+
+* ``flow_kl(mean_new, mean_ref, std)``: the closed-form KL between the Gaussian SDE steps of the
+  policy and the reference, as Flow-GRPO (Eq. 12) writes it: ``||mu_new - mu_ref||^2 / (2 std^2)``,
+  averaged over the non-batch dims.
+* ``k3_kl(logp_new, logp_ref)``: Schulman's unbiased, positive estimator ``exp(d) - d - 1``,
+  ``d = logp_ref - logp_new`` (used by GRPO, Shao et al. 2024, Eq. 4).
+
+Shapes: ``logp_new``, ``logp_old``, ``mask``, ``kl``: ``[B, T]`` (or ``[B]``); ``advantages``: ``[B]`` or
+``[B, T]`` (broadcast over ``T``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+import torch
+
+
+@dataclass
+class PGLossOutput:
+    loss: torch.Tensor  # scalar: pg + kl_coef * kl
+    pg_loss: torch.Tensor  # scalar
+    kl: torch.Tensor  # scalar (0 when no KL given)
+    clip_frac: torch.Tensor  # fraction of masked elements where the clipped branch was active
+    approx_kl: torch.Tensor  # 0.5 * mean((logp_new - logp_old)^2), a drift diagnostic
+    ratio_mean: torch.Tensor
+
+
+def _masked_mean(x: torch.Tensor, mask: torch.Tensor, reduction: str) -> torch.Tensor:
+    m = mask.to(x.dtype)
+    if reduction == "token_mean":
+        return (x * m).sum() / m.sum().clamp(min=1.0)
+    if x.dim() == 1:
+        return (x * m).sum() / m.sum().clamp(min=1.0)
+    per_sample = (x * m).sum(dim=1) / m.sum(dim=1).clamp(min=1.0)
+    has_any = (m.sum(dim=1) > 0).to(x.dtype)
+    return (per_sample * has_any).sum() / has_any.sum().clamp(min=1.0)
+
+
+def clipped_pg_loss(
+    logp_new: torch.Tensor,
+    logp_old: torch.Tensor,
+    advantages: torch.Tensor,
+    mask: torch.Tensor | None = None,
+    clip_low: float = 0.2,
+    clip_high: float | None = None,
+    kl: torch.Tensor | None = None,
+    kl_coef: float = 0.0,
+    reduction: Literal["token_mean", "sample_mean"] = "token_mean",
+) -> PGLossOutput:
+    """The clipped surrogate (see module docstring). ``clip_high=None`` means symmetric (= ``clip_low``)."""
+    if logp_new.shape != logp_old.shape:
+        raise ValueError(f"logp_new shape {tuple(logp_new.shape)} != logp_old shape {tuple(logp_old.shape)}")
+    if clip_low < 0 or (clip_high is not None and clip_high < 0):
+        raise ValueError(f"clip ranges must be >= 0, got low={clip_low} high={clip_high}")
+    if reduction not in ("token_mean", "sample_mean"):
+        raise ValueError(f"unknown reduction {reduction!r}; expected 'token_mean' or 'sample_mean'")
+    clip_high = clip_low if clip_high is None else clip_high
+    lp_new = logp_new.float()
+    lp_old = logp_old.detach().float()
+    adv = advantages.detach().float()
+    if adv.dim() == 1 and lp_new.dim() == 2:
+        adv = adv[:, None]
+    adv = adv.expand_as(lp_new)
+    mask = torch.ones_like(lp_new, dtype=torch.bool) if mask is None else mask.bool().expand_as(lp_new)
+
+    log_ratio = lp_new - lp_old
+    ratio = torch.exp(log_ratio)
+    unclipped = -adv * ratio
+    clipped = -adv * torch.clamp(ratio, 1.0 - clip_low, 1.0 + clip_high)
+    per_elem = torch.maximum(unclipped, clipped)
+    pg = _masked_mean(per_elem, mask, reduction)
+
+    kl_val = torch.zeros((), dtype=torch.float32, device=lp_new.device)
+    if kl is not None:
+        kl_val = _masked_mean(kl.float().expand_as(lp_new), mask, reduction)
+    loss = pg + kl_coef * kl_val if kl is not None else pg
+
+    with torch.no_grad():
+        m = mask.float()
+        denom = m.sum().clamp(min=1.0)
+        clip_frac = ((clipped > unclipped).float() * m).sum() / denom
+        approx_kl = (0.5 * log_ratio**2 * m).sum() / denom
+        ratio_mean = (ratio * m).sum() / denom
+    return PGLossOutput(loss, pg, kl_val, clip_frac, approx_kl, ratio_mean)
+
+
+def flow_kl(mean_new: torch.Tensor, mean_ref: torch.Tensor, std: torch.Tensor) -> torch.Tensor:
+    """KL(N(mu_new, s^2) || N(mu_ref, s^2)) per sample ``[B]``, averaged over non-batch dims (Flow-GRPO Eq. 12).
+
+    Rows with ``std == 0`` (deterministic steps) give 0.
+    """
+    s = std.float().expand_as(mean_new)
+    safe = torch.where(s > 0, s, torch.ones_like(s))
+    kl = (mean_new.float() - mean_ref.detach().float()) ** 2 / (2 * safe**2)
+    kl = torch.where(s > 0, kl, torch.zeros_like(kl))
+    return kl.mean(dim=tuple(range(1, kl.dim()))) if kl.dim() > 1 else kl
+
+
+def k3_kl(logp_new: torch.Tensor, logp_ref: torch.Tensor) -> torch.Tensor:
+    """Schulman's k3 estimator of KL(new || ref) per element: ``exp(d) - d - 1``, ``d = logp_ref - logp_new``."""
+    d = logp_ref.detach().float() - logp_new.float()
+    return torch.exp(d) - d - 1.0

@@ -1,0 +1,116 @@
+"""Metrics to TensorBoard and to a JSON-lines file (one object per ``log`` call), rank 0 only.
+
+``metrics.jsonl`` is the machine-readable record (tests and benchmarks read it); TensorBoard gets the same
+scalars plus image grids and videos. W&B is used when ``wandb=True`` and the package is installed.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+from pathlib import Path
+from typing import Mapping
+
+import torch
+
+
+def image_grid(images: torch.Tensor, nrow: int | None = None, pad: int = 1) -> torch.Tensor:
+    """Tile ``[B, C, H, W]`` images in ``[0, 1]`` into one ``[C, H', W']`` grid."""
+    if images.dim() != 4:
+        raise ValueError(f"images must be [B, C, H, W], got {tuple(images.shape)}")
+    b, c, h, w = images.shape
+    nrow = nrow or math.ceil(math.sqrt(b))
+    ncol = math.ceil(b / nrow)
+    grid = torch.ones(c, ncol * (h + pad) + pad, nrow * (w + pad) + pad, dtype=images.dtype)
+    for i in range(b):
+        r, col = divmod(i, nrow)
+        grid[:, pad + r * (h + pad): pad + r * (h + pad) + h, pad + col * (w + pad): pad + col * (w + pad) + w] = images[i].cpu()
+    return grid
+
+
+class MetricsLogger:
+    """Write scalars/images/videos under ``logdir``; a no-op on non-main ranks (``enabled=False``)."""
+
+    def __init__(self, logdir: str | Path, enabled: bool = True, tensorboard: bool = True, wandb: bool = False,
+                 run_name: str | None = None, config: Mapping | None = None):
+        self.logdir = Path(logdir)
+        self.enabled = enabled
+        self._tb = None
+        self._wandb = None
+        self._jsonl = None
+        self._t0 = time.time()
+        if not enabled:
+            return
+        self.logdir.mkdir(parents=True, exist_ok=True)
+        self._jsonl = open(self.logdir / "metrics.jsonl", "a")
+        if tensorboard:
+            from torch.utils.tensorboard import SummaryWriter
+
+            self._tb = SummaryWriter(str(self.logdir / "tb"))
+        if wandb:
+            try:
+                import wandb as _wandb
+            except ImportError as e:
+                raise ImportError("wandb logging was requested but wandb is not installed: pip install wandb") from e
+            self._wandb = _wandb.init(name=run_name, config=dict(config or {}), dir=str(self.logdir))
+
+    def log(self, step: int, scalars: Mapping[str, float | torch.Tensor]) -> None:
+        if not self.enabled:
+            return
+        row = {"step": step, "time": round(time.time() - self._t0, 3)}
+        for k, v in scalars.items():
+            v = float(v.detach().float().mean()) if isinstance(v, torch.Tensor) else float(v)
+            row[k] = v
+            if self._tb is not None:
+                self._tb.add_scalar(k, v, step)
+        assert self._jsonl is not None
+        self._jsonl.write(json.dumps(row) + "\n")
+        self._jsonl.flush()
+        if self._wandb is not None:
+            self._wandb.log(row, step=step)
+
+    def log_images(self, step: int, tag: str, images: torch.Tensor, nrow: int | None = None) -> Path | None:
+        """Log ``[B, 3, H, W]`` images in ``[0, 1]`` as one grid; also saved as ``images/<tag>_<step>.png``."""
+        if not self.enabled:
+            return None
+        import imageio.v3 as iio
+
+        grid = image_grid(images.detach().float().clamp(0, 1), nrow)
+        if self._tb is not None:
+            self._tb.add_image(tag, grid, step)
+        out = self.logdir / "images" / f"{tag.replace('/', '_')}_{step:06d}.png"
+        out.parent.mkdir(parents=True, exist_ok=True)
+        iio.imwrite(out, (grid.permute(1, 2, 0) * 255).round().to(torch.uint8).numpy())
+        return out
+
+    def log_video(self, step: int, tag: str, frames: torch.Tensor, fps: int = 10) -> Path | None:
+        """Log a ``[T, 3, H, W]`` video in ``[0, 1]``; saved as ``videos/<tag>_<step>.mp4`` (TensorBoard gets it
+        too when moviepy is installed)."""
+        if not self.enabled:
+            return None
+        import imageio.v3 as iio
+
+        out = self.logdir / "videos" / f"{tag.replace('/', '_')}_{step:06d}.mp4"
+        out.parent.mkdir(parents=True, exist_ok=True)
+        arr = (frames.detach().float().clamp(0, 1).permute(0, 2, 3, 1) * 255).round().to(torch.uint8).cpu().numpy()
+        iio.imwrite(out, arr, fps=fps, codec="libx264", macro_block_size=1)
+        if self._tb is not None:
+            try:
+                self._tb.add_video(tag, frames[None].float().clamp(0, 1).cpu(), step, fps=fps)
+            except (ImportError, ModuleNotFoundError):
+                pass
+        return out
+
+    def close(self) -> None:
+        if self._tb is not None:
+            self._tb.close()
+        if self._jsonl is not None:
+            self._jsonl.close()
+        if self._wandb is not None:
+            self._wandb.finish()
+
+
+def read_jsonl(path: str | Path) -> list[dict]:
+    with open(path) as f:
+        return [json.loads(line) for line in f if line.strip()]

@@ -1,0 +1,148 @@
+"""The generic GRPO train step shared by both frontends: advantages from a config, a guarded
+optimizer step that never applies a non-finite update.
+
+A frontend's loop is::
+
+    adv = compute_advantages(cfg, rewards, group_ids, components)        # once per rollout batch
+    for minibatch in ...:
+        out = clipped_pg_loss(logp_new, logp_old, adv[idx], mask, cfg.clip_low, cfg.clip_high, kl, cfg.kl_coef)
+        backward_if_finite(out.loss / accum, guard)
+    stats = guarded_step(params, optimizer, cfg.max_grad_norm, guard)
+
+:class:`NonFiniteGuard` counts consecutive skipped updates (NaN/inf loss, gradient or reward) and raises
+:class:`NonFiniteError` with a clear message after ``max_consecutive`` in a row.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Iterable, Literal
+
+import torch
+
+from .advantages import Advantages, decoupled_advantages, group_advantages
+
+
+@dataclass
+class GRPOConfig:
+    """Optimizer-side settings shared by every frontend (the YAML ``grpo:`` section)."""
+
+    group_size: int = 8
+    advantage: Literal["mean_std", "median", "gdpo"] = "mean_std"
+    std_mode: Literal["group", "global", "none"] = "group"
+    adv_eps: float = 1e-4
+    adv_clip: float | None = 5.0
+    reward_weights: dict[str, float] = field(default_factory=dict)  # GDPO component weights
+    clip_low: float = 1e-4
+    clip_high: float | None = None
+    kl_coef: float = 0.0
+    kl_type: Literal["flow", "k3"] = "flow"
+    loss_reduction: Literal["token_mean", "sample_mean"] = "token_mean"
+    max_grad_norm: float = 1.0
+    max_nonfinite: int = 3  # consecutive skipped updates before aborting
+
+    def __post_init__(self) -> None:
+        if self.group_size < 2:
+            raise ValueError(f"group_size must be >= 2 (group-relative advantages need a group), got {self.group_size}")
+        if self.clip_low < 0:
+            raise ValueError(f"clip_low must be >= 0, got {self.clip_low}")
+        if self.max_grad_norm <= 0:
+            raise ValueError(f"max_grad_norm must be > 0, got {self.max_grad_norm}")
+
+
+def compute_advantages(
+    cfg: GRPOConfig,
+    rewards: torch.Tensor,
+    group_ids: torch.Tensor,
+    components: dict[str, torch.Tensor] | None = None,
+) -> Advantages:
+    """Advantages ``[N]`` (and loss mask) for the configured method; GDPO needs ``components``."""
+    if cfg.advantage == "gdpo":
+        if not components:
+            raise ValueError("advantage='gdpo' needs named reward components; the reward returned none")
+        return decoupled_advantages(components, group_ids, cfg.reward_weights or None, cfg.adv_eps, clip=cfg.adv_clip)
+    return group_advantages(rewards, group_ids, cfg.advantage, cfg.std_mode, cfg.adv_eps, cfg.adv_clip)
+
+
+class NonFiniteError(RuntimeError):
+    """Raised after too many consecutive non-finite updates."""
+
+
+class NonFiniteGuard:
+    """Tracks skipped updates; ``max_consecutive`` skips in a row abort the run."""
+
+    def __init__(self, max_consecutive: int = 3):
+        self.max_consecutive = max_consecutive
+        self.consecutive = 0
+        self.total_skipped = 0
+        self.last_reason = ""
+        self._pending: str | None = None
+
+    def flag(self, reason: str) -> None:
+        """Mark the current update as bad (it will be skipped by :func:`guarded_step`)."""
+        self._pending = self._pending or reason
+
+    def check(self, name: str, value: torch.Tensor) -> bool:
+        """True if ``value`` is all finite; otherwise flag the update with a reason naming ``name``."""
+        ok = bool(torch.isfinite(value).all())
+        if not ok:
+            self.flag(f"non-finite {name}")
+        return ok
+
+    def end_step(self) -> str | None:
+        """Close the current update; return the skip reason (or None) and raise after too many in a row."""
+        reason, self._pending = self._pending, None
+        if reason is None:
+            self.consecutive = 0
+            return None
+        self.consecutive += 1
+        self.total_skipped += 1
+        self.last_reason = reason
+        if self.consecutive >= self.max_consecutive:
+            raise NonFiniteError(
+                f"{self.consecutive} consecutive updates skipped (last: {reason}); aborting. "
+                "Lower the learning rate, check the reward for NaN, or raise max_nonfinite."
+            )
+        return reason
+
+    def state_dict(self) -> dict:
+        return {"consecutive": self.consecutive, "total_skipped": self.total_skipped}
+
+    def load_state_dict(self, s: dict) -> None:
+        self.consecutive, self.total_skipped = int(s["consecutive"]), int(s["total_skipped"])
+
+
+def backward_if_finite(loss: torch.Tensor, guard: NonFiniteGuard) -> bool:
+    """``loss.backward()`` unless the loss is non-finite (then the update is flagged and skipped)."""
+    if not guard.check("loss", loss.detach()):
+        return False
+    loss.backward()
+    return True
+
+
+@dataclass
+class StepStats:
+    grad_norm: float
+    skipped: bool
+    reason: str | None
+
+
+def guarded_step(
+    params: Iterable[torch.nn.Parameter],
+    optimizer: torch.optim.Optimizer,
+    max_grad_norm: float,
+    guard: NonFiniteGuard,
+    scheduler: object | None = None,
+) -> StepStats:
+    """Clip gradients and step, unless the loss or the gradient norm is non-finite; always zero grads."""
+    params = [p for p in params if p.requires_grad]
+    grad_norm = torch.nn.utils.clip_grad_norm_(params, max_grad_norm) if params else torch.tensor(0.0)
+    guard.check("gradient", grad_norm)
+    reason = guard._pending
+    if reason is None:
+        optimizer.step()
+        if scheduler is not None:
+            scheduler.step()  # type: ignore[attr-defined]
+    optimizer.zero_grad(set_to_none=True)
+    guard.end_step()
+    return StepStats(float(grad_norm), reason is not None, reason)
