@@ -111,7 +111,8 @@ def group_advantages(
         scale = r.std(unbiased=False).expand_as(r) if r.numel() > 1 else torch.zeros_like(r)
     else:
         scale, eps = torch.ones_like(r), 0.0
-    adv = centered / (scale + eps)
+    denom = scale + eps
+    adv = torch.where(denom > 0, centered / torch.where(denom > 0, denom, torch.ones_like(denom)), torch.zeros_like(r))
     adv = torch.where(mask, adv, torch.zeros_like(adv))
     return Advantages(values=clip_advantages(adv, clip), mask=mask)
 

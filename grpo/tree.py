@@ -187,7 +187,7 @@ def depth_advantages(tree: RolloutTree, node_rewards: torch.Tensor, eps: float =
         ids = torch.tensor(tree.nodes_at_depth(d), device=node_rewards.device)
         r = node_rewards[ids].float()
         std = r.std(unbiased=False) if r.numel() > 1 else r.new_zeros(())
-        adv[ids] = (r - r.mean()) / (std + eps)
+        adv[ids] = (r - r.mean()) / (std + eps) if float(std + eps) > 0 else torch.zeros_like(r)
     return adv
 
 
