@@ -17,6 +17,7 @@ Every piece comes from ``grpo/``: ``flow_sde.sde_step`` (sampling with log-probs
 from __future__ import annotations
 
 import copy
+from functools import partial
 import math
 import sys
 import time
@@ -28,6 +29,9 @@ from torch import nn
 from tqdm.auto import tqdm
 
 from .checkpoint import capture_rng_state, latest_checkpoint, load_checkpoint, restore_rng_state, save_checkpoint
+from .distributed import (all_reduce_mean, average_gradients, barrier, gathered_advantages, init_distributed,
+                          keyed_generator, keyed_randn, shard_range)
+from .signals import GracefulExit
 from .config import ConfigError, config_diff, config_to_dict, dump_config, load_config
 from .flow_sde import SDEKind, flow_sigmas, sde_step
 from .loss import clipped_pg_loss, flow_kl, k3_kl
@@ -124,29 +128,39 @@ def pretrain(model: ToyVelocity, cfg: ToyModelConfig, gen: torch.Generator) -> f
 
 
 @torch.no_grad()
-def rollout(model: ToyVelocity, c: torch.Tensor, sc: ToySamplerConfig, gen: torch.Generator, sde: bool = True):
-    """Sample ``x`` for prompts ``c[B]``; return final samples, per-step latents ``[T+1,B,2]`` and log-probs ``[T,B]``."""
+def rollout(model: ToyVelocity, c: torch.Tensor, sc: ToySamplerConfig, noise: torch.Tensor, sde: bool = True):
+    """Sample ``x`` for prompts ``c[B]`` from pre-drawn ``noise[B, T+1, 2]`` (initial noise + one draw per step).
+
+    Returns final samples ``[B,2]``, per-step latents ``[T+1,B,2]`` and log-probs ``[T,B]``.
+    """
     sigmas = flow_sigmas(sc.num_steps)
-    x = torch.randn(c.shape[0], 2, generator=gen)
+    x = noise[:, 0]
     lats, lps = [x], []
     for i in range(sc.num_steps):
         s = sigmas[i].expand(c.shape[0])
         out = sde_step(model(x, s, c), x, sigmas[i], sigmas[i + 1], kind=sc.sde if sde else "ode", eta=sc.eta,
-                       generator=gen)
+                       noise=noise[:, i + 1])
         x = out.prev_sample
         lats.append(x)
         lps.append(out.log_prob)
     return x, torch.stack(lats), torch.stack(lps)
 
 
-def evaluate(model: ToyVelocity, cfg: ToyConfig, gen: torch.Generator) -> float:
-    c = torch.arange(cfg.train.eval_samples) % cfg.model.num_prompts
-    x, _, _ = rollout(model, c, cfg.sampler, gen, sde=False)
+def evaluate(model: ToyVelocity, cfg: ToyConfig) -> float:
+    n = cfg.train.eval_samples
+    c = torch.arange(n) % cfg.model.num_prompts
+    x, _, _ = rollout(model, c, cfg.sampler, keyed_randn((cfg.sampler.num_steps + 1, 2), cfg.seed, -1, range(n)), sde=False)
     return float(reward_fn(x, c, cfg.model).mean())
 
 
 def train(cfg: ToyConfig) -> dict:
-    """Pretrain (or resume), then GRPO; returns ``{"reward_before", "reward_after", ...}``."""
+    """Pretrain (or resume), then GRPO; returns ``{"reward_before", "reward_after", "model", "stopped"}``.
+
+    Runs as one process or under ``torchrun``/``accelerate launch``: each rank rolls out its contiguous
+    share of the global batch (noise keyed by global sample index), advantages are computed on the
+    gathered groups, gradients are averaged; rank 0 evaluates, logs and checkpoints.
+    """
+    info = init_distributed()
     out = Path(cfg.output_dir)
     ckpt_dir = out / "checkpoints"
     torch.manual_seed(cfg.seed)
@@ -154,7 +168,7 @@ def train(cfg: ToyConfig) -> dict:
     model = ToyVelocity(cfg.model.hidden, cfg.model.num_prompts)
     optimizer = torch.optim.Adam(model.parameters(), lr=cfg.train.lr)
     guard = NonFiniteGuard(cfg.grpo.max_nonfinite)
-    logger = MetricsLogger(out, config=config_to_dict(cfg))
+    logger = MetricsLogger(out, enabled=info.is_main, config=config_to_dict(cfg))
     start, ref_state, before = 0, None, None
 
     latest = latest_checkpoint(ckpt_dir) if cfg.resume else None
@@ -168,65 +182,88 @@ def train(cfg: ToyConfig) -> dict:
         optimizer.load_state_dict(state["optimizer"])
         guard.load_state_dict(state["guard"])
         restore_rng_state(state["rng"])
-        gen.set_state(state["generator"])
         start, before = int(state["iteration"]), float(state["reward_before"])
-        print(f"resumed from {latest} at iteration {start}")
+        if info.is_main:
+            print(f"resumed from {latest} at iteration {start}")
     if ref_state is None:
         t = time.time()
         loss = pretrain(model, cfg.model, gen)
-        print(f"pretrained the toy flow model in {time.time() - t:.1f}s (final flow-matching loss {loss:.3f})")
+        if info.is_main:
+            print(f"pretrained the toy flow model in {time.time() - t:.1f}s (final flow-matching loss {loss:.3f})")
         ref_state = {k: v.clone() for k, v in model.state_dict().items()}
     reference = copy.deepcopy(model).requires_grad_(False)
     reference.load_state_dict(ref_state)
     if before is None:
-        before = evaluate(model, cfg, gen)
-    print(f"outputs: {out.resolve()} (metrics.jsonl, tb/, checkpoints/)")
+        before = evaluate(model, cfg)
+    if info.is_main:
+        print(f"outputs: {out.resolve()} (metrics.jsonl, tb/, checkpoints/)")
+
+    def save(iteration: int) -> None:
+        if info.is_main:
+            save_checkpoint(ckpt_dir, iteration, {
+                "model": model.state_dict(), "reference": ref_state, "optimizer": optimizer.state_dict(),
+                "guard": guard.state_dict(), "rng": capture_rng_state(), "iteration": iteration,
+                "reward_before": before, "config": config_to_dict(cfg),
+            }, keep_last=cfg.train.keep_last)
+        barrier()
 
     g, p, T = cfg.grpo.group_size, cfg.train.prompts_per_iter, cfg.sampler.num_steps
+    mine = shard_range(p * g, info)  # this rank's global sample indices
     sigmas = flow_sigmas(T)
-    bar = tqdm(range(start, cfg.train.iterations), initial=start, total=cfg.train.iterations, desc="grpo toy")
-    for it in bar:
-        # ---- rollout: P prompts x G samples, SDE with stored latents and log-probs ----------
-        c = torch.randint(cfg.model.num_prompts, (p,), generator=gen).repeat_interleave(g)
-        x, lats, old_lp = rollout(model, c, cfg.sampler, gen)
-        rewards = reward_fn(x, c, cfg.model)
-        adv = compute_advantages(cfg.grpo, rewards, c)
-        # ---- update: recompute log-probs of the stored transitions, clipped loss + KL -------
-        b = c.shape[0]
-        x_t = lats[:-1].reshape(T * b, 2)
-        x_next = lats[1:].reshape(T * b, 2)
-        s = sigmas[:-1].repeat_interleave(b)
-        s_next = sigmas[1:].repeat_interleave(b)
-        cc = c.repeat(T)
-        for _ in range(cfg.train.inner_epochs):
-            step = sde_step(model(x_t, s, cc), x_t, s, s_next, kind=cfg.sampler.sde, eta=cfg.sampler.eta, prev_sample=x_next)
-            logp = step.log_prob.reshape(T, b).T
-            kl = None
-            if cfg.grpo.kl_coef > 0:
-                with torch.no_grad():
-                    ref = sde_step(reference(x_t, s, cc), x_t, s, s_next, kind=cfg.sampler.sde, eta=cfg.sampler.eta,
-                                   prev_sample=x_next)
-                kl = (flow_kl(step.mean, ref.mean, step.std) if cfg.grpo.kl_type == "flow"
-                      else k3_kl(step.log_prob, ref.log_prob)).reshape(T, b).T
-            lo = clipped_pg_loss(logp, old_lp.T, adv.values, adv.mask[:, None], cfg.grpo.clip_low, cfg.grpo.clip_high,
-                                 kl, cfg.grpo.kl_coef, cfg.grpo.loss_reduction)
-            backward_if_finite(lo.loss, guard)
-            st = guarded_step(model.parameters(), optimizer, cfg.grpo.max_grad_norm, guard)
-        logger.log(it + 1, {"reward/mean": rewards.mean(), "loss/total": lo.loss, "loss/kl": lo.kl,
-                            "loss/clip_frac": lo.clip_frac, "loss/approx_kl": lo.approx_kl, "grad_norm": st.grad_norm,
-                            "nfe": b * T, "skipped_updates": guard.total_skipped})
-        bar.set_postfix(reward=f"{float(rewards.mean()):.3f}")
-        if (it + 1) % cfg.train.save_every == 0 or it + 1 == cfg.train.iterations:
-            save_checkpoint(ckpt_dir, it + 1, {
-                "model": model.state_dict(), "reference": ref_state, "optimizer": optimizer.state_dict(),
-                "guard": guard.state_dict(), "rng": capture_rng_state(), "generator": gen.get_state(),
-                "iteration": it + 1, "reward_before": before, "config": config_to_dict(cfg),
-            }, keep_last=cfg.train.keep_last)
-    after = evaluate(model, cfg, torch.Generator().manual_seed(cfg.seed + 1))
-    logger.log(cfg.train.iterations, {"eval/reward_before": before, "eval/reward_after": after})
+    stopped = None
+    bar = tqdm(range(start, cfg.train.iterations), initial=start, total=cfg.train.iterations, desc="grpo toy",
+               disable=not info.is_main)
+    with GracefulExit() as stop:
+        for it in bar:
+            # ---- rollout: P prompts x G samples (this rank's shard), SDE with stored latents/log-probs
+            c_all = torch.randint(cfg.model.num_prompts, (p,), generator=keyed_generator(cfg.seed, it)).repeat_interleave(g)
+            c = c_all[mine.start:mine.stop]
+            group_ids = torch.arange(p).repeat_interleave(g)[mine.start:mine.stop]  # global group labels
+            noise = keyed_randn((T + 1, 2), cfg.seed, it, mine)
+            x, lats, old_lp = rollout(model, c, cfg.sampler, noise)
+            rewards = reward_fn(x, c, cfg.model)
+            adv = gathered_advantages(partial(compute_advantages, cfg.grpo), rewards, group_ids)
+            # ---- update: recompute log-probs of the stored transitions, clipped loss + KL ---------
+            b = c.shape[0]
+            x_t = lats[:-1].reshape(T * b, 2)
+            x_next = lats[1:].reshape(T * b, 2)
+            s = sigmas[:-1].repeat_interleave(b)
+            s_next = sigmas[1:].repeat_interleave(b)
+            cc = c.repeat(T)
+            for _ in range(cfg.train.inner_epochs):
+                step = sde_step(model(x_t, s, cc), x_t, s, s_next, kind=cfg.sampler.sde, eta=cfg.sampler.eta, prev_sample=x_next)
+                logp = step.log_prob.reshape(T, b).T
+                kl = None
+                if cfg.grpo.kl_coef > 0:
+                    with torch.no_grad():
+                        ref = sde_step(reference(x_t, s, cc), x_t, s, s_next, kind=cfg.sampler.sde, eta=cfg.sampler.eta,
+                                       prev_sample=x_next)
+                    kl = (flow_kl(step.mean, ref.mean, step.std) if cfg.grpo.kl_type == "flow"
+                          else k3_kl(step.log_prob, ref.log_prob)).reshape(T, b).T
+                lo = clipped_pg_loss(logp, old_lp.T, adv.values, adv.mask[:, None], cfg.grpo.clip_low, cfg.grpo.clip_high,
+                                     kl, cfg.grpo.kl_coef, cfg.grpo.loss_reduction)
+                backward_if_finite(lo.loss, guard)
+                average_gradients(model.parameters())
+                st = guarded_step(model.parameters(), optimizer, cfg.grpo.max_grad_norm, guard)
+            mean_r = all_reduce_mean(rewards.mean())
+            logger.log(it + 1, {"reward/mean": mean_r, "loss/total": all_reduce_mean(lo.loss.detach()), "loss/kl": lo.kl,
+                                "loss/clip_frac": lo.clip_frac, "loss/approx_kl": lo.approx_kl, "grad_norm": st.grad_norm,
+                                "nfe": p * g * T, "skipped_updates": guard.total_skipped})
+            bar.set_postfix(reward=f"{float(mean_r):.3f}")
+            if stop.requested:
+                save(it + 1)
+                stopped = stop.requested
+                if info.is_main:
+                    print(f"stopped by {stopped} after iteration {it + 1}; checkpoint saved, rerun to resume")
+                break
+            if (it + 1) % cfg.train.save_every == 0 or it + 1 == cfg.train.iterations:
+                save(it + 1)
+    after = evaluate(model, cfg) if stopped is None else float("nan")
+    if info.is_main and stopped is None:
+        logger.log(cfg.train.iterations, {"eval/reward_before": before, "eval/reward_after": after})
+        print(f"eval reward (ODE samples, {cfg.train.eval_samples} per run): before {before:.3f} -> after {after:.3f}")
     logger.close()
-    print(f"eval reward (ODE samples, {cfg.train.eval_samples} per run): before {before:.3f} -> after {after:.3f}")
-    return {"reward_before": before, "reward_after": after, "model": model}
+    return {"reward_before": before, "reward_after": after, "model": model, "stopped": stopped}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -1,0 +1,140 @@
+"""Distributed helpers on top of torch.distributed (as set up by ``accelerate launch`` or ``torchrun``).
+
+Nothing here schedules anything: one process per device, launched by those tools. What the GRPO
+algorithm needs from them:
+
+* a group (prompt or task/initial state) may be split across ranks, so rewards are **gathered**, the
+  advantages computed on the full groups exactly as one process would, and each rank keeps its slice
+  (the same idea as Flow-GRPO's k-repeat sampler);
+* every random draw is keyed by a *global* index (iteration, sample) rather than by rank, so a run
+  is reproducible from one seed and a 2-process run matches a 1-process run over the same global batch;
+* the global batch is split into contiguous, equal shards.
+
+Every function works unchanged without torch.distributed (world size 1).
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import Callable
+
+import torch
+import torch.distributed as dist
+
+from .advantages import Advantages
+
+
+@dataclass(frozen=True)
+class DistInfo:
+    rank: int = 0
+    world_size: int = 1
+    local_rank: int = 0
+
+    @property
+    def is_main(self) -> bool:
+        return self.rank == 0
+
+
+def dist_info() -> DistInfo:
+    if dist.is_available() and dist.is_initialized():
+        return DistInfo(dist.get_rank(), dist.get_world_size(), int(os.environ.get("LOCAL_RANK", 0)))
+    return DistInfo()
+
+
+def init_distributed(backend: str | None = None) -> DistInfo:
+    """Initialize the default process group from the launcher's environment (no-op when not launched)."""
+    if "WORLD_SIZE" in os.environ and int(os.environ["WORLD_SIZE"]) > 1 and not dist.is_initialized():
+        backend = backend or ("nccl" if torch.cuda.is_available() else "gloo")
+        dist.init_process_group(backend)
+        if torch.cuda.is_available():
+            torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", 0)))
+    return dist_info()
+
+
+def shard_range(n: int, info: DistInfo | None = None) -> range:
+    """This rank's contiguous share ``[start, stop)`` of ``n`` global items; ``n`` must divide evenly."""
+    info = info or dist_info()
+    if n % info.world_size:
+        raise ValueError(f"global batch of {n} does not split evenly over {info.world_size} processes")
+    per = n // info.world_size
+    return range(info.rank * per, (info.rank + 1) * per)
+
+
+def all_gather_cat(t: torch.Tensor) -> torch.Tensor:
+    """Concatenate ``t`` from every rank along dim 0, in rank order (sizes may differ between ranks)."""
+    info = dist_info()
+    if info.world_size == 1:
+        return t
+    n = torch.tensor([t.shape[0]], device=t.device)
+    sizes = [torch.zeros_like(n) for _ in range(info.world_size)]
+    dist.all_gather(sizes, n)
+    max_n = int(max(int(s) for s in sizes))
+    padded = torch.zeros((max_n, *t.shape[1:]), dtype=t.dtype, device=t.device)
+    padded[: t.shape[0]] = t
+    out = [torch.zeros_like(padded) for _ in range(info.world_size)]
+    dist.all_gather(out, padded.contiguous())
+    return torch.cat([o[: int(s)] for o, s in zip(out, sizes)])
+
+
+def gathered_advantages(
+    fn: Callable[[torch.Tensor, torch.Tensor, dict[str, torch.Tensor] | None], Advantages],
+    rewards: torch.Tensor,
+    group_ids: torch.Tensor,
+    components: dict[str, torch.Tensor] | None = None,
+) -> Advantages:
+    """Advantages over the *global* batch, returned for this rank's samples.
+
+    ``fn(rewards, group_ids, components)`` is any advantage function of the core (e.g.
+    ``functools.partial(compute_advantages, cfg)``); ``group_ids`` must be global labels.
+    """
+    local_n = rewards.shape[0]
+    all_r = all_gather_cat(rewards.float())
+    all_g = all_gather_cat(group_ids)
+    all_c = {k: all_gather_cat(v.float()) for k, v in components.items()} if components else None
+    sizes = all_gather_cat(torch.tensor([local_n], device=rewards.device))
+    start = int(sizes[: dist_info().rank].sum())
+    adv = fn(all_r, all_g, all_c)
+    return Advantages(adv.values[start:start + local_n], adv.mask[start:start + local_n])
+
+
+def all_reduce_mean(t: torch.Tensor) -> torch.Tensor:
+    """Mean of ``t`` over ranks (a copy; ``t`` itself is untouched)."""
+    if dist_info().world_size == 1:
+        return t
+    out = t.detach().clone()
+    dist.all_reduce(out)
+    return out / dist_info().world_size
+
+
+def average_gradients(params) -> None:
+    """All-reduce-mean the ``.grad`` of ``params`` (what DDP does), for loops that do not wrap the model."""
+    ws = dist_info().world_size
+    if ws == 1:
+        return
+    for p in params:
+        if p.grad is not None:
+            dist.all_reduce(p.grad)
+            p.grad /= ws
+
+
+def keyed_generator(seed: int, *keys: int, device: torch.device | str = "cpu") -> torch.Generator:
+    """A generator seeded from ``(seed, *keys)`` (e.g. iteration, global sample index), rank-independent."""
+    h = seed & 0xFFFFFFFF
+    for k in keys:
+        h = (h * 1_000_003 + int(k) + 0x9E3779B9) & 0x7FFFFFFFFFFFFFFF
+    return torch.Generator(device=device).manual_seed(h)
+
+
+def keyed_randn(shape: tuple[int, ...], seed: int, iteration: int, indices: range | list[int],
+                device: torch.device | str = "cpu") -> torch.Tensor:
+    """``[len(indices), *shape]`` standard normals, row ``i`` drawn from ``keyed_generator(seed, iteration, indices[i])``.
+
+    Any sharding of the global indices over ranks yields the same rows as one process drawing them all.
+    """
+    return torch.stack([torch.randn(shape, generator=keyed_generator(seed, iteration, i)) for i in indices]).to(device)
+
+
+def barrier() -> None:
+    if dist_info().world_size > 1:
+        dist.barrier()
