@@ -70,3 +70,24 @@ def test_demo_cli_errors(capsys):
     assert "unknown config key 'grpo.clip_lo' (did you mean 'clip_low'?)" in capsys.readouterr().err
     assert demo.main(["configs/grpo/toy_flow.yaml", "--dry-run"]) == 0
     assert "NFE 640" in capsys.readouterr().out
+
+
+def test_call_with_retry_recovers_then_reports_batch():
+    from grpo.retry import RetryError, call_with_retry
+
+    calls = []
+
+    def flaky(batch):
+        calls.append(1)
+        if len(calls) < 2:
+            raise RuntimeError("CUDA hiccup")
+        return sum(batch)
+
+    assert call_with_retry(flaky, [1, 2], retries=2, backoff_s=0) == 3 and len(calls) == 2
+
+    def broken(batch):
+        raise ValueError("bad image")
+
+    with pytest.raises(RetryError, match=r"reward 'x' failed 3 times; last error: ValueError\('bad image'\); batch: \['a cat'\]") as e:
+        call_with_retry(broken, ["a cat"], retries=2, backoff_s=0, what="reward 'x'", describe=lambda b: b)
+    assert e.value.batch == ["a cat"]
