@@ -1,0 +1,340 @@
+"""One adapter interface over diffusers pipelines, so that samplers and trainers are model-agnostic.
+
+Every adapter wraps a diffusers pipeline (``StableDiffusion3Pipeline``, ``FluxPipeline``, ``WanPipeline``)
+and exposes::
+
+    cond   = adapter.encode_prompts(prompts)          # dict of tensors [B, ...], cached per prompt string
+    v      = adapter.velocity(latents, sigma, cond)   # [B, *latent_shape] float32, v ~ eps - x0
+    images = adapter.decode(latents)                  # [B, 3, H, W] in [0, 1] (video: [B, F, 3, H, W])
+    adapter.latent_shape                              # (C, h, w) or (C, f, h, w)
+
+in the rectified-flow convention of :mod:`grpo.flow_sde` (``x_sigma = (1 - sigma) x0 + sigma eps``, sigma 1 -> 0),
+which is the convention of diffusers' ``FlowMatchEulerDiscreteScheduler`` used by all three models
+(the denoiser is called with ``timestep = 1000 sigma`` for SD3/Wan and ``sigma`` for FLUX, as the pipelines do).
+
+LoRA (Hu et al. 2022) is injected with peft into the denoiser's attention projections
+(``W x + (alpha / r) B A x``, ``B = 0`` at init, so the policy starts exactly at the pretrained model); the
+reference policy for the KL is the same network with the adapter disabled (:meth:`DiffusionAdapter.reference`),
+so no second copy of the weights is held.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Iterator, Literal
+
+import torch
+
+DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
+
+# attention projections of the joint (MM-DiT) blocks and of Wan's self/cross attention
+DEFAULT_LORA_TARGETS = {
+    "sd3": ["to_q", "to_k", "to_v", "to_out.0", "add_q_proj", "add_k_proj", "add_v_proj", "to_add_out"],
+    "flux": ["to_q", "to_k", "to_v", "to_out.0", "add_q_proj", "add_k_proj", "add_v_proj", "to_add_out"],
+    "wan": ["to_q", "to_k", "to_v", "to_out.0"],
+}
+
+
+@dataclass
+class LoraSettings:
+    enabled: bool = True
+    rank: int = 8
+    alpha: float = 16.0
+    dropout: float = 0.0
+    targets: list[str] = field(default_factory=list)  # empty: DEFAULT_LORA_TARGETS[kind]
+
+    def __post_init__(self) -> None:
+        if self.rank < 1:
+            raise ValueError(f"lora.rank must be >= 1, got {self.rank}")
+
+
+@dataclass
+class ModelConfig:
+    """Which denoiser to load and how (the YAML ``model:`` section)."""
+
+    kind: Literal["sd3", "flux", "wan"] = "sd3"
+    path: str | None = None  # local pipeline directory or hub id; None builds the tiny model in code
+    dtype: Literal["fp32", "bf16", "fp16"] = "fp32"
+    height: int = 32
+    width: int = 32
+    num_frames: int = 9  # Wan only
+    max_sequence_length: int = 16
+    guidance: float = 3.5  # FLUX-dev distilled guidance (only used when the transformer has guidance embeddings)
+    gradient_checkpointing: bool = False
+    device: str = "cpu"
+    lora: LoraSettings = field(default_factory=LoraSettings)
+    tiny_words: list[str] = field(default_factory=list)  # extra vocabulary for the tiny tokenizer
+
+
+Cond = dict[str, torch.Tensor]
+
+
+def cond_select(cond: Cond, idx: torch.Tensor | list[int]) -> Cond:
+    """Rows ``idx`` of every conditioning tensor."""
+    idx = torch.as_tensor(idx, dtype=torch.long)
+    return {k: v[idx.to(v.device)] for k, v in cond.items()}
+
+
+def cond_cat(*conds: Cond) -> Cond:
+    return {k: torch.cat([c[k] for c in conds]) for k in conds[0]}
+
+
+class DiffusionAdapter:
+    """Base class: prompt cache, LoRA, reference (adapter disabled), dtype, gradient checkpointing."""
+
+    kind = "base"
+
+    def __init__(self, pipe, cfg: ModelConfig):
+        self.pipe = pipe
+        self.cfg = cfg
+        self.device = torch.device(cfg.device)
+        self.dtype = DTYPES[cfg.dtype]
+        self.transformer = pipe.transformer
+        for name in ("transformer", "vae", "text_encoder", "text_encoder_2", "text_encoder_3"):
+            m = getattr(pipe, name, None)
+            if m is not None:
+                m.requires_grad_(False)
+                m.eval()
+                m.to(self.device)
+        self.transformer.to(dtype=self.dtype)
+        if cfg.gradient_checkpointing:
+            self.transformer.enable_gradient_checkpointing()
+        self._cache: dict[str, Cond] = {}
+        self.has_lora = False
+
+    # ---- prompts ------------------------------------------------------------------------------
+    def _encode(self, prompts: list[str]) -> Cond:
+        raise NotImplementedError
+
+    @torch.no_grad()
+    def encode_prompts(self, prompts: list[str]) -> Cond:
+        """Conditioning ``{name: [B, ...]}`` for ``prompts``; each distinct prompt is encoded once and cached."""
+        todo = [p for p in dict.fromkeys(prompts) if p not in self._cache]
+        if todo:
+            enc = self._encode(todo)
+            for i, p in enumerate(todo):
+                self._cache[p] = {k: v[i:i + 1].to(self.device, self.dtype) for k, v in enc.items()}
+        return cond_cat(*[self._cache[p] for p in prompts])
+
+    # ---- the denoiser ---------------------------------------------------------------------------
+    @property
+    def latent_shape(self) -> tuple[int, ...]:
+        raise NotImplementedError
+
+    def velocity(self, latents: torch.Tensor, sigma: torch.Tensor, cond: Cond) -> torch.Tensor:
+        """Predicted velocity ``v ~ eps - x0`` ``[B, *latent_shape]`` (float32) at noise level ``sigma[B]``."""
+        raise NotImplementedError
+
+    def decode(self, latents: torch.Tensor) -> torch.Tensor:
+        raise NotImplementedError
+
+    # ---- LoRA ---------------------------------------------------------------------------------
+    def add_lora(self, lora: LoraSettings | None = None) -> list[torch.nn.Parameter]:
+        """Inject a peft LoRA into the denoiser; returns the trainable parameters (float32)."""
+        from peft import LoraConfig
+
+        lora = lora or self.cfg.lora
+        targets = list(lora.targets) or DEFAULT_LORA_TARGETS[self.kind]
+        names = [n for n, _ in self.transformer.named_modules()]
+        missing = [t for t in targets if not any(n == t or n.endswith("." + t) for n in names)]
+        if missing:
+            linear = sorted({n.rsplit(".", 1)[-1] for n, m in self.transformer.named_modules() if isinstance(m, torch.nn.Linear)})
+            raise ValueError(f"LoRA target(s) {missing} match no module of the {type(self.transformer).__name__}; "
+                             f"expected names such as {linear}")
+        self.transformer.add_adapter(LoraConfig(r=lora.rank, lora_alpha=lora.alpha, lora_dropout=lora.dropout,
+                                                init_lora_weights=True, target_modules=targets))
+        params = self.trainable_parameters()
+        for p in params:
+            p.data = p.data.float()  # LoRA weights train in fp32 even for a bf16 base
+        self.has_lora = True
+        return params
+
+    def trainable_parameters(self) -> list[torch.nn.Parameter]:
+        return [p for p in self.transformer.parameters() if p.requires_grad]
+
+    def trainable_state_dict(self) -> dict[str, torch.Tensor]:
+        return {n: p.detach().clone() for n, p in self.transformer.named_parameters() if p.requires_grad}
+
+    def load_trainable_state_dict(self, state: dict[str, torch.Tensor]) -> None:
+        params = dict(self.transformer.named_parameters())
+        unknown = [k for k in state if k not in params]
+        if unknown:
+            raise KeyError(f"checkpoint holds parameters {unknown[:5]} that this model does not have")
+        with torch.no_grad():
+            for k, v in state.items():
+                params[k].copy_(v)
+
+    @contextlib.contextmanager
+    def reference(self) -> Iterator[None]:
+        """The reference policy: the pretrained denoiser, i.e. the LoRA adapter disabled."""
+        if not self.has_lora:
+            yield
+            return
+        self.transformer.disable_adapters()
+        try:
+            yield
+        finally:
+            self.transformer.enable_adapters()
+
+    def train(self, mode: bool = True) -> None:
+        self.transformer.train(mode)
+
+
+def _vae_factor(vae) -> int:
+    return 2 ** (len(vae.config.block_out_channels) - 1) if vae is not None else 1
+
+
+class SD3Adapter(DiffusionAdapter):
+    """SD3 / SD3.5 (MM-DiT, Esser et al. 2024). ``pipe.vae is None`` means a pixel-space model (latents in [-1, 1])."""
+
+    kind = "sd3"
+
+    def _encode(self, prompts: list[str]) -> Cond:
+        pe, _, pooled, _ = self.pipe.encode_prompt(prompts, None, None, device=self.device, do_classifier_free_guidance=False,
+                                                   max_sequence_length=self.cfg.max_sequence_length)
+        return {"prompt_embeds": pe, "pooled": pooled}
+
+    @property
+    def latent_shape(self) -> tuple[int, ...]:
+        f = _vae_factor(self.pipe.vae)
+        return (self.transformer.config.in_channels, self.cfg.height // f, self.cfg.width // f)
+
+    def velocity(self, latents, sigma, cond):
+        sigma = torch.as_tensor(sigma, dtype=torch.float32, device=latents.device).expand(latents.shape[0])
+        out = self.transformer(hidden_states=latents.to(self.dtype), encoder_hidden_states=cond["prompt_embeds"],
+                               pooled_projections=cond["pooled"], timestep=(sigma * 1000).to(self.dtype),
+                               return_dict=False)[0]
+        return out.float()
+
+    @torch.no_grad()
+    def decode(self, latents):
+        vae = self.pipe.vae
+        if vae is None:
+            return (latents.float() / 2 + 0.5).clamp(0, 1)
+        lat = latents.to(vae.dtype) / vae.config.scaling_factor + (vae.config.shift_factor or 0.0)
+        return (vae.decode(lat, return_dict=False)[0].float() / 2 + 0.5).clamp(0, 1)
+
+
+class FluxAdapter(DiffusionAdapter):
+    """FLUX.1 (Black Forest Labs). Latents are kept unpacked ``[B, C, h, w]``; packing into 2x2 patches
+    ``[B, hw/4, 4C]`` (and the positional ids) happens inside :meth:`velocity`, as ``FluxPipeline`` does."""
+
+    kind = "flux"
+
+    def _encode(self, prompts):
+        pe, pooled, _ = self.pipe.encode_prompt(prompts, None, device=self.device,
+                                                max_sequence_length=self.cfg.max_sequence_length)
+        return {"prompt_embeds": pe, "pooled": pooled}
+
+    @property
+    def latent_shape(self):
+        f = _vae_factor(self.pipe.vae)
+        h, w = self.cfg.height // f, self.cfg.width // f
+        if h % 2 or w % 2:
+            raise ValueError(f"FLUX packs 2x2 latent patches: latent size {h}x{w} (image {self.cfg.height}x"
+                             f"{self.cfg.width}) must be even")
+        return (self.transformer.config.in_channels // 4, h, w)
+
+    def velocity(self, latents, sigma, cond):
+        from diffusers import FluxPipeline
+
+        b, c, h, w = latents.shape
+        sigma = torch.as_tensor(sigma, dtype=torch.float32, device=latents.device).expand(b)
+        packed = FluxPipeline._pack_latents(latents.to(self.dtype), b, c, h, w)
+        img_ids = FluxPipeline._prepare_latent_image_ids(b, h // 2, w // 2, latents.device, self.dtype)
+        txt_ids = torch.zeros(cond["prompt_embeds"].shape[1], 3, device=latents.device, dtype=self.dtype)
+        guidance = None
+        if self.transformer.config.guidance_embeds:
+            guidance = torch.full((b,), self.cfg.guidance, device=latents.device, dtype=torch.float32)
+        out = self.transformer(hidden_states=packed, timestep=sigma.to(self.dtype), guidance=guidance,
+                               pooled_projections=cond["pooled"], encoder_hidden_states=cond["prompt_embeds"],
+                               txt_ids=txt_ids, img_ids=img_ids, return_dict=False)[0]
+        # unpack [B, hw/4, 4C] -> [B, C, h, w]
+        out = out.view(b, h // 2, w // 2, c, 2, 2).permute(0, 3, 1, 4, 2, 5).reshape(b, c, h, w)
+        return out.float()
+
+    @torch.no_grad()
+    def decode(self, latents):
+        vae = self.pipe.vae
+        lat = latents.to(vae.dtype) / vae.config.scaling_factor + (vae.config.shift_factor or 0.0)
+        return (vae.decode(lat, return_dict=False)[0].float() / 2 + 0.5).clamp(0, 1)
+
+
+class WanAdapter(DiffusionAdapter):
+    """Wan2.1 text-to-video. Latents ``[B, z, f, h, w]`` with ``f = (F - 1) / 4 + 1``, ``h = H / 8``;
+    :meth:`decode` returns frames ``[B, F, 3, H, W]``."""
+
+    kind = "wan"
+
+    def _encode(self, prompts):
+        # WanPipeline._get_t5_prompt_embeds, minus ftfy text cleaning (an optional dependency): UMT5 states of the
+        # real tokens, zero-padded to max_sequence_length
+        tok = self.pipe.tokenizer
+        L = self.cfg.max_sequence_length
+        prompts = [" ".join(p.split()) for p in prompts]
+        ti = tok(prompts, padding="max_length", max_length=L, truncation=True, add_special_tokens=True,
+                 return_attention_mask=True, return_tensors="pt")
+        mask = ti.attention_mask.to(self.device)
+        emb = self.pipe.text_encoder(ti.input_ids.to(self.device), mask).last_hidden_state
+        return {"prompt_embeds": emb * mask[..., None].to(emb.dtype)}
+
+    @property
+    def latent_shape(self):
+        vae = self.pipe.vae
+        ts, ss = vae.config.scale_factor_temporal, vae.config.scale_factor_spatial
+        if (self.cfg.num_frames - 1) % ts:
+            raise ValueError(f"Wan needs num_frames = {ts} k + 1, got {self.cfg.num_frames}")
+        return (vae.config.z_dim, (self.cfg.num_frames - 1) // ts + 1, self.cfg.height // ss, self.cfg.width // ss)
+
+    def velocity(self, latents, sigma, cond):
+        sigma = torch.as_tensor(sigma, dtype=torch.float32, device=latents.device).expand(latents.shape[0])
+        out = self.transformer(hidden_states=latents.to(self.dtype), timestep=(sigma * 1000).to(self.dtype),
+                               encoder_hidden_states=cond["prompt_embeds"], return_dict=False)[0]
+        return out.float()
+
+    @torch.no_grad()
+    def decode(self, latents):
+        vae = self.pipe.vae
+        mean = torch.tensor(vae.config.latents_mean).view(1, -1, 1, 1, 1).to(latents.device)
+        std = torch.tensor(vae.config.latents_std).view(1, -1, 1, 1, 1).to(latents.device)
+        video = vae.decode((latents.float() * std + mean).to(vae.dtype), return_dict=False)[0].float()
+        return (video / 2 + 0.5).clamp(0, 1).permute(0, 2, 1, 3, 4)  # [B, 3, F, H, W] -> [B, F, 3, H, W]
+
+
+ADAPTERS = {"sd3": SD3Adapter, "flux": FluxAdapter, "wan": WanAdapter}
+PIPELINES = {"sd3": "StableDiffusion3Pipeline", "flux": "FluxPipeline", "wan": "WanPipeline"}
+
+
+def load_pipeline(cfg: ModelConfig):
+    """The diffusers pipeline for ``cfg``: tiny in code (``path=None``), a local directory, or a hub id."""
+    import diffusers
+
+    if cfg.kind not in ADAPTERS:
+        raise ValueError(f"unknown model kind {cfg.kind!r}; expected one of {sorted(ADAPTERS)}")
+    if cfg.path is None:
+        from .tiny_models import TINY_BUILDERS
+
+        return TINY_BUILDERS[cfg.kind](words=cfg.tiny_words, max_length=cfg.max_sequence_length)
+    cls = getattr(diffusers, PIPELINES[cfg.kind])
+    p = Path(cfg.path).expanduser()
+    looks_local = p.is_absolute() or cfg.path.startswith((".", "~")) or p.exists() or cfg.path.count("/") != 1
+    if looks_local and not (p / "model_index.json").is_file():
+        raise FileNotFoundError(f"model.path={cfg.path!r}: no diffusers pipeline there (expected a directory with "
+                                f"model_index.json, as written by {PIPELINES[cfg.kind]}.save_pretrained, or a hub id)")
+    try:
+        return cls.from_pretrained(str(p) if looks_local else cfg.path, torch_dtype=DTYPES[cfg.dtype] if cfg.dtype != "fp32" else None,
+                                   local_files_only=os.environ.get("HF_HUB_OFFLINE", "0") == "1")
+    except (OSError, ValueError, EnvironmentError) as e:
+        raise FileNotFoundError(f"could not load {PIPELINES[cfg.kind]} weights from {cfg.path!r}: {e}") from e
+
+
+def build_adapter(cfg: ModelConfig, pipe=None) -> DiffusionAdapter:
+    """Load (or take) the pipeline and wrap it; LoRA is added when ``cfg.lora.enabled``."""
+    pipe = pipe if pipe is not None else load_pipeline(cfg)
+    adapter = ADAPTERS[cfg.kind](pipe, cfg)
+    if cfg.lora.enabled:
+        adapter.add_lora(cfg.lora)
+    return adapter

@@ -1,0 +1,142 @@
+"""BranchGRPO tree rollouts (Li et al. 2025): shared prefixes, branching at split steps, fusion, pruning.
+
+Each prompt gets a :class:`grpo.tree.RolloutTree` (split steps ``s_1 < ... < s_D``, branch factors ``k_d``,
+not fixed at 2). Rollout goes depth by depth; **all nodes of one depth, over all prompts, are one denoiser
+batch** per step, so a shared prefix is computed once::
+
+    depth 0 (roots, P rows):            steps [0, s_1)
+    depth d (P * prod_{e<=d} k_e rows):  steps [s_d, s_{d+1}); every child starts from its parent's x_{s_d}
+                                        and draws its OWN noise at s_d, so its log-prob at the split step is
+                                        log N(x^child_{s_d+1}; mu(x^parent_{s_d}), std^2), the density actually sampled.
+
+NFE per prompt = ``sum_n |segment_n|`` (``RolloutTree.nfe``) versus ``L * T`` for flat GRPO with the same
+``L`` leaves. Leaves are decoded and rewarded; rewards are fused up the tree (mean, or path-probability
+weighted: ``r_n = sum_l softmax_l(log p(n -> l) / tau) r_l``, BranchGRPO Sec. 3.3), normalised per depth
+(``A_n = (r_n - mean_d) / (std_d + eps)``, BranchGRPO Eq. 7), and node ``n``'s advantage applies to the
+steps of its segment. Pruning cuts backward passes only (the rollout is unchanged):
+
+* width pruning (:func:`grpo.tree.width_prune`): leaves kept per last-split parent (top-k by ``|r - mean|``)
+  or the global best/worst ``k`` leaves;
+* depth pruning: only the depths in a sliding window (:func:`grpo.tree.sliding_window`) are trained.
+
+BranchGRPO-Mix: outside a sliding SDE window the steps are ODE (not trained); the split steps always draw noise
+so that siblings diverge.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal
+
+import torch
+
+from grpo.flow_sde import flow_sigmas
+from grpo.tree import RolloutTree, depth_advantages, fuse_rewards, sliding_window, width_prune
+
+from .adapters import DiffusionAdapter, cond_select
+from .sampling import Rollout, SamplerConfig, denoise_rows, sde_step_mask
+
+
+@dataclass
+class BranchConfig:
+    """Tree settings (the YAML ``branch:`` section); ``enabled: false`` means flat GRPO."""
+
+    enabled: bool = False
+    split_steps: list[int] = field(default_factory=lambda: [2, 4, 6, 8])
+    branch: list[int] = field(default_factory=lambda: [2])  # one factor for all splits, or one per split
+    fusion: Literal["mean", "path_prob"] = "mean"
+    fusion_temperature: float = 1.0
+    width_prune: Literal["none", "topk_per_parent", "best_worst"] = "none"
+    prune_k: int = 1
+    depth_window: int = 0  # > 0: train only this many consecutive depths (sliding), 0 = all depths
+    depth_stride: int = 1
+
+    def branch_factors(self) -> list[int]:
+        if len(self.branch) == 1:
+            return self.branch * len(self.split_steps)
+        return list(self.branch)
+
+    def make_tree(self, num_steps: int) -> RolloutTree:
+        bad = [s for s in self.split_steps if s >= num_steps]
+        if bad:
+            raise ValueError(f"branch.split_steps {bad} are beyond the last step: sampler.num_steps={num_steps} "
+                             f"allows split steps in [0, {num_steps - 1}]")
+        if len(self.branch) not in (1, len(self.split_steps)):
+            raise ValueError(f"branch.branch needs 1 factor or one per split step ({len(self.split_steps)}), got {self.branch}")
+        return RolloutTree(num_steps, self.split_steps, self.branch_factors())
+
+
+@torch.no_grad()
+def tree_rollout(adapter: DiffusionAdapter, prompts: list[str], tree: RolloutTree, sc: SamplerConfig,
+                 generator: torch.Generator, iteration: int = 0, uncond_prompt: str = "") -> Rollout:
+    """Roll out one tree per prompt; node ``n`` of prompt ``p`` has global row id ``p * len(tree) + n``.
+
+    Returns a :class:`Rollout` whose ``final`` are the leaves ``[P * L, *latent]`` (prompt-major) and whose
+    ``extra["edge_log_prob"]`` is ``[P, N]``: the summed step log-probs of each node's own segment.
+    """
+    P, N = len(prompts), len(tree)
+    shape = adapter.latent_shape
+    sigmas = flow_sigmas(sc.num_steps, sc.shift)
+    mask = sde_step_mask(sc, iteration, force=tuple(tree.split_steps))
+    use_cfg = sc.cfg_scale != 1.0
+    cond_all = adapter.encode_prompts(list(prompts))
+    uncond_one = adapter.encode_prompts([uncond_prompt]) if use_cfg else None
+    state: dict[int, torch.Tensor] = {}  # global node id -> latent at the end of its segment
+    records, nfe = [], 0
+    edge_lp = torch.zeros(P, N)
+    x_root = torch.randn((P, *shape), generator=generator)
+    for d in range(tree.depth + 1):
+        ids = tree.nodes_at_depth(d)
+        node0 = tree.nodes[ids[0]]
+        rows = torch.tensor([p * N + n for p in range(P) for n in ids])
+        prompt_idx = torch.arange(P).repeat_interleave(len(ids))
+        if d == 0:
+            x = x_root.to(adapter.device)
+        else:
+            x = torch.stack([state[p * N + tree.nodes[n].parent] for p in range(P) for n in ids])
+        seg = range(node0.start, node0.end)
+        noise = {i: torch.randn((len(rows), *shape), generator=generator) for i in seg}
+        cond = cond_select(cond_all, prompt_idx)
+        uncond = {k: v.expand(len(rows), *v.shape[1:]) for k, v in uncond_one.items()} if use_cfg else None
+        x, recs, n = denoise_rows(adapter, x, cond, uncond, sc, sigmas, seg, mask,
+                                  lambda i: noise[i].to(adapter.device), rows, prompt_idx)
+        nfe += n
+        records += recs
+        for r in recs:
+            edge_lp.view(-1)[r.rows] += r.log_prob.cpu() * float(r.stochastic)
+        for j, g in enumerate(rows.tolist()):
+            state[g] = x[j]
+    leaves = torch.tensor([p * N + n for p in range(P) for n in tree.leaves])
+    final = torch.stack([state[g] for g in leaves.tolist()])
+    return Rollout(records, final, leaves, torch.arange(P).repeat_interleave(tree.num_leaves), nfe,
+                   extra={"edge_log_prob": edge_lp})
+
+
+@dataclass
+class TreeCredit:
+    """Per-node advantages ``[P * N]`` and the loss mask over nodes ``[P * N]`` (pruning applied)."""
+
+    advantages: torch.Tensor
+    keep: torch.Tensor
+    node_rewards: torch.Tensor  # [P, N]
+    trained_depths: list[int]
+
+
+def tree_credit(tree: RolloutTree, leaf_rewards: torch.Tensor, bc: BranchConfig, edge_log_prob: torch.Tensor,
+                iteration: int = 0, eps: float = 1e-4) -> TreeCredit:
+    """Fusion + depth-wise advantages + width/depth pruning for ``leaf_rewards[P, L]``."""
+    P = leaf_rewards.shape[0]
+    advs, keeps, nrs = [], [], []
+    depths = list(range(1, tree.depth + 1))
+    if bc.depth_window:
+        depths = [d + 1 for d in sliding_window(iteration, tree.depth, min(bc.depth_window, tree.depth), bc.depth_stride)]
+    depth_of = torch.tensor([n.depth for n in tree.nodes])
+    for p in range(P):
+        nr = fuse_rewards(tree, leaf_rewards[p], bc.fusion, edge_log_prob[p], bc.fusion_temperature)
+        adv = depth_advantages(tree, nr, eps)
+        keep = width_prune(tree, nr, bc.width_prune, bc.prune_k)
+        keep &= torch.isin(depth_of, torch.tensor(depths))
+        advs.append(adv)
+        keeps.append(keep)
+        nrs.append(nr)
+    return TreeCredit(torch.cat(advs), torch.cat(keeps), torch.stack(nrs), depths)

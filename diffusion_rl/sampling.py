@@ -1,0 +1,175 @@
+"""Flat SDE rollouts (Flow-GRPO / DanceGRPO) with stored per-step latents and log-probs.
+
+A rollout of ``B`` samples over the sigma schedule ``1 = sigma_0 > ... > sigma_T = 0`` takes, at step ``i``,
+one denoiser call on the whole batch and one :func:`grpo.flow_sde.sde_step`::
+
+    v_i      = v_theta(x_i, sigma_i, c)                    (CFG: v_u + w (v_c - v_u), [uncond; cond] in ONE call)
+    x_{i+1}  ~ N(mu_theta(x_i, v_i), std_i^2 I),           log pi_old(x_{i+1} | x_i)  (Flow-GRPO Eq. 9-10)
+
+The per-step record (:class:`StepRecord`) keeps ``x_i``, ``x_{i+1}``, the log-prob and *which rows were
+batched together*. That is what makes the PPO ratio exactly 1 before the first update: a denoiser's output
+for one row depends (in the last float bits) on the other rows of its batch (GEMM blocking), so the trainer
+recomputes ``log pi_theta(x_{i+1} | x_i)`` with exactly the rows of the rollout call, in the same dtype; where
+it cannot (width-pruned rows), it takes the old log-prob from its own first, pre-update forward pass (see
+:mod:`diffusion_rl.trainer`). The known DanceGRPO/Flow-GRPO pitfall (ratio != 1 at the first step from
+recomputing under a different batch composition or precision) is tested in ``tests/diffusion_rl``.
+
+BranchGRPO-Mix / MixGRPO: only the steps in a sliding window are stochastic (and trained); the others are ODE
+steps (``std = 0``, no log-prob), see :func:`sde_step_mask`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal
+
+import torch
+
+from grpo.flow_sde import SDEKind, flow_sigmas, sde_step
+from grpo.tree import sliding_window
+
+from .adapters import Cond, DiffusionAdapter
+
+
+@dataclass
+class SamplerConfig:
+    """Sampling settings (the YAML ``sampler:`` section)."""
+
+    num_steps: int = 10
+    sde: SDEKind = "flow_grpo"
+    eta: float = 0.7
+    shift: float = 1.0  # SD3 time shift of the sigma schedule
+    cfg_scale: float = 1.0  # > 1 enables classifier-free guidance (unconditional = empty prompt)
+    same_init_noise: bool = True  # one initial noise per group (flat GRPO)
+    timestep_fraction: float = 1.0  # fraction of the stochastic steps trained per iteration (random subset)
+    mix_window: int = 0  # > 0: MixGRPO / BranchGRPO-Mix, only this many consecutive steps are SDE, the rest ODE
+    mix_stride: int = 1  # iterations per one-step advance of the SDE window
+    sde_last_step: bool = False  # the last step (sigma -> 0) is ODE by default: its noise would stay in the image
+    train_batch: int = 0  # unused by flat rollouts: rows per denoiser call (0 = whole step)
+
+    def __post_init__(self) -> None:
+        if self.num_steps < 1:
+            raise ValueError(f"sampler.num_steps must be >= 1, got {self.num_steps}")
+        if not 0 < self.timestep_fraction <= 1:
+            raise ValueError(f"sampler.timestep_fraction must be in (0, 1], got {self.timestep_fraction}")
+        if not 0 <= self.mix_window <= self.num_steps:
+            raise ValueError(f"sampler.mix_window must be in [0, num_steps={self.num_steps}], got {self.mix_window}")
+
+
+def sde_step_mask(sc: SamplerConfig, iteration: int, force: tuple[int, ...] = ()) -> torch.Tensor:
+    """``[T]`` bool: which steps draw SDE noise at ``iteration`` (``force``: steps that must, e.g. tree splits)."""
+    T = sc.num_steps
+    mask = torch.ones(T, dtype=torch.bool)
+    if not sc.sde_last_step and T > 1:
+        mask[-1] = False
+    if sc.mix_window:
+        positions = T - 1 if not sc.sde_last_step and T > 1 else T
+        window = sliding_window(iteration, positions, min(sc.mix_window, positions), sc.mix_stride)
+        mask[:] = False
+        mask[window] = True
+    for s in force:
+        mask[s] = True
+    return mask
+
+
+@dataclass
+class StepRecord:
+    """One denoising step of a batch of rows (flat: samples; tree: nodes), as it was computed.
+
+    ``x``/``x_next``: ``[R, *latent]`` float32; ``log_prob``: ``[R]``; ``rows``: ``[R]`` row ids (flat sample
+    index, or global tree node id); ``prompt_idx``: ``[R]`` index into the iteration's prompt list. Rows listed in
+    one record were ONE denoiser call, in this order.
+    """
+
+    step: int
+    sigma: float
+    sigma_next: float
+    stochastic: bool
+    x: torch.Tensor
+    x_next: torch.Tensor
+    log_prob: torch.Tensor
+    rows: torch.Tensor
+    prompt_idx: torch.Tensor
+
+
+@dataclass
+class Rollout:
+    records: list[StepRecord]
+    final: torch.Tensor  # [L, *latent] the final samples (flat: all samples; tree: leaves)
+    final_rows: torch.Tensor  # [L] row id of each final sample
+    final_prompt_idx: torch.Tensor  # [L]
+    nfe: int  # denoiser evaluations (a CFG pair counts 2)
+    extra: dict = field(default_factory=dict)
+
+
+def guided_velocity(adapter: DiffusionAdapter, x: torch.Tensor, sigma: float | torch.Tensor, cond: Cond,
+                    uncond: Cond | None = None, cfg_scale: float = 1.0) -> torch.Tensor:
+    """``v = v_u + w (v_c - v_u)`` with ``[uncond; cond]`` in one denoiser call (``w <= 1`` or no ``uncond``: ``v_c``)."""
+    sig = torch.as_tensor(sigma, dtype=torch.float32).expand(x.shape[0])
+    if uncond is None or cfg_scale == 1.0:
+        return adapter.velocity(x, sig, cond)
+    both = {k: torch.cat([uncond[k], cond[k]]) for k in cond}
+    v = adapter.velocity(torch.cat([x, x]), torch.cat([sig, sig]), both)
+    vu, vc = v.chunk(2)
+    return vu + cfg_scale * (vc - vu)
+
+
+def denoise_rows(adapter: DiffusionAdapter, x: torch.Tensor, cond: Cond, uncond: Cond | None, sc: SamplerConfig,
+                 sigmas: torch.Tensor, steps: range, sde_mask: torch.Tensor, noise_fn, rows: torch.Tensor,
+                 prompt_idx: torch.Tensor) -> tuple[torch.Tensor, list[StepRecord], int]:
+    """Run ``steps`` on the batch ``x[R]`` (one denoiser call per step); ``noise_fn(step) -> [R, *latent]``."""
+    records, nfe = [], 0
+    for i in steps:
+        v = guided_velocity(adapter, x, sigmas[i], cond, uncond, sc.cfg_scale)
+        nfe += x.shape[0] * (2 if uncond is not None and sc.cfg_scale != 1.0 else 1)
+        stoch = bool(sde_mask[i])
+        out = sde_step(v, x, float(sigmas[i]), float(sigmas[i + 1]), kind=sc.sde if stoch else "ode", eta=sc.eta,
+                       noise=noise_fn(i) if stoch else None)
+        records.append(StepRecord(i, float(sigmas[i]), float(sigmas[i + 1]), stoch and bool(out.stochastic.all()),
+                                  x, out.prev_sample, out.log_prob, rows, prompt_idx))
+        x = out.prev_sample
+    return x, records, nfe
+
+
+@torch.no_grad()
+def flat_rollout(adapter: DiffusionAdapter, prompts: list[str], group_size: int, sc: SamplerConfig,
+                 generator: torch.Generator, iteration: int = 0, uncond_prompt: str = "") -> Rollout:
+    """``len(prompts) * group_size`` samples, ``group_size`` per prompt (rows ``p * G .. p * G + G - 1``)."""
+    P, G = len(prompts), group_size
+    shape = adapter.latent_shape
+    prompt_idx = torch.arange(P).repeat_interleave(G)
+    cond = adapter.encode_prompts([prompts[i] for i in prompt_idx.tolist()])
+    uncond = adapter.encode_prompts([uncond_prompt] * (P * G)) if sc.cfg_scale != 1.0 else None
+    if sc.same_init_noise:
+        x0 = torch.randn((P, *shape), generator=generator).repeat_interleave(G, dim=0)
+    else:
+        x0 = torch.randn((P * G, *shape), generator=generator)
+    sigmas = flow_sigmas(sc.num_steps, sc.shift)
+    mask = sde_step_mask(sc, iteration)
+    step_noise = torch.randn((sc.num_steps, P * G, *shape), generator=generator)
+    rows = torch.arange(P * G)
+    final, records, nfe = denoise_rows(adapter, x0.to(adapter.device), cond, uncond, sc, sigmas, range(sc.num_steps),
+                                       mask, lambda i: step_noise[i].to(adapter.device), rows, prompt_idx)
+    return Rollout(records, final, rows, prompt_idx, nfe)
+
+
+@torch.no_grad()
+def ode_sample(adapter: DiffusionAdapter, prompts: list[str], num_steps: int, generator: torch.Generator,
+               shift: float = 1.0, cfg_scale: float = 1.0, batch: int = 64) -> torch.Tensor:
+    """Deterministic Euler samples (evaluation), one per prompt: ``[len(prompts), *latent]``."""
+    sc = SamplerConfig(num_steps=num_steps, shift=shift, cfg_scale=cfg_scale, sde="ode")
+    sigmas = flow_sigmas(num_steps, shift)
+    x = torch.randn((len(prompts), *adapter.latent_shape), generator=generator).to(adapter.device)
+    outs = []
+    for s in range(0, len(prompts), batch):
+        xb = x[s:s + batch]
+        cond = adapter.encode_prompts(prompts[s:s + batch])
+        uncond = adapter.encode_prompts([""] * xb.shape[0]) if cfg_scale != 1.0 else None
+        for i in range(num_steps):
+            v = guided_velocity(adapter, xb, sigmas[i], cond, uncond, sc.cfg_scale)
+            xb = xb + v * (sigmas[i + 1] - sigmas[i])
+        outs.append(xb)
+    return torch.cat(outs)
+
+
+OldLogpSource = Literal["rollout", "first_pass"]

@@ -1,0 +1,139 @@
+"""Tiny, randomly initialised diffusers pipelines built from configs in code (no hub, no network).
+
+They run the *same* code path as the full models (the adapters in :mod:`diffusion_rl.adapters` cannot
+tell them apart): ``StableDiffusion3Pipeline`` (2 CLIP-with-projection + T5 + ``SD3Transformer2DModel``
++ ``AutoencoderKL``), ``FluxPipeline`` (CLIP + T5 + ``FluxTransformer2DModel`` + ``AutoencoderKL``) and
+``WanPipeline`` (UMT5 + ``WanTransformer3DModel`` + ``AutoencoderKLWan``). ``pipe.save_pretrained(dir)``
+writes a directory that ``Pipeline.from_pretrained(dir)`` (and :func:`diffusion_rl.adapters.load_adapter`)
+loads back, which exercises the real loading path.
+
+Tokenizers are ``PreTrainedTokenizerFast`` over a word-level vocabulary made in code (whitespace split,
+lower-cased, ``</s>`` appended), so they save/load like any hub tokenizer.
+"""
+
+from __future__ import annotations
+
+from typing import Iterable, Sequence
+
+import torch
+
+SPECIAL = ["<pad>", "</s>", "<unk>"]
+BASE_WORDS = (
+    "a an the of and with on in left right above below next to red green blue yellow purple orange white black "
+    "cyan magenta gray circle square triangle star cross ring small large big photo cat dog robot arm picks up "
+    "cup"
+).split()
+
+
+def make_tokenizer(words: Iterable[str] = (), max_length: int = 16):
+    """A word-level ``PreTrainedTokenizerFast``: ids 0/1/2 = pad/eos/unk, ``</s>`` appended to each text."""
+    from tokenizers import Tokenizer, models, normalizers, pre_tokenizers, processors
+    from transformers import PreTrainedTokenizerFast
+
+    vocab = {t: i for i, t in enumerate(SPECIAL)}
+    for w in [*BASE_WORDS, *words]:
+        w = w.lower()
+        if w not in vocab:
+            vocab[w] = len(vocab)
+    tok = Tokenizer(models.WordLevel(vocab=vocab, unk_token="<unk>"))
+    tok.normalizer = normalizers.Lowercase()
+    tok.pre_tokenizer = pre_tokenizers.Whitespace()
+    tok.post_processor = processors.TemplateProcessing(single="$A </s>", special_tokens=[("</s>", 1)])
+    return PreTrainedTokenizerFast(tokenizer_object=tok, pad_token="<pad>", eos_token="</s>", unk_token="<unk>",
+                                   model_max_length=max_length, padding_side="right")
+
+
+def tiny_clip(vocab_size: int, hidden: int = 32, projection: int = 32, layers: int = 2, max_len: int = 16,
+              with_projection: bool = True):
+    from transformers import CLIPTextConfig, CLIPTextModel, CLIPTextModelWithProjection
+
+    cfg = CLIPTextConfig(vocab_size=vocab_size, hidden_size=hidden, intermediate_size=2 * hidden, num_hidden_layers=layers,
+                         num_attention_heads=2, max_position_embeddings=max_len, projection_dim=projection,
+                         pad_token_id=0, bos_token_id=1, eos_token_id=1, hidden_act="gelu")
+    return (CLIPTextModelWithProjection if with_projection else CLIPTextModel)(cfg)
+
+
+def tiny_t5(vocab_size: int, d_model: int = 32, layers: int = 1, umt5: bool = False):
+    from transformers import T5Config, T5EncoderModel, UMT5Config, UMT5EncoderModel
+
+    kw = dict(vocab_size=vocab_size, d_model=d_model, d_kv=8, d_ff=2 * d_model, num_layers=layers, num_heads=2,
+              relative_attention_num_buckets=8, relative_attention_max_distance=16, pad_token_id=0, eos_token_id=1,
+              decoder_start_token_id=0)
+    return UMT5EncoderModel(UMT5Config(**kw)) if umt5 else T5EncoderModel(T5Config(**kw))
+
+
+def tiny_vae(latent_channels: int = 4, channels: Sequence[int] = (16, 16), shift: float = 0.0, scale: float = 1.0):
+    """A 2^(len(channels)-1)x downsampling ``AutoencoderKL``."""
+    from diffusers import AutoencoderKL
+
+    n = len(channels)
+    return AutoencoderKL(in_channels=3, out_channels=3, latent_channels=latent_channels,
+                         down_block_types=("DownEncoderBlock2D",) * n, up_block_types=("UpDecoderBlock2D",) * n,
+                         block_out_channels=tuple(channels), layers_per_block=1, norm_num_groups=8, sample_size=32,
+                         scaling_factor=scale, shift_factor=shift)
+
+
+def tiny_sd3_pipeline(words: Iterable[str] = (), seed: int = 0, hidden: int = 32, layers: int = 2, sample_size: int = 16,
+                      latent_channels: int = 4, with_vae: bool = True, with_t5: bool = True, patch_size: int = 2,
+                      max_length: int = 16, text_hidden: int = 32):
+    """``StableDiffusion3Pipeline`` with tiny components. ``with_vae=False`` gives a pixel-space model
+    (``in_channels=3``, ``pipe.vae is None``): the latents *are* the image in ``[-1, 1]``."""
+    from diffusers import FlowMatchEulerDiscreteScheduler, SD3Transformer2DModel, StableDiffusion3Pipeline
+
+    torch.manual_seed(seed)
+    tok = make_tokenizer(words, max_length)
+    v = len(tok)
+    heads = max(1, hidden // 16)
+    in_ch = latent_channels if with_vae else 3
+    transformer = SD3Transformer2DModel(
+        sample_size=sample_size, patch_size=patch_size, in_channels=in_ch, out_channels=in_ch, num_layers=layers,
+        attention_head_dim=hidden // heads, num_attention_heads=heads, joint_attention_dim=2 * text_hidden,
+        caption_projection_dim=hidden, pooled_projection_dim=2 * text_hidden, pos_embed_max_size=max(16, sample_size))
+    return StableDiffusion3Pipeline(
+        transformer=transformer, scheduler=FlowMatchEulerDiscreteScheduler(shift=1.0),
+        vae=tiny_vae(latent_channels) if with_vae else None,
+        text_encoder=tiny_clip(v, text_hidden, text_hidden, max_len=max_length), tokenizer=tok,
+        text_encoder_2=tiny_clip(v, text_hidden, text_hidden, max_len=max_length), tokenizer_2=make_tokenizer(words, max_length),
+        text_encoder_3=tiny_t5(v, 2 * text_hidden) if with_t5 else None,
+        tokenizer_3=make_tokenizer(words, max_length) if with_t5 else None)
+
+
+def tiny_flux_pipeline(words: Iterable[str] = (), seed: int = 0, hidden: int = 32, layers: int = 1, single_layers: int = 1,
+                       latent_channels: int = 4, max_length: int = 16):
+    """``FluxPipeline`` with tiny components (latents packed 2x2 as in FLUX: ``in_channels = 4 * latent_channels``)."""
+    from diffusers import FlowMatchEulerDiscreteScheduler, FluxPipeline, FluxTransformer2DModel
+
+    torch.manual_seed(seed)
+    tok = make_tokenizer(words, max_length)
+    v = len(tok)
+    heads = 2
+    head_dim = hidden // heads  # rope axes must sum to head_dim
+    axes = (head_dim - 2 * (head_dim // 4 // 2 * 2), head_dim // 4 // 2 * 2, head_dim // 4 // 2 * 2)
+    transformer = FluxTransformer2DModel(patch_size=1, in_channels=4 * latent_channels, num_layers=layers,
+                                         num_single_layers=single_layers, attention_head_dim=head_dim,
+                                         num_attention_heads=heads, joint_attention_dim=32, pooled_projection_dim=32,
+                                         axes_dims_rope=axes)
+    return FluxPipeline(transformer=transformer, scheduler=FlowMatchEulerDiscreteScheduler(shift=1.0),
+                        vae=tiny_vae(latent_channels), text_encoder=tiny_clip(v, 32, 32, max_len=max_length, with_projection=False),
+                        tokenizer=tok, text_encoder_2=tiny_t5(v, 32), tokenizer_2=make_tokenizer(words, max_length))
+
+
+def tiny_wan_pipeline(words: Iterable[str] = (), seed: int = 0, hidden: int = 32, layers: int = 1, z_dim: int = 4,
+                      max_length: int = 16):
+    """``WanPipeline`` with tiny components: UMT5 text encoder, ``WanTransformer3DModel``, ``AutoencoderKLWan``
+    (4x temporal, 8x spatial compression as the real one)."""
+    from diffusers import AutoencoderKLWan, FlowMatchEulerDiscreteScheduler, WanPipeline, WanTransformer3DModel
+
+    torch.manual_seed(seed)
+    tok = make_tokenizer(words, max_length)
+    heads = 2
+    transformer = WanTransformer3DModel(patch_size=(1, 2, 2), num_attention_heads=heads, attention_head_dim=hidden // heads,
+                                        in_channels=z_dim, out_channels=z_dim, text_dim=32, freq_dim=32, ffn_dim=2 * hidden,
+                                        num_layers=layers, rope_max_seq_len=64)
+    vae = AutoencoderKLWan(base_dim=8, z_dim=z_dim, dim_mult=[1, 1, 1, 1], num_res_blocks=1,
+                           temperal_downsample=[False, True, True], latents_mean=[0.0] * z_dim, latents_std=[1.0] * z_dim)
+    return WanPipeline(tokenizer=tok, text_encoder=tiny_t5(len(tok), 32, umt5=True), transformer=transformer, vae=vae,
+                       scheduler=FlowMatchEulerDiscreteScheduler(shift=1.0))
+
+
+TINY_BUILDERS = {"sd3": tiny_sd3_pipeline, "flux": tiny_flux_pipeline, "wan": tiny_wan_pipeline}

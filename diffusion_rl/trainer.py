@@ -1,0 +1,391 @@
+"""The diffusion GRPO trainer: flat Flow-GRPO/DanceGRPO or BranchGRPO trees, one loop (TRL-like config + trainer).
+
+One iteration::
+
+    rollout   flat: P prompts x G samples (sampling.flat_rollout)    tree: P trees (branch.tree_rollout)
+    reward    decode the final latents -> images [B, 3, H, W] in [0, 1] -> rewards.Reward -> total [B]
+    credit    flat: group-relative A_i = (r_i - mean_g) / (std_g + eps)  (or the per-prompt stat tracker)
+              tree: fused node rewards -> depth-wise advantages, width/depth pruning (BranchGRPO Eq. 7)
+    update    for every trained (row, step): log pi_theta(x_{i+1} | x_i) recomputed (grpo.flow_sde.sde_step with
+              prev_sample), clipped surrogate + KL to the LoRA-disabled reference (grpo.loss), guarded step
+
+Exactness of the PPO ratio before the first update: a record's rows are recomputed as ONE call in the rollout's
+order, so the stored rollout log-prob is bit-identical to the recomputation. Where pruning drops rows from a
+record the batch differs, so the old log-prob is the trainer's own pre-update forward value instead (the live pass
+in the first update of the iteration, or a no-grad pass before the first update for later chunks).
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+import random
+import time
+import types
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+import torch
+from tqdm.auto import tqdm
+
+from grpo.advantages import PerPromptStatTracker, clip_advantages
+from grpo.checkpoint import capture_rng_state, latest_checkpoint, load_checkpoint, restore_rng_state, save_checkpoint
+from grpo.config import config_diff, config_to_dict
+from grpo.flow_sde import sde_step
+from grpo.loss import clipped_pg_loss, flow_kl, k3_kl
+from grpo.metrics import MetricsLogger
+from grpo.train_step import GRPOConfig, NonFiniteGuard, backward_if_finite, compute_advantages, guarded_step
+
+from .adapters import DiffusionAdapter, ModelConfig, build_adapter, cond_select
+from .branch import BranchConfig, tree_credit, tree_rollout
+from .prompts import PromptConfig, PromptSource
+from .sampling import Rollout, SamplerConfig, flat_rollout, guided_velocity, ode_sample
+
+
+@dataclass
+class RewardConfig:
+    name: str = "shapes_verifier"
+    kwargs: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class TrainConfig:
+    iterations: int = 40
+    prompts_per_iter: int = 2
+    lr: float = 3e-4
+    weight_decay: float = 0.0
+    inner_epochs: int = 1
+    updates_per_iter: int = 1  # optimizer steps per epoch (the trained steps are split into this many chunks)
+    ema_decay: float = 0.0  # > 0: keep an EMA of the trainable weights, used for evaluation
+    use_tracker: bool = False  # per-prompt stat tracker (DDPO/Flow-GRPO) instead of per-batch groups
+    tracker_buffer: int = 32
+    tracker_min_count: int = 16
+    eval_every: int = 0  # 0: evaluate before and after only
+    eval_steps: int = 10  # ODE steps of the evaluation sampler
+    save_every: int = 10
+    keep_last: int = 2
+    log_images: bool = True
+
+    def __post_init__(self) -> None:
+        if self.iterations < 0 or self.prompts_per_iter < 1 or self.inner_epochs < 1 or self.updates_per_iter < 1:
+            raise ValueError("train.iterations >= 0, prompts_per_iter >= 1, inner_epochs >= 1, updates_per_iter >= 1 needed")
+
+
+@dataclass
+class DiffusionRLConfig:
+    seed: int = 0
+    output_dir: str = "runs/diffusion"
+    resume: bool = True
+    model: ModelConfig = field(default_factory=ModelConfig)
+    sampler: SamplerConfig = field(default_factory=SamplerConfig)
+    branch: BranchConfig = field(default_factory=BranchConfig)
+    grpo: GRPOConfig = field(default_factory=lambda: GRPOConfig(group_size=8, clip_low=1e-4, kl_coef=0.0))
+    train: TrainConfig = field(default_factory=TrainConfig)
+    reward: RewardConfig = field(default_factory=RewardConfig)
+    prompts: PromptConfig = field(default_factory=PromptConfig)
+
+
+def build_reward(rc: RewardConfig):
+    """``rewards.build_reward(name, **kwargs)`` with the registry's names in the error."""
+    import rewards
+
+    try:
+        return rewards.build_reward(rc.name, **rc.kwargs)
+    except KeyError as e:
+        raise ValueError(f"unknown reward.name {rc.name!r}: {e}") from e
+
+
+def make_reward_batch(images: torch.Tensor, prompts: list[str], metadata: list[dict] | None = None):
+    try:
+        from rewards.base import RewardBatch
+    except ImportError:  # rewards/ not installed: a plain namespace with the same fields
+        return types.SimpleNamespace(images=images, prompts=prompts, metadata=metadata or [{} for _ in prompts])
+    return RewardBatch(images=images, prompts=prompts, metadata=metadata or [{} for _ in prompts])
+
+
+@dataclass
+class _Plan:
+    rec: Any  # StepRecord
+    idx: torch.Tensor  # positions in the record that are trained
+    full: bool  # all rows of the record kept: the rollout's batch is reproduced exactly
+    old: torch.Tensor | None = None
+
+
+class DiffusionGRPOTrainer:
+    """Flat GRPO or BranchGRPO on any :class:`DiffusionAdapter` (see module docstring).
+
+    ``reward_fn`` overrides ``cfg.reward`` with any callable ``batch -> object with .total [B]`` (and optional
+    ``.components``); ``adapter`` overrides ``cfg.model`` (e.g. an adapter already built).
+    """
+
+    def __init__(self, cfg: DiffusionRLConfig, reward_fn: Callable | None = None, adapter: DiffusionAdapter | None = None,
+                 log: bool = True):
+        self.cfg = cfg
+        torch.manual_seed(cfg.seed)
+        self.tree = cfg.branch.make_tree(cfg.sampler.num_steps) if cfg.branch.enabled else None
+        self.prompts = PromptSource(cfg.prompts, cfg.seed)
+        self.reward_fn = reward_fn if reward_fn is not None else build_reward(cfg.reward)
+        self.adapter = adapter if adapter is not None else build_adapter(cfg.model)
+        self.params = self.adapter.trainable_parameters()
+        if not self.params:
+            raise ValueError("nothing to train: enable model.lora (or pass an adapter with trainable parameters)")
+        self.optimizer = torch.optim.AdamW(self.params, lr=cfg.train.lr, weight_decay=cfg.train.weight_decay)
+        self.guard = NonFiniteGuard(cfg.grpo.max_nonfinite)
+        self.tracker = PerPromptStatTracker(cfg.train.tracker_buffer, cfg.train.tracker_min_count, cfg.grpo.adv_eps) \
+            if cfg.train.use_tracker else None
+        self.ema = {n: p.detach().clone() for n, p in self._named_trainable()} if cfg.train.ema_decay > 0 else None
+        self.gen = torch.Generator().manual_seed(cfg.seed)
+        self.rng = random.Random(cfg.seed)
+        self.out = Path(cfg.output_dir)
+        self.logger = MetricsLogger(self.out, enabled=log, config=config_to_dict(cfg))
+        self.iteration = 0
+        self.eval_before: float | None = None
+
+    # ---- cost -------------------------------------------------------------------------------
+    def cost_per_iteration(self) -> dict[str, float]:
+        """Rollout NFE and backward passes per iteration (expected value under the timestep fraction)."""
+        sc, P = self.cfg.sampler, self.cfg.train.prompts_per_iter
+        cfg_mult = 2 if sc.cfg_scale != 1.0 else 1
+        from .sampling import sde_step_mask
+
+        if self.tree is None:
+            G = self.cfg.grpo.group_size
+            n_st = int(sde_step_mask(sc, 0).sum())
+            trained = max(1, math.ceil(sc.timestep_fraction * n_st))
+            return {"nfe": P * G * sc.num_steps * cfg_mult, "backward": P * G * trained, "final_samples": P * G}
+        mask = sde_step_mask(sc, 0, force=tuple(self.tree.split_steps))
+        steps = [i for i in range(sc.num_steps) if mask[i]]
+        trained = steps[:max(1, math.ceil(sc.timestep_fraction * len(steps)))] if sc.timestep_fraction < 1 else steps
+        keep = None
+        if self.cfg.branch.width_prune != "none" or self.cfg.branch.depth_window:
+            credit = tree_credit(self.tree, torch.arange(self.tree.num_leaves, dtype=torch.float32)[None], self.cfg.branch,
+                                 torch.zeros(1, len(self.tree)))
+            keep = credit.keep
+        bw = self.tree.backward_steps(keep, trained)
+        if sc.timestep_fraction < 1:  # expected value over random step subsets
+            bw = self.tree.backward_steps(keep, steps) * len(trained) / len(steps)
+        return {"nfe": P * self.tree.nfe() * cfg_mult, "backward": P * bw, "final_samples": P * self.tree.num_leaves}
+
+    # ---- pieces -------------------------------------------------------------------------------
+    def _named_trainable(self):
+        return [(n, p) for n, p in self.adapter.transformer.named_parameters() if p.requires_grad]
+
+    def rollout(self, prompts: list[str], iteration: int) -> Rollout:
+        if self.tree is None:
+            return flat_rollout(self.adapter, prompts, self.cfg.grpo.group_size, self.cfg.sampler, self.gen, iteration)
+        return tree_rollout(self.adapter, prompts, self.tree, self.cfg.sampler, self.gen, iteration)
+
+    def score(self, latents: torch.Tensor, prompts: list[str]):
+        images = self.adapter.decode(latents)  # [B, 3, H, W] (video: [B, F, 3, H, W], the frames)
+        return self.reward_fn(make_reward_batch(images, prompts)), images
+
+    def credit(self, ro: Rollout, prompts: list[str], rewards: torch.Tensor, components) -> tuple[torch.Tensor, torch.Tensor]:
+        """Advantage and loss mask per row id (flat: per sample; tree: per global node)."""
+        if self.tree is None:
+            group_ids = ro.final_prompt_idx
+            if self.tracker is not None:
+                adv = clip_advantages(self.tracker.update([prompts[i] for i in group_ids.tolist()], rewards),
+                                      self.cfg.grpo.adv_clip)
+                return adv, torch.ones_like(adv, dtype=torch.bool)
+            a = compute_advantages(self.cfg.grpo, rewards, group_ids, components)
+            return a.values, a.mask
+        P = len(prompts)
+        c = tree_credit(self.tree, rewards.view(P, -1), self.cfg.branch, ro.extra["edge_log_prob"], self.iteration,
+                        self.cfg.grpo.adv_eps)
+        return clip_advantages(c.advantages, self.cfg.grpo.adv_clip), c.keep
+
+    def train_steps(self, ro: Rollout) -> set[int]:
+        """The stochastic steps trained this iteration (a random ``timestep_fraction`` subset)."""
+        steps = sorted({r.step for r in ro.records if r.stochastic})
+        n = max(1, math.ceil(self.cfg.sampler.timestep_fraction * len(steps)))
+        if n >= len(steps):
+            return set(steps)
+        return set(self.rng.sample(steps, n))
+
+    def _logp(self, plan: _Plan, cond_all, grad: bool, reference: bool = False):
+        rec, idx = plan.rec, plan.idx
+        x, xn = rec.x[idx], rec.x_next[idx]
+        cond = cond_select(cond_all, rec.prompt_idx[idx])
+        sc = self.cfg.sampler
+        uncond = None
+        if sc.cfg_scale != 1.0:
+            u = self.adapter.encode_prompts([""])
+            uncond = {k: v.expand(len(idx), *v.shape[1:]) for k, v in u.items()}
+        with torch.set_grad_enabled(grad):
+            v = guided_velocity(self.adapter, x, rec.sigma, cond, uncond, sc.cfg_scale)
+            return sde_step(v, x, rec.sigma, rec.sigma_next, kind=sc.sde, eta=sc.eta, prev_sample=xn)
+
+    def update(self, ro: Rollout, prompts: list[str], adv_rows: torch.Tensor, keep_rows: torch.Tensor,
+               steps: set[int]) -> dict[str, float]:
+        """Clipped-PG updates over the trained (row, step) pairs; returns diagnostics."""
+        g, sc = self.cfg.grpo, self.cfg.sampler
+        cond_all = self.adapter.encode_prompts(prompts)
+        plans = []
+        for r in ro.records:
+            if not r.stochastic or r.step not in steps:
+                continue
+            k = keep_rows[r.rows]
+            if k.any():
+                plans.append(_Plan(r, torch.nonzero(k).flatten(), bool(k.all())))
+        if not plans:
+            return {"backward": 0, "nfe_train": 0}
+        n_chunks = min(self.cfg.train.updates_per_iter, len(plans))
+        chunks = [plans[i * len(plans) // n_chunks:(i + 1) * len(plans) // n_chunks] for i in range(n_chunks)]
+        nfe_mult = 2 if sc.cfg_scale != 1.0 else 1
+        nfe, backward, gap = 0, 0, 0.0
+        # old log-probs: exact rollout values where the batch is reproduced; otherwise a pre-update forward pass
+        for ci, chunk in enumerate(chunks):
+            for pl in chunk:
+                if pl.full:
+                    pl.old = pl.rec.log_prob
+                elif ci > 0:
+                    pl.old = self._logp(pl, cond_all, grad=False).log_prob
+                    nfe += len(pl.idx) * nfe_mult
+        stats: dict[str, list[float]] = {k: [] for k in ("loss", "kl", "clip_frac", "approx_kl", "ratio_mean", "grad_norm")}
+        self.adapter.train(True)
+        for epoch in range(self.cfg.train.inner_epochs):
+            for ci, chunk in enumerate(chunks):
+                rows_total = sum(len(pl.idx) for pl in chunk)
+                for pl in chunk:
+                    out = self._logp(pl, cond_all, grad=True)
+                    nfe += len(pl.idx) * nfe_mult
+                    if pl.old is None:  # first update of the iteration, pruned batch: own pre-update value
+                        pl.old = out.log_prob.detach()
+                    if pl.full and epoch == 0 and ci == 0:  # before the first update: must be exactly 0
+                        gap = max(gap, float((out.log_prob.detach() - pl.rec.log_prob[pl.idx]).abs().max()))
+                    old = pl.old  # full record: idx covers every row in order
+                    kl = None
+                    if g.kl_coef > 0:
+                        with self.adapter.reference():
+                            ref = self._logp(pl, cond_all, grad=False)
+                        nfe += len(pl.idx) * nfe_mult
+                        kl = flow_kl(out.mean, ref.mean, out.std) if g.kl_type == "flow" else k3_kl(out.log_prob, ref.log_prob)
+                    adv = adv_rows[pl.rec.rows[pl.idx]]
+                    lo = clipped_pg_loss(out.log_prob, old, adv, None, g.clip_low, g.clip_high, kl, g.kl_coef,
+                                         g.loss_reduction)
+                    backward_if_finite(lo.loss * (len(pl.idx) / rows_total), self.guard)
+                    backward += len(pl.idx)
+                    for k in ("kl", "clip_frac", "approx_kl", "ratio_mean"):
+                        stats[k].append(float(getattr(lo, k)))
+                    stats["loss"].append(float(lo.loss.detach()))
+                st = guarded_step(self.params, self.optimizer, g.max_grad_norm, self.guard)
+                stats["grad_norm"].append(st.grad_norm)
+                if st.skipped:
+                    print(f"iteration {self.iteration}: update skipped ({st.reason})")
+        self.adapter.train(False)
+        self._ema_update()
+        out = {f"loss/{k}" if k != "grad_norm" else k: sum(v) / max(1, len(v)) for k, v in stats.items()}
+        out.update({"backward": backward, "nfe_train": nfe, "logp_recompute_gap": gap})
+        return out
+
+    def _ema_update(self) -> None:
+        if self.ema is None:
+            return
+        d = self.cfg.train.ema_decay
+        with torch.no_grad():
+            for n, p in self._named_trainable():
+                self.ema[n].mul_(d).add_(p.detach(), alpha=1 - d)
+
+    # ---- evaluation ---------------------------------------------------------------------------
+    @torch.no_grad()
+    def evaluate(self, tag: str | None = None, step: int = 0) -> float:
+        """Mean reward of deterministic (ODE) samples on the fixed evaluation prompts (EMA weights if kept)."""
+        backup = None
+        if self.ema is not None:
+            backup = self.adapter.trainable_state_dict()
+            self.adapter.load_trainable_state_dict(self.ema)
+        prompts = self.prompts.eval_prompts
+        gen = torch.Generator().manual_seed(self.cfg.seed + 777)
+        lat = ode_sample(self.adapter, prompts, self.cfg.train.eval_steps, gen, self.cfg.sampler.shift, self.cfg.sampler.cfg_scale)
+        out, images = self.score(lat, prompts)
+        if backup is not None:
+            self.adapter.load_trainable_state_dict(backup)
+        if tag and self.cfg.train.log_images and images.dim() == 4:
+            self.logger.log_images(step, tag, images[:16], nrow=8)
+        return float(out.total.float().mean())
+
+    # ---- checkpoints --------------------------------------------------------------------------
+    def save(self) -> Path:
+        state = {"trainable": self.adapter.trainable_state_dict(), "optimizer": self.optimizer.state_dict(),
+                 "tracker": self.tracker.state_dict() if self.tracker else None, "guard": self.guard.state_dict(),
+                 "rng": capture_rng_state(), "generator": self.gen.get_state(), "py_rng": list(self.rng.getstate()[1]),
+                 "py_rng_pos": self.rng.getstate()[2], "iteration": self.iteration, "eval_before": self.eval_before,
+                 "config": config_to_dict(self.cfg)}
+        if self.ema is not None:
+            state["ema"] = {k: v.clone() for k, v in self.ema.items()}
+        return save_checkpoint(self.out / "checkpoints", self.iteration, state, keep_last=self.cfg.train.keep_last)
+
+    def load(self, path: str | Path, check_config: bool = True) -> None:
+        state = load_checkpoint(path)
+        if check_config:
+            diff = [d for d in config_diff(state["config"], config_to_dict(self.cfg))
+                    if not d.startswith(("train.iterations", "resume", "train.eval_every", "train.save_every"))]
+            if diff:
+                raise ValueError(f"refusing to resume from {state['__path__']}: config differs in\n  " + "\n  ".join(diff))
+        self.adapter.load_trainable_state_dict(state["trainable"])
+        self.optimizer.load_state_dict(state["optimizer"])
+        if self.tracker is not None and state.get("tracker"):
+            self.tracker.load_state_dict(state["tracker"])
+        self.guard.load_state_dict(state["guard"])
+        restore_rng_state(state["rng"])
+        self.gen.set_state(state["generator"])
+        self.rng.setstate((3, tuple(state["py_rng"]), state["py_rng_pos"]))
+        if self.ema is not None and "ema" in state:
+            self.ema = {k: v.clone() for k, v in state["ema"].items()}
+        self.iteration = int(state["iteration"])
+        self.eval_before = state.get("eval_before")
+
+    # ---- the loop -----------------------------------------------------------------------------
+    def step(self) -> dict[str, float]:
+        """One rollout + update iteration; returns its scalars (also logged)."""
+        t0 = time.perf_counter()
+        prompts = self.prompts.sample(self.cfg.train.prompts_per_iter, self.rng)
+        ro = self.rollout(prompts, self.iteration)
+        t_roll = time.perf_counter() - t0
+        final_prompts = [prompts[i] for i in ro.final_prompt_idx.tolist()]
+        out, _ = self.score(ro.final, final_prompts)
+        rewards = out.total.detach().float().cpu()
+        components = {k: v.detach().float().cpu() for k, v in (getattr(out, "components", None) or {}).items()} or None
+        logps = torch.cat([r.log_prob for r in ro.records if r.stochastic]) if ro.records else torch.zeros(1)
+        t1 = time.perf_counter()
+        ok = self.guard.check("reward", rewards) & self.guard.check("log_prob", logps)
+        if ok:
+            adv, keep = self.credit(ro, prompts, rewards, components)
+            upd = self.update(ro, prompts, adv, keep, self.train_steps(ro))
+        else:
+            reason = self.guard.end_step()  # raises NonFiniteError after max_nonfinite in a row
+            print(f"iteration {self.iteration}: rollout skipped ({reason}); no update applied")
+            upd = {"backward": 0, "nfe_train": 0}
+        self.iteration += 1
+        scalars = {"reward/mean": float(rewards.nan_to_num().mean()), "reward/std": float(rewards.nan_to_num().std()),
+                   "cost/nfe_rollout": ro.nfe, "cost/backward": upd.pop("backward"), "cost/nfe_train": upd.pop("nfe_train"),
+                   "time/rollout_s": t_roll, "time/update_s": time.perf_counter() - t1,
+                   "time/iter_s": time.perf_counter() - t0, "skipped_updates": self.guard.total_skipped, **upd}
+        self.logger.log(self.iteration, scalars)
+        return scalars
+
+    def train(self, progress: bool = True) -> dict[str, Any]:
+        cfg = self.cfg
+        latest = latest_checkpoint(self.out / "checkpoints") if cfg.resume else None
+        if latest is not None:
+            self.load(latest)
+            print(f"resumed from {latest} at iteration {self.iteration}")
+        t0 = time.time()
+        if self.eval_before is None:
+            self.eval_before = self.evaluate("samples/before", 0)
+            self.logger.log(0, {"eval/reward": self.eval_before})
+        bar = tqdm(range(self.iteration, cfg.train.iterations), initial=self.iteration, total=cfg.train.iterations,
+                   desc="diffusion-rl", disable=not progress)
+        last: dict[str, float] = {}
+        for _ in bar:
+            last = self.step()
+            bar.set_postfix(reward=f"{last['reward/mean']:.3f}", nfe=int(last["cost/nfe_rollout"]))
+            if cfg.train.eval_every and self.iteration % cfg.train.eval_every == 0 and self.iteration < cfg.train.iterations:
+                self.logger.log(self.iteration, {"eval/reward": self.evaluate()})
+            if self.iteration % cfg.train.save_every == 0 or self.iteration == cfg.train.iterations:
+                self.save()
+        after = self.evaluate("samples/after", self.iteration)
+        self.logger.log(self.iteration, {"eval/reward": after, "eval/reward_before": self.eval_before})
+        self.logger.close()
+        return {"eval_before": self.eval_before, "eval_after": after, "seconds": time.time() - t0, "last": last}
