@@ -1,0 +1,96 @@
+"""Flat and tree rollouts: exact log-prob recomputation (ratio 1 before any update), tree structure and NFE."""
+
+import pytest
+import torch
+
+from diffusion_rl.adapters import cond_select
+from diffusion_rl.branch import BranchConfig, tree_credit, tree_rollout
+from diffusion_rl.sampling import SamplerConfig, flat_rollout, guided_velocity, sde_step_mask
+from grpo.flow_sde import sde_step
+from grpo.loss import clipped_pg_loss
+
+
+def recompute(adapter, rec, prompts, sc, idx=None):
+    idx = torch.arange(len(rec.rows)) if idx is None else idx
+    cond = cond_select(adapter.encode_prompts(prompts), rec.prompt_idx[idx])
+    uncond = None
+    if sc.cfg_scale != 1.0:
+        u = adapter.encode_prompts([""])
+        uncond = {k: v.expand(len(idx), *v.shape[1:]) for k, v in u.items()}
+    v = guided_velocity(adapter, rec.x[idx], rec.sigma, cond, uncond, sc.cfg_scale)
+    return sde_step(v, rec.x[idx], rec.sigma, rec.sigma_next, kind=sc.sde, eta=sc.eta, prev_sample=rec.x_next[idx])
+
+
+@pytest.mark.parametrize("sde,cfg_scale", [("flow_grpo", 1.0), ("dance_grpo", 3.0), ("cps", 1.0)])
+def test_flat_rollout_logprob_recomputation_is_exact(sd3, sde, cfg_scale):
+    sc = SamplerConfig(num_steps=5, sde=sde, eta=0.7, cfg_scale=cfg_scale)
+    prompts = ["a red circle", "a blue square"]
+    ro = flat_rollout(sd3, prompts, 3, sc, torch.Generator().manual_seed(0))
+    assert len(ro.records) == 5 and ro.final.shape == (6, *sd3.latent_shape)
+    assert ro.nfe == 6 * 5 * (2 if cfg_scale != 1 else 1)
+    assert torch.equal(ro.records[0].x[0], ro.records[0].x[1])  # same initial noise within a group
+    for rec in ro.records:
+        if not rec.stochastic:
+            continue
+        out = recompute(sd3, rec, prompts, sc)
+        assert torch.equal(out.log_prob, rec.log_prob)  # bit-exact: same rows, same order, same dtype
+        lo = clipped_pg_loss(out.log_prob, rec.log_prob, torch.randn(6))
+        assert float(lo.ratio_mean) == 1.0 and float(lo.clip_frac) == 0.0
+    assert not ro.records[-1].stochastic  # sigma -> 0 step is ODE by default
+
+
+def test_mix_window_slides():
+    sc = SamplerConfig(num_steps=8, mix_window=2)
+    masks = [sde_step_mask(sc, it).nonzero().flatten().tolist() for it in range(3)]
+    assert masks == [[0, 1], [1, 2], [2, 3]]
+    assert sde_step_mask(sc, 0, force=(5,)).nonzero().flatten().tolist() == [0, 1, 5]
+
+
+def test_tree_rollout_structure_nfe_and_exactness(sd3):
+    sc = SamplerConfig(num_steps=6, eta=1.0)
+    bc = BranchConfig(enabled=True, split_steps=[1, 3], branch=[3, 2])
+    tree = bc.make_tree(6)
+    assert tree.num_leaves == 6
+    prompts = ["a red circle", "a blue square"]
+    ro = tree_rollout(sd3, prompts, tree, sc, torch.Generator().manual_seed(1))
+    P, N = 2, len(tree)
+    assert ro.nfe == P * tree.nfe() == P * (1 * 1 + 3 * 2 + 6 * 3)
+    assert tree.flat_nfe() == 36 and ro.final.shape == (P * 6, *sd3.latent_shape)
+    # one denoiser batch per step: all nodes of the active depth over all prompts
+    assert [len(r.rows) for r in ro.records] == [2, 6, 6, 12, 12, 12]
+    # children start from their parent's latent, and diverge by their own split noise
+    step1 = ro.records[1]
+    assert torch.equal(step1.x[0], step1.x[1]) and not torch.equal(step1.x_next[0], step1.x_next[1])
+    assert torch.equal(step1.x[0], ro.records[0].x_next[0])
+    for rec in ro.records:
+        if rec.stochastic:
+            assert torch.equal(recompute(sd3, rec, prompts, sc).log_prob, rec.log_prob)
+    assert ro.extra["edge_log_prob"].shape == (P, N)
+
+
+def test_fusion_pruning_and_depth_window():
+    bc = BranchConfig(enabled=True, split_steps=[2, 4], branch=[2])
+    tree = bc.make_tree(6)
+    r = torch.tensor([[0.0, 1.0, 2.0, 3.0]])
+    c = tree_credit(tree, r, bc, torch.zeros(1, len(tree)))
+    assert torch.allclose(c.node_rewards[0, tree.leaves], r[0])
+    assert torch.allclose(c.node_rewards[0, 0], torch.tensor(1.5))
+    assert c.advantages[0] == 0 and c.keep[0] == 0  # root: shared prefix, no contrast, not trained
+    full = tree.backward_steps(c.keep)
+    pruned = tree_credit(tree, r, BranchConfig(enabled=True, split_steps=[2, 4], width_prune="best_worst", prune_k=1),
+                         torch.zeros(1, len(tree)))
+    assert pruned.keep[tree.leaves].tolist() == [True, False, False, True]
+    assert tree.backward_steps(pruned.keep) < full
+    dw = tree_credit(tree, r, BranchConfig(enabled=True, split_steps=[2, 4], depth_window=1), torch.zeros(1, len(tree)),
+                     iteration=1)
+    assert dw.trained_depths == [2] and not dw.keep[tree.nodes_at_depth(1)].any()
+    # path-probability fusion weights leaves by their path log-prob
+    lp = torch.zeros(1, len(tree))
+    lp[0, tree.leaves[3]] = 5.0
+    pp = tree_credit(tree, r, BranchConfig(enabled=True, split_steps=[2, 4], fusion="path_prob"), lp)
+    assert pp.node_rewards[0, 0] > c.node_rewards[0, 0]
+
+
+def test_split_step_beyond_schedule_fails():
+    with pytest.raises(ValueError, match="beyond the last step"):
+        BranchConfig(enabled=True, split_steps=[2, 10]).make_tree(8)
