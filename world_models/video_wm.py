@@ -1,0 +1,201 @@
+"""Action-conditioned, state-aware video world model: context frames + action chunk -> next frames + success.
+
+    frames_next, success_logit = wm.predict(context[B, Tc, 3, H, W], actions[B, K, A])
+
+* **Frames**: a flow-matching video model over the ``K`` future frames, parameterized as the change from
+  the last context frame, ``x_0 = 2 (future - last)`` (pixel space; the full recipes put a video VAE in
+  front), so "nothing moves" is the zero sample and the model spends its capacity on motion. The denoiser is diffusers' ``WanTransformer3DModel`` (tiny config on
+  CPU, Wan2.1-sized on GPUs). Conditioning, as image-to-video models do: the last context frame is
+  concatenated to every noisy future frame along channels, and the cross-attention tokens are the action
+  chunk (one token per step, a linear embedding) followed by tokens of the context frames (a strided conv).
+  Trained with the rectified-flow objective (Lipman et al. 2023; Esser et al. 2024, Eq. 1-3)::
+
+      x_s = (1 - s) x_0 + s eps,    L = E || v_theta(x_s, s, c) - (eps - x_0) ||^2
+
+  and sampled with ``grpo.flow_sde.sde_step`` (ODE by default; SDE when the model itself is RL-trained).
+* **State**: a reward head on the frames and actions predicts, per future step, the logit of
+  ``success`` (the task's own success test in the simulator). "State-aware" as in World-VLA-Loop: it is
+  trained on successes, near-successes and failures so its success prediction is calibrated, and at
+  inference it reads the *predicted* frames, so reward and video stay consistent.
+
+Shapes: frames are float ``[B, T, 3, H, W]`` in [0, 1] at the API; internally ``[B, 3, T, H, W]`` in [-1, 1].
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from grpo.flow_sde import flow_sigmas, sde_step
+
+
+@dataclass
+class WorldModelConfig:
+    image_size: int = 32
+    context_frames: int = 2
+    chunk: int = 4  # future frames per call = actions per call
+    action_dim: int = 4
+    hidden_heads: int = 2
+    head_dim: int = 16
+    layers: int = 2
+    ffn_dim: int = 64
+    token_dim: int = 32
+    patch: int = 4
+    sampling_steps: int = 8
+    reward_channels: tuple[int, ...] = (16, 32)
+
+    def __post_init__(self) -> None:
+        if self.image_size % self.patch:
+            raise ValueError(f"image_size {self.image_size} must be divisible by patch {self.patch}")
+        if self.context_frames < 1 or self.chunk < 1:
+            raise ValueError(f"need context_frames >= 1 and chunk >= 1, got {self.context_frames}, {self.chunk}")
+
+
+class SuccessHead(nn.Module):
+    """``frames[B, K, 3, H, W]`` in [-1, 1], ``actions[B, K, A]`` -> success logits ``[B, K]``."""
+
+    def __init__(self, cfg: WorldModelConfig):
+        super().__init__()
+        layers, c_in = [], 3
+        for c in cfg.reward_channels:
+            layers += [nn.Conv2d(c_in, c, 4, stride=2, padding=1), nn.SiLU()]
+            c_in = c
+        self.conv = nn.Sequential(*layers, nn.AdaptiveAvgPool2d(2), nn.Flatten())
+        self.mlp = nn.Sequential(nn.Linear(c_in * 4 + cfg.action_dim, 64), nn.SiLU(), nn.Linear(64, 1))
+
+    def forward(self, frames: torch.Tensor, actions: torch.Tensor) -> torch.Tensor:
+        b, k = frames.shape[:2]
+        f = self.conv(frames.flatten(0, 1)).reshape(b, k, -1)
+        return self.mlp(torch.cat([f, actions.float()], dim=-1)).squeeze(-1)
+
+
+class VideoWorldModel(nn.Module):
+    def __init__(self, cfg: WorldModelConfig | None = None, transformer: nn.Module | None = None):
+        super().__init__()
+        from diffusers import WanTransformer3DModel
+
+        self.cfg = cfg = cfg or WorldModelConfig()
+        self.transformer = transformer or WanTransformer3DModel(
+            patch_size=(1, cfg.patch, cfg.patch), num_attention_heads=cfg.hidden_heads, attention_head_dim=cfg.head_dim,
+            in_channels=6, out_channels=3, text_dim=cfg.token_dim, freq_dim=32, ffn_dim=cfg.ffn_dim,
+            num_layers=cfg.layers, rope_max_seq_len=64)
+        self.action_tokens = nn.Linear(cfg.action_dim, cfg.token_dim)
+        self.frame_tokens = nn.Conv2d(3, cfg.token_dim, cfg.patch * 2, stride=cfg.patch * 2)
+        self.success_head = SuccessHead(cfg)
+
+    # ---- conditioning ---------------------------------------------------------------------
+    def _check(self, context: torch.Tensor, actions: torch.Tensor) -> None:
+        c = self.cfg
+        if context.dim() != 5 or context.shape[1] != c.context_frames or context.shape[-1] != c.image_size:
+            raise ValueError(f"context must be [B, {c.context_frames}, 3, {c.image_size}, {c.image_size}], "
+                             f"got {tuple(context.shape)}")
+        if actions.shape[1:] != (c.chunk, c.action_dim):
+            raise ValueError(f"actions must be [B, {c.chunk}, {c.action_dim}], got {tuple(actions.shape)}")
+
+    def _tokens(self, context: torch.Tensor, actions: torch.Tensor) -> torch.Tensor:
+        b = context.shape[0]
+        ft = self.frame_tokens(context.flatten(0, 1)).flatten(2).transpose(1, 2)  # [B*Tc, n, D]
+        ft = ft.reshape(b, -1, ft.shape[-1])
+        return torch.cat([self.action_tokens(actions.float()), ft], dim=1)
+
+    def velocity(self, x: torch.Tensor, sigma: torch.Tensor, context: torch.Tensor, actions: torch.Tensor,
+                 tokens: torch.Tensor | None = None) -> torch.Tensor:
+        """``x[B, 3, K, H, W]`` (noisy future frames, [-1,1] scale), ``sigma[B]`` -> velocity, same shape."""
+        last = context[:, -1][:, :, None].expand(-1, -1, x.shape[2], -1, -1)  # [B, 3, K, H, W]
+        tokens = self._tokens(context, actions) if tokens is None else tokens
+        out = self.transformer(hidden_states=torch.cat([x, last], dim=1), timestep=sigma * 1000,
+                               encoder_hidden_states=tokens, return_dict=False)[0]
+        return out
+
+    # ---- training ------------------------------------------------------------------------
+    def loss(self, context: torch.Tensor, actions: torch.Tensor, future: torch.Tensor, success: torch.Tensor,
+             generator: torch.Generator | None = None, success_weight: float = 0.5) -> dict[str, torch.Tensor]:
+        """Flow-matching loss on ``future[B, K, 3, H, W]`` in [0,1] + BCE of the success head vs ``success[B, K]``."""
+        self._check(context, actions)
+        ctx = context * 2 - 1
+        x0 = (2 * (future - context[:, -1:])).permute(0, 2, 1, 3, 4)  # [B, 3, K, H, W], change from last frame
+        b = x0.shape[0]
+        eps = torch.randn(x0.shape, generator=generator)
+        s = torch.rand(b, generator=generator)
+        xs = (1 - s.view(-1, 1, 1, 1, 1)) * x0 + s.view(-1, 1, 1, 1, 1) * eps
+        fm = F.mse_loss(self.velocity(xs, s, ctx, actions), eps - x0)
+        logits = self.success_head(future * 2 - 1, actions)
+        bce = F.binary_cross_entropy_with_logits(logits, success.float())
+        return {"loss": fm + success_weight * bce, "flow": fm.detach(), "success_bce": bce.detach()}
+
+    # ---- inference -----------------------------------------------------------------------
+    @torch.no_grad()
+    def predict(self, context: torch.Tensor, actions: torch.Tensor, generator: torch.Generator | None = None,
+                steps: int | None = None, sde: str = "ode", eta: float = 0.0) -> tuple[torch.Tensor, torch.Tensor]:
+        """Future frames ``[B, K, 3, H, W]`` in [0,1] and success logits ``[B, K]`` (read from the predicted frames)."""
+        self._check(context, actions)
+        c = self.cfg
+        ctx = context.float() * 2 - 1
+        b = ctx.shape[0]
+        tokens = self._tokens(ctx, actions)
+        x = torch.randn((b, 3, c.chunk, c.image_size, c.image_size), generator=generator)
+        sig = flow_sigmas(steps or c.sampling_steps)
+        for i in range(len(sig) - 1):
+            v = self.velocity(x, sig[i].expand(b), ctx, actions, tokens)
+            x = sde_step(v, x, sig[i], sig[i + 1], kind=sde, eta=eta, generator=generator).prev_sample  # type: ignore[arg-type]
+        frames = (context[:, -1:].float() + x.permute(0, 2, 1, 3, 4) / 2).clamp(0, 1)
+        return frames, self.success_head(frames * 2 - 1, actions)
+
+
+def window_dataset(videos: torch.Tensor, actions: torch.Tensor, success: torch.Tensor, cfg: WorldModelConfig
+                   ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Cut trajectories into (context, action chunk, future, success) training windows.
+
+    ``videos[N, T, 3, H, W]`` (frame ``t`` is the observation before action ``t``), ``actions[N, T-1, A]``,
+    ``success[N, T]`` (the simulator's success flag at each frame). Returns tensors with a leading window dim.
+    """
+    n, t = videos.shape[:2]
+    if actions.shape[:2] != (n, t - 1) or success.shape != (n, t):
+        raise ValueError(f"expected actions [N={n}, T-1={t - 1}, A] and success [N, T={t}], got "
+                         f"{tuple(actions.shape)}, {tuple(success.shape)}")
+    tc, k = cfg.context_frames, cfg.chunk
+    ctx, act, fut, suc = [], [], [], []
+    for start in range(0, t - tc - k + 1):
+        ctx.append(videos[:, start:start + tc])
+        act.append(actions[:, start + tc - 1:start + tc - 1 + k])
+        fut.append(videos[:, start + tc:start + tc + k])
+        suc.append(success[:, start + tc:start + tc + k])
+    if not ctx:
+        raise ValueError(f"trajectories of {t} frames are too short for {tc} context + {k} future frames")
+    return torch.cat(ctx), torch.cat(act), torch.cat(fut), torch.cat(suc)
+
+
+def train_world_model(wm: VideoWorldModel, data: tuple[torch.Tensor, ...], steps: int, batch: int = 16,
+                      lr: float = 1e-3, seed: int = 0) -> list[float]:
+    """Adam on random windows of ``data = window_dataset(...)``; returns the loss curve."""
+    ctx, act, fut, suc = data
+    gen = torch.Generator().manual_seed(seed)
+    opt = torch.optim.AdamW(wm.parameters(), lr=lr, weight_decay=0.0)
+    losses = []
+    wm.train()
+    for _ in range(steps):
+        idx = torch.randint(ctx.shape[0], (min(batch, ctx.shape[0]),), generator=gen)
+        out = wm.loss(ctx[idx], act[idx], fut[idx], suc[idx], generator=gen)
+        opt.zero_grad()
+        out["loss"].backward()
+        torch.nn.utils.clip_grad_norm_(wm.parameters(), 1.0)
+        opt.step()
+        losses.append(float(out["loss"].detach()))
+    wm.eval()
+    return losses
+
+
+@torch.no_grad()
+def world_model_metrics(wm: VideoWorldModel, data: tuple[torch.Tensor, ...], seed: int = 0) -> dict[str, float]:
+    """Held-out frame MSE vs the real simulator under the same actions, and success agreement (accuracy)."""
+    ctx, act, fut, suc = data
+    pred, logits = wm.predict(ctx, act, generator=torch.Generator().manual_seed(seed))
+    copy_last = ((ctx[:, -1:].expand_as(fut) - fut) ** 2).mean()
+    return {
+        "frame_mse": float(((pred - fut) ** 2).mean()),
+        "copy_last_frame_mse": float(copy_last),  # baseline: predict no motion
+        "success_agreement": float(((logits > 0) == (suc > 0.5)).float().mean()),
+    }
