@@ -24,7 +24,7 @@ import contextlib
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterator, Literal
+from typing import Any, Iterator, Literal
 
 import torch
 
@@ -67,6 +67,7 @@ class ModelConfig:
     device: str = "cpu"
     lora: LoraSettings = field(default_factory=LoraSettings)
     tiny_words: list[str] = field(default_factory=list)  # extra vocabulary for the tiny tokenizer
+    tiny: dict[str, Any] = field(default_factory=dict)  # keyword arguments of the tiny builder (path=None)
 
 
 Cond = dict[str, torch.Tensor]
@@ -317,7 +318,7 @@ def load_pipeline(cfg: ModelConfig):
     if cfg.path is None:
         from .tiny_models import TINY_BUILDERS
 
-        return TINY_BUILDERS[cfg.kind](words=cfg.tiny_words, max_length=cfg.max_sequence_length)
+        return TINY_BUILDERS[cfg.kind](words=cfg.tiny_words, max_length=cfg.max_sequence_length, **cfg.tiny)
     cls = getattr(diffusers, PIPELINES[cfg.kind])
     p = Path(cfg.path).expanduser()
     looks_local = p.is_absolute() or cfg.path.startswith((".", "~")) or p.exists() or cfg.path.count("/") != 1

@@ -90,6 +90,8 @@ def build_reward(rc: RewardConfig):
     """``rewards.build_reward(name, **kwargs)`` with the registry's names in the error."""
     import rewards
 
+    if not hasattr(rewards, "build_reward"):
+        raise ValueError(f"reward.name={rc.name!r}: the reward registry rewards.build_reward is not available")
     try:
         return rewards.build_reward(rc.name, **rc.kwargs)
     except KeyError as e:
@@ -125,8 +127,8 @@ class DiffusionGRPOTrainer:
         torch.manual_seed(cfg.seed)
         self.tree = cfg.branch.make_tree(cfg.sampler.num_steps) if cfg.branch.enabled else None
         self.prompts = PromptSource(cfg.prompts, cfg.seed)
-        self.reward_fn = reward_fn if reward_fn is not None else build_reward(cfg.reward)
         self.adapter = adapter if adapter is not None else build_adapter(cfg.model)
+        self.reward_fn = reward_fn if reward_fn is not None else build_reward(cfg.reward)
         self.params = self.adapter.trainable_parameters()
         if not self.params:
             raise ValueError("nothing to train: enable model.lora (or pass an adapter with trainable parameters)")
