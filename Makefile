@@ -9,7 +9,15 @@ TORCH   ?= torch==2.13.0
 export OMP_NUM_THREADS ?= 1
 export MKL_NUM_THREADS ?= 1
 
-.PHONY: install install-test demo test bench clean
+.PHONY: install sysdeps demo test bench clean
+
+# Headless MuJoCo rendering needs OSMesa (or a working EGL). Installed when missing and we are root;
+# otherwise print the command to run.
+sysdeps:
+	@ldconfig -p 2>/dev/null | grep -q libOSMesa || { \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+	    (apt-get update -qq && apt-get install -y -qq libosmesa6 >/dev/null) || echo "warning: could not install libosmesa6"; \
+	  else echo "note: for headless MuJoCo rendering install OSMesa: sudo apt-get install libosmesa6"; fi; }
 
 $(BIN)/python:
 	$(PY) -m venv --system-site-packages $(VENV)
@@ -24,7 +32,7 @@ $(VENV)/.installed: $(VENV)/.torch pyproject.toml
 	$(BIN)/pip install -e ".[test,ocr]"
 	@touch $@
 
-install: $(VENV)/.installed
+install: $(VENV)/.installed sysdeps
 
 demo: install
 	$(BIN)/python -m grpo.demo configs/grpo/toy_flow.yaml
