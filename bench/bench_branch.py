@@ -1,0 +1,110 @@
+"""Flat GRPO vs BranchGRPO vs BranchGRPO + pruning vs BranchGRPO-Mix, side by side, same model, same leaves.
+
+Every mode produces the same number of final samples per prompt (16 leaves, 20 steps by default) from the same
+denoiser (a tiny SD3 transformer built in code; the shapes demo model when ``--model shapes`` and its weights
+exist). Per iteration it measures rollout NFE, backward passes (trained row-steps), wall time, and the reward
+curve against wall clock, then prints the ratios to flat GRPO.
+
+    python bench/bench_branch.py [--iterations 4] [--prompts 1] [--steps 20] [--reward redness|shapes_verifier]
+
+The tree: splits at steps 10, 13, 16, 18 with branch factor 2 -> 16 leaves, NFE 10 + 2*3 + 4*3 + 8*2 + 16*2 = 76
+per prompt against 16 * 20 = 320 for flat GRPO (late splits keep the shared prefix long; that is where the saving
+comes from). Pruning: top-1 leaf per last-split parent (width) and a sliding window of 2 depths (depth).
+Mix: only a 4-step SDE window (plus the split steps) is stochastic and trained; the rest are ODE steps.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+import types
+from pathlib import Path
+
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import torch  # noqa: E402
+
+torch.set_num_threads(int(os.environ["OMP_NUM_THREADS"]))
+
+from diffusion_rl.adapters import LoraSettings, ModelConfig  # noqa: E402
+from diffusion_rl.branch import BranchConfig  # noqa: E402
+from diffusion_rl.prompts import PromptConfig  # noqa: E402
+from diffusion_rl.sampling import SamplerConfig  # noqa: E402
+from diffusion_rl.trainer import DiffusionGRPOTrainer, DiffusionRLConfig, RewardConfig  # noqa: E402
+from grpo.train_step import GRPOConfig  # noqa: E402
+
+
+def redness(batch):
+    """Bench-only closed-form reward (used when no reward registry is installed): red minus green/blue."""
+    im = batch.images
+    return types.SimpleNamespace(total=im[:, 0].mean((1, 2)) - im[:, 1:].mean((1, 2, 3)), components={})
+
+
+def modes(steps: int) -> dict[str, tuple[BranchConfig, dict]]:
+    splits = [steps // 2, steps // 2 + 3, steps // 2 + 6, steps - 2]
+    tree = dict(enabled=True, split_steps=splits, branch=[2], fusion="mean")
+    return {
+        "flat GRPO": (BranchConfig(enabled=False), {}),
+        "BranchGRPO": (BranchConfig(**tree), {}),
+        "Branch+prune": (BranchConfig(**tree, width_prune="topk_per_parent", prune_k=1, depth_window=2), {}),
+        "Branch-Mix": (BranchConfig(**tree), {"mix_window": 4}),
+    }
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--iterations", type=int, default=4)
+    ap.add_argument("--prompts", type=int, default=1, help="prompts per iteration")
+    ap.add_argument("--steps", type=int, default=20)
+    ap.add_argument("--leaves", type=int, default=16)
+    ap.add_argument("--size", type=int, default=16, help="image size of the tiny pixel-space SD3")
+    ap.add_argument("--reward", default="redness")
+    ap.add_argument("--out", default="runs/bench_branch")
+    args = ap.parse_args(argv)
+    if args.leaves != 16:
+        raise SystemExit("the bench tree is fixed at 16 leaves (4 splits x branch 2)")
+    results = {}
+    for name, (bc, samp) in modes(args.steps).items():
+        cfg = DiffusionRLConfig(
+            seed=0, output_dir=f"{args.out}/{name.replace(' ', '_').replace('+', '_')}", resume=False,
+            model=ModelConfig(kind="sd3", height=args.size, width=args.size, tiny={"with_vae": False, "hidden": 64, "layers": 2},
+                              lora=LoraSettings(rank=4, alpha=8)),
+            sampler=SamplerConfig(num_steps=args.steps, eta=0.7, **samp), branch=bc,
+            grpo=GRPOConfig(group_size=args.leaves, clip_low=0.2),
+            train=__import__("diffusion_rl.trainer", fromlist=["TrainConfig"]).TrainConfig(
+                iterations=args.iterations, prompts_per_iter=args.prompts, lr=1e-2, log_images=False, save_every=10**9),
+            reward=RewardConfig(name=args.reward),
+            prompts=PromptConfig(source="list", prompts=["a red circle", "a blue square", "a green triangle"], num_eval=2))
+        tr = DiffusionGRPOTrainer(cfg, reward_fn=redness if args.reward == "redness" else None)
+        tr.step()  # warm-up (allocations, prompt cache), not timed
+        rows, t0 = [], time.perf_counter()
+        for _ in range(args.iterations):
+            s = tr.step()
+            rows.append((time.perf_counter() - t0, s["reward/mean"], s["cost/nfe_rollout"], s["cost/backward"],
+                         s["time/iter_s"], s["cost/nfe_train"]))
+        tr.logger.close()
+        n = len(rows)
+        results[name] = {"nfe": sum(r[2] for r in rows) / n, "backward": sum(r[3] for r in rows) / n,
+                         "wall": sum(r[4] for r in rows) / n, "nfe_train": sum(r[5] for r in rows) / n,
+                         "curve": [(round(r[0], 2), round(r[1], 4)) for r in rows]}
+        print(f"  {name}: done ({results[name]['wall']:.2f} s/iter)", flush=True)
+    flat = results["flat GRPO"]
+    print(f"\n{args.prompts} prompt(s)/iter, {args.leaves} final samples per prompt, {args.steps} steps, "
+          f"{args.iterations} timed iterations per mode (tiny SD3 transformer, {args.size}x{args.size} pixels, 1 CPU thread)\n")
+    hdr = f"| {'mode':<13} | NFE/iter | backward/iter | wall s/iter | NFE x fewer | backward x fewer | wall x faster |"
+    print(hdr)
+    print("|" + "|".join("-" * (len(c)) for c in hdr.split("|")[1:-1]) + "|")
+    for name, r in results.items():
+        print(f"| {name:<13} | {r['nfe']:8.0f} | {r['backward']:13.0f} | {r['wall']:11.2f} | {flat['nfe'] / r['nfe']:11.2f} "
+              f"| {flat['backward'] / max(r['backward'], 1):16.2f} | {flat['wall'] / r['wall']:13.2f} |")
+    print("\nreward vs wall clock (seconds since the first timed iteration, mean reward of the iteration's samples):")
+    for name, r in results.items():
+        print(f"  {name:<13} " + "  ".join(f"{t:6.1f}s:{v:+.3f}" for t, v in r["curve"]))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
