@@ -68,6 +68,7 @@ class ModelConfig:
     lora: LoraSettings = field(default_factory=LoraSettings)
     tiny_words: list[str] = field(default_factory=list)  # extra vocabulary for the tiny tokenizer
     tiny: dict[str, Any] = field(default_factory=dict)  # keyword arguments of the tiny builder (path=None)
+    pretrain: Literal["none", "shapes"] = "none"  # "shapes": pretrain the demo model into `path` when it is missing
 
 
 Cond = dict[str, torch.Tensor]
@@ -321,6 +322,10 @@ def load_pipeline(cfg: ModelConfig):
         return TINY_BUILDERS[cfg.kind](words=cfg.tiny_words, max_length=cfg.max_sequence_length, **cfg.tiny)
     cls = getattr(diffusers, PIPELINES[cfg.kind])
     p = Path(cfg.path).expanduser()
+    if cfg.pretrain == "shapes":
+        from .pretrain_shapes import ensure_pretrained
+
+        ensure_pretrained(p)
     looks_local = p.is_absolute() or cfg.path.startswith((".", "~")) or p.exists() or cfg.path.count("/") != 1
     if looks_local and not (p / "model_index.json").is_file():
         raise FileNotFoundError(f"model.path={cfg.path!r}: no diffusers pipeline there (expected a directory with "

@@ -21,7 +21,7 @@ steps (``std = 0``, no log-prob), see :func:`sde_step_mask`.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Literal  # noqa: F401
 
 import torch
 
@@ -45,7 +45,6 @@ class SamplerConfig:
     mix_window: int = 0  # > 0: MixGRPO / BranchGRPO-Mix, only this many consecutive steps are SDE, the rest ODE
     mix_stride: int = 1  # iterations per one-step advance of the SDE window
     sde_last_step: bool = False  # the last step (sigma -> 0) is ODE by default: its noise would stay in the image
-    train_batch: int = 0  # unused by flat rollouts: rows per denoiser call (0 = whole step)
 
     def __post_init__(self) -> None:
         if self.num_steps < 1:
@@ -172,4 +171,3 @@ def ode_sample(adapter: DiffusionAdapter, prompts: list[str], num_steps: int, ge
     return torch.cat(outs)
 
 
-OldLogpSource = Literal["rollout", "first_pass"]

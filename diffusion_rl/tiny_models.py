@@ -4,7 +4,7 @@ They run the *same* code path as the full models (the adapters in :mod:`diffusio
 tell them apart): ``StableDiffusion3Pipeline`` (2 CLIP-with-projection + T5 + ``SD3Transformer2DModel``
 + ``AutoencoderKL``), ``FluxPipeline`` (CLIP + T5 + ``FluxTransformer2DModel`` + ``AutoencoderKL``) and
 ``WanPipeline`` (UMT5 + ``WanTransformer3DModel`` + ``AutoencoderKLWan``). ``pipe.save_pretrained(dir)``
-writes a directory that ``Pipeline.from_pretrained(dir)`` (and :func:`diffusion_rl.adapters.load_adapter`)
+writes a directory that ``Pipeline.from_pretrained(dir)`` (and :func:`diffusion_rl.adapters.build_adapter` with ``model.path``)
 loads back, which exercises the real loading path.
 
 Tokenizers are ``PreTrainedTokenizerFast`` over a word-level vocabulary made in code (whitespace split,
