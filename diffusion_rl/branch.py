@@ -34,7 +34,8 @@ from grpo.flow_sde import flow_sigmas
 from grpo.tree import RolloutTree, depth_advantages, fuse_rewards, sliding_window, width_prune
 
 from .adapters import DiffusionAdapter, cond_select
-from .sampling import Rollout, SamplerConfig, denoise_rows, sde_step_mask
+from .sampling import (STREAM_TREE_NODE, STREAM_TREE_ROOT, Rollout, SamplerConfig, denoise_rows, keyed_noise, sde_step_mask,
+                       seed_from)
 
 
 @dataclass
@@ -68,13 +69,23 @@ class BranchConfig:
 
 @torch.no_grad()
 def tree_rollout(adapter: DiffusionAdapter, prompts: list[str], tree: RolloutTree, sc: SamplerConfig,
-                 generator: torch.Generator, iteration: int = 0, uncond_prompt: str = "") -> Rollout:
+                 generator: torch.Generator | None = None, iteration: int = 0, uncond_prompt: str = "", *,
+                 seed: int | None = None, prompt_ids: range | list[int] | None = None) -> Rollout:
     """Roll out one tree per prompt; node ``n`` of prompt ``p`` has global row id ``p * len(tree) + n``.
 
-    Returns a :class:`Rollout` whose ``final`` are the leaves ``[P * L, *latent]`` (prompt-major) and whose
-    ``extra["edge_log_prob"]`` is ``[P, N]``: the summed step log-probs of each node's own segment.
+    ``prompt_ids``: the global prompt indices whose trees are rolled out here (a rank's share; default all).
+    The root latent of tree ``p`` is keyed by ``(seed, iteration, p)`` and node ``p * N + n`` draws the noise of its
+    own segment from ``(seed, iteration, p * N + n)`` (:func:`diffusion_rl.sampling.keyed_noise`), so any split of
+    the trees over ranks reproduces the single-process rollout.
+
+    Returns a :class:`Rollout` whose ``final`` are the leaves ``[P' * L, *latent]`` (prompt-major, ``P'`` trees
+    rolled out here) and whose ``extra["edge_log_prob"]`` is ``[P', N]``: the summed step log-probs of each node's
+    own segment.
     """
-    P, N = len(prompts), len(tree)
+    N = len(tree)
+    seed = seed_from(generator, seed)
+    pids = list(range(len(prompts))) if prompt_ids is None else [int(p) for p in prompt_ids]
+    P = len(pids)
     shape = adapter.latent_shape
     sigmas = flow_sigmas(sc.num_steps, sc.shift)
     mask = sde_step_mask(sc, iteration, force=tuple(tree.split_steps))
@@ -84,18 +95,20 @@ def tree_rollout(adapter: DiffusionAdapter, prompts: list[str], tree: RolloutTre
     state: dict[int, torch.Tensor] = {}  # global node id -> latent at the end of its segment
     records, nfe = [], 0
     edge_lp = torch.zeros(P, N)
-    x_root = torch.randn((P, *shape), generator=generator)
+    x_root = keyed_noise(shape, seed, iteration, STREAM_TREE_ROOT, pids)
     for d in range(tree.depth + 1):
         ids = tree.nodes_at_depth(d)
         node0 = tree.nodes[ids[0]]
-        rows = torch.tensor([p * N + n for p in range(P) for n in ids])
-        prompt_idx = torch.arange(P).repeat_interleave(len(ids))
+        rows = torch.tensor([p * N + n for p in pids for n in ids], dtype=torch.long)
+        local = torch.tensor([j * N + n for j in range(P) for n in ids], dtype=torch.long)  # rows of edge_lp.view(-1)
+        prompt_idx = torch.tensor(pids, dtype=torch.long).repeat_interleave(len(ids))
         if d == 0:
             x = x_root.to(adapter.device)
         else:
-            x = torch.stack([state[p * N + tree.nodes[n].parent] for p in range(P) for n in ids])
+            x = torch.stack([state[p * N + tree.nodes[n].parent] for p in pids for n in ids])
         seg = range(node0.start, node0.end)
-        noise = {i: torch.randn((len(rows), *shape), generator=generator) for i in seg}
+        seg_noise = keyed_noise((len(seg), *shape), seed, iteration, STREAM_TREE_NODE, rows.tolist())  # [R, |seg|, ...]
+        noise = {i: seg_noise[:, j] for j, i in enumerate(seg)}
         cond = cond_select(cond_all, prompt_idx)
         uncond = {k: v.expand(len(rows), *v.shape[1:]) for k, v in uncond_one.items()} if use_cfg else None
         x, recs, n = denoise_rows(adapter, x, cond, uncond, sc, sigmas, seg, mask,
@@ -103,12 +116,12 @@ def tree_rollout(adapter: DiffusionAdapter, prompts: list[str], tree: RolloutTre
         nfe += n
         records += recs
         for r in recs:
-            edge_lp.view(-1)[r.rows] += r.log_prob.cpu() * float(r.stochastic)
+            edge_lp.view(-1)[local] += r.log_prob.cpu() * float(r.stochastic)
         for j, g in enumerate(rows.tolist()):
             state[g] = x[j]
-    leaves = torch.tensor([p * N + n for p in range(P) for n in tree.leaves])
-    final = torch.stack([state[g] for g in leaves.tolist()])
-    return Rollout(records, final, leaves, torch.arange(P).repeat_interleave(tree.num_leaves), nfe,
+    leaves = torch.tensor([p * N + n for p in pids for n in tree.leaves], dtype=torch.long)
+    final = torch.stack([state[g] for g in leaves.tolist()]) if len(leaves) else torch.zeros((0, *shape))
+    return Rollout(records, final, leaves, torch.tensor(pids, dtype=torch.long).repeat_interleave(tree.num_leaves), nfe,
                    extra={"edge_log_prob": edge_lp})
 
 

@@ -14,6 +14,11 @@ it cannot (width-pruned rows), it takes the old log-prob from its own first, pre
 :mod:`diffusion_rl.trainer`). The known DanceGRPO/Flow-GRPO pitfall (ratio != 1 at the first step from
 recomputing under a different batch composition or precision) is tested in ``tests/diffusion_rl``.
 
+Noise is keyed, never drawn from a shared stream: the initial latent and the per-step SDE noise of global sample
+``i`` at iteration ``k`` come from :func:`grpo.distributed.keyed_generator` ``(seed, k, stream, i)`` (see
+:func:`keyed_noise`), so a rank that rolls out only its contiguous share of the samples draws exactly the rows a
+single process would, and a run is reproducible from one seed whatever the world size.
+
 BranchGRPO-Mix / MixGRPO: only the steps in a sliding window are stochastic (and trained); the others are ODE
 steps (``std = 0``, no log-prob), see :func:`sde_step_mask`.
 """
@@ -25,6 +30,7 @@ from typing import Literal  # noqa: F401
 
 import torch
 
+from grpo.distributed import keyed_generator
 from grpo.flow_sde import SDEKind, flow_sigmas, sde_step
 from grpo.tree import sliding_window
 
@@ -53,6 +59,30 @@ class SamplerConfig:
             raise ValueError(f"sampler.timestep_fraction must be in (0, 1], got {self.timestep_fraction}")
         if not 0 <= self.mix_window <= self.num_steps:
             raise ValueError(f"sampler.mix_window must be in [0, num_steps={self.num_steps}], got {self.mix_window}")
+
+
+# key streams of :func:`keyed_noise`: one per kind of draw, so no two draws of an iteration share a generator
+STREAM_INIT, STREAM_STEP, STREAM_TREE_ROOT, STREAM_TREE_NODE, STREAM_TIMESTEPS = 1, 2, 3, 4, 5
+
+
+def keyed_noise(shape: tuple[int, ...], seed: int, iteration: int, stream: int, indices) -> torch.Tensor:
+    """``[len(indices), *shape]`` standard normals; row ``j`` from ``keyed_generator(seed, iteration, stream, indices[j])``.
+
+    Any split of the global ``indices`` over ranks yields the same rows as one process drawing them all.
+    """
+    idx = [int(i) for i in indices]
+    if not idx:
+        return torch.zeros((0, *shape))
+    return torch.stack([torch.randn(shape, generator=keyed_generator(seed, iteration, stream, i)) for i in idx])
+
+
+def seed_from(generator: torch.Generator | None, seed: int | None) -> int:
+    """The noise key: ``seed`` if given, else one number drawn from ``generator`` (else 0)."""
+    if seed is not None:
+        return int(seed)
+    if generator is not None:
+        return int(torch.randint(0, 2**62, (1,), generator=generator))
+    return 0
 
 
 def sde_step_mask(sc: SamplerConfig, iteration: int, force: tuple[int, ...] = ()) -> torch.Tensor:
@@ -132,21 +162,31 @@ def denoise_rows(adapter: DiffusionAdapter, x: torch.Tensor, cond: Cond, uncond:
 
 @torch.no_grad()
 def flat_rollout(adapter: DiffusionAdapter, prompts: list[str], group_size: int, sc: SamplerConfig,
-                 generator: torch.Generator, iteration: int = 0, uncond_prompt: str = "") -> Rollout:
-    """``len(prompts) * group_size`` samples, ``group_size`` per prompt (rows ``p * G .. p * G + G - 1``)."""
+                 generator: torch.Generator | None = None, iteration: int = 0, uncond_prompt: str = "", *,
+                 seed: int | None = None, rows: range | list[int] | None = None) -> Rollout:
+    """Samples of ``len(prompts) * group_size`` global rows, ``group_size`` per prompt (rows ``p * G .. p * G + G - 1``).
+
+    ``rows``: the global sample indices rolled out here (a rank's contiguous share; default all). Noise is keyed by
+    ``(seed, iteration, global index)`` (``seed``, or one number drawn from ``generator``); with
+    ``sc.same_init_noise`` the initial latent is keyed by the group (prompt) index, so a group shares it even
+    when it is split over ranks. ``prompt_idx`` of the records index the global ``prompts`` list.
+    """
     P, G = len(prompts), group_size
+    seed = seed_from(generator, seed)
+    rows = torch.arange(P * G) if rows is None else torch.as_tensor(list(rows), dtype=torch.long)
+    if len(rows) and (int(rows.min()) < 0 or int(rows.max()) >= P * G):
+        raise ValueError(f"rows {rows.tolist()} out of range for {P} prompts x {G} samples")
     shape = adapter.latent_shape
-    prompt_idx = torch.arange(P).repeat_interleave(G)
+    prompt_idx = rows // G
     cond = adapter.encode_prompts([prompts[i] for i in prompt_idx.tolist()])
-    uncond = adapter.encode_prompts([uncond_prompt] * (P * G)) if sc.cfg_scale != 1.0 else None
+    uncond = adapter.encode_prompts([uncond_prompt] * len(rows)) if sc.cfg_scale != 1.0 else None
     if sc.same_init_noise:
-        x0 = torch.randn((P, *shape), generator=generator).repeat_interleave(G, dim=0)
+        x0 = keyed_noise(shape, seed, iteration, STREAM_INIT, prompt_idx.tolist())
     else:
-        x0 = torch.randn((P * G, *shape), generator=generator)
+        x0 = keyed_noise(shape, seed, iteration, STREAM_INIT, rows.tolist())
     sigmas = flow_sigmas(sc.num_steps, sc.shift)
     mask = sde_step_mask(sc, iteration)
-    step_noise = torch.randn((sc.num_steps, P * G, *shape), generator=generator)
-    rows = torch.arange(P * G)
+    step_noise = keyed_noise((sc.num_steps, *shape), seed, iteration, STREAM_STEP, rows.tolist()).transpose(0, 1)
     final, records, nfe = denoise_rows(adapter, x0.to(adapter.device), cond, uncond, sc, sigmas, range(sc.num_steps),
                                        mask, lambda i: step_noise[i].to(adapter.device), rows, prompt_idx)
     return Rollout(records, final, rows, prompt_idx, nfe)

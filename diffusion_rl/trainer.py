@@ -13,11 +13,33 @@ Exactness of the PPO ratio before the first update: a record's rows are recomput
 order, so the stored rollout log-prob is bit-identical to the recomputation. Where pruning drops rows from a
 record the batch differs, so the old log-prob is the trainer's own pre-update forward value instead (the live pass
 in the first update of the iteration, or a no-grad pass before the first update for later chunks).
+
+Scale-out (``torchrun`` / ``accelerate launch``, one process per device; world size 1 is the same code):
+
+* the iteration's prompts are drawn identically on every rank (same seeded ``random.Random``); flat: each rank
+  rolls out its contiguous share of the ``P * G`` samples (groups may straddle ranks); tree: each rank rolls out
+  whole trees (``P`` must divide by the world size). Every draw (initial latents, per-step SDE noise, split
+  noise, the ``timestep_fraction`` step subset) is keyed by ``(seed, iteration, global index)``, so the run is
+  reproducible from one seed and independent of the world size;
+* rewards are gathered and the advantages computed over the global batch (``gathered_advantages``; the tracker
+  and tree credit see the gathered rewards, prompts and path log-probs), each rank keeps its rows;
+* gradients: the transformer is not wrapped in DDP; after the backward passes of each optimizer step the
+  trainable (LoRA) gradients are all-reduce-averaged (:func:`grpo.distributed.average_gradients`). Each rank's
+  loss is scaled by ``world_size * local_rows / global_rows``, so the applied gradient is the gradient of the
+  mean over the *global* (row, step) pairs, exactly what one process computes; gradient accumulation is
+  ``train.updates_per_iter`` chunks per epoch. A skip (non-finite loss, gradient, reward) on any rank is a skip
+  on all ranks. Precision is ``model.dtype`` (bf16/fp16 base weights, fp32 LoRA weights);
+* evaluation, logging, image grids and checkpoints happen on rank 0 (then a barrier); a checkpoint holds no
+  world-size dependent state and resumes on any number of processes;
+* SIGTERM/SIGINT (:class:`grpo.signals.GracefulExit`): the ranks agree at the end of the iteration, save and
+  return ``stopped``; a rerun resumes. A reward that raises is retried (:func:`grpo.retry.call_with_retry`,
+  ``reward.retries``) and then fails with the prompts of the batch in the message.
 """
 
 from __future__ import annotations
 
-import copy
+import dataclasses
+import importlib
 import math
 import random
 import time
@@ -29,24 +51,34 @@ from typing import Any, Callable
 import torch
 from tqdm.auto import tqdm
 
-from grpo.advantages import PerPromptStatTracker, clip_advantages
+from grpo.advantages import Advantages, PerPromptStatTracker, clip_advantages
 from grpo.checkpoint import capture_rng_state, latest_checkpoint, load_checkpoint, restore_rng_state, save_checkpoint
 from grpo.config import config_diff, config_to_dict
+from grpo.distributed import (all_gather_cat, average_gradients, barrier, dist_info, gathered_advantages, init_distributed,
+                              keyed_generator, shard_range)
 from grpo.flow_sde import sde_step
 from grpo.loss import clipped_pg_loss, flow_kl, k3_kl
 from grpo.metrics import MetricsLogger
+from grpo.retry import call_with_retry
+from grpo.signals import GracefulExit
 from grpo.train_step import GRPOConfig, NonFiniteGuard, backward_if_finite, compute_advantages, guarded_step
 
 from .adapters import DiffusionAdapter, ModelConfig, build_adapter, cond_select
 from .branch import BranchConfig, tree_credit, tree_rollout
 from .prompts import PromptConfig, PromptSource
-from .sampling import Rollout, SamplerConfig, flat_rollout, guided_velocity, ode_sample
+from .sampling import STREAM_TIMESTEPS, Rollout, SamplerConfig, flat_rollout, guided_velocity, ode_sample
 
 
 @dataclass
 class RewardConfig:
-    name: str = "shapes_verifier"
+    name: str = "shapes_verifier"  # a name of rewards.build_reward, or "package.module:attr" (a callable or a class)
     kwargs: dict[str, Any] = field(default_factory=dict)
+    retries: int = 2  # extra attempts when the reward raises (then the run stops, naming the batch's prompts)
+    retry_backoff_s: float = 0.5
+
+    def __post_init__(self) -> None:
+        if self.retries < 0:
+            raise ValueError(f"reward.retries must be >= 0, got {self.retries}")
 
 
 @dataclass
@@ -87,7 +119,18 @@ class DiffusionRLConfig:
 
 
 def build_reward(rc: RewardConfig):
-    """``rewards.build_reward(name, **kwargs)`` with the registry's names in the error."""
+    """``rewards.build_reward(name, **kwargs)`` with the registry's names in the error.
+
+    ``name = "package.module:attr"`` imports ``attr`` instead: a class is instantiated with ``kwargs``, a function
+    is the reward itself (or, with ``kwargs``, a factory called with them).
+    """
+    if ":" in rc.name:
+        mod, _, attr = rc.name.partition(":")
+        try:
+            obj = getattr(importlib.import_module(mod), attr)
+        except (ImportError, AttributeError) as e:
+            raise ValueError(f"reward.name={rc.name!r}: cannot import {attr!r} from {mod!r}: {e}") from e
+        return obj(**rc.kwargs) if isinstance(obj, type) or rc.kwargs else obj
     import rewards
 
     if not hasattr(rewards, "build_reward"):
@@ -124,10 +167,24 @@ class DiffusionGRPOTrainer:
     def __init__(self, cfg: DiffusionRLConfig, reward_fn: Callable | None = None, adapter: DiffusionAdapter | None = None,
                  log: bool = True):
         self.cfg = cfg
+        self.dist = init_distributed()
         torch.manual_seed(cfg.seed)
         self.tree = cfg.branch.make_tree(cfg.sampler.num_steps) if cfg.branch.enabled else None
+        ws = self.dist.world_size
+        if self.tree is not None and cfg.train.prompts_per_iter % ws:
+            raise ValueError(f"BranchGRPO rolls out whole trees per process: train.prompts_per_iter="
+                             f"{cfg.train.prompts_per_iter} must be a multiple of the {ws} processes")
+        if self.tree is None and (cfg.train.prompts_per_iter * cfg.grpo.group_size) % ws:
+            raise ValueError(f"the global batch prompts_per_iter x group_size = {cfg.train.prompts_per_iter} x "
+                             f"{cfg.grpo.group_size} does not split evenly over {ws} processes")
         self.prompts = PromptSource(cfg.prompts, cfg.seed)
-        self.adapter = adapter if adapter is not None else build_adapter(cfg.model)
+        if adapter is None:
+            mc = cfg.model
+            if ws > 1 and mc.device == "cuda":  # one device per process (cfg itself is left as written)
+                mc = dataclasses.replace(mc, device=f"cuda:{self.dist.local_rank}")
+            adapter = build_adapter(mc)
+        self.adapter = adapter
+        self._comm = self.adapter.device if ws > 1 and torch.distributed.get_backend() == "nccl" else torch.device("cpu")
         self.reward_fn = reward_fn if reward_fn is not None else build_reward(cfg.reward)
         self.params = self.adapter.trainable_parameters()
         if not self.params:
@@ -140,9 +197,26 @@ class DiffusionGRPOTrainer:
         self.gen = torch.Generator().manual_seed(cfg.seed)
         self.rng = random.Random(cfg.seed)
         self.out = Path(cfg.output_dir)
-        self.logger = MetricsLogger(self.out, enabled=log, config=config_to_dict(cfg))
+        self.logger = MetricsLogger(self.out, enabled=log and self.dist.is_main, config=config_to_dict(cfg))
         self.iteration = 0
         self.eval_before: float | None = None
+        self.last_advantages: torch.Tensor | None = None  # global advantages per row id of the last iteration
+        self.last_rewards: torch.Tensor | None = None  # global rewards (flat: samples, tree: leaves)
+
+    # ---- collectives (no-ops in one process) ---------------------------------------------------
+    def _gather(self, t: torch.Tensor) -> torch.Tensor:
+        return all_gather_cat(t.to(self._comm)).cpu()
+
+    def _all_reduce(self, values: list[float], op: str = "sum") -> list[float]:
+        if self.dist.world_size == 1:
+            return [float(v) for v in values]
+        t = torch.tensor(values, dtype=torch.float64, device=self._comm)
+        torch.distributed.all_reduce(t, op=torch.distributed.ReduceOp.MAX if op == "max" else torch.distributed.ReduceOp.SUM)
+        return t.cpu().tolist()
+
+    def _any(self, flag: bool) -> bool:
+        """True on every rank if ``flag`` is true on any rank."""
+        return self._all_reduce([float(flag)], "max")[0] > 0
 
     # ---- cost -------------------------------------------------------------------------------
     def cost_per_iteration(self) -> dict[str, float]:
@@ -174,36 +248,61 @@ class DiffusionGRPOTrainer:
         return [(n, p) for n, p in self.adapter.transformer.named_parameters() if p.requires_grad]
 
     def rollout(self, prompts: list[str], iteration: int) -> Rollout:
+        """This rank's share of the iteration's rollout (global row ids; noise keyed by global index)."""
         if self.tree is None:
-            return flat_rollout(self.adapter, prompts, self.cfg.grpo.group_size, self.cfg.sampler, self.gen, iteration)
-        return tree_rollout(self.adapter, prompts, self.tree, self.cfg.sampler, self.gen, iteration)
+            mine = shard_range(len(prompts) * self.cfg.grpo.group_size, self.dist)
+            return flat_rollout(self.adapter, prompts, self.cfg.grpo.group_size, self.cfg.sampler, None, iteration,
+                                seed=self.cfg.seed, rows=mine)
+        return tree_rollout(self.adapter, prompts, self.tree, self.cfg.sampler, None, iteration, seed=self.cfg.seed,
+                            prompt_ids=shard_range(len(prompts), self.dist))
 
     def score(self, latents: torch.Tensor, prompts: list[str]):
+        """Decode and reward; a reward that raises is retried ``reward.retries`` times, then fails naming the prompts."""
         images = self.adapter.decode(latents)  # [B, 3, H, W] (video: [B, F, 3, H, W], the frames)
-        return self.reward_fn(make_reward_batch(images, prompts)), images
+        rc = self.cfg.reward
+        out = call_with_retry(self.reward_fn, make_reward_batch(images, prompts), retries=rc.retries,
+                              backoff_s=rc.retry_backoff_s, what=f"reward {rc.name!r}",
+                              describe=lambda b: list(b.prompts))
+        return out, images
 
     def credit(self, ro: Rollout, prompts: list[str], rewards: torch.Tensor, components) -> tuple[torch.Tensor, torch.Tensor]:
-        """Advantage and loss mask per row id (flat: per sample; tree: per global node)."""
+        """Advantage and loss mask per *global* row id (flat: per sample; tree: per global node), computed over the
+        rewards gathered from every rank; identical on all ranks."""
         if self.tree is None:
+            total = len(prompts) * self.cfg.grpo.group_size
             group_ids = ro.final_prompt_idx
+            all_rows = self._gather(ro.final_rows)
+            adv_rows, keep_rows = torch.zeros(total), torch.zeros(total, dtype=torch.bool)
             if self.tracker is not None:
-                adv = clip_advantages(self.tracker.update([prompts[i] for i in group_ids.tolist()], rewards),
-                                      self.cfg.grpo.adv_clip)
-                return adv, torch.ones_like(adv, dtype=torch.bool)
-            a = compute_advantages(self.cfg.grpo, rewards, group_ids, components)
-            return a.values, a.mask
-        P = len(prompts)
-        c = tree_credit(self.tree, rewards.view(P, -1), self.cfg.branch, ro.extra["edge_log_prob"], self.iteration,
-                        self.cfg.grpo.adv_eps)
-        return clip_advantages(c.advantages, self.cfg.grpo.adv_clip), c.keep
+                all_r, all_p = self._gather(rewards), self._gather(group_ids)
+                adv = clip_advantages(self.tracker.update([prompts[i] for i in all_p.tolist()], all_r), self.cfg.grpo.adv_clip)
+                adv_rows[all_rows], keep_rows[all_rows] = adv, True
+            else:
+                a = gathered_advantages(lambda r, g, c: compute_advantages(self.cfg.grpo, r.cpu(), g.cpu(),
+                                                                           {k: v.cpu() for k, v in c.items()} if c else None),
+                                        rewards.to(self._comm), group_ids.to(self._comm),
+                                        {k: v.to(self._comm) for k, v in components.items()} if components else None)
+                adv_rows[all_rows] = self._gather(a.values.float())
+                keep_rows[all_rows] = self._gather(a.mask.to(torch.uint8)).bool()
+            self.last_advantages = adv_rows.clone()
+            return adv_rows, keep_rows
+        P, N = len(prompts), len(self.tree)
+        all_r = self._gather(rewards).view(P, -1)
+        edge_lp = self._gather(ro.extra["edge_log_prob"].float())
+        c = tree_credit(self.tree, all_r, self.cfg.branch, edge_lp, self.iteration, self.cfg.grpo.adv_eps)
+        adv = clip_advantages(c.advantages, self.cfg.grpo.adv_clip)
+        self.last_advantages = adv.clone()
+        return adv, c.keep
 
     def train_steps(self, ro: Rollout) -> set[int]:
-        """The stochastic steps trained this iteration (a random ``timestep_fraction`` subset)."""
+        """The stochastic steps trained this iteration: a ``timestep_fraction`` subset keyed by (seed, iteration),
+        the same on every rank and on resume."""
         steps = sorted({r.step for r in ro.records if r.stochastic})
         n = max(1, math.ceil(self.cfg.sampler.timestep_fraction * len(steps)))
         if n >= len(steps):
             return set(steps)
-        return set(self.rng.sample(steps, n))
+        perm = torch.randperm(len(steps), generator=keyed_generator(self.cfg.seed, self.iteration, STREAM_TIMESTEPS))
+        return {steps[i] for i in perm[:n].tolist()}
 
     def _logp(self, plan: _Plan, cond_all, grad: bool, reference: bool = False):
         rec, idx = plan.rec, plan.idx
@@ -223,22 +322,30 @@ class DiffusionGRPOTrainer:
         """Clipped-PG updates over the trained (row, step) pairs; returns diagnostics."""
         g, sc = self.cfg.grpo, self.cfg.sampler
         cond_all = self.adapter.encode_prompts(prompts)
+        # one plan per trained record, kept rows or not: every rank has the same records (same steps, same depths),
+        # so the chunks (optimizer steps) line up over ranks and world sizes
         plans = []
         for r in ro.records:
             if not r.stochastic or r.step not in steps:
                 continue
             k = keep_rows[r.rows]
-            if k.any():
-                plans.append(_Plan(r, torch.nonzero(k).flatten(), bool(k.all())))
+            plans.append(_Plan(r, torch.nonzero(k).flatten(), bool(k.all())))
         if not plans:
             return {"backward": 0, "nfe_train": 0}
         n_chunks = min(self.cfg.train.updates_per_iter, len(plans))
         chunks = [plans[i * len(plans) // n_chunks:(i + 1) * len(plans) // n_chunks] for i in range(n_chunks)]
+        # rows per chunk over all ranks: each rank's loss is weighted so that the averaged gradient is the gradient of
+        # the mean over the global (row, step) pairs, whatever the world size
+        ws = self.dist.world_size
+        rows_global = self._all_reduce([sum(len(pl.idx) for pl in chunk) for chunk in chunks])
         nfe_mult = 2 if sc.cfg_scale != 1.0 else 1
         nfe, backward, gap = 0, 0, 0.0
+        objective: list[float] = []
         # old log-probs: exact rollout values where the batch is reproduced; otherwise a pre-update forward pass
         for ci, chunk in enumerate(chunks):
             for pl in chunk:
+                if not len(pl.idx):
+                    continue
                 if pl.full:
                     pl.old = pl.rec.log_prob
                 elif ci > 0:
@@ -248,8 +355,12 @@ class DiffusionGRPOTrainer:
         self.adapter.train(True)
         for epoch in range(self.cfg.train.inner_epochs):
             for ci, chunk in enumerate(chunks):
-                rows_total = sum(len(pl.idx) for pl in chunk)
+                if rows_global[ci] == 0:  # everything pruned on every rank: no update
+                    continue
+                chunk_obj = 0.0
                 for pl in chunk:
+                    if not len(pl.idx):
+                        continue
                     out = self._logp(pl, cond_all, grad=True)
                     nfe += len(pl.idx) * nfe_mult
                     if pl.old is None:  # first update of the iteration, pruned batch: own pre-update value
@@ -266,11 +377,15 @@ class DiffusionGRPOTrainer:
                     adv = adv_rows[pl.rec.rows[pl.idx]]
                     lo = clipped_pg_loss(out.log_prob, old, adv, None, g.clip_low, g.clip_high, kl, g.kl_coef,
                                          g.loss_reduction)
-                    backward_if_finite(lo.loss * (len(pl.idx) / rows_total), self.guard)
+                    weight = len(pl.idx) / rows_global[ci]
+                    backward_if_finite(lo.loss * (weight * ws), self.guard)
+                    chunk_obj += float(lo.loss.detach()) * weight
                     backward += len(pl.idx)
                     for k in ("kl", "clip_frac", "approx_kl", "ratio_mean"):
                         stats[k].append(float(getattr(lo, k)))
                     stats["loss"].append(float(lo.loss.detach()))
+                objective.append(chunk_obj)
+                self._sync_gradients()
                 st = guarded_step(self.params, self.optimizer, g.max_grad_norm, self.guard)
                 stats["grad_norm"].append(st.grad_norm)
                 if st.skipped:
@@ -278,8 +393,26 @@ class DiffusionGRPOTrainer:
         self.adapter.train(False)
         self._ema_update()
         out = {f"loss/{k}" if k != "grad_norm" else k: sum(v) / max(1, len(v)) for k, v in stats.items()}
-        out.update({"backward": backward, "nfe_train": nfe, "logp_recompute_gap": gap})
+        if ws > 1:  # diagnostics: means over ranks (the objective: summed, it is already globally weighted)
+            keys = [k for k in out if k != "grad_norm"]
+            vals = self._all_reduce([out[k] for k in keys] + objective + [backward, nfe])
+            out.update({k: v / ws for k, v in zip(keys, vals)})
+            objective, (backward, nfe) = vals[len(keys):len(keys) + len(objective)], vals[len(keys) + len(objective):]
+            gap = self._all_reduce([gap], "max")[0]
+        out.update({"backward": backward, "nfe_train": nfe, "logp_recompute_gap": gap,
+                    "loss/objective": sum(objective) / max(1, len(objective))})
         return out
+
+    def _sync_gradients(self) -> None:
+        """Average the trainable gradients over ranks (DDP's all-reduce) and agree on skipping the update."""
+        if self.dist.world_size == 1:
+            return
+        for p in self.params:  # a rank whose rows were all pruned still takes part in every all-reduce
+            if p.grad is None:
+                p.grad = torch.zeros_like(p)
+        average_gradients(self.params)
+        if self._any(self.guard._pending is not None) and self.guard._pending is None:
+            self.guard.flag("non-finite loss on another rank")
 
     def _ema_update(self) -> None:
         if self.ema is None:
@@ -308,21 +441,29 @@ class DiffusionGRPOTrainer:
         return float(out.total.float().mean())
 
     # ---- checkpoints --------------------------------------------------------------------------
-    def save(self) -> Path:
-        state = {"trainable": self.adapter.trainable_state_dict(), "optimizer": self.optimizer.state_dict(),
-                 "tracker": self.tracker.state_dict() if self.tracker else None, "guard": self.guard.state_dict(),
-                 "rng": capture_rng_state(), "generator": self.gen.get_state(), "py_rng": list(self.rng.getstate()[1]),
-                 "py_rng_pos": self.rng.getstate()[2], "iteration": self.iteration, "eval_before": self.eval_before,
-                 "config": config_to_dict(self.cfg)}
-        if self.ema is not None:
-            state["ema"] = {k: v.clone() for k, v in self.ema.items()}
-        return save_checkpoint(self.out / "checkpoints", self.iteration, state, keep_last=self.cfg.train.keep_last)
+    def save(self) -> Path | None:
+        """Rank 0 writes the checkpoint (nothing in it depends on the world size), then every rank waits for it."""
+        path = None
+        if self.dist.is_main:
+            state = {"trainable": self.adapter.trainable_state_dict(), "optimizer": self.optimizer.state_dict(),
+                     "tracker": self.tracker.state_dict() if self.tracker else None, "guard": self.guard.state_dict(),
+                     "rng": capture_rng_state(), "generator": self.gen.get_state(), "py_rng": list(self.rng.getstate()[1]),
+                     "py_rng_pos": self.rng.getstate()[2], "iteration": self.iteration, "eval_before": self.eval_before,
+                     "config": config_to_dict(self.cfg)}
+            if self.ema is not None:
+                state["ema"] = {k: v.clone() for k, v in self.ema.items()}
+            if self.last_advantages is not None:  # the last iteration's global credit (diagnostics, tests)
+                state["last_iteration"] = {"advantages": self.last_advantages, "rewards": self.last_rewards}
+            path = save_checkpoint(self.out / "checkpoints", self.iteration, state, keep_last=self.cfg.train.keep_last)
+        barrier()
+        return path
 
     def load(self, path: str | Path, check_config: bool = True) -> None:
         state = load_checkpoint(path)
         if check_config:
             diff = [d for d in config_diff(state["config"], config_to_dict(self.cfg))
-                    if not d.startswith(("train.iterations", "resume", "train.eval_every", "train.save_every"))]
+                    if not d.startswith(("train.iterations", "resume", "train.eval_every", "train.save_every",
+                                         "reward.retries", "reward.retry_backoff_s"))]
             if diff:
                 raise ValueError(f"refusing to resume from {state['__path__']}: config differs in\n  " + "\n  ".join(diff))
         self.adapter.load_trainable_state_dict(state["trainable"])
@@ -340,9 +481,9 @@ class DiffusionGRPOTrainer:
 
     # ---- the loop -----------------------------------------------------------------------------
     def step(self) -> dict[str, float]:
-        """One rollout + update iteration; returns its scalars (also logged)."""
+        """One rollout + update iteration (this rank's share, global credit); returns its scalars (logged on rank 0)."""
         t0 = time.perf_counter()
-        prompts = self.prompts.sample(self.cfg.train.prompts_per_iter, self.rng)
+        prompts = self.prompts.sample(self.cfg.train.prompts_per_iter, self.rng)  # identical on every rank
         ro = self.rollout(prompts, self.iteration)
         t_roll = time.perf_counter() - t0
         final_prompts = [prompts[i] for i in ro.final_prompt_idx.tolist()]
@@ -352,42 +493,69 @@ class DiffusionGRPOTrainer:
         logps = torch.cat([r.log_prob for r in ro.records if r.stochastic]) if ro.records else torch.zeros(1)
         t1 = time.perf_counter()
         ok = self.guard.check("reward", rewards) & self.guard.check("log_prob", logps)
+        all_rewards = self._gather(rewards)
+        self.last_rewards = all_rewards
+        if self._any(not ok) and ok:  # one rank's NaN skips the update everywhere
+            self.guard.flag("non-finite reward or log-prob on another rank")
+            ok = False
         if ok:
             adv, keep = self.credit(ro, prompts, rewards, components)
             upd = self.update(ro, prompts, adv, keep, self.train_steps(ro))
         else:
             reason = self.guard.end_step()  # raises NonFiniteError after max_nonfinite in a row
-            print(f"iteration {self.iteration}: rollout skipped ({reason}); no update applied")
+            if self.dist.is_main:
+                print(f"iteration {self.iteration}: rollout skipped ({reason}); no update applied")
             upd = {"backward": 0, "nfe_train": 0}
         self.iteration += 1
-        scalars = {"reward/mean": float(rewards.nan_to_num().mean()), "reward/std": float(rewards.nan_to_num().std()),
-                   "cost/nfe_rollout": ro.nfe, "cost/backward": upd.pop("backward"), "cost/nfe_train": upd.pop("nfe_train"),
-                   "time/rollout_s": t_roll, "time/update_s": time.perf_counter() - t1,
-                   "time/iter_s": time.perf_counter() - t0, "skipped_updates": self.guard.total_skipped, **upd}
+        t_roll_max, nfe_roll = self._all_reduce([t_roll], "max")[0], self._all_reduce([ro.nfe])[0]
+        scalars = {"reward/mean": float(all_rewards.nan_to_num().mean()), "reward/std": float(all_rewards.nan_to_num().std()),
+                   "cost/nfe_rollout": nfe_roll, "cost/backward": upd.pop("backward"), "cost/nfe_train": upd.pop("nfe_train"),
+                   "time/rollout_s": t_roll_max, "time/update_s": time.perf_counter() - t1,
+                   "time/iter_s": time.perf_counter() - t0, "throughput/rollout_samples_per_s": len(all_rewards) / max(t_roll_max, 1e-9),
+                   "skipped_updates": self.guard.total_skipped, **upd}
         self.logger.log(self.iteration, scalars)
         return scalars
 
     def train(self, progress: bool = True) -> dict[str, Any]:
-        cfg = self.cfg
+        """The loop; under a launcher every rank runs it. Returns ``{"eval_before", "eval_after", "seconds", "last",
+        "stopped"}`` (evaluations are rank 0's; other ranks get NaN; ``stopped`` names the signal that ended the run)."""
+        cfg, main = self.cfg, self.dist.is_main
         latest = latest_checkpoint(self.out / "checkpoints") if cfg.resume else None
         if latest is not None:
             self.load(latest)
-            print(f"resumed from {latest} at iteration {self.iteration}")
+            if main:
+                print(f"resumed from {latest} at iteration {self.iteration}")
         t0 = time.time()
-        if self.eval_before is None:
+        if self.eval_before is None and main:
             self.eval_before = self.evaluate("samples/before", 0)
             self.logger.log(0, {"eval/reward": self.eval_before})
+        barrier()
         bar = tqdm(range(self.iteration, cfg.train.iterations), initial=self.iteration, total=cfg.train.iterations,
-                   desc="diffusion-rl", disable=not progress)
+                   desc="diffusion-rl", disable=not (progress and main))
         last: dict[str, float] = {}
-        for _ in bar:
-            last = self.step()
-            bar.set_postfix(reward=f"{last['reward/mean']:.3f}", nfe=int(last["cost/nfe_rollout"]))
-            if cfg.train.eval_every and self.iteration % cfg.train.eval_every == 0 and self.iteration < cfg.train.iterations:
-                self.logger.log(self.iteration, {"eval/reward": self.evaluate()})
-            if self.iteration % cfg.train.save_every == 0 or self.iteration == cfg.train.iterations:
-                self.save()
-        after = self.evaluate("samples/after", self.iteration)
-        self.logger.log(self.iteration, {"eval/reward": after, "eval/reward_before": self.eval_before})
+        stopped = None
+        with GracefulExit() as stop:
+            for _ in bar:
+                last = self.step()
+                bar.set_postfix(reward=f"{last['reward/mean']:.3f}", nfe=int(last["cost/nfe_rollout"]))
+                if self._any(stop.requested is not None):  # every rank stops after the same iteration
+                    stopped = stop.requested or "a signal on another rank"
+                    self.save()
+                    if main:
+                        print(f"stopped by {stopped} after iteration {self.iteration}; checkpoint saved, rerun to resume",
+                              flush=True)
+                    break
+                if cfg.train.eval_every and self.iteration % cfg.train.eval_every == 0 and self.iteration < cfg.train.iterations:
+                    if main:
+                        self.logger.log(self.iteration, {"eval/reward": self.evaluate()})
+                    barrier()
+                if self.iteration % cfg.train.save_every == 0 or self.iteration == cfg.train.iterations:
+                    self.save()
+        after = float("nan")
+        if stopped is None and main:
+            after = self.evaluate("samples/after", self.iteration)
+            self.logger.log(self.iteration, {"eval/reward": after, "eval/reward_before": self.eval_before})
+        barrier()
         self.logger.close()
-        return {"eval_before": self.eval_before, "eval_after": after, "seconds": time.time() - t0, "last": last}
+        before = self.eval_before if self.eval_before is not None else float("nan")
+        return {"eval_before": before, "eval_after": after, "seconds": time.time() - t0, "last": last, "stopped": stopped}
