@@ -3,6 +3,12 @@
     diffusion-rl train configs/diffusion/shapes_branch.yaml [key=value ...] [--dry-run]
     diffusion-rl eval runs/shapes_branch/checkpoints[/step_000040]
 
+Scale-out: one process per device, e.g. ``torchrun --nproc_per_node 8 -m diffusion_rl.cli train cfg.yaml`` or
+``accelerate launch --multi_gpu --num_processes 8 -m diffusion_rl.cli train cfg.yaml``; the result matches one
+process over the same global batch (see :mod:`diffusion_rl.trainer`). SIGTERM/SIGINT finish the iteration, save a
+checkpoint and exit 0; rerunning the same command resumes. A reward that keeps raising (after ``reward.retries``)
+stops the run with exit code 1 and the prompts of the batch it failed on.
+
 ``--dry-run`` prints the resolved config and the cost of one iteration (rollout NFE, backward passes) and exits.
 Bad input (unknown key, missing weights, empty prompt file, unknown reward, split step beyond the schedule,
 LoRA target matching nothing) stops at start with a one-line message and exit code 2.
@@ -14,6 +20,7 @@ import argparse
 import sys
 
 from grpo.config import ConfigError, dump_config, load_config
+from grpo.retry import RetryError
 
 
 def _build(path, overrides):
@@ -38,6 +45,9 @@ def main(argv: list[str] | None = None) -> int:
         if args.cmd == "train":
             return _train(args)
         return _eval(args)
+    except RetryError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 1
     except (ConfigError, ValueError, FileNotFoundError, KeyError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
@@ -55,12 +65,21 @@ def _train(args) -> int:
               f"final samples {c['final_samples']}")
         return 0
     tr = Trainer(cfg)
+    main_rank = tr.dist.is_main
     c = tr.cost_per_iteration()
-    print(f"outputs: {tr.out.resolve()} (metrics.jsonl, tb/, images/, checkpoints/); per iteration NFE {c['nfe']}, "
-          f"backward {c['backward']:.0f}")
-    res = tr.train()
-    print(f"eval reward (ODE samples, {len(tr.prompts.eval_prompts)} prompts): before {res['eval_before']:.3f} -> "
-          f"after {res['eval_after']:.3f} in {res['seconds']:.0f}s")
+    if main_rank:
+        print(f"outputs: {tr.out.resolve()} (metrics.jsonl, tb/, images/, checkpoints/); per iteration NFE {c['nfe']}, "
+              f"backward {c['backward']:.0f}; {tr.dist.world_size} process(es)", flush=True)
+    try:
+        res = tr.train()
+    finally:
+        import torch.distributed as dist
+
+        if dist.is_available() and dist.is_initialized():
+            dist.destroy_process_group()
+    if main_rank and res["stopped"] is None:
+        print(f"eval reward (ODE samples, {len(tr.prompts.eval_prompts)} prompts): before {res['eval_before']:.3f} -> "
+              f"after {res['eval_after']:.3f} in {res['seconds']:.0f}s")
     return 0
 
 

@@ -186,6 +186,7 @@ class DiffusionGRPOTrainer:
         self.adapter = adapter
         self._comm = self.adapter.device if ws > 1 and torch.distributed.get_backend() == "nccl" else torch.device("cpu")
         self.reward_fn = reward_fn if reward_fn is not None else build_reward(cfg.reward)
+        self.reward_name = cfg.reward.name if reward_fn is None else getattr(reward_fn, "__name__", type(reward_fn).__name__)
         self.params = self.adapter.trainable_parameters()
         if not self.params:
             raise ValueError("nothing to train: enable model.lora (or pass an adapter with trainable parameters)")
@@ -247,6 +248,14 @@ class DiffusionGRPOTrainer:
     def _named_trainable(self):
         return [(n, p) for n, p in self.adapter.transformer.named_parameters() if p.requires_grad]
 
+    def warm_prompts(self, prompts: list[str]) -> None:
+        """Encode new prompts one at a time: a text encoder's output for a prompt depends (in the last float bits) on
+        the batch it is encoded in, so the cache must not depend on which prompts happened to come first -- otherwise
+        a resumed run (or another world size) would condition on slightly different embeddings."""
+        for p in dict.fromkeys(prompts):
+            if p not in self.adapter._cache:
+                self.adapter.encode_prompts([p])
+
     def rollout(self, prompts: list[str], iteration: int) -> Rollout:
         """This rank's share of the iteration's rollout (global row ids; noise keyed by global index)."""
         if self.tree is None:
@@ -257,12 +266,13 @@ class DiffusionGRPOTrainer:
                             prompt_ids=shard_range(len(prompts), self.dist))
 
     def score(self, latents: torch.Tensor, prompts: list[str]):
-        """Decode and reward; a reward that raises is retried ``reward.retries`` times, then fails naming the prompts."""
+        """Decode and reward; a reward that raises is retried ``reward.retries`` times, then fails with
+        :class:`grpo.retry.RetryError` whose ``.batch`` (and message) lists the batch's distinct prompts."""
         images = self.adapter.decode(latents)  # [B, 3, H, W] (video: [B, F, 3, H, W], the frames)
         rc = self.cfg.reward
         out = call_with_retry(self.reward_fn, make_reward_batch(images, prompts), retries=rc.retries,
-                              backoff_s=rc.retry_backoff_s, what=f"reward {rc.name!r}",
-                              describe=lambda b: list(b.prompts))
+                              backoff_s=rc.retry_backoff_s, what=f"reward {self.reward_name!r}",
+                              describe=lambda b: list(dict.fromkeys(b.prompts)))
         return out, images
 
     def credit(self, ro: Rollout, prompts: list[str], rewards: torch.Tensor, components) -> tuple[torch.Tensor, torch.Tensor]:
@@ -382,7 +392,7 @@ class DiffusionGRPOTrainer:
                     chunk_obj += float(lo.loss.detach()) * weight
                     backward += len(pl.idx)
                     for k in ("kl", "clip_frac", "approx_kl", "ratio_mean"):
-                        stats[k].append(float(getattr(lo, k)))
+                        stats[k].append(float(torch.as_tensor(getattr(lo, k)).detach()))
                     stats["loss"].append(float(lo.loss.detach()))
                 objective.append(chunk_obj)
                 self._sync_gradients()
@@ -431,6 +441,7 @@ class DiffusionGRPOTrainer:
             backup = self.adapter.trainable_state_dict()
             self.adapter.load_trainable_state_dict(self.ema)
         prompts = self.prompts.eval_prompts
+        self.warm_prompts(prompts)
         gen = torch.Generator().manual_seed(self.cfg.seed + 777)
         lat = ode_sample(self.adapter, prompts, self.cfg.train.eval_steps, gen, self.cfg.sampler.shift, self.cfg.sampler.cfg_scale)
         out, images = self.score(lat, prompts)
@@ -484,6 +495,7 @@ class DiffusionGRPOTrainer:
         """One rollout + update iteration (this rank's share, global credit); returns its scalars (logged on rank 0)."""
         t0 = time.perf_counter()
         prompts = self.prompts.sample(self.cfg.train.prompts_per_iter, self.rng)  # identical on every rank
+        self.warm_prompts(prompts)
         ro = self.rollout(prompts, self.iteration)
         t_roll = time.perf_counter() - t0
         final_prompts = [prompts[i] for i in ro.final_prompt_idx.tolist()]
