@@ -4,17 +4,24 @@ Runs the core's toy GRPO job (``grpo.demo``) over the same global batch with 1 p
 ``torchrun --nproc_per_node 2``, and reads the per-iteration wall times back from ``metrics.jsonl``.
 The global batch is split in equal shards, so ideal scaling halves the per-iteration time.
 
-    python bench/bench_distributed.py [--iterations 30] [--prompts 16]
+It then does the same for the diffusion trainer (``diffusion-rl train`` on the tiny SD3, pixel space, the
+closed-form stand-in reward of the tests): rollout throughput (global final samples / slowest rank's rollout time)
+and whole-iteration throughput, flat GRPO and BranchGRPO trees, 1 vs 2 processes side by side, as ratios.
+
+    python bench/bench_distributed.py [--iterations 30] [--prompts 16] [--diffusion-iterations 6] [--skip-toy]
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import statistics
 import subprocess
 import sys
 import tempfile
 from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from grpo.metrics import read_jsonl  # noqa: E402
@@ -33,20 +40,65 @@ def run(nproc: int, out: Path, iterations: int, prompts: int) -> float:
     return (steady[-1] - steady[0]) / (len(steady) - 1)
 
 
-def main() -> None:
+# the diffusion workloads: same global batch for 1 and 2 processes (flat: samples split 50/50; tree: one tree each)
+DIFFUSION = {
+    "flat": ("configs/diffusion/tiny_sd3_flat.yaml", ["grpo.group_size=16", "sampler.num_steps=10"]),
+    "tree": ("configs/diffusion/tiny_sd3_branch.yaml", ["sampler.num_steps=10", "branch.split_steps=[2,4,6,8]",
+                                                       "branch.branch=[2]"]),
+}
+DIFFUSION_BASE = ["prompts.source=list", "prompts.prompts=[a red circle,a blue square,a green triangle,a red square]",
+                  "prompts.num_eval=2", "reward.name=tests.diffusion_rl.conftest:redness", "model.tiny.with_vae=false",
+                  "model.height=32", "model.width=32", "train.log_images=false", "train.eval_steps=2",
+                  "train.save_every=100000", "train.prompts_per_iter=2", "resume=false"]
+
+
+def run_diffusion(nproc: int, name: str, out: Path, iterations: int) -> dict[str, float]:
+    """Median (after a warm-up iteration) rollout and iteration throughput in final samples/s."""
+    path, over = DIFFUSION[name]
+    args = ["train", path, f"output_dir={out}", f"train.iterations={iterations}", *DIFFUSION_BASE, *over]
+    cmd = [sys.executable, "-m", "diffusion_rl.cli", *args] if nproc == 1 else \
+        [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", str(nproc), "-m", "diffusion_rl.cli", *args]
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(ROOT)}
+    subprocess.run(cmd, check=True, env=env, capture_output=True, cwd=ROOT)
+    rows = [r for r in read_jsonl(out / "metrics.jsonl") if "throughput/rollout_samples_per_s" in r][1:] or \
+        [r for r in read_jsonl(out / "metrics.jsonl") if "throughput/rollout_samples_per_s" in r]
+    samples = rows[0]["throughput/rollout_samples_per_s"] * rows[0]["time/rollout_s"]
+    return {"rollout": statistics.median(r["throughput/rollout_samples_per_s"] for r in rows),
+            "iteration": statistics.median(samples / r["time/iter_s"] for r in rows), "samples": samples}
+
+
+def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--iterations", type=int, default=30)
     ap.add_argument("--prompts", type=int, default=16)
-    a = ap.parse_args()
+    ap.add_argument("--diffusion-iterations", type=int, default=6)
+    ap.add_argument("--skip-toy", action="store_true", help="only the diffusion rollouts")
+    a = ap.parse_args(argv)
     with tempfile.TemporaryDirectory() as d:
-        t1 = run(1, Path(d) / "p1", a.iterations, a.prompts)
-        t2 = run(2, Path(d) / "p2", a.iterations, a.prompts)
-    samples = a.prompts * 16
-    print(f"{'processes':>10} {'s/iter':>8} {'samples/s':>10}")
-    print(f"{1:>10} {t1:8.3f} {samples / t1:10.1f}")
-    print(f"{2:>10} {t2:8.3f} {samples / t2:10.1f}")
-    print(f"speed-up 1 -> 2 processes: {t1 / t2:.2f}x (ideal 2.00x; {os.cpu_count()} CPU cores on this machine)")
+        if not a.skip_toy:
+            t1 = run(1, Path(d) / "p1", a.iterations, a.prompts)
+            t2 = run(2, Path(d) / "p2", a.iterations, a.prompts)
+            samples = a.prompts * 16
+            print("core toy GRPO (grpo.demo)")
+            print(f"{'processes':>10} {'s/iter':>8} {'samples/s':>10}")
+            print(f"{1:>10} {t1:8.3f} {samples / t1:10.1f}")
+            print(f"{2:>10} {t2:8.3f} {samples / t2:10.1f}")
+            print(f"speed-up 1 -> 2 processes: {t1 / t2:.2f}x (ideal 2.00x; {os.cpu_count()} CPU cores on this machine)")
+            print()
+        res = {(name, n): run_diffusion(n, name, Path(d) / f"{name}{n}", a.diffusion_iterations)
+               for name in DIFFUSION for n in (1, 2)}
+    print("diffusion-rl train (tiny SD3 32x32, 2 prompts/iter; final samples/s, median after warm-up)")
+    print(f"| {'workload':<8} | {'samples/iter':>12} | {'rollout 1p':>10} | {'rollout 2p':>10} | {'ratio':>5} "
+          f"| {'iter 1p':>8} | {'iter 2p':>8} | {'ratio':>5} |")
+    print(f"|{'-' * 10}|{'-' * 14}|{'-' * 12}|{'-' * 12}|{'-' * 7}|{'-' * 10}|{'-' * 10}|{'-' * 7}|")
+    for name in DIFFUSION:
+        one, two = res[(name, 1)], res[(name, 2)]
+        print(f"| {name:<8} | {one['samples']:>12.0f} | {one['rollout']:>10.1f} | {two['rollout']:>10.1f} "
+              f"| {two['rollout'] / one['rollout']:>5.2f} | {one['iteration']:>8.1f} | {two['iteration']:>8.1f} "
+              f"| {two['iteration'] / one['iteration']:>5.2f} |")
+    print(f"(ratio: 2-process / 1-process throughput; ideal 2.00; {os.cpu_count()} CPU cores on this machine, shared)")
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    raise SystemExit(main())
