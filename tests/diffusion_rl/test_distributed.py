@@ -30,11 +30,11 @@ BASE = ["prompts.source=list", "prompts.prompts=[a red circle,a blue square,a gr
         "train.keep_last=3"]
 CONFIGS = {
     # 2 prompts x 6 samples: the 12 samples split 6/6, timestep subsets and a KL term (tiny_sd3_flat.yaml)
-    "flat": ("configs/diffusion/tiny_sd3_flat.yaml", ["sampler.num_steps=6", "grpo.group_size=6", "train.lr=0.01",
+    "flat": ("configs/diffusion/tiny_sd3_flat.yaml", ["sampler.num_steps=6", "grpo.group_size=6", "train.lr=0.003",
                                                      "train.updates_per_iter=2", "grpo.clip_low=0.2"]),
     # 2 trees (one per process) of 2 x 2 leaves, width pruning, path-probability fusion (tiny_sd3_branch.yaml)
     "branch": ("configs/diffusion/tiny_sd3_branch.yaml", ["sampler.num_steps=6", "branch.split_steps=[1,3]",
-                                                         "branch.branch=[2]", "train.lr=0.01", "grpo.clip_low=0.2"]),
+                                                         "branch.branch=[2]", "train.lr=0.003", "grpo.clip_low=0.2"]),
 }
 
 
@@ -70,8 +70,10 @@ def test_two_processes_match_one_process_and_resume_in_one(tmp_path, name):
     b = load_checkpoint(tmp_path / "two" / "checkpoints")
     assert b["iteration"] == 2
     # same global credit (advantages per global row / node, rewards), same loss, same updated weights
-    torch.testing.assert_close(b["last_iteration"]["rewards"], a["last_iteration"]["rewards"], atol=1e-5, rtol=1e-5)
-    torch.testing.assert_close(b["last_iteration"]["advantages"], a["last_iteration"]["advantages"], atol=1e-5, rtol=1e-5)
+    # (the rewards differ in the last bits only: a rank's denoiser batch holds other rows than one process's; the
+    # advantages divide those differences by the group / per-depth reward std, ~1e-3 on this untrained tiny model)
+    torch.testing.assert_close(b["last_iteration"]["rewards"], a["last_iteration"]["rewards"], atol=1e-6, rtol=1e-5)
+    torch.testing.assert_close(b["last_iteration"]["advantages"], a["last_iteration"]["advantages"], atol=1e-4, rtol=1e-4)
     assert a["last_iteration"]["advantages"].abs().sum() > 0
     r1, r2 = _iter_rows(tmp_path / "one")[:2], _iter_rows(tmp_path / "two")
     assert len(r2) == 2  # rank 0 alone logs
@@ -170,3 +172,26 @@ def test_failing_reward_is_reported_with_its_prompts(tmp_path, capsys):
                  "reward.name=tests.diffusion_rl.test_distributed:always_fails", "reward.retries=1"]) == 1
     err = capsys.readouterr().err
     assert "always_fails" in err and "failed 2 times" in err and "reward model crashed" in err and "batch: [" in err
+
+
+def test_sigterm_under_torchrun_stops_every_rank_after_the_same_iteration(tmp_path):
+    """torchrun forwards SIGTERM to its workers; they agree on the iteration to stop after, rank 0 saves, and the
+    checkpoint resumes in one process. (torchrun itself exits non-zero after a SIGTERM: its agent re-raises the
+    signal; the workers exit 0.)"""
+    path, over = CONFIGS["branch"]
+    out = tmp_path / "t"
+    proc = subprocess.Popen([sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "-m", "diffusion_rl.cli",
+                             "train", path, f"output_dir={out}", *BASE, *over, "train.iterations=100000",
+                             "train.save_every=100000"], env=ENV, cwd=ROOT, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True)
+    deadline = time.time() + 90
+    while time.time() < deadline and proc.poll() is None and (not (out / "metrics.jsonl").exists() or len(_iter_rows(out)) < 2):
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGTERM)
+    log, _ = proc.communicate(timeout=90)
+    assert log.count("SIGTERM received") == 2 and log.count("stopped by SIGTERM") == 1, log[-3000:]
+    assert "Traceback" not in log.split("stopped by SIGTERM")[0]  # no worker failed before the save
+    k = load_checkpoint(out / "checkpoints")["iteration"]
+    assert k >= 2 and len(_iter_rows(out)) == k
+    tr, res = _run("branch", out, f"train.iterations={k + 1}")
+    assert res["stopped"] is None and tr.iteration == k + 1
