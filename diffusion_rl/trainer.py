@@ -51,10 +51,10 @@ from typing import Any, Callable
 import torch
 from tqdm.auto import tqdm
 
-from grpo.advantages import Advantages, PerPromptStatTracker, clip_advantages
+from grpo.advantages import PerPromptStatTracker, clip_advantages
 from grpo.checkpoint import capture_rng_state, latest_checkpoint, load_checkpoint, restore_rng_state, save_checkpoint
 from grpo.config import config_diff, config_to_dict
-from grpo.distributed import (all_gather_cat, average_gradients, barrier, dist_info, gathered_advantages, init_distributed,
+from grpo.distributed import (all_gather_cat, average_gradients, barrier, gathered_advantages, init_distributed,
                               keyed_generator, shard_range)
 from grpo.flow_sde import sde_step
 from grpo.loss import clipped_pg_loss, flow_kl, k3_kl

@@ -195,3 +195,24 @@ def test_sigterm_under_torchrun_stops_every_rank_after_the_same_iteration(tmp_pa
     assert k >= 2 and len(_iter_rows(out)) == k
     tr, res = _run("branch", out, f"train.iterations={k + 1}")
     assert res["stopped"] is None and tr.iteration == k + 1
+
+
+def test_keyed_noise_any_shard_reproduces_the_full_rollout(sd3):
+    from diffusion_rl.branch import BranchConfig, tree_rollout
+    from diffusion_rl.sampling import SamplerConfig, flat_rollout
+
+    sc = SamplerConfig(num_steps=4, eta=1.0)
+    prompts = ["a red circle", "a blue square"]
+    full = flat_rollout(sd3, prompts, 3, sc, iteration=5, seed=7)
+    parts = [flat_rollout(sd3, prompts, 3, sc, iteration=5, seed=7, rows=r) for r in (range(0, 2), range(2, 6))]
+    assert torch.equal(torch.cat([p.records[0].x for p in parts]), full.records[0].x)  # the group straddles shards
+    assert torch.equal(torch.cat([p.final_rows for p in parts]), full.final_rows)
+    torch.testing.assert_close(torch.cat([p.final for p in parts]), full.final, atol=1e-5, rtol=1e-5)
+    assert not torch.equal(flat_rollout(sd3, prompts, 3, sc, iteration=6, seed=7).final, full.final)  # keyed by iteration
+    tree = BranchConfig(enabled=True, split_steps=[1, 2], branch=[2]).make_tree(4)
+    whole = tree_rollout(sd3, prompts, tree, sc, iteration=3, seed=7)
+    second = tree_rollout(sd3, prompts, tree, sc, iteration=3, seed=7, prompt_ids=[1])
+    L = tree.num_leaves
+    assert torch.equal(second.final_rows, whole.final_rows[L:]) and second.final_prompt_idx.tolist() == [1] * L
+    torch.testing.assert_close(second.final, whole.final[L:], atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(second.extra["edge_log_prob"], whole.extra["edge_log_prob"][1:], atol=1e-4, rtol=1e-5)
