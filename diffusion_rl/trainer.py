@@ -252,8 +252,11 @@ class DiffusionGRPOTrainer:
         """Encode new prompts one at a time: a text encoder's output for a prompt depends (in the last float bits) on
         the batch it is encoded in, so the cache must not depend on which prompts happened to come first -- otherwise
         a resumed run (or another world size) would condition on slightly different embeddings."""
+        cache = getattr(self.adapter, "_cache", None)  # adapters without the base class's cache: nothing to do
+        if cache is None:
+            return
         for p in dict.fromkeys(prompts):
-            if p not in self.adapter._cache:
+            if p not in cache:
                 self.adapter.encode_prompts([p])
 
     def rollout(self, prompts: list[str], iteration: int) -> Rollout:
