@@ -1,0 +1,219 @@
+"""Colors and shapes: the embedded default's prompt grammar, renderer and programmatic verifier.
+
+Grammar (lower case)::
+
+    prompt   := object | object " " relation " " object
+    object   := ("a " | "an ") color " " shape
+    color    := red | green | blue | yellow | purple | orange
+    shape    := circle | square | triangle
+    relation := "left of" | "right of" | "above" | "below"
+
+e.g. ``"a red circle left of a blue square"``; the two objects of a relation have different colors.
+
+* :func:`sample_prompts` draws prompts; :func:`parse_prompt` returns a :class:`Spec` (clear error otherwise).
+* :func:`render` draws prompts as anti-aliased images ``[B, 3, S, S]`` in [0, 1] on a light background,
+  with random sizes and positions that satisfy the relation -- the pretraining data of the demo model.
+* :class:`ShapesVerifier` scores an image against its prompt without any learned model: pixels are
+  classified to the nearest palette color (within a tolerance), the largest connected blob of each requested
+  color is found, its shape is read from its fill ratio of the bounding box (square ~1, circle ~pi/4,
+  triangle ~1/2), and the relation from the blobs' centroids. Components in [0, 1]: ``color`` (requested
+  colors present), ``shape`` (present objects of the right shape), ``relation`` (two-object prompts),
+  ``accuracy`` (all of it right); ``total`` is the mean of color, shape and relation (the components that
+  apply).
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+from scipy import ndimage
+
+from .base import RewardBatch, RewardOutput, batch_images
+
+PALETTE: dict[str, tuple[float, float, float]] = {
+    "red": (0.90, 0.10, 0.10),
+    "green": (0.10, 0.75, 0.20),
+    "blue": (0.15, 0.25, 0.95),
+    "yellow": (0.95, 0.85, 0.10),
+    "purple": (0.60, 0.15, 0.75),
+    "orange": (1.00, 0.55, 0.05),
+}
+BACKGROUND = (0.94, 0.94, 0.94)
+SHAPES = ("circle", "square", "triangle")
+RELATIONS = ("left of", "right of", "above", "below")
+
+
+@dataclass(frozen=True)
+class Spec:
+    objects: tuple[tuple[str, str], ...]  # ((color, shape), ...) one or two
+    relation: str | None = None  # relation of objects[0] to objects[1]
+
+
+def _parse_object(words: list[str], prompt: str) -> tuple[str, str]:
+    if len(words) != 3 or words[0] not in ("a", "an") or words[1] not in PALETTE or words[2] not in SHAPES:
+        raise ValueError(f"malformed shapes prompt {prompt!r}: expected 'a <color> <shape>' with color in "
+                         f"{sorted(PALETTE)} and shape in {list(SHAPES)}")
+    return words[1], words[2]
+
+
+def parse_prompt(prompt: str) -> Spec:
+    """``"a red circle left of a blue square"`` -> ``Spec((("red","circle"),("blue","square")), "left of")``."""
+    text = " ".join(prompt.lower().replace(",", " ").split())
+    for rel in RELATIONS:
+        key = f" {rel} "
+        if key in text:
+            a, b = text.split(key, 1)
+            o1, o2 = _parse_object(a.split(), prompt), _parse_object(b.split(), prompt)
+            if o1[0] == o2[0]:
+                raise ValueError(f"malformed shapes prompt {prompt!r}: the two objects must have different colors")
+            return Spec((o1, o2), rel)
+    return Spec((_parse_object(text.split(), prompt),))
+
+
+def sample_prompts(n: int, rng: random.Random | None = None, p_relation: float = 0.7,
+                   colors: tuple[str, ...] | None = None, shapes: tuple[str, ...] | None = None) -> list[str]:
+    """``n`` prompts of the grammar; a fraction ``p_relation`` has two objects and a relation."""
+    rng = rng or random.Random(0)
+    colors = tuple(colors or PALETTE)
+    shapes = tuple(shapes or SHAPES)
+    out = []
+    for _ in range(n):
+        c1, s1 = rng.choice(colors), rng.choice(shapes)
+        if rng.random() < p_relation and len(colors) > 1:
+            c2 = rng.choice([c for c in colors if c != c1])
+            out.append(f"{_a(c1)} {c1} {s1} {rng.choice(RELATIONS)} {_a(c2)} {c2} {rng.choice(shapes)}")
+        else:
+            out.append(f"{_a(c1)} {c1} {s1}")
+    return out
+
+
+def _a(word: str) -> str:
+    return "an" if word[0] in "aeiou" else "a"
+
+
+# ---- rendering -------------------------------------------------------------------------------
+def _shape_mask(shape: str, cx: float, cy: float, r: float, xs: np.ndarray, ys: np.ndarray) -> np.ndarray:
+    dx, dy = xs - cx, ys - cy
+    if shape == "circle":
+        return dx**2 + dy**2 <= r**2
+    if shape == "square":
+        return np.maximum(np.abs(dx), np.abs(dy)) <= 0.89 * r  # same area as the circle
+    # upward isosceles triangle in the box [-r, r]^2 (apex at the top), scaled to the circle's area
+    h = 1.25 * r
+    t = (dy + h) / (2 * h)  # 0 at the apex, 1 at the base
+    return (dy >= -h) & (dy <= h) & (np.abs(dx) <= t * h)
+
+
+def _positions(spec: Spec, size: int, rng: random.Random) -> list[tuple[float, float, float]]:
+    """(cx, cy, r) per object, inside the canvas, non-overlapping, satisfying the relation with a margin."""
+    for _ in range(200):
+        objs = []
+        for _o in spec.objects:
+            r = rng.uniform(0.14, 0.2) * size
+            objs.append((rng.uniform(r + 1, size - r - 1), rng.uniform(r + 1, size - r - 1), r))
+        if len(objs) == 1:
+            return objs
+        (x1, y1, r1), (x2, y2, r2) = objs
+        sep = r1 + r2 + 1
+        ok = {"left of": x2 - x1 >= sep, "right of": x1 - x2 >= sep, "above": y2 - y1 >= sep,
+              "below": y1 - y2 >= sep}[spec.relation]  # type: ignore[index]
+        if ok:
+            return objs
+    raise RuntimeError(f"could not place {spec} on a {size}px canvas")
+
+
+def render_spec(spec: Spec, size: int = 32, rng: random.Random | None = None, supersample: int = 4) -> torch.Tensor:
+    """One image ``[3, size, size]`` in [0, 1]; anti-aliased by ``supersample``-x supersampling."""
+    rng = rng or random.Random(0)
+    s = size * supersample
+    coords = (np.arange(s) + 0.5) / supersample
+    xs, ys = np.meshgrid(coords, coords)
+    img = np.empty((s, s, 3), dtype=np.float32)
+    img[:] = BACKGROUND
+    for (color, shape), (cx, cy, r) in zip(spec.objects, _positions(spec, size, rng)):
+        img[_shape_mask(shape, cx, cy, r, xs, ys)] = PALETTE[color]
+    img = img.reshape(size, supersample, size, supersample, 3).mean(axis=(1, 3))
+    return torch.from_numpy(img).permute(2, 0, 1).contiguous()
+
+
+def render(prompts: list[str], size: int = 32, rng: random.Random | None = None, seed: int | None = None) -> torch.Tensor:
+    """Images ``[B, 3, size, size]`` in [0, 1] for ``prompts`` (random layouts from ``rng`` or ``seed``)."""
+    rng = rng or random.Random(seed)
+    return torch.stack([render_spec(parse_prompt(p), size, rng) for p in prompts])
+
+
+# ---- verification ----------------------------------------------------------------------------
+def classify_shape(mask: np.ndarray) -> str:
+    """Shape of a binary blob from its fill ratio of its bounding box."""
+    ys, xs = np.nonzero(mask)
+    fill = mask.sum() / ((ys.max() - ys.min() + 1) * (xs.max() - xs.min() + 1))
+    if fill > 0.88:
+        return "square"
+    if fill > 0.66:
+        return "circle"
+    return "triangle"
+
+
+def find_blobs(image: np.ndarray, tol: float = 0.25, min_frac: float = 0.01) -> dict[str, tuple[np.ndarray, tuple[float, float]]]:
+    """Largest blob per palette color: ``color -> (mask [H, W], (cx, cy))``. ``image`` is ``[H, W, 3]``."""
+    names = list(PALETTE)
+    ref = np.array([PALETTE[c] for c in names] + [BACKGROUND], dtype=np.float32)  # [C+1, 3]
+    d = np.linalg.norm(image[:, :, None, :] - ref[None, None], axis=-1)  # [H, W, C+1]
+    label = d.argmin(-1)
+    close = d.min(-1) <= tol
+    min_area = max(2, int(min_frac * image.shape[0] * image.shape[1]))
+    out = {}
+    for i, c in enumerate(names):
+        lab, n = ndimage.label((label == i) & close)
+        if n == 0:
+            continue
+        areas = ndimage.sum(np.ones_like(lab), lab, index=np.arange(1, n + 1))
+        k = int(np.argmax(areas)) + 1
+        if areas[k - 1] < min_area:
+            continue
+        mask = lab == k
+        ys, xs = np.nonzero(mask)
+        out[c] = (mask, (float(xs.mean()), float(ys.mean())))
+    return out
+
+
+def verify(image: torch.Tensor, spec: Spec, tol: float = 0.25) -> dict[str, float]:
+    """Components for one image ``[3, H, W]`` in [0, 1] against ``spec``."""
+    blobs = find_blobs(image.permute(1, 2, 0).cpu().numpy().astype(np.float32), tol)
+    present = [c in blobs for c, _ in spec.objects]
+    right_shape = [c in blobs and classify_shape(blobs[c][0]) == s for c, s in spec.objects]
+    out = {"color": float(np.mean(present)), "shape": float(np.mean(right_shape))}
+    parts = [out["color"], out["shape"]]
+    if spec.relation is not None:
+        (c1, _), (c2, _) = spec.objects
+        rel = 0.0
+        if c1 in blobs and c2 in blobs:
+            (x1, y1), (x2, y2) = blobs[c1][1], blobs[c2][1]
+            rel = float({"left of": x1 < x2, "right of": x1 > x2, "above": y1 < y2, "below": y1 > y2}[spec.relation])
+        out["relation"] = rel
+        parts.append(rel)
+    else:
+        out["relation"] = 1.0  # nothing to relate; kept so every prompt reports the same components
+    out["accuracy"] = float(all(p == 1.0 for p in parts))
+    out["total"] = float(np.mean(parts))
+    return out
+
+
+class ShapesVerifier:
+    """The programmatic prompt-adherence reward of the demo task (see module docstring)."""
+
+    name = "shapes_verifier"
+
+    def __init__(self, tol: float = 0.25):
+        self.tol = tol
+
+    def __call__(self, batch: RewardBatch) -> RewardOutput:
+        images = batch_images(batch)
+        if len(batch.prompts) != images.shape[0]:
+            raise ValueError(f"{len(batch.prompts)} prompts for {images.shape[0]} images")
+        rows = [verify(img, parse_prompt(p), self.tol) for img, p in zip(images, batch.prompts)]
+        comp = {k: torch.tensor([r[k] for r in rows], dtype=torch.float32) for k in ("color", "shape", "relation", "accuracy")}
+        return RewardOutput(total=torch.tensor([r["total"] for r in rows], dtype=torch.float32), components=comp)

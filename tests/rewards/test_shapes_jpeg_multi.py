@@ -1,0 +1,71 @@
+import random
+
+import pytest
+import torch
+
+from rewards import RewardBatch, available_rewards, build_reward
+from rewards.shapes import Spec, classify_shape, parse_prompt, render, sample_prompts
+
+
+def test_parse_and_sample():
+    assert parse_prompt("a red circle left of a blue square") == Spec((("red", "circle"), ("blue", "square")), "left of")
+    assert parse_prompt("An Orange triangle") == Spec((("orange", "triangle"),))
+    for p in sample_prompts(200, random.Random(0)):
+        parse_prompt(p)
+    for bad in ["a pink circle", "a red hexagon", "red circle", "a red circle next to a blue square",
+                "a red circle above a red square", ""]:
+        with pytest.raises(ValueError, match="malformed shapes prompt"):
+            parse_prompt(bad)
+
+
+def test_verifier_scores_own_renders_high_and_wrong_images_low():
+    prompts = sample_prompts(120, random.Random(1))
+    imgs = render(prompts, 32, seed=2)
+    assert imgs.shape == (120, 3, 32, 32) and 0 <= float(imgs.min()) and float(imgs.max()) <= 1
+    r = build_reward("shapes_verifier")
+    out = r(RewardBatch(images=imgs, prompts=prompts))
+    assert float(out.total.mean()) > 0.97 and float(out.components["accuracy"].mean()) > 0.9
+    assert float(out.components["color"].mean()) == 1.0
+    # the same images against other prompts, and noise, score low
+    other = sample_prompts(120, random.Random(99))
+    assert float(r(RewardBatch(images=imgs, prompts=other)).total.mean()) < 0.4
+    assert float(r(RewardBatch(images=torch.rand(8, 3, 32, 32), prompts=prompts[:8])).total.max()) < 0.5
+
+
+def test_relation_and_shape_detection_are_specific():
+    spec_prompt = "a red square left of a blue circle"
+    img = render([spec_prompt], 64, seed=0)
+    r = build_reward("shapes_verifier")
+    assert float(r(RewardBatch(images=img, prompts=[spec_prompt])).total) == 1.0
+    flipped = r(RewardBatch(images=img, prompts=["a red square right of a blue circle"]))
+    assert float(flipped.components["relation"]) == 0.0 and float(flipped.components["color"]) == 1.0
+    wrong_shape = r(RewardBatch(images=img, prompts=["a red triangle left of a blue circle"]))
+    assert float(wrong_shape.components["shape"]) == 0.5
+    yy, xx = torch.meshgrid(torch.arange(40), torch.arange(40), indexing="ij")
+    assert classify_shape(((yy - 20) ** 2 + (xx - 20) ** 2 <= 144).numpy()) == "circle"
+    assert classify_shape(((yy - 20).abs().maximum((xx - 20).abs()) <= 10).numpy()) == "square"
+
+
+def test_jpeg_rewards_monotone_in_noise():
+    base = render(["a red circle"] * 4, 32, seed=0)
+    noisy = (base + 0.3 * torch.randn(base.shape, generator=torch.Generator().manual_seed(0))).clamp(0, 1)
+    comp, incomp = build_reward("jpeg_compressibility"), build_reward("jpeg_incompressibility")
+    assert bool((comp(RewardBatch(images=base, prompts=[""] * 4)).total > comp(RewardBatch(images=noisy, prompts=[""] * 4)).total).all())
+    assert bool((incomp(RewardBatch(images=noisy, prompts=[""] * 4)).total > 0).all())
+
+
+def test_registry_errors_and_multi():
+    with pytest.raises(ValueError, match="unknown reward 'pickscorez'; available: .*shapes_verifier"):
+        build_reward("pickscorez")
+    assert {"shapes_verifier", "jpeg_compressibility", "multi"} <= set(available_rewards())
+    m = build_reward("multi", rewards={"shapes_verifier": 1.0, "jpeg_compressibility": 0.5})
+    prompts = ["a blue square", "a green circle"]
+    imgs = render(prompts, 32, seed=0)
+    out = m(RewardBatch(images=imgs, prompts=prompts))
+    sv, jp = out.components["shapes_verifier"], out.components["jpeg_compressibility"]
+    torch.testing.assert_close(out.total, sv + 0.5 * jp)
+    assert "shapes_verifier/accuracy" in out.components
+    with pytest.raises(ValueError, match="not in"):
+        build_reward("multi", rewards={"shapes_verifier": 1.0}, kwargs={"jpeg_compressibility": {}})
+    f = build_reward("rewards.shapes:ShapesVerifier", tol=0.3)
+    assert f.tol == 0.3
