@@ -17,9 +17,9 @@ e.g. ``"a red circle left of a blue square"``; the two objects of a relation hav
   classified to the nearest palette color (within a tolerance), the largest connected blob of each requested
   color is found, its shape is read from its fill ratio of the bounding box (square ~1, circle ~pi/4,
   triangle ~1/2), and the relation from the blobs' centroids. Components in [0, 1]: ``color`` (requested
-  colors present), ``shape`` (present objects of the right shape), ``relation`` (two-object prompts),
-  ``accuracy`` (all of it right); ``total`` is the mean of color, shape and relation (the components that
-  apply).
+  colors present), ``shape`` (present objects of the right shape), ``relation`` (two-object prompts;
+  1 for single-object prompts); ``total`` is the mean of color, shape and relation over the ones that apply
+  (single-object prompts: ``(color + shape) / 2``). Detail ``accuracy``: 1 iff everything is right.
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ import numpy as np
 import torch
 from scipy import ndimage
 
-from .base import RewardBatch, RewardOutput, batch_images
+from .base import ImageReward, RewardOutput
 
 PALETTE: dict[str, tuple[float, float, float]] = {
     "red": (0.90, 0.10, 0.10),
@@ -202,18 +202,23 @@ def verify(image: torch.Tensor, spec: Spec, tol: float = 0.25) -> dict[str, floa
     return out
 
 
-class ShapesVerifier:
+class ShapesVerifier(ImageReward):
     """The programmatic prompt-adherence reward of the demo task (see module docstring)."""
 
     name = "shapes_verifier"
 
-    def __init__(self, tol: float = 0.25):
+    def __init__(self, tol: float = 0.25, nonfinite: str = "warn"):
+        if not 0 < tol < 1.8:
+            raise ValueError(f"tol is an RGB distance in (0, 1.8), got {tol}")
         self.tol = tol
+        self.nonfinite = nonfinite  # type: ignore[assignment]
 
-    def __call__(self, batch: RewardBatch) -> RewardOutput:
-        images = batch_images(batch)
-        if len(batch.prompts) != images.shape[0]:
-            raise ValueError(f"{len(batch.prompts)} prompts for {images.shape[0]} images")
-        rows = [verify(img, parse_prompt(p), self.tol) for img, p in zip(images, batch.prompts)]
-        comp = {k: torch.tensor([r[k] for r in rows], dtype=torch.float32) for k in ("color", "shape", "relation", "accuracy")}
-        return RewardOutput(total=torch.tensor([r["total"] for r in rows], dtype=torch.float32), components=comp)
+    def score(self, images, prompts, metadata) -> RewardOutput:
+        specs = [parse_prompt(p) for p in prompts]  # malformed prompts fail before any work
+        rows = [verify(img, spec, self.tol) for img, spec in zip(images.cpu(), specs)]
+
+        def col(k: str) -> torch.Tensor:
+            return torch.tensor([r[k] for r in rows], dtype=torch.float32, device=images.device)
+
+        return RewardOutput(total=col("total"), components={k: col(k) for k in ("color", "shape", "relation")},
+                            details={"accuracy": col("accuracy")})

@@ -24,7 +24,7 @@ def test_verifier_scores_own_renders_high_and_wrong_images_low():
     assert imgs.shape == (120, 3, 32, 32) and 0 <= float(imgs.min()) and float(imgs.max()) <= 1
     r = build_reward("shapes_verifier")
     out = r(RewardBatch(images=imgs, prompts=prompts))
-    assert float(out.total.mean()) > 0.97 and float(out.components["accuracy"].mean()) > 0.9
+    assert float(out.total.mean()) > 0.97 and float(out.details["accuracy"].mean()) > 0.9
     assert float(out.components["color"].mean()) == 1.0
     # the same images against other prompts, and noise, score low
     other = sample_prompts(120, random.Random(99))
@@ -64,7 +64,7 @@ def test_registry_errors_and_multi():
     out = m(RewardBatch(images=imgs, prompts=prompts))
     sv, jp = out.components["shapes_verifier"], out.components["jpeg_compressibility"]
     torch.testing.assert_close(out.total, sv + 0.5 * jp)
-    assert "shapes_verifier/accuracy" in out.components
+    assert "shapes_verifier/accuracy" in out.details and "jpeg_compressibility/jpeg_kb" in out.details
     with pytest.raises(ValueError, match="not in"):
         build_reward("multi", rewards={"shapes_verifier": 1.0}, kwargs={"jpeg_compressibility": {}})
     f = build_reward("rewards.shapes:ShapesVerifier", tol=0.3)
