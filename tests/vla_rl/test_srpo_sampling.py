@@ -1,0 +1,107 @@
+"""SRPO reward properties, encoders (built-in and tiny random DINOv2 / V-JEPA 2), dynamic sampling."""
+
+import pytest
+import torch
+
+from grpo.train_step import GRPOConfig, compute_advantages
+from vla_rl.srpo import (RandomConvEncoder, SRPOConfig, SRPOReward, binary_reward, srpo_progress,
+                         trajectory_embeddings)
+from vla_rl.trainer import group_keep_mask
+
+
+def test_srpo_successes_get_one_failures_ordered_by_distance():
+    cfg = SRPOConfig(min_samples=1, progress_max=0.8)
+    # task A: two successes near the origin, failures at increasing distance along one axis
+    emb = torch.tensor([[0.0, 0.0], [0.1, 0.0], [1.0, 0.0], [2.0, 0.0], [4.0, 0.0]])
+    tasks = ["A"] * 5
+    succ = torch.tensor([1, 1, 0, 0, 0], dtype=torch.bool)
+    r = srpo_progress(emb, tasks, succ, cfg)
+    assert torch.equal(r.total[:2], torch.ones(2))
+    f = r.total[2:]
+    assert (f >= 0).all() and (f < 1).all() and (f <= cfg.progress_max).all()
+    assert f[0] > f[1] > f[2]  # closer to the success cluster -> higher reward
+    assert f[2] == 0  # the farthest failure of the task gets 0
+    assert torch.all(r.distance[2:].diff() > 0)
+
+
+def test_srpo_normalizes_per_task_and_falls_back_to_binary_without_success():
+    cfg = SRPOConfig(min_samples=1)
+    # task B is the same geometry as task A scaled by 100: per-task standardization gives equal rewards
+    base = torch.tensor([[0.0, 0.0], [0.2, 0.1], [1.0, 0.5], [3.0, 0.2]])
+    emb = torch.cat([base, base * 100, torch.randn(3, 2)])
+    tasks = ["A"] * 4 + ["B"] * 4 + ["C"] * 3
+    succ = torch.tensor([1, 1, 0, 0, 1, 1, 0, 0, 0, 0, 0], dtype=torch.bool)
+    r = srpo_progress(emb, tasks, succ, cfg)
+    torch.testing.assert_close(r.total[:4], r.total[4:8])
+    assert torch.equal(r.total[8:], torch.zeros(3))  # task C: no success -> binary 0
+    assert r.num_clusters["C"] == 0 and r.num_clusters["A"] >= 1
+
+
+def test_srpo_dbscan_clusters_and_all_success_task():
+    cfg = SRPOConfig(min_samples=2, dbscan_eps=0.3)
+    # two success modes far apart; a failure near the second mode is rewarded as close
+    emb = torch.tensor([[0.0, 0.0], [0.05, 0.0], [10.0, 10.0], [10.05, 10.0], [9.5, 9.5], [5.0, 5.0],
+                        [1.0, 1.0], [1.1, 1.0]])
+    tasks = ["A"] * 6 + ["D"] * 2
+    succ = torch.tensor([1, 1, 1, 1, 0, 0, 1, 1], dtype=torch.bool)
+    r = srpo_progress(emb, tasks, succ, cfg)
+    assert r.num_clusters["A"] == 2
+    assert r.total[4] > r.total[5]
+    assert torch.equal(r.total[6:], torch.ones(2))  # a task with only successes
+
+
+def test_srpo_reward_end_to_end_with_builtin_encoder_and_components():
+    cfg = SRPOConfig(num_frames=4, frame_size=32, min_samples=1)
+    g = torch.Generator().manual_seed(0)
+    videos = [torch.randint(0, 256, (int(t), 32, 32, 3), dtype=torch.uint8, generator=g) for t in (5, 9, 7, 12)]
+    succ = torch.tensor([1, 0, 1, 0], dtype=torch.bool)
+    out = SRPOReward(cfg, encoder=RandomConvEncoder())(videos, ["t"] * 4, succ)
+    assert out.total.shape == (4,) and set(out.components) == {"success", "progress"}
+    assert torch.equal(out.total[succ], torch.ones(2)) and (out.total[~succ] < 1).all()
+    # GDPO combination of the components through grpo
+    adv = compute_advantages(GRPOConfig(group_size=4, advantage="gdpo"), out.total, torch.zeros(4, dtype=torch.long),
+                             out.components)
+    assert torch.isfinite(adv.values).all()
+    assert binary_reward(videos, ["t"] * 4, succ).total.tolist() == [1.0, 0.0, 1.0, 0.0]
+
+
+@pytest.mark.parametrize("which", ["dinov2", "vjepa2"])
+def test_transformers_encoders_with_tiny_random_configs(which):
+    from world_models.encoders import DinoV2Encoder, VJEPA2Encoder
+
+    torch.manual_seed(0)
+    if which == "dinov2":
+        from transformers import Dinov2Config, Dinov2Model
+
+        enc = DinoV2Encoder(Dinov2Model(Dinov2Config(hidden_size=32, num_hidden_layers=1, num_attention_heads=2,
+                                                     intermediate_size=64, image_size=32, patch_size=8)))
+    else:
+        from transformers import VJEPA2Config, VJEPA2Model
+
+        enc = VJEPA2Encoder(VJEPA2Model(VJEPA2Config(hidden_size=32, num_hidden_layers=1, num_attention_heads=2, mlp_ratio=2.0,
+                                                     crop_size=32, patch_size=8, frames_per_clip=4, tubelet_size=2,
+                                                     pred_hidden_size=32, pred_num_hidden_layers=1, pred_num_attention_heads=2,
+                                                     pred_num_mask_tokens=2)))
+    cfg = SRPOConfig(num_frames=4, frame_size=32, min_samples=1)
+    videos = [torch.randint(0, 256, (6, 32, 32, 3), dtype=torch.uint8) for _ in range(3)]
+    emb = trajectory_embeddings(enc, videos, cfg)
+    assert emb.shape[0] == 3 and torch.isfinite(emb).all()
+    out = SRPOReward(cfg, encoder=enc)(videos, ["t"] * 3, torch.tensor([True, False, False]))
+    assert out.total[0] == 1 and (out.total[1:] < 1).all()
+
+
+def test_srpo_config_errors():
+    with pytest.raises(ValueError, match="progress_max"):
+        SRPOConfig(progress_max=1.0)
+    with pytest.raises(ValueError, match="pooling"):
+        SRPOConfig(pooling="max")
+
+
+def test_dynamic_sampling_drops_all_zero_and_all_one_groups():
+    succ = torch.tensor([0, 0, 0, 1, 1, 1, 0, 1, 1, 0, 0, 0], dtype=torch.bool)
+    gids = torch.tensor([0, 0, 0, 1, 1, 1, 2, 2, 2, 3, 3, 3])
+    keep, kept = group_keep_mask(succ, gids, (0.0, 1.0))
+    assert kept == 1 and keep.tolist() == [False] * 6 + [True] * 3 + [False] * 3
+    # a wider band keeps the all-failure groups (useful with SRPO, whose failures are graded)
+    keep, kept = group_keep_mask(succ, gids, (-0.1, 1.0))
+    assert kept == 3 and not keep[3:6].any()

@@ -1,0 +1,110 @@
+"""``vla-rl``: train (SFT then GRPO) and evaluate the built-in VLA on ``sims`` tasks.
+
+    vla-rl train configs/vla/tabletop_reach.yaml [key=value ...]      # resumes from the latest checkpoint
+    vla-rl train configs/vla/tabletop_reach.yaml --dry-run            # resolved config + cost per iteration
+    vla-rl eval runs/vla_reach [--episodes 32] [--video]              # held-out success of the latest checkpoint
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from pathlib import Path
+
+
+def _setup_threads() -> None:
+    os.environ.setdefault("OMP_NUM_THREADS", "1")
+    import torch
+
+    torch.set_num_threads(max(1, int(os.environ.get("OMP_NUM_THREADS", "1"))))
+
+
+def cmd_train(args: argparse.Namespace) -> int:
+    from grpo.config import ConfigError, dump_config, load_config
+
+    from .trainer import VLARLConfig, VLARLTrainer, cost_per_iteration
+
+    try:
+        cfg = load_config(VLARLConfig, args.config, args.overrides)
+    except ConfigError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    if args.dry_run:
+        print(dump_config(cfg))
+        cost = cost_per_iteration(cfg)
+        print("per RL iteration (upper bounds): " + ", ".join(f"{k} {v}" for k, v in cost.items()))
+        print(f"SFT: {cfg.sft.steps} steps x batch {cfg.sft.batch_size} on {cfg.sft.demos_per_task} demos/task; "
+              f"evaluation: {cfg.rl.eval_episodes} held-out episodes/task x {len(cfg.env.tasks)} task(s)")
+        return 0
+    _setup_threads()
+    res = VLARLTrainer(cfg).train()
+    res.pop("policy", None)
+    print(json.dumps(res))
+    return 0
+
+
+def cmd_eval(args: argparse.Namespace) -> int:
+    from grpo.checkpoint import load_checkpoint
+    from grpo.config import load_config
+    from grpo.metrics import MetricsLogger
+
+    from .policy import SmallVLA, policy_config_from_dict
+    from .rollout import EnvPool, evaluate, tile_videos
+    from .tokenizer import WordTokenizer
+    from .trainer import VLARLConfig
+
+    _setup_threads()
+    path = Path(args.checkpoint)
+    if (path / "checkpoints").is_dir():
+        path = path / "checkpoints"
+    try:
+        st = load_checkpoint(path)
+    except FileNotFoundError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    import tempfile
+
+    import yaml
+
+    with tempfile.NamedTemporaryFile("w", suffix=".yaml", delete=False) as f:
+        yaml.safe_dump(st["config"], f)
+    cfg = load_config(VLARLConfig, f.name)
+    os.unlink(f.name)
+    policy = SmallVLA(policy_config_from_dict(st["policy_config"]), WordTokenizer(st["vocab"]))
+    policy.load_state_dict(st["model"])
+    policy.eval()
+    n = args.episodes or cfg.rl.eval_episodes
+    seeds = [cfg.rl.eval_seed_offset + i for i in range(n)]
+    pool = EnvPool(cfg.env.kwargs, cfg.env.video_camera)
+    res = evaluate(policy, pool, cfg.env.tasks, seeds, cfg.env.max_episode_steps, record_frames=args.video)
+    out = {"checkpoint": st["__path__"], "iteration": st["trainer"]["iteration"], "success_rate": res.success_rate,
+           "mean_length": res.mean_length, "per_task": res.per_task, "episodes": len(res.episodes)}
+    if args.video:
+        logger = MetricsLogger(Path(cfg.output_dir) / "eval", tensorboard=False)
+        out["video"] = str(logger.log_video(int(out["iteration"]), "rollouts/eval",
+                                            tile_videos([e.frames for e in res.episodes[:4]]), fps=15))
+        logger.close()
+    pool.close()
+    print(json.dumps(out))
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="vla-rl", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = p.add_subparsers(dest="cmd", required=True)
+    t = sub.add_parser("train", help="SFT on a few demos, then GRPO (per the config)")
+    t.add_argument("config")
+    t.add_argument("overrides", nargs="*", help="key=value overrides, e.g. rl.iterations=10")
+    t.add_argument("--dry-run", action="store_true", help="print the resolved config and the cost per iteration")
+    e = sub.add_parser("eval", help="evaluate the latest checkpoint of a run on held-out initial states")
+    e.add_argument("checkpoint", help="a run directory, its checkpoints/ folder, or one step_* checkpoint")
+    e.add_argument("--episodes", type=int, default=0, help="held-out episodes per task (default: the config's)")
+    e.add_argument("--video", action="store_true", help="also write a video of the first episodes")
+    args = p.parse_args(argv)
+    return cmd_train(args) if args.cmd == "train" else cmd_eval(args)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

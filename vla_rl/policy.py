@@ -1,0 +1,248 @@
+"""The built-in small VLA for CPU, with LeRobot's policy interface.
+
+Architecture (all small enough to train on 2 CPU cores)::
+
+    images[B, 3, H, W] per camera --conv (3 x stride 2) + spatial softmax--> keypoints  [B, 2*C_img] per camera
+    instruction (str)  --word-level tokenizer--> ids[B, L] --embedding, masked mean--> [B, E]
+    state[B, D]        --(x - mu) / sigma--> [B, D]
+    concat --MLP--> ctx[B, C]  --action head--> action chunk a[B, K, A]
+
+Spatial softmax (Levine et al. 2016) turns each conv feature map into an expected (x, y) image coordinate,
+which is what a reaching/pushing policy needs from pixels. The action head is the pi0-style flow-matching
+expert or the Gaussian head of :mod:`vla_rl.action_head`.
+
+Batches use LeRobot's keys: ``"observation.images.<camera>"`` float ``[B, 3, H, W]`` in [0, 1] (uint8 is
+accepted), ``"observation.state"`` ``[B, D]``, ``"task"`` ``list[str]``, and for training ``"action"``
+``[B, K, A]`` with ``"action_is_pad"`` ``[B, K]``. LeRobot's methods:
+
+* ``select_action(batch) -> [B, A]``: pops the action queue, refilled with the first ``n_action_steps``
+  actions of a freshly predicted chunk when empty;
+* ``predict_action_chunk(batch) -> [B, K, A]`` (deterministic: ODE / Gaussian mean unless ``stochastic``);
+* ``forward(batch) -> (loss, {"loss": float})``: the supervised loss (flow matching or MSE);
+* ``reset()``: clears the queue (call at every episode start).
+
+RL methods: ``sample_chunk(batch, stochastic=True)`` returns a :class:`~vla_rl.action_head.HeadSample` with
+old log-probs; ``chunk_log_prob(batch, record)`` recomputes them under the current weights.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import deque
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Literal
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from .action_head import FlowHeadConfig, FlowMatchingActionHead, GaussianActionHead, GaussianHeadConfig, HeadLogProb, HeadSample
+from .tokenizer import WordTokenizer
+
+IMAGE_PREFIX = "observation.images."
+STATE_KEY = "observation.state"
+
+
+@dataclass
+class PolicyConfig:
+    head: Literal["flow", "gaussian"] = "flow"
+    cameras: list[str] = field(default_factory=lambda: ["agentview"])
+    use_images: bool = True
+    use_state: bool = True
+    image_size: int = 64
+    conv_channels: list[int] = field(default_factory=lambda: [16, 32, 32])
+    text_dim: int = 32
+    max_text_len: int = 16
+    ctx_dim: int = 128
+    chunk_size: int = 4  # K actions per chunk
+    n_action_steps: int = 4  # actions executed per chunk (<= chunk_size)
+    state_dim: int = 0  # 0: taken from the environment
+    action_dim: int = 0  # 0: taken from the environment
+    flow: FlowHeadConfig = field(default_factory=FlowHeadConfig)
+    gaussian: GaussianHeadConfig = field(default_factory=GaussianHeadConfig)
+
+    def __post_init__(self) -> None:
+        if self.head not in ("flow", "gaussian"):
+            raise ValueError(f"policy.head={self.head!r}; expected 'flow' or 'gaussian'")
+        if not 1 <= self.n_action_steps <= self.chunk_size:
+            raise ValueError(f"policy.n_action_steps={self.n_action_steps} must be in [1, chunk_size={self.chunk_size}]")
+        if not (self.use_images or self.use_state):
+            raise ValueError("policy needs at least one of use_images / use_state")
+        if self.use_images and not self.cameras:
+            raise ValueError("policy.use_images is set but policy.cameras is empty")
+
+
+class SpatialSoftmax(nn.Module):
+    """``[B, C, H, W]`` feature maps -> ``[B, 2C]`` expected (x, y) coordinates in [-1, 1]."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        b, c, h, w = x.shape
+        att = F.softmax(x.reshape(b, c, h * w), dim=-1)
+        ys = torch.linspace(-1, 1, h, device=x.device).repeat_interleave(w)
+        xs = torch.linspace(-1, 1, w, device=x.device).repeat(h)
+        return torch.cat([(att * xs).sum(-1), (att * ys).sum(-1)], dim=-1)
+
+
+class ImageEncoder(nn.Module):
+    """Small conv net: ``[B, 3, H, W]`` in [0, 1] -> ``[B, 2 * channels[-1]]`` keypoints + ``[B, C]`` pooled."""
+
+    def __init__(self, channels: list[int]):
+        super().__init__()
+        layers, c_in = [], 3
+        for i, c in enumerate(channels):
+            layers += [nn.Conv2d(c_in, c, 3, stride=2 if i < len(channels) - 1 else 1, padding=1), nn.GroupNorm(4, c), nn.SiLU()]
+            c_in = c
+        self.conv = nn.Sequential(*layers)
+        self.softmax = SpatialSoftmax()
+        self.out_dim = 3 * c_in
+
+    def feature_maps(self, images: torch.Tensor) -> torch.Tensor:
+        return self.conv(images * 2 - 1)
+
+    def forward(self, images: torch.Tensor) -> torch.Tensor:
+        f = self.feature_maps(images)
+        return torch.cat([self.softmax(f), f.mean(dim=(2, 3))], dim=-1)
+
+
+def _images(batch: dict, key: str, size: int) -> torch.Tensor:
+    if key not in batch:
+        raise KeyError(f"batch has no {key!r}; keys: {sorted(k for k in batch if isinstance(k, str))}")
+    x = batch[key]
+    if x.dim() != 4:
+        raise ValueError(f"{key} must be [B, 3, H, W] (or [B, H, W, 3] uint8), got {tuple(x.shape)}")
+    if x.shape[-1] == 3 and x.shape[1] != 3:
+        x = x.permute(0, 3, 1, 2)
+    x = x.float() / 255.0 if x.dtype == torch.uint8 else x.float()
+    if x.shape[-1] != size or x.shape[-2] != size:
+        x = F.interpolate(x, size=(size, size), mode="bilinear", align_corners=False, antialias=True)
+    return x
+
+
+class SmallVLA(nn.Module):
+    """The built-in VLA (module docstring). ``tokenizer`` is built from the task instructions."""
+
+    name = "small_vla"
+
+    def __init__(self, cfg: PolicyConfig, tokenizer: WordTokenizer):
+        super().__init__()
+        if cfg.action_dim <= 0 or (cfg.use_state and cfg.state_dim <= 0):
+            raise ValueError(f"policy needs action_dim > 0 and (with use_state) state_dim > 0; got "
+                             f"action_dim={cfg.action_dim}, state_dim={cfg.state_dim}")
+        self.cfg = cfg
+        self.tokenizer = tokenizer
+        d = 0
+        if cfg.use_images:
+            self.image_encoder = ImageEncoder(cfg.conv_channels)
+            d += self.image_encoder.out_dim * len(cfg.cameras)
+        self.text_embed = nn.Embedding(len(tokenizer), cfg.text_dim, padding_idx=0)
+        d += cfg.text_dim
+        if cfg.use_state:
+            d += cfg.state_dim
+            self.register_buffer("state_mean", torch.zeros(cfg.state_dim))
+            self.register_buffer("state_std", torch.ones(cfg.state_dim))
+        self.fuse = nn.Sequential(nn.Linear(d, cfg.ctx_dim), nn.SiLU(), nn.Linear(cfg.ctx_dim, cfg.ctx_dim), nn.SiLU())
+        if cfg.head == "flow":
+            self.head: FlowMatchingActionHead | GaussianActionHead = FlowMatchingActionHead(
+                cfg.ctx_dim, cfg.action_dim, cfg.chunk_size, cfg.flow)
+        else:
+            self.head = GaussianActionHead(cfg.ctx_dim, cfg.action_dim, cfg.chunk_size, cfg.gaussian)
+        self._queue: deque[torch.Tensor] = deque()
+
+    # ---- features ------------------------------------------------------------------------------
+    def set_state_normalization(self, mean: torch.Tensor, std: torch.Tensor) -> None:
+        if self.cfg.use_state:
+            self.state_mean.copy_(mean.float())
+            self.state_std.copy_(std.float().clamp(min=1e-3))
+
+    def text_features(self, tasks: list[str]) -> torch.Tensor:
+        ids, mask = self.tokenizer(list(tasks), self.cfg.max_text_len)
+        ids, mask = ids.to(self.text_embed.weight.device), mask.to(self.text_embed.weight.device)
+        e = self.text_embed(ids) * mask[..., None]
+        return e.sum(1) / mask.sum(1, keepdim=True).clamp(min=1)
+
+    def context(self, batch: dict) -> torch.Tensor:
+        """Fused features ``ctx[B, ctx_dim]`` of a LeRobot-style batch."""
+        feats = []
+        if self.cfg.use_images:
+            for cam in self.cfg.cameras:
+                feats.append(self.image_encoder(_images(batch, IMAGE_PREFIX + cam, self.cfg.image_size)))
+        tasks = batch.get("task")
+        n = feats[0].shape[0] if feats else batch[STATE_KEY].shape[0]
+        if tasks is None or len(tasks) != n:
+            raise ValueError(f"batch['task'] must be a list of {n} instructions, got {tasks!r:.80}")
+        feats.append(self.text_features(tasks))
+        if self.cfg.use_state:
+            s = batch[STATE_KEY].float()
+            if s.shape[-1] != self.cfg.state_dim:
+                raise ValueError(f"observation.state has dim {s.shape[-1]}, policy expects state_dim={self.cfg.state_dim}")
+            feats.append((s - self.state_mean) / self.state_std)
+        return self.fuse(torch.cat(feats, dim=-1))
+
+    # ---- LeRobot interface ---------------------------------------------------------------------
+    def reset(self) -> None:
+        self._queue.clear()
+
+    @torch.no_grad()
+    def predict_action_chunk(self, batch: dict, stochastic: bool = False, generator: torch.Generator | None = None) -> torch.Tensor:
+        return self.head.sample(self.context(batch), stochastic=stochastic, generator=generator).actions
+
+    @torch.no_grad()
+    def select_action(self, batch: dict, stochastic: bool = False, generator: torch.Generator | None = None) -> torch.Tensor:
+        if not self._queue:
+            chunk = self.predict_action_chunk(batch, stochastic, generator)  # [B, K, A]
+            self._queue.extend(chunk[:, : self.cfg.n_action_steps].transpose(0, 1))
+        return self._queue.popleft()
+
+    def forward(self, batch: dict) -> tuple[torch.Tensor, dict]:
+        actions = batch["action"].float()
+        if actions.dim() != 3 or actions.shape[1:] != (self.cfg.chunk_size, self.cfg.action_dim):
+            raise ValueError(f"batch['action'] must be [B, {self.cfg.chunk_size}, {self.cfg.action_dim}], got {tuple(actions.shape)}")
+        pad = batch.get("action_is_pad")
+        loss = self.head.loss(self.context(batch), actions, None if pad is None else ~pad.bool())
+        return loss, {"loss": float(loss.detach())}
+
+    # ---- RL interface --------------------------------------------------------------------------
+    @torch.no_grad()
+    def sample_chunk(self, batch: dict, stochastic: bool = True, generator: torch.Generator | None = None) -> HeadSample:
+        return self.head.sample(self.context(batch), stochastic=stochastic, generator=generator)
+
+    def chunk_log_prob(self, batch: dict, record: dict[str, torch.Tensor]) -> HeadLogProb:
+        return self.head.log_prob(self.context(batch), record)
+
+    @property
+    def tokens_per_chunk(self) -> int:
+        return self.head.tokens_per_chunk
+
+    # ---- save / load ---------------------------------------------------------------------------
+    def save_pretrained(self, path: str | Path) -> Path:
+        from safetensors.torch import save_file
+
+        from grpo.config import config_to_dict
+
+        path = Path(path)
+        path.mkdir(parents=True, exist_ok=True)
+        save_file({k: v.contiguous() for k, v in self.state_dict().items()}, str(path / "model.safetensors"))
+        (path / "config.json").write_text(json.dumps({"policy": config_to_dict(self.cfg), "vocab": self.tokenizer.vocab}))
+        return path
+
+    @classmethod
+    def from_pretrained(cls, path: str | Path) -> "SmallVLA":
+        from safetensors.torch import load_file
+
+        from grpo.config import load_config
+
+        path = Path(path)
+        if not (path / "config.json").is_file():
+            raise FileNotFoundError(f"no SmallVLA at {path} (expected config.json + model.safetensors)")
+        meta = json.loads((path / "config.json").read_text())
+        cfg = policy_config_from_dict(meta["policy"])
+        model = cls(cfg, WordTokenizer(meta["vocab"]))
+        model.load_state_dict(load_file(str(path / "model.safetensors")))
+        return model
+
+
+def policy_config_from_dict(d: dict) -> PolicyConfig:
+    from grpo.config import _build  # typed construction, same checks as YAML configs
+
+    return _build(PolicyConfig, d, "policy", "saved policy config")

@@ -1,0 +1,208 @@
+"""Group rollouts of a chunking policy over ``sims`` environments, and held-out evaluation.
+
+A *group* is ``G`` episodes that share a task and an initial state (``reset(options={"init_seed": s})``);
+they differ only in the policy's sampling noise (and the env's own seed). All episodes of a call run in
+lockstep: at each decision point the observations of the still-running envs are batched, the policy draws
+one action chunk ``a[B, K, A]`` per env (with its log-prob record), and each env executes the first
+``n_action_steps`` actions (stopping early when the episode ends).
+
+Per decision point ``m`` the batch keeps what the update needs to recompute log-probs: the observation
+(camera images uint8, state, instruction), the head's record (denoising chain or sampled actions), the old
+log-probs ``[M, S]`` and stochastic-step mask ``[M, S]``, and ``episode_of[m]``. Per episode it keeps the
+frames of ``video_camera`` (for SRPO embeddings and rollout videos), success, length and the env's
+``progress``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Sequence
+
+import numpy as np
+import torch
+
+from .policy import IMAGE_PREFIX, STATE_KEY
+
+
+@dataclass
+class EpisodeSpec:
+    env_name: str  # e.g. "tabletop/reach"
+    init_seed: int  # fixes the initial state (shared by the group)
+    group_id: int
+    seed: int  # env seed (per episode)
+
+
+@dataclass
+class Episode:
+    spec: EpisodeSpec
+    instruction: str = ""
+    success: bool = False
+    failed: bool = False
+    length: int = 0
+    progress: float = 0.0
+    frames: list[np.ndarray] = field(default_factory=list)  # uint8 [H, W, 3] per env step (+ the initial frame)
+
+
+@dataclass
+class RolloutBatch:
+    episodes: list[Episode]
+    obs: dict[str, Any]  # LeRobot-style batch over decision points: images uint8 [M,H,W,3], state [M,D], task list
+    record: dict[str, torch.Tensor]  # head record, [M, ...]
+    old_logp: torch.Tensor  # [M, S]
+    step_mask: torch.Tensor  # [M, S] bool
+    episode_of: torch.Tensor  # [M] long
+    env_steps: int = 0
+    policy_calls: int = 0
+
+    @property
+    def success(self) -> torch.Tensor:
+        return torch.tensor([e.success for e in self.episodes], dtype=torch.bool)
+
+    @property
+    def group_ids(self) -> torch.Tensor:
+        return torch.tensor([e.spec.group_id for e in self.episodes], dtype=torch.long)
+
+    def select(self, idx: torch.Tensor) -> dict[str, Any]:
+        """The decision-point sub-batch ``idx`` as a policy batch (images converted lazily by the policy)."""
+        out = {k: (v[idx] if isinstance(v, torch.Tensor) else [v[i] for i in idx.tolist()]) for k, v in self.obs.items()}
+        return out
+
+
+def obs_to_batch(obs_list: Sequence[dict], cameras: Sequence[str], use_images: bool = True) -> dict[str, Any]:
+    """sims observation dicts -> LeRobot-style batch (images stay uint8 ``[B, H, W, 3]``)."""
+    batch: dict[str, Any] = {"task": [o["instruction"] for o in obs_list],
+                             STATE_KEY: torch.as_tensor(np.stack([o["state"] for o in obs_list]), dtype=torch.float32)}
+    if use_images:
+        for cam in cameras:
+            try:
+                batch[IMAGE_PREFIX + cam] = torch.as_tensor(np.stack([o["images"][cam] for o in obs_list]))
+            except KeyError:
+                have = sorted(obs_list[0].get("images", {}))
+                raise KeyError(f"camera {cam!r} not in the observation; the env renders {have}") from None
+    return batch
+
+
+class EnvPool:
+    """Keeps ``sims`` environments alive between rollouts (creating a MuJoCo env costs more than an episode)."""
+
+    def __init__(self, env_kwargs: dict | None = None, video_camera: str = "agentview"):
+        self.env_kwargs = dict(env_kwargs or {})
+        self.video_camera = video_camera
+        self._free: dict[str, list] = {}
+        self.created = 0
+
+    def get(self, name: str, n: int) -> list:
+        import sims
+
+        free = self._free.setdefault(name, [])
+        while len(free) < n:
+            free.append(sims.make(name, **self.env_kwargs))
+            self.created += 1
+        return free[:n]
+
+    def close(self) -> None:
+        for envs in self._free.values():
+            for e in envs:
+                e.close()
+        self._free.clear()
+
+
+@torch.no_grad()
+def run_episodes(policy, pool: EnvPool, specs: Sequence[EpisodeSpec], max_steps: int, stochastic: bool = True,
+                 generator: torch.Generator | None = None, record_frames: bool = True,
+                 stop_on_success: bool = True) -> RolloutBatch:
+    """Run ``specs`` in lockstep with chunked actions; see the module docstring."""
+    cfg = policy.cfg
+    by_name: dict[str, list[int]] = {}
+    for i, s in enumerate(specs):
+        by_name.setdefault(s.env_name, []).append(i)
+    envs: list[Any] = [None] * len(specs)
+    for name, idx in by_name.items():
+        for i, env in zip(idx, pool.get(name, len(idx))):
+            envs[i] = env
+    episodes = [Episode(spec=s) for s in specs]
+    obs: list[dict] = []
+    for ep, env in zip(episodes, envs):
+        o, _ = env.reset(seed=ep.spec.seed, options={"init_seed": ep.spec.init_seed})
+        ep.instruction = o["instruction"]
+        if record_frames:
+            ep.frames.append(np.asarray(o["images"][pool.video_camera]).copy())
+        obs.append(o)
+    active = list(range(len(specs)))
+    obs_rows: list[dict] = []
+    records: list[dict[str, torch.Tensor]] = []
+    logps, masks, owners = [], [], []
+    env_steps = calls = 0
+    while active:
+        batch = obs_to_batch([obs[i] for i in active], cfg.cameras, cfg.use_images)
+        sample = policy.sample_chunk(batch, stochastic=stochastic, generator=generator)
+        calls += 1
+        obs_rows.append(batch)
+        records.append(sample.record)
+        logps.append(sample.logp)
+        masks.append(sample.step_mask)
+        owners.append(torch.tensor(active))
+        chunk = sample.actions.clamp(-1.0, 1.0).cpu().numpy()
+        still = []
+        for row, i in enumerate(active):
+            ep, env, done = episodes[i], envs[i], False
+            for k in range(cfg.n_action_steps):
+                o, _, terminated, truncated, info = env.step(chunk[row, k])
+                env_steps += 1
+                ep.length += 1
+                obs[i] = o
+                if record_frames:
+                    ep.frames.append(np.asarray(o["images"][pool.video_camera]).copy())
+                ep.success = ep.success or bool(info.get("success", False))
+                ep.failed = bool(info.get("failed", False))
+                ep.progress = float(info.get("progress", 0.0))
+                if terminated or truncated or ep.length >= max_steps or (stop_on_success and ep.success):
+                    done = True
+                    break
+            if not done:
+                still.append(i)
+        active = still
+    obs_cat: dict[str, Any] = {}
+    for k in obs_rows[0]:
+        obs_cat[k] = (sum((r[k] for r in obs_rows), []) if isinstance(obs_rows[0][k], list)
+                      else torch.cat([r[k] for r in obs_rows]))
+    record = {k: torch.cat([r[k] for r in records]) for k in records[0]}
+    return RolloutBatch(episodes, obs_cat, record, torch.cat(logps), torch.cat(masks), torch.cat(owners),
+                        env_steps=env_steps, policy_calls=calls)
+
+
+@dataclass
+class EvalResult:
+    success_rate: float
+    mean_length: float
+    per_task: dict[str, float]
+    episodes: list[Episode]
+
+
+def evaluate(policy, pool: EnvPool, env_names: Sequence[str], init_seeds: Sequence[int], max_steps: int,
+             record_frames: bool = False, batch_size: int = 64) -> EvalResult:
+    """Deterministic policy (ODE / Gaussian mean) on held-out ``init_seeds`` of every task."""
+    specs = [EpisodeSpec(n, s, gid, s) for gid, (n, s) in enumerate((n, s) for n in env_names for s in init_seeds)]
+    eps: list[Episode] = []
+    for i in range(0, len(specs), batch_size):
+        eps += run_episodes(policy, pool, specs[i:i + batch_size], max_steps, stochastic=False,
+                            record_frames=record_frames).episodes
+    per_task = {n: float(np.mean([e.success for e in eps if e.spec.env_name == n])) for n in env_names}
+    return EvalResult(float(np.mean([e.success for e in eps])), float(np.mean([e.length for e in eps])), per_task, eps)
+
+
+def frames_to_video(frames: Sequence[np.ndarray]) -> torch.Tensor:
+    """uint8 ``[H, W, 3]`` frames -> float ``[T, 3, H, W]`` in [0, 1] (for MetricsLogger.log_video)."""
+    return torch.as_tensor(np.stack(frames)).permute(0, 3, 1, 2).float() / 255.0
+
+
+def tile_videos(videos: Sequence[Sequence[np.ndarray]], ncol: int = 4) -> torch.Tensor:
+    """Several episodes side by side in one ``[T, 3, H', W']`` video (shorter ones hold their last frame)."""
+    t = max(len(v) for v in videos)
+    padded = [list(v) + [v[-1]] * (t - len(v)) for v in videos]
+    rows = []
+    for r in range(0, len(padded), ncol):
+        row = padded[r:r + ncol]
+        row += [[np.zeros_like(row[0][0])] * t] * (ncol - len(row))
+        rows.append(np.stack([np.concatenate([v[i] for v in row], axis=1) for i in range(t)]))
+    return frames_to_video(list(np.concatenate(rows, axis=1)))

@@ -1,0 +1,131 @@
+"""Supervised warm-up (behaviour cloning) of a chunking policy on a few recorded demos.
+
+Each demo step ``t`` becomes one training example: the observation at ``t`` and the target chunk
+``a[t : t + K]`` (padded past the end with the last action, flagged in ``action_is_pad`` as LeRobot does).
+The loss is the policy's own ``forward`` (flow matching for the flow head, MSE for the Gaussian head).
+Images get a random-shift augmentation (pad by ``shift`` pixels and crop back, as DrQ / robomimic do),
+which matters with 1-5 demos per task.
+
+Demos are ``Demo`` records; :func:`demos_from_hdf5` reads the robomimic-style files written by ``sims``.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable, Sequence
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from .policy import IMAGE_PREFIX, STATE_KEY
+
+
+@dataclass
+class Demo:
+    instruction: str
+    state: np.ndarray  # [T, D] float32
+    actions: np.ndarray  # [T, A] float32
+    images: dict[str, np.ndarray] = field(default_factory=dict)  # camera -> uint8 [T, H, W, 3]
+    env_name: str = ""
+
+    def __post_init__(self) -> None:
+        t = len(self.actions)
+        if len(self.state) != t or any(len(v) != t for v in self.images.values()):
+            raise ValueError(f"demo arrays disagree in length: actions {t}, state {len(self.state)}, "
+                             f"images {[len(v) for v in self.images.values()]}")
+
+
+@dataclass
+class SFTConfig:
+    demos_per_task: int = 3
+    steps: int = 1500
+    batch_size: int = 64
+    lr: float = 1e-3
+    weight_decay: float = 1e-4
+    image_shift: int = 4  # random-shift augmentation in pixels (0: off)
+    demo_path: str | None = None  # an existing HDF5 file; None: record with the scripted experts
+    demo_seed_offset: int = 500_000  # demo initial states come from here on (disjoint from RL and eval seeds)
+    log_every: int = 100
+
+
+class DemoDataset:
+    """All ``(observation_t, chunk a[t:t+K])`` pairs of the demos, held as tensors."""
+
+    def __init__(self, demos: Sequence[Demo], chunk_size: int, cameras: Sequence[str], use_images: bool = True):
+        if not demos:
+            raise ValueError("no demos to train on")
+        self.cameras = list(cameras) if use_images else []
+        states, chunks, pads, tasks = [], [], [], []
+        imgs: dict[str, list] = {c: [] for c in self.cameras}
+        for d in demos:
+            t = len(d.actions)
+            idx = np.arange(t)[:, None] + np.arange(chunk_size)[None]  # [T, K]
+            pads.append(torch.as_tensor(idx >= t))
+            chunks.append(torch.as_tensor(d.actions[np.minimum(idx, t - 1)], dtype=torch.float32))
+            states.append(torch.as_tensor(d.state, dtype=torch.float32))
+            tasks += [d.instruction] * t
+            for c in self.cameras:
+                if c not in d.images:
+                    raise KeyError(f"demo has no camera {c!r}; it has {sorted(d.images)}")
+                imgs[c].append(torch.as_tensor(d.images[c]))
+        self.state = torch.cat(states)
+        self.action = torch.cat(chunks)
+        self.is_pad = torch.cat(pads)
+        self.tasks = tasks
+        self.images = {c: torch.cat(v) for c, v in imgs.items()}
+
+    def __len__(self) -> int:
+        return len(self.tasks)
+
+    def batch(self, idx: torch.Tensor, shift: int = 0, generator: torch.Generator | None = None) -> dict[str, Any]:
+        out: dict[str, Any] = {STATE_KEY: self.state[idx], "action": self.action[idx], "action_is_pad": self.is_pad[idx],
+                               "task": [self.tasks[i] for i in idx.tolist()]}
+        for c, im in self.images.items():
+            x = im[idx].permute(0, 3, 1, 2).float() / 255.0
+            out[IMAGE_PREFIX + c] = random_shift(x, shift, generator) if shift > 0 else x
+        return out
+
+
+def random_shift(x: torch.Tensor, shift: int, generator: torch.Generator | None = None) -> torch.Tensor:
+    """Pad ``[B, C, H, W]`` by ``shift`` (replicate) and crop a random ``H x W`` window per image."""
+    b, _, h, w = x.shape
+    padded = F.pad(x, (shift,) * 4, mode="replicate")
+    ox = torch.randint(0, 2 * shift + 1, (b,), generator=generator)
+    oy = torch.randint(0, 2 * shift + 1, (b,), generator=generator)
+    rows = (oy[:, None] + torch.arange(h)[None])  # [B, H]
+    cols = (ox[:, None] + torch.arange(w)[None])  # [B, W]
+    bi = torch.arange(b)[:, None, None]
+    return padded.permute(0, 2, 3, 1)[bi, rows[:, :, None], cols[:, None, :]].permute(0, 3, 1, 2)
+
+
+def state_stats(demos: Sequence[Demo]) -> tuple[torch.Tensor, torch.Tensor]:
+    s = torch.as_tensor(np.concatenate([d.state for d in demos]), dtype=torch.float32)
+    return s.mean(0), s.std(0, unbiased=False).clamp(min=1e-2)
+
+
+def train_sft(policy, demos: Sequence[Demo], cfg: SFTConfig, seed: int = 0,
+              progress: Callable[[int, float], None] | None = None) -> list[float]:
+    """Behaviour cloning for ``cfg.steps`` steps (AdamW, cosine decay); returns the loss curve."""
+    ds = DemoDataset(demos, policy.cfg.chunk_size, policy.cfg.cameras, policy.cfg.use_images)
+    policy.set_state_normalization(*state_stats(demos))
+    gen = torch.Generator().manual_seed(seed)
+    opt = torch.optim.AdamW(policy.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
+    sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: 0.5 * (1 + math.cos(math.pi * min(s, cfg.steps) / cfg.steps)))
+    policy.train()
+    losses = []
+    for step in range(cfg.steps):
+        idx = torch.randint(len(ds), (min(cfg.batch_size, len(ds)),), generator=gen)
+        loss, _ = policy.forward(ds.batch(idx, cfg.image_shift, gen))
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(policy.parameters(), 1.0)
+        opt.step()
+        sched.step()
+        losses.append(float(loss.detach()))
+        if progress is not None:
+            progress(step, losses[-1])
+    policy.eval()
+    return losses

@@ -1,0 +1,235 @@
+"""SRPO: self-referential progress rewards for VLA rollouts, plus the plain binary success reward.
+
+SRPO (Fei et al. 2025, "SRPO: Self-Referential Policy Optimization for Vision-Language-Action Models")
+rewards a *failed* trajectory by how close it came, in a latent space, to the policy's own *successful*
+trajectories of the same task in the current batch -- no demonstrations or hand-made progress signals::
+
+    z_i   = E(tau_i)                                   trajectory embedding, [N, D]
+    z~_i  = (z_i - mean_task) / std_task               standardized within the task (sklearn StandardScaler)
+    C_k   = centroids of DBSCAN clusters of {z~_j : j success}   (noise points are singleton clusters)
+    d_i   = min_k || z~_i - C_k ||                     distance to the nearest success cluster
+    r_i   = 1                                           if success
+    r_i   = progress_max * (1 - d_i / max_{j fail in task} d_j)   otherwise, in [0, progress_max] < 1
+
+so the farthest failure of a task gets 0 and failures are ordered by latent distance. A task with no
+success in the batch has no reference: its failures fall back to the binary reward 0 (documented choice;
+SRPO's world-model variant would use a demonstration set instead). ``dbscan_eps`` is in units of
+``sqrt(D)`` (the expected distance scale of standardized D-dim vectors).
+
+Encoders (``E``), all ``encode_frames(video[B, T, 3, H, W] in [0, 1]) -> [B, T', F]``, then pooled over time
+(``pooling``: ``mean``, ``last``, ``mean_last`` = concat of both, ``concat`` = the ``num_frames`` frames in order):
+
+* ``random_conv`` -- a small frozen conv net with fixed random weights (seeded); cheap and offline;
+* ``policy`` -- the policy's own image encoder (current weights, no grad), mean-pooled conv features + keypoints;
+* ``small`` / ``dinov2`` / ``vjepa2`` -- :mod:`world_models.encoders` (the TCN-trained built-in, or DINOv2 / V-JEPA 2
+  via transformers from a local directory; SRPO's paper uses V-JEPA 2).
+
+Components returned for GDPO (``grpo.advantages.decoupled_advantages``): ``success`` (0/1) and ``progress``
+(1 for successes, the progress value for failures).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Callable, Literal, Sequence
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from rewards.base import RewardOutput
+
+Pooling = Literal["mean", "last", "mean_last", "concat"]
+
+
+@dataclass
+class SRPOConfig:
+    encoder: Literal["random_conv", "policy", "small", "dinov2", "vjepa2"] = "random_conv"
+    encoder_path: str | None = None  # local weights for small/dinov2/vjepa2
+    num_frames: int = 8  # frames sampled uniformly from each trajectory (the last one always included)
+    frame_size: int = 64
+    pooling: Pooling = "mean_last"
+    dbscan_eps: float = 0.5  # in units of sqrt(D)
+    min_samples: int = 2
+    progress_max: float = 0.6  # failures get rewards in [0, progress_max]
+
+    def __post_init__(self) -> None:
+        if not 0.0 <= self.progress_max < 1.0:
+            raise ValueError(f"srpo.progress_max must be in [0, 1) so that failures stay below successes, got {self.progress_max}")
+        if self.num_frames < 1:
+            raise ValueError(f"srpo.num_frames must be >= 1, got {self.num_frames}")
+        if self.dbscan_eps <= 0 or self.min_samples < 1:
+            raise ValueError(f"need srpo.dbscan_eps > 0 and min_samples >= 1, got {self.dbscan_eps}, {self.min_samples}")
+        if self.pooling not in ("mean", "last", "mean_last", "concat"):
+            raise ValueError(f"srpo.pooling={self.pooling!r}; expected mean, last, mean_last or concat")
+
+
+# ---- encoders ------------------------------------------------------------------------------------
+class RandomConvEncoder(nn.Module):
+    """Frozen conv net with seeded random weights: ``[B, T, 3, H, W] -> [B, T, F]`` (pooled + keypoint features).
+
+    Random conv features preserve a lot of spatial layout (a random projection of the image), enough to tell
+    "the object ended near the goal" from "far from it" in the built-in tabletop scenes."""
+
+    def __init__(self, channels: Sequence[int] = (16, 32), seed: int = 0):
+        super().__init__()
+        gen = torch.Generator().manual_seed(seed)
+        layers, c_in = [], 3
+        for c in channels:
+            conv = nn.Conv2d(c_in, c, 5, stride=2, padding=2)
+            with torch.no_grad():
+                conv.weight.copy_(torch.randn(conv.weight.shape, generator=gen) / math.sqrt(c_in * 25))
+                conv.bias.zero_()
+            layers += [conv, nn.ReLU()]
+            c_in = c
+        self.conv = nn.Sequential(*layers).requires_grad_(False).eval()
+        self.dim = 3 * c_in
+
+    @torch.no_grad()
+    def encode_frames(self, video: torch.Tensor) -> torch.Tensor:
+        b, t = video.shape[:2]
+        f = self.conv(video.flatten(0, 1).float() * 2 - 1)
+        att = F.softmax(f.flatten(2) * 4.0, dim=-1)
+        h, w = f.shape[-2:]
+        ys = torch.linspace(-1, 1, h).repeat_interleave(w)
+        xs = torch.linspace(-1, 1, w).repeat(h)
+        feats = torch.cat([f.mean(dim=(2, 3)), (att * xs).sum(-1), (att * ys).sum(-1)], dim=-1)
+        return feats.reshape(b, t, -1)
+
+
+class PolicyImageEncoder:
+    """The policy's own image encoder (``policy.image_encoder``), evaluated without gradient."""
+
+    def __init__(self, policy: nn.Module):
+        if not hasattr(policy, "image_encoder"):
+            raise ValueError("srpo.encoder='policy' needs a policy with an image encoder (policy.use_images=true)")
+        self.policy = policy
+
+    @torch.no_grad()
+    def encode_frames(self, video: torch.Tensor) -> torch.Tensor:
+        b, t = video.shape[:2]
+        return self.policy.image_encoder(video.flatten(0, 1).float()).reshape(b, t, -1)
+
+
+def build_trajectory_encoder(cfg: SRPOConfig, policy: nn.Module | None = None):
+    """The encoder named by ``cfg.encoder`` (see module docstring)."""
+    if cfg.encoder == "random_conv":
+        return RandomConvEncoder()
+    if cfg.encoder == "policy":
+        if policy is None:
+            raise ValueError("srpo.encoder='policy' needs the policy")
+        return PolicyImageEncoder(policy)
+    from world_models.encoders import build_encoder
+
+    return build_encoder(cfg.encoder, cfg.encoder_path)
+
+
+def sample_frames(frames: torch.Tensor, num: int) -> torch.Tensor:
+    """``[T, ...] -> [num, ...]`` uniformly spaced indices from 0 to T-1 (last frame included)."""
+    t = frames.shape[0]
+    idx = torch.linspace(0, t - 1, num).round().long()
+    return frames[idx]
+
+
+def trajectory_embeddings(encoder, videos: Sequence[torch.Tensor], cfg: SRPOConfig) -> torch.Tensor:
+    """Embed episodes of different lengths: ``videos[i]`` is uint8 ``[T_i, H, W, 3]`` or float ``[T_i, 3, H, W]``.
+
+    Returns ``[N, D]`` float32."""
+    clips = []
+    for v in videos:
+        v = torch.as_tensor(v)
+        if v.dim() != 4:
+            raise ValueError(f"each video must be [T, H, W, 3] or [T, 3, H, W], got {tuple(v.shape)}")
+        if v.shape[-1] == 3 and v.shape[1] != 3:
+            v = v.permute(0, 3, 1, 2)
+        v = v.float() / 255.0 if v.dtype == torch.uint8 else v.float()
+        v = sample_frames(v, cfg.num_frames)
+        if v.shape[-1] != cfg.frame_size:
+            v = F.interpolate(v, size=(cfg.frame_size, cfg.frame_size), mode="bilinear", align_corners=False, antialias=True)
+        clips.append(v)
+    video = torch.stack(clips)  # [N, F, 3, S, S]
+    with torch.no_grad():
+        per_frame = encoder.encode_frames(video).float()  # [N, T', D]
+    if cfg.pooling == "mean":
+        return per_frame.mean(1)
+    if cfg.pooling == "last":
+        return per_frame[:, -1]
+    if cfg.pooling == "mean_last":
+        return torch.cat([per_frame.mean(1), per_frame[:, -1]], dim=-1)
+    return per_frame.flatten(1)
+
+
+# ---- the reward ----------------------------------------------------------------------------------
+@dataclass
+class SRPOResult:
+    total: torch.Tensor  # [N] rewards
+    progress: torch.Tensor  # [N] 1 for successes, progress value (before progress_max scaling) for failures
+    distance: torch.Tensor  # [N] standardized latent distance to the nearest success cluster (0 for successes, nan w/o ref)
+    num_clusters: dict[str, int]  # task -> number of success clusters (0: binary fallback)
+
+
+def srpo_progress(embeddings: torch.Tensor, tasks: Sequence[str], success: torch.Tensor, cfg: SRPOConfig) -> SRPOResult:
+    """The SRPO rule of the module docstring on precomputed embeddings ``[N, D]``; ``success`` ``[N]`` bool."""
+    from sklearn.cluster import DBSCAN
+    from sklearn.preprocessing import StandardScaler
+
+    z_all = embeddings.detach().double().cpu().numpy()
+    succ = success.bool().cpu().numpy()
+    n = z_all.shape[0]
+    if len(tasks) != n or succ.shape != (n,):
+        raise ValueError(f"{n} embeddings but {len(tasks)} tasks and success of shape {tuple(success.shape)}")
+    if not np.isfinite(z_all).all():
+        raise ValueError("non-finite trajectory embeddings; check the SRPO encoder")
+    total = succ.astype(np.float64).copy()
+    progress = succ.astype(np.float64).copy()
+    dist = np.where(succ, 0.0, np.nan)
+    clusters: dict[str, int] = {}
+    for task in dict.fromkeys(tasks):
+        idx = np.array([i for i, t in enumerate(tasks) if t == task])
+        s_idx, f_idx = idx[succ[idx]], idx[~succ[idx]]
+        if len(s_idx) == 0 or len(f_idx) == 0:
+            clusters[task] = 0 if len(s_idx) == 0 else 1
+            continue  # no reference (failures keep 0) or nothing to grade
+        z = StandardScaler().fit_transform(z_all[idx])
+        pos = {int(i): k for k, i in enumerate(idx)}
+        zs = z[[pos[int(i)] for i in s_idx]]
+        zf = z[[pos[int(i)] for i in f_idx]]
+        eps = cfg.dbscan_eps * math.sqrt(z.shape[1])
+        labels = DBSCAN(eps=eps, min_samples=cfg.min_samples).fit(zs).labels_
+        centroids = [zs[labels == k].mean(0) for k in sorted(set(labels) - {-1})]
+        centroids += [zs[j] for j in np.nonzero(labels == -1)[0]]  # DBSCAN noise: each success is its own reference
+        clusters[task] = len(centroids)
+        d = np.min(np.linalg.norm(zf[:, None, :] - np.stack(centroids)[None], axis=-1), axis=1)
+        p = 1.0 - d / d.max() if d.max() > 0 else np.ones_like(d)
+        dist[f_idx] = d
+        progress[f_idx] = np.clip(p, 0.0, 1.0)
+        total[f_idx] = cfg.progress_max * np.clip(p, 0.0, 1.0)
+    f32 = lambda a: torch.as_tensor(a, dtype=torch.float32)  # noqa: E731
+    return SRPOResult(f32(total), f32(progress), f32(dist), clusters)
+
+
+class SRPOReward:
+    """``reward(videos, tasks, success) -> RewardOutput`` with components ``success`` and ``progress``."""
+
+    def __init__(self, cfg: SRPOConfig, encoder=None, policy: nn.Module | None = None):
+        self.cfg = cfg
+        self.encoder = encoder if encoder is not None else build_trajectory_encoder(cfg, policy)
+        self.last: SRPOResult | None = None
+
+    def __call__(self, videos: Sequence[torch.Tensor], tasks: Sequence[str], success: torch.Tensor) -> RewardOutput:
+        emb = trajectory_embeddings(self.encoder, videos, self.cfg)
+        res = srpo_progress(emb, tasks, success, self.cfg)
+        self.last = res
+        succ = success.float().cpu()
+        return RewardOutput(total=res.total, components={"success": succ, "progress": torch.where(succ > 0, succ, res.progress)})
+
+
+def binary_reward(videos: Sequence[torch.Tensor], tasks: Sequence[str], success: torch.Tensor) -> RewardOutput:
+    """The plain sparse reward: 1 on success, 0 otherwise."""
+    s = success.float().cpu()
+    return RewardOutput(total=s, components={"success": s})
+
+
+RewardFn = Callable[[Sequence[torch.Tensor], Sequence[str], torch.Tensor], RewardOutput]
