@@ -310,6 +310,21 @@ ADAPTERS = {"sd3": SD3Adapter, "flux": FluxAdapter, "wan": WanAdapter}
 PIPELINES = {"sd3": "StableDiffusion3Pipeline", "flux": "FluxPipeline", "wan": "WanPipeline"}
 
 
+ASSETS = Path(__file__).resolve().parent / "assets"
+
+
+def resolve_model_path(path: str) -> Path:
+    """``"builtin:<name>"`` names weights shipped in ``diffusion_rl/assets/<name>``; anything else is a path."""
+    if path.startswith("builtin:"):
+        name = path.split(":", 1)[1]
+        p = ASSETS / name
+        if not p.is_dir():
+            shipped = sorted(d.name for d in ASSETS.iterdir()) if ASSETS.is_dir() else []
+            raise FileNotFoundError(f"model.path={path!r}: no built-in weights named {name!r}; shipped: {shipped}")
+        return p
+    return Path(path).expanduser()
+
+
 def load_pipeline(cfg: ModelConfig):
     """The diffusers pipeline for ``cfg``: tiny in code (``path=None``), a local directory, or a hub id."""
     import diffusers
@@ -321,18 +336,26 @@ def load_pipeline(cfg: ModelConfig):
 
         return TINY_BUILDERS[cfg.kind](words=cfg.tiny_words, max_length=cfg.max_sequence_length, **cfg.tiny)
     cls = getattr(diffusers, PIPELINES[cfg.kind])
-    p = Path(cfg.path).expanduser()
+    p = resolve_model_path(cfg.path)
     if cfg.pretrain == "shapes":
         from .pretrain_shapes import ensure_pretrained
 
         ensure_pretrained(p)
-    looks_local = p.is_absolute() or cfg.path.startswith((".", "~")) or p.exists() or cfg.path.count("/") != 1
+    looks_local = p.is_absolute() or cfg.path.startswith((".", "~", "builtin:")) or p.exists() or cfg.path.count("/") != 1
     if looks_local and not (p / "model_index.json").is_file():
         raise FileNotFoundError(f"model.path={cfg.path!r}: no diffusers pipeline there (expected a directory with "
                                 f"model_index.json, as written by {PIPELINES[cfg.kind]}.save_pretrained, or a hub id)")
+    missing: dict[str, None] = {}
+    if looks_local:  # components saved as None (a pixel-space model has no VAE) must be passed as None again
+        import inspect
+        import json
+
+        saved = json.loads((p / "model_index.json").read_text())
+        missing = {k: None for k in inspect.signature(cls.__init__).parameters
+                   if k != "self" and (k not in saved or saved[k] == [None, None])}
     try:
         return cls.from_pretrained(str(p) if looks_local else cfg.path, torch_dtype=DTYPES[cfg.dtype] if cfg.dtype != "fp32" else None,
-                                   local_files_only=os.environ.get("HF_HUB_OFFLINE", "0") == "1")
+                                   local_files_only=os.environ.get("HF_HUB_OFFLINE", "0") == "1", **missing)
     except (OSError, ValueError, EnvironmentError) as e:
         raise FileNotFoundError(f"could not load {PIPELINES[cfg.kind]} weights from {cfg.path!r}: {e}") from e
 

@@ -80,6 +80,10 @@ def _train(args) -> int:
     if main_rank and res["stopped"] is None:
         print(f"eval reward (ODE samples, {len(tr.prompts.eval_prompts)} prompts): before {res['eval_before']:.3f} -> "
               f"after {res['eval_after']:.3f} in {res['seconds']:.0f}s")
+        cb, ca = res.get("eval_components_before", {}), res.get("eval_components_after", {})
+        for k in ca:
+            if k in cb:
+                print(f"  {k.removeprefix('eval/')}: {cb[k]:.3f} -> {ca[k]:.3f}")
     return 0
 
 

@@ -201,6 +201,8 @@ class DiffusionGRPOTrainer:
         self.logger = MetricsLogger(self.out, enabled=log and self.dist.is_main, config=config_to_dict(cfg))
         self.iteration = 0
         self.eval_before: float | None = None
+        self.last_eval_components: dict[str, float] = {}
+        self.eval_before_components: dict[str, float] = {}
         self.last_advantages: torch.Tensor | None = None  # global advantages per row id of the last iteration
         self.last_rewards: torch.Tensor | None = None  # global rewards (flat: samples, tree: leaves)
 
@@ -452,6 +454,10 @@ class DiffusionGRPOTrainer:
             self.adapter.load_trainable_state_dict(backup)
         if tag and self.cfg.train.log_images and images.dim() == 4:
             self.logger.log_images(step, tag, images[:16], nrow=8)
+        comps = {f"eval/{k}": float(v.float().mean()) for k, v in (getattr(out, "components", None) or {}).items()}
+        if comps:
+            self.logger.log(step, comps)
+            self.last_eval_components = comps
         return float(out.total.float().mean())
 
     # ---- checkpoints --------------------------------------------------------------------------
@@ -543,6 +549,7 @@ class DiffusionGRPOTrainer:
         t0 = time.time()
         if self.eval_before is None and main:
             self.eval_before = self.evaluate("samples/before", 0)
+            self.eval_before_components = dict(self.last_eval_components)
             self.logger.log(0, {"eval/reward": self.eval_before})
         barrier()
         bar = tqdm(range(self.iteration, cfg.train.iterations), initial=self.iteration, total=cfg.train.iterations,
@@ -573,4 +580,5 @@ class DiffusionGRPOTrainer:
         barrier()
         self.logger.close()
         before = self.eval_before if self.eval_before is not None else float("nan")
-        return {"eval_before": before, "eval_after": after, "seconds": time.time() - t0, "last": last, "stopped": stopped}
+        return {"eval_before": before, "eval_after": after, "seconds": time.time() - t0, "last": last, "stopped": stopped,
+                "eval_components_before": self.eval_before_components, "eval_components_after": self.last_eval_components}
