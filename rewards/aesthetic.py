@@ -22,7 +22,7 @@ import torch
 from torch import nn
 
 from .base import ImageReward, RewardOutput, resolve_dtype
-from .clip_backbone import clip_preprocess, read_mean_std, require_path
+from .clip_backbone import clip_preprocess, dtype_kwarg, read_mean_std, require_path
 
 MLP_LAYERS = (0, 2, 4, 6, 7)  # Linear indices in the released nn.Sequential
 
@@ -75,8 +75,14 @@ class AestheticReward(ImageReward):
                           "openai/clip-vit-large-patch14)", "clip")
         mp = require_path(mlp, self.name, "the LAION aesthetic MLP weights (sac+logos+ava1-l14-linearMSE.pth)", "mlp")
         dt = resolve_dtype(dtype)
-        try:
-            self.vision = CLIPVisionModelWithProjection.from_pretrained(str(cp), local_files_only=True, torch_dtype=dt)
+        try:  # the vision tower of a full CLIP directory; its projection size is the CLIP's projection_dim
+            from transformers import AutoConfig
+
+            cfg = AutoConfig.from_pretrained(str(cp), local_files_only=True)
+            vcfg = getattr(cfg, "vision_config", cfg)
+            vcfg.projection_dim = getattr(cfg, "projection_dim", vcfg.projection_dim)
+            self.vision = CLIPVisionModelWithProjection.from_pretrained(str(cp), config=vcfg, local_files_only=True,
+                                                                        **dtype_kwarg(dt))
         except (OSError, ValueError) as e:
             raise ValueError(f"reward {self.name!r}: cannot load a CLIP vision model from {str(cp)!r}: {e}") from e
         self.vision = self.vision.to(device).eval().requires_grad_(False)

@@ -66,6 +66,14 @@ def read_mean_std(*dirs: Path | None) -> tuple[tuple[float, ...], tuple[float, .
     return CLIP_MEAN, CLIP_STD
 
 
+def dtype_kwarg(dtype: torch.dtype) -> dict[str, torch.dtype]:
+    """``from_pretrained``'s dtype argument: ``dtype=`` since transformers 4.56, ``torch_dtype=`` before."""
+    import transformers
+
+    major, minor = (int(x) for x in transformers.__version__.split(".")[:2])
+    return {"dtype": dtype} if (major, minor) >= (4, 56) else {"torch_dtype": dtype}
+
+
 def load_tokenizer(path: Path, reward: str):
     from transformers import AutoTokenizer
 
@@ -97,7 +105,7 @@ class ClipEmbedder(torch.nn.Module):
         tp = require_path(tokenizer_path, reward, "a local CLIP tokenizer directory", "processor") \
             if tokenizer_path is not None else mp
         try:
-            model = CLIPModel.from_pretrained(str(mp), local_files_only=True, torch_dtype=dtype)
+            model = CLIPModel.from_pretrained(str(mp), local_files_only=True, **dtype_kwarg(dtype))
         except (OSError, ValueError) as e:
             raise ValueError(f"reward {reward!r}: cannot load a CLIPModel from {str(mp)!r}: {e}") from e
         mean, std = read_mean_std(tp, mp)

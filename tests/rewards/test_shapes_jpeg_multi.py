@@ -18,18 +18,41 @@ def test_parse_and_sample():
             parse_prompt(bad)
 
 
-def test_verifier_scores_own_renders_high_and_wrong_images_low():
-    prompts = sample_prompts(120, random.Random(1))
-    imgs = render(prompts, 32, seed=2)
-    assert imgs.shape == (120, 3, 32, 32) and 0 <= float(imgs.min()) and float(imgs.max()) <= 1
+@pytest.mark.parametrize("size", [32, 64])
+def test_verifier_scores_own_renders_high_and_wrong_images_low(size):
+    prompts = sample_prompts(120, random.Random(size))
+    imgs = render(prompts, size, seed=2)
+    assert imgs.shape == (120, 3, size, size) and 0 <= float(imgs.min()) and float(imgs.max()) <= 1
     r = build_reward("shapes_verifier")
     out = r(RewardBatch(images=imgs, prompts=prompts))
-    assert float(out.total.mean()) > 0.97 and float(out.details["accuracy"].mean()) > 0.9
+    assert float(out.details["accuracy"].mean()) >= 0.99 and float(out.total.mean()) >= 0.995
+    noisy = (imgs + 0.05 * torch.randn(imgs.shape, generator=torch.Generator().manual_seed(0))).clamp(0, 1)
+    assert float(r(RewardBatch(images=noisy, prompts=prompts)).details["accuracy"].mean()) >= 0.95
     assert float(out.components["color"].mean()) == 1.0
     # the same images against other prompts, and noise, score low
     other = sample_prompts(120, random.Random(99))
     assert float(r(RewardBatch(images=imgs, prompts=other)).total.mean()) < 0.4
     assert float(r(RewardBatch(images=torch.rand(8, 3, 32, 32), prompts=prompts[:8])).total.max()) < 0.5
+
+
+def test_perturbed_renders_fail_the_right_component():
+    r = build_reward("shapes_verifier")
+    prompts = sample_prompts(200, random.Random(3), p_relation=1.0)
+    imgs = render(prompts, 32, seed=4)
+    for axis, rels in ((-1, ("left of", "right of")), (-2, ("above", "below"))):
+        idx = [i for i, p in enumerate(prompts) if any(f" {x} " in p for x in rels)]
+        out = r(RewardBatch(images=imgs[idx].flip(axis), prompts=[prompts[i] for i in idx]))
+        assert float(out.components["relation"].max()) == 0.0 and float(out.components["color"].min()) == 1.0
+    recolored = r(RewardBatch(images=imgs[:, [2, 0, 1]], prompts=prompts))  # RGB -> BRG: other colors
+    assert float(recolored.components["color"].mean()) < 0.15 and float(recolored.total.mean()) < 0.1
+    # shape confusion matrix on single objects: only the true shape scores
+    for true in ("circle", "square", "triangle"):
+        p = [f"a {c} {true}" for c in ("red", "green", "blue", "yellow", "purple", "orange")] * 4
+        im = render(p, 32, seed=5)
+        for asked in ("circle", "square", "triangle"):
+            q = [x.replace(true, asked) for x in p]
+            shape = r(RewardBatch(images=im, prompts=q)).components["shape"]
+            assert float(shape.mean()) == (1.0 if asked == true else 0.0), (true, asked)
 
 
 def test_relation_and_shape_detection_are_specific():
@@ -44,6 +67,17 @@ def test_relation_and_shape_detection_are_specific():
     yy, xx = torch.meshgrid(torch.arange(40), torch.arange(40), indexing="ij")
     assert classify_shape(((yy - 20) ** 2 + (xx - 20) ** 2 <= 144).numpy()) == "circle"
     assert classify_shape(((yy - 20).abs().maximum((xx - 20).abs()) <= 10).numpy()) == "square"
+
+
+def test_jpeg_size_strictly_increases_with_noise():
+    base = render(["a red circle left of a blue square"] * 2, 64, seed=0)
+    g = torch.Generator().manual_seed(0)
+    r = build_reward("jpeg_compressibility")
+    totals = [float(r(RewardBatch(images=(base + s * torch.randn(base.shape, generator=g)).clamp(0, 1),
+                                  prompts=[""] * 2)).total.mean()) for s in (0.0, 0.02, 0.05, 0.1, 0.2, 0.4)]
+    assert all(a > b for a, b in zip(totals, totals[1:])), totals  # more noise, bigger file, lower reward
+    with pytest.raises(ValueError, match="JPEG quality must be in"):
+        build_reward("jpeg_compressibility", quality=0)
 
 
 def test_jpeg_rewards_monotone_in_noise():
