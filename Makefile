@@ -35,7 +35,7 @@ $(VENV)/.installed: $(VENV)/.torch pyproject.toml
 install: $(VENV)/.installed sysdeps
 
 demo: install
-	$(BIN)/python -m grpo.demo configs/grpo/toy_flow.yaml
+	$(BIN)/diffusion-rl train configs/diffusion/shapes_branch.yaml
 
 test: install
 	$(BIN)/python -m pytest -q

@@ -454,7 +454,8 @@ class DiffusionGRPOTrainer:
             self.adapter.load_trainable_state_dict(backup)
         if tag and self.cfg.train.log_images and images.dim() == 4:
             self.logger.log_images(step, tag, images[:16], nrow=8)
-        comps = {f"eval/{k}": float(v.float().mean()) for k, v in (getattr(out, "components", None) or {}).items()}
+        named = {**(getattr(out, "components", None) or {}), **(getattr(out, "details", None) or {})}
+        comps = {f"eval/{k}": float(v.float().mean()) for k, v in named.items()}
         if comps:
             self.logger.log(step, comps)
             self.last_eval_components = comps
