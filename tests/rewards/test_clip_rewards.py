@@ -199,3 +199,18 @@ def test_aesthetic_reward_matches_manual_mlp(clip_dir, images, tmp_path):
     torch.save({"layers.0.weight": torch.zeros(4, 16)}, tmp_path / "bad.pth")
     with pytest.raises(ValueError, match="not a LAION aesthetic-predictor MLP"):
         build_reward("aesthetic", clip=str(clip_dir), mlp=str(tmp_path / "bad.pth"))
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_scorers_on_cuda_match_cpu(clip_dir, images, tmp_path):
+    """Images on the GPU stay there through preprocessing; fp32 scores match the CPU's, bf16 ones closely."""
+    torch.save(_mlp_state_dict(16), tmp_path / "mlp.pth")
+    x = images.cuda()
+    for name, kw in (("pickscore", {"model": str(clip_dir)}), ("clip_score", {"model": str(clip_dir)}),
+                     ("aesthetic", {"clip": str(clip_dir), "mlp": str(tmp_path / "mlp.pth")})):
+        cpu = build_reward(name, **kw)(RewardBatch(images=images, prompts=PROMPTS))
+        gpu = build_reward(name, device="cuda", **kw)(RewardBatch(images=x, prompts=PROMPTS))
+        assert gpu.total.device.type == "cuda" and gpu.total.dtype == torch.float32
+        torch.testing.assert_close(gpu.total.cpu(), cpu.total, rtol=1e-3, atol=1e-3)
+        bf = build_reward(name, device="cuda", dtype="bfloat16", **kw)(RewardBatch(images=x, prompts=PROMPTS))
+        assert (bf.total.cpu() - cpu.total).abs().max() < 0.1 * max(1.0, float(cpu.total.abs().max()))
