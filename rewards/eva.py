@@ -107,8 +107,8 @@ def calibrate_p0(penalties: torch.Tensor) -> float:
 
 
 class EVAReward:
-    """Reward protocol wrapper: ``batch.videos[B, T, C, H, W]`` -> total ``[B]`` with components
-    ``penalty`` and ``per_frame_reward`` (mean of the per-frame power law) ."""
+    """Reward protocol wrapper: ``batch.videos[B, T, C, H, W]`` (or 5-D ``batch.images``) -> total ``[B]``;
+    the penalty (lower is better) and the mean per-frame reward are logged as ``details``."""
 
     def __init__(self, idm: torch.nn.Module, cfg: EVAConfig | None = None):
         self.idm = idm.eval()
@@ -127,13 +127,13 @@ class EVAReward:
         }
 
     def __call__(self, batch):
+        from .base import RewardOutput
+
         videos = getattr(batch, "videos", None)
+        if videos is None and getattr(batch, "images", None) is not None and batch.images.dim() == 5:
+            videos = batch.images
         if videos is None:
             raise ValueError("EVA reward needs videos [B, T, C, H, W] in the batch, got none")
         out = self.score_videos(videos)
-        try:
-            from .base import RewardOutput
-        except ImportError:  # pragma: no cover - base lands with the image rewards
-            return out
-        return RewardOutput(total=out["total"], components={"eva": out["total"], "eva_penalty": out["penalty"],
-                                                           "eva_frame_mean": out["per_frame"].mean(dim=1)})
+        return RewardOutput(total=out["total"], components={"eva": out["total"]},
+                            details={"eva_penalty": out["penalty"], "eva_frame_mean": out["per_frame"].mean(dim=1)})

@@ -95,7 +95,9 @@ class EVAVideoReward:
         pen, _ = executability_penalty(self.idm.decode_video(clip), self.cfg)
         total = eva_reward_from_penalty(pen, self.cfg.p0, self.cfg.gamma)
         mse = ((future - self.table.future[idx]) ** 2).mean(dim=(1, 2, 3, 4))
-        return types.SimpleNamespace(total=total, components={"eva": total, "eva_penalty": pen, "frame_mse": mse})
+        from rewards.base import RewardOutput
+
+        return RewardOutput(total=total, components={"eva": total}, details={"eva_penalty": pen, "frame_mse": mse})
 
 
 def align_world_model(wm: VideoWorldModel, idm: InverseDynamicsModel, table: ConditionTable, eva: EVAConfig,
