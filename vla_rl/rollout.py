@@ -82,6 +82,26 @@ def obs_to_batch(obs_list: Sequence[dict], cameras: Sequence[str], use_images: b
     return batch
 
 
+_warned: set[str] = set()
+
+
+def make_env(name: str, env_kwargs: dict | None = None):
+    """``sims.make(name, **env_kwargs)``; while ``sims`` has no ``make``, the fallback reach task of
+    :mod:`vla_rl.fallback_tabletop` (with a one-time warning)."""
+    import sims
+
+    if hasattr(sims, "make"):
+        return sims.make(name, **dict(env_kwargs or {}))
+    from . import fallback_tabletop
+
+    if name not in _warned:
+        import warnings
+
+        warnings.warn(f"sims.make is not available; using vla_rl.fallback_tabletop for {name!r}", stacklevel=2)
+        _warned.add(name)
+    return fallback_tabletop.make(name, **dict(env_kwargs or {}))
+
+
 class EnvPool:
     """Keeps ``sims`` environments alive between rollouts (creating a MuJoCo env costs more than an episode)."""
 
@@ -92,11 +112,9 @@ class EnvPool:
         self.created = 0
 
     def get(self, name: str, n: int) -> list:
-        import sims
-
         free = self._free.setdefault(name, [])
         while len(free) < n:
-            free.append(sims.make(name, **self.env_kwargs))
+            free.append(make_env(name, self.env_kwargs))
             self.created += 1
         return free[:n]
 
@@ -180,13 +198,16 @@ class EvalResult:
 
 
 def evaluate(policy, pool: EnvPool, env_names: Sequence[str], init_seeds: Sequence[int], max_steps: int,
-             record_frames: bool = False, batch_size: int = 64) -> EvalResult:
-    """Deterministic policy (ODE / Gaussian mean) on held-out ``init_seeds`` of every task."""
+             record_frames: bool = False, batch_size: int = 64, seed: int = 0) -> EvalResult:
+    """Deterministic policy (ODE / Gaussian mean) on held-out ``init_seeds`` of every task.
+
+    The flow head's initial noise comes from a generator seeded with ``seed``, so the same weights give the
+    same result."""
     specs = [EpisodeSpec(n, s, gid, s) for gid, (n, s) in enumerate((n, s) for n in env_names for s in init_seeds)]
     eps: list[Episode] = []
     for i in range(0, len(specs), batch_size):
         eps += run_episodes(policy, pool, specs[i:i + batch_size], max_steps, stochastic=False,
-                            record_frames=record_frames).episodes
+                            generator=torch.Generator().manual_seed(seed + i), record_frames=record_frames).episodes
     per_task = {n: float(np.mean([e.success for e in eps if e.spec.env_name == n])) for n in env_names}
     return EvalResult(float(np.mean([e.success for e in eps])), float(np.mean([e.length for e in eps])), per_task, eps)
 

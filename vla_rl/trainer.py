@@ -228,7 +228,7 @@ class VLARLTrainer:
         t0 = time.time()
         res = evaluate(self.policy, self.pool, self.cfg.env.tasks, self.eval_seeds, self.cfg.env.max_episode_steps,
                        record_frames=videos and self.cfg.rl.num_videos > 0)
-        self.state["eval"][tag] = {"success_rate": res.success_rate, "mean_length": res.mean_length,
+        self.state["eval"][tag] = {"iteration": int(self.state["iteration"]), "success_rate": res.success_rate, "mean_length": res.mean_length,
                                    "per_task": res.per_task, "episodes": len(res.episodes)}
         if self.logger:
             scal = {"eval/success_rate": res.success_rate, "eval/episode_length": res.mean_length}
@@ -354,7 +354,7 @@ class VLARLTrainer:
                 if (it + 1) % cfg.rl.save_every == 0:
                     self.save()
         bar.close()
-        if stopped is None and "final" not in self.state["eval"]:
+        if stopped is None and self.state["eval"].get("final", {}).get("iteration") != self.state["iteration"]:
             self.run_eval("final", cfg.rl.iterations)
         self.save()
         self.policy.save_pretrained(self.out / "policy")
