@@ -102,7 +102,12 @@ def main(argv: list[str] | None = None) -> int:
     e.add_argument("checkpoint", help="a run directory, its checkpoints/ folder, or one step_* checkpoint")
     e.add_argument("--episodes", type=int, default=0, help="held-out episodes per task (default: the config's)")
     e.add_argument("--video", action="store_true", help="also write a video of the first episodes")
-    args = p.parse_args(argv)
+    args, extra = p.parse_known_args(argv)  # key=value overrides may follow --dry-run
+    bad = [e for e in extra if e.startswith("-") or args.cmd != "train"]
+    if bad:
+        p.error(f"unrecognized arguments: {' '.join(bad)}")
+    if args.cmd == "train":
+        args.overrides = list(args.overrides) + extra
     return cmd_train(args) if args.cmd == "train" else cmd_eval(args)
 
 

@@ -7,8 +7,8 @@
 ``"tabletop/reach"``: a free-floating end effector above a table with a red and a blue ball; the
 instruction names one ("reach the red ball"). Action ``[dx, dy, dz, gripper]`` in [-1, 1] moves the end
 effector by ``0.04 * a[:3]`` m per step (kinematically). Observation: ``{"images": {"agentview": uint8[S,S,3]},
-"state": [ee_xyz, gripper] float32[4], "instruction": str}`` -- the ball positions are only visible in the
-image. ``info``: ``success`` (end effector within 4 cm of the named ball), ``progress`` (1 - distance / initial
+"state": [ee_xyz, gripper, red_xyz, blue_xyz] float32[10], "instruction": str}`` (object state, as
+robosuite's ``object-state``; the instruction decides which ball is the goal). ``info``: ``success`` (end effector within 4 cm of the named ball), ``progress`` (1 - distance / initial
 distance, clipped to [0, 1]), ``failed`` (touched the other ball). Rendering has shadows and multisampling off
 (OSMesa renders a 64x64 frame in ~1 ms instead of ~40 ms).
 """
@@ -65,7 +65,7 @@ class ReachEnv:
         self.renderer.update_scene(self.data, camera="agentview")
         ee = self.data.qpos[:3] + np.array([0, 0, 0.25])
         return {"images": {"agentview": self.renderer.render().copy()},
-                "state": np.concatenate([ee, [self.gripper]]).astype(np.float32),
+                "state": np.concatenate([ee, [self.gripper], self._pos("red"), self._pos("blue")]).astype(np.float32),
                 "instruction": f"reach the {self.target} ball"}
 
     def _info(self) -> dict:

@@ -287,7 +287,7 @@ class VLARLTrainer:
                 st = guarded_step(self.policy.parameters(), self.optimizer, g.max_grad_norm, self.guard)
                 for k, v in (("loss", out.loss), ("clip_frac", out.clip_frac), ("approx_kl", out.approx_kl),
                              ("ratio", out.ratio_mean), ("grad_norm", st.grad_norm), ("kl", out.kl)):
-                    stats[k].append(float(v))
+                    stats[k].append(float(v.detach()) if isinstance(v, torch.Tensor) else float(v))
         self.policy.eval()
         return {f"loss/{k}": float(np.mean(v)) for k, v in stats.items() if v}
 
