@@ -127,3 +127,25 @@ def test_pool_trainer_step_refreshes_the_explorer(tmp_path):
     assert tr.last_pool.pool_rewards.shape == (2, 6)
     assert not torch.equal(lin.weight, codes)  # LoRA moved -> the explorer was re-quantized in place
     assert tr.model_q.get_submodule("transformer_blocks.0.attn.to_q") is lin
+
+
+def test_nft_loss_equation_and_direction():
+    from grpo.nft_loss import nft_loss, optimality_probability
+
+    g = torch.Generator().manual_seed(0)
+    vo, tgt = torch.randn(4, 3, 2, 2, generator=g), torch.randn(4, 3, 2, 2, generator=g)
+    vt = vo.clone().requires_grad_(True)
+    r = torch.tensor([1.0, 0.0, 0.5, 0.25])
+    out = nft_loss(vt, vo, tgt, r, beta=0.5)
+    # at v_theta = v_old both implicit policies equal v_old: L = mean ||v_old - target||^2
+    assert torch.allclose(out.loss, ((vo - tgt) ** 2).mean(), atol=1e-6)
+    out.loss.backward()
+    # gradient wrt v_theta: 2 beta [r (v+ - tgt) - (1 - r)(v- - tgt)] / (B * D): r=1 pulls towards the target,
+    # r=0 pushes away, r=0.5 cancels at v_theta = v_old
+    d = (vo - tgt)
+    assert torch.allclose(vt.grad[0], 2 * 0.5 * d[0] / d.numel(), atol=1e-7)
+    assert torch.allclose(vt.grad[1], -2 * 0.5 * d[1] / d.numel(), atol=1e-7)
+    assert torch.allclose(vt.grad[2], torch.zeros_like(d[2]), atol=1e-7)
+    assert torch.equal(optimality_probability(torch.tensor([-10.0, 0.0, 2.5]), 5.0), torch.tensor([0.0, 0.5, 0.75]))
+    with pytest.raises(ValueError, match=r"r must lie in \[0, 1\]"):
+        nft_loss(vt, vo, tgt, torch.tensor([2.0, 0, 0, 0]))
