@@ -171,7 +171,7 @@ def main(argv=None) -> int:
     ref_lat = None
     rows = []
     for fmt, q in copies.items():
-        model = adapter if fmt == "bf16 policy" else QuantizedAdapterView(adapter, q)
+        model = QuantizedAdapterView(adapter, q)
         sample_all(adapter, model, prompts[:4], sc, args.seed)  # warm-up
         t = time.perf_counter()
         lat = sample_all(adapter, model, prompts, sc, args.seed)
