@@ -173,9 +173,11 @@ def main(argv=None) -> int:
     for fmt, q in copies.items():
         model = QuantizedAdapterView(adapter, q)
         sample_all(adapter, model, prompts[:4], sc, args.seed)  # warm-up
-        t = time.perf_counter()
-        lat = sample_all(adapter, model, prompts, sc, args.seed)
-        dt = time.perf_counter() - t
+        dt = float("inf")
+        for _ in range(2):  # best of 2: the machine is shared, the minimum is the least disturbed pass
+            t = time.perf_counter()
+            lat = sample_all(adapter, model, prompts, sc, args.seed)
+            dt = min(dt, time.perf_counter() - t)
         rs, rj = rewards(lat)
         if ref_lat is None:
             ref_lat, ref_s, ref_j, ref_dt = lat, rs, rj, dt
