@@ -63,21 +63,34 @@ def main(argv=None) -> int:
     ap.add_argument("--size", type=int, default=16, help="image size of the tiny pixel-space SD3")
     ap.add_argument("--reward", default="redness")
     ap.add_argument("--out", default="runs/bench_branch")
+    ap.add_argument("--model", choices=["tiny", "shapes"], default="tiny",
+                    help="tiny: random tiny SD3 at --size; shapes: the shipped pretrained demo model (32x32) + shapes prompts")
+    ap.add_argument("--budget-s", type=float, default=0.0,
+                    help="> 0: after the timed iterations, train each mode for this many more seconds of wall clock and "
+                         "report the evaluation reward (ODE samples, fixed prompts) at equal wall clock")
     args = ap.parse_args(argv)
     if args.leaves != 16:
         raise SystemExit("the bench tree is fixed at 16 leaves (4 splits x branch 2)")
     results = {}
     for name, (bc, samp) in modes(args.steps).items():
+        if args.model == "shapes":
+            model = ModelConfig(kind="sd3", path="builtin:shapes_sd3", height=32, width=32, max_sequence_length=1,
+                                lora=LoraSettings(rank=8, alpha=16))
+            prompts = PromptConfig(source="shapes", num_eval=32)
+        else:
+            model = ModelConfig(kind="sd3", height=args.size, width=args.size, tiny={"with_vae": False, "hidden": 64, "layers": 2},
+                                lora=LoraSettings(rank=4, alpha=8))
+            prompts = PromptConfig(source="list", prompts=["a red circle", "a blue square", "a green triangle"], num_eval=2)
         cfg = DiffusionRLConfig(
             seed=0, output_dir=f"{args.out}/{name.replace(' ', '_').replace('+', '_')}", resume=False,
-            model=ModelConfig(kind="sd3", height=args.size, width=args.size, tiny={"with_vae": False, "hidden": 64, "layers": 2},
-                              lora=LoraSettings(rank=4, alpha=8)),
+            model=model,
             sampler=SamplerConfig(num_steps=args.steps, eta=0.7, **samp), branch=bc,
             grpo=GRPOConfig(group_size=args.leaves, clip_low=0.2),
             train=__import__("diffusion_rl.trainer", fromlist=["TrainConfig"]).TrainConfig(
-                iterations=args.iterations, prompts_per_iter=args.prompts, lr=1e-2, log_images=False, save_every=10**9),
+                iterations=args.iterations, prompts_per_iter=args.prompts, lr=1e-3 if args.model == "shapes" else 1e-2,
+                log_images=False, save_every=10**9),
             reward=RewardConfig(name=args.reward),
-            prompts=PromptConfig(source="list", prompts=["a red circle", "a blue square", "a green triangle"], num_eval=2))
+            prompts=prompts)
         tr = DiffusionGRPOTrainer(cfg, reward_fn=redness if args.reward == "redness" else None)
         tr.step()  # warm-up (allocations, prompt cache), not timed
         rows, t0 = [], time.perf_counter()
@@ -85,15 +98,26 @@ def main(argv=None) -> int:
             s = tr.step()
             rows.append((time.perf_counter() - t0, s["reward/mean"], s["cost/nfe_rollout"], s["cost/backward"],
                          s["time/iter_s"], s["cost/nfe_train"]))
+        if args.budget_s > 0:
+            before = tr.evaluate()
+            t1 = time.perf_counter()
+            iters = 0
+            while time.perf_counter() - t1 < args.budget_s:
+                tr.step()
+                iters += 1
+            results.setdefault("_budget", {})[name] = (before, tr.evaluate(), iters)
         tr.logger.close()
         n = len(rows)
         results[name] = {"nfe": sum(r[2] for r in rows) / n, "backward": sum(r[3] for r in rows) / n,
                          "wall": sum(r[4] for r in rows) / n, "nfe_train": sum(r[5] for r in rows) / n,
                          "curve": [(round(r[0], 2), round(r[1], 4)) for r in rows]}
         print(f"  {name}: done ({results[name]['wall']:.2f} s/iter)", flush=True)
+    budget = results.pop("_budget", None)
     flat = results["flat GRPO"]
     print(f"\n{args.prompts} prompt(s)/iter, {args.leaves} final samples per prompt, {args.steps} steps, "
-          f"{args.iterations} timed iterations per mode (tiny SD3 transformer, {args.size}x{args.size} pixels, 1 CPU thread)\n")
+          f"{args.iterations} timed iterations per mode ("
+          + ("the shipped shapes SD3, 32x32 pixels" if args.model == "shapes" else f"tiny SD3 transformer, {args.size}x{args.size} pixels")
+          + ", 1 CPU thread)\n")
     hdr = f"| {'mode':<13} | NFE/iter | backward/iter | wall s/iter | NFE x fewer | backward x fewer | wall x faster |"
     print(hdr)
     print("|" + "|".join("-" * (len(c)) for c in hdr.split("|")[1:-1]) + "|")
@@ -103,6 +127,10 @@ def main(argv=None) -> int:
     print("\nreward vs wall clock (seconds since the first timed iteration, mean reward of the iteration's samples):")
     for name, r in results.items():
         print(f"  {name:<13} " + "  ".join(f"{t:6.1f}s:{v:+.3f}" for t, v in r["curve"]))
+    if budget:
+        print(f"\nequal wall clock: evaluation reward (ODE samples on fixed prompts) after {args.budget_s:.0f} s of training per mode")
+        for name, (b, a, it) in budget.items():
+            print(f"  {name:<13} {b:.3f} -> {a:.3f}  ({it} iterations)")
     return 0
 
 
