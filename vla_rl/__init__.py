@@ -1,1 +1,10 @@
-"""vla_rl"""
+"""vla_rl: GRPO post-training of vision-language-action policies on ``sims`` tasks.
+
+Modules: ``tokenizer`` (offline word-level vocabulary), ``action_head`` (pi0-style flow-matching expert and
+Gaussian head, log-probs through ``grpo.flow_sde``), ``policy`` (the built-in small VLA, LeRobot interface),
+``lerobot_adapter`` (SmolVLA / pi0 when lerobot is installed), ``sft`` (behaviour cloning on a few demos),
+``demos`` (scripted-expert recording, robomimic-style HDF5), ``rollout`` (group rollouts with action chunks,
+held-out evaluation), ``srpo`` (self-referential progress reward, binary reward), ``trainer`` (config +
+SFT -> GRPO loop), ``cli`` (``vla-rl``), ``fallback_tabletop`` (a MuJoCo reach task used only while
+``sims.make`` is missing).
+"""

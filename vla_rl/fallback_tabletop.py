@@ -6,9 +6,9 @@
 
 ``"tabletop/reach"``: a free-floating end effector above a table with a red and a blue ball; the
 instruction names one ("reach the red ball"). Action ``[dx, dy, dz, gripper]`` in [-1, 1] moves the end
-effector by ``0.04 * a[:3]`` m per step (kinematically). Observation: ``{"images": {"agentview": uint8[S,S,3]},
+effector by ``0.03 * a[:3]`` m per step (kinematically). Observation: ``{"images": {"agentview": uint8[S,S,3]},
 "state": [ee_xyz, gripper, red_xyz, blue_xyz] float32[10], "instruction": str}`` (object state, as
-robosuite's ``object-state``; the instruction decides which ball is the goal). ``info``: ``success`` (end effector within 4 cm of the named ball), ``progress`` (1 - distance / initial
+robosuite's ``object-state``; the instruction decides which ball is the goal). ``info``: ``success`` (end effector within 5 cm of the named ball), ``progress`` (1 - distance / initial
 distance, clipped to [0, 1]), ``failed`` (touched the other ball). Rendering has shadows and multisampling off
 (OSMesa renders a 64x64 frame in ~1 ms instead of ~40 ms).
 """
@@ -27,12 +27,12 @@ _XML = """
   <visual><quality shadowsize="0" offsamples="0"/><global offwidth="256" offheight="256"/></visual>
   <worldbody>
     <light pos="0 0 2" dir="0 0 -1" castshadow="false" diffuse="0.8 0.8 0.8"/>
-    <camera name="agentview" pos="0 -0.55 0.75" xyaxes="1 0 0 0 0.8 0.6"/>
+    <camera name="agentview" pos="0 -0.42 0.55" xyaxes="1 0 0 0 0.8 0.6"/>
     <geom type="plane" size="0.6 0.6 0.05" rgba="0.75 0.7 0.6 1"/>
     <body name="ee" pos="0 0 0.25"><joint name="ex" type="slide" axis="1 0 0"/><joint name="ey" type="slide" axis="0 1 0"/>
-      <joint name="ez" type="slide" axis="0 0 1"/><geom type="box" size="0.025 0.025 0.025" rgba="0.15 0.15 0.15 1" contype="0" conaffinity="0"/></body>
-    <body name="red" pos="0.1 0.1 0.03" mocap="true"><geom type="sphere" size="0.03" rgba="{red}" contype="0" conaffinity="0"/></body>
-    <body name="blue" pos="-0.1 0.1 0.03" mocap="true"><geom type="sphere" size="0.03" rgba="{blue}" contype="0" conaffinity="0"/></body>
+      <joint name="ez" type="slide" axis="0 0 1"/><geom type="box" size="0.03 0.03 0.03" rgba="0.15 0.15 0.15 1" contype="0" conaffinity="0"/></body>
+    <body name="red" pos="0.1 0.1 0.03" mocap="true"><geom type="sphere" size="0.04" rgba="{red}" contype="0" conaffinity="0"/></body>
+    <body name="blue" pos="-0.1 0.1 0.03" mocap="true"><geom type="sphere" size="0.04" rgba="{blue}" contype="0" conaffinity="0"/></body>
   </worldbody>
 </mujoco>
 """
@@ -41,7 +41,7 @@ _XML = """
 class ReachEnv:
     """See the module docstring. ``reset(seed, options={"init_seed": s})``: ``s`` fixes ball positions and target."""
 
-    def __init__(self, image_size: int = 64, max_episode_steps: int = 40, step_size: float = 0.04):
+    def __init__(self, image_size: int = 64, max_episode_steps: int = 40, step_size: float = 0.03):
         os.environ.setdefault("MUJOCO_GL", "osmesa")
         import gymnasium as gym
         import mujoco
@@ -71,7 +71,7 @@ class ReachEnv:
     def _info(self) -> dict:
         d = float(np.linalg.norm(self._pos("ee") - self._pos(self.target)))
         d_other = float(np.linalg.norm(self._pos("ee") - self._pos(self.other)))
-        return {"success": d < 0.04, "progress": float(np.clip(1 - d / self.d0, 0, 1)), "failed": d_other < 0.04, "distance": d}
+        return {"success": d < 0.05, "progress": float(np.clip(1 - d / self.d0, 0, 1)), "failed": d_other < 0.04, "distance": d}
 
     def reset(self, seed: int | None = None, options: dict | None = None):
         init_seed = (options or {}).get("init_seed", seed if seed is not None else 0)
@@ -100,7 +100,7 @@ class ReachEnv:
         info = self._info()
         return self._obs(), float(info["success"]), bool(info["success"] or info["failed"]), self.t >= self.max_episode_steps, info
 
-    def expert_action(self, rng: np.random.Generator | None = None, noise: float = 0.1) -> np.ndarray:
+    def expert_action(self, rng: np.random.Generator | None = None, noise: float = 0.3) -> np.ndarray:
         """Scripted expert: move straight to the named ball (plus a little noise)."""
         delta = (self._pos(self.target) - self._pos("ee")) / self.step_size
         a = np.clip(delta, -1, 1)

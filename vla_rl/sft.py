@@ -49,6 +49,7 @@ class SFTConfig:
     demo_path: str | None = None  # an existing HDF5 file; None: record with the scripted experts
     demo_seed_offset: int = 500_000  # demo initial states come from here on (disjoint from RL and eval seeds)
     log_every: int = 100
+    init_policy: str | None = None  # a SmallVLA directory (save_pretrained) to start from; SFT is then skipped
 
 
 class DemoDataset:

@@ -16,6 +16,10 @@ success in the batch has no reference: its failures fall back to the binary rewa
 SRPO's world-model variant would use a demonstration set instead). ``dbscan_eps`` is in units of
 ``sqrt(D)`` (the expected distance scale of standardized D-dim vectors).
 
+``reference="group"`` (an option, not SRPO's rule): a failure whose own group -- same task *and* initial state --
+has successes is measured against those successes, so that the distance is not dominated by layout
+differences between initial states; other failures use the task's clusters as above.
+
 Encoders (``E``), all ``encode_frames(video[B, T, 3, H, W] in [0, 1]) -> [B, T', F]``, then pooled over time
 (``pooling``: ``mean``, ``last``, ``mean_last`` = concat of both, ``concat`` = the ``num_frames`` frames in order):
 
@@ -54,6 +58,7 @@ class SRPOConfig:
     dbscan_eps: float = 0.5  # in units of sqrt(D)
     min_samples: int = 2
     progress_max: float = 0.6  # failures get rewards in [0, progress_max]
+    reference: Literal["task", "group"] = "task"  # group: a failure's references are its group's successes if any
 
     def __post_init__(self) -> None:
         if not 0.0 <= self.progress_max < 1.0:
@@ -62,6 +67,8 @@ class SRPOConfig:
             raise ValueError(f"srpo.num_frames must be >= 1, got {self.num_frames}")
         if self.dbscan_eps <= 0 or self.min_samples < 1:
             raise ValueError(f"need srpo.dbscan_eps > 0 and min_samples >= 1, got {self.dbscan_eps}, {self.min_samples}")
+        if self.reference not in ("task", "group"):
+            raise ValueError(f"srpo.reference={self.reference!r}; expected 'task' or 'group'")
         if self.pooling not in ("mean", "last", "mean_last", "concat"):
             raise ValueError(f"srpo.pooling={self.pooling!r}; expected mean, last, mean_last or concat")
 
@@ -170,8 +177,13 @@ class SRPOResult:
     num_clusters: dict[str, int]  # task -> number of success clusters (0: binary fallback)
 
 
-def srpo_progress(embeddings: torch.Tensor, tasks: Sequence[str], success: torch.Tensor, cfg: SRPOConfig) -> SRPOResult:
-    """The SRPO rule of the module docstring on precomputed embeddings ``[N, D]``; ``success`` ``[N]`` bool."""
+def srpo_progress(embeddings: torch.Tensor, tasks: Sequence[str], success: torch.Tensor, cfg: SRPOConfig,
+                  groups: Sequence[int] | None = None) -> SRPOResult:
+    """The SRPO rule of the module docstring on precomputed embeddings ``[N, D]``; ``success`` ``[N]`` bool.
+
+    With ``cfg.reference == "group"`` and ``groups`` given, a failure whose group (same task and initial state)
+    holds successes is measured against those successes only (its own layout), others against the task's
+    success clusters; distances are still normalized over the task's failures."""
     from sklearn.cluster import DBSCAN
     from sklearn.preprocessing import StandardScaler
 
@@ -202,6 +214,11 @@ def srpo_progress(embeddings: torch.Tensor, tasks: Sequence[str], success: torch
         centroids += [zs[j] for j in np.nonzero(labels == -1)[0]]  # DBSCAN noise: each success is its own reference
         clusters[task] = len(centroids)
         d = np.min(np.linalg.norm(zf[:, None, :] - np.stack(centroids)[None], axis=-1), axis=1)
+        if cfg.reference == "group" and groups is not None:
+            for k, i in enumerate(f_idx):
+                own = [pos[int(j)] for j in s_idx if groups[j] == groups[i]]
+                if own:
+                    d[k] = np.min(np.linalg.norm(z[own] - zf[k][None], axis=-1))
         p = 1.0 - d / d.max() if d.max() > 0 else np.ones_like(d)
         dist[f_idx] = d
         progress[f_idx] = np.clip(p, 0.0, 1.0)
@@ -218,15 +235,17 @@ class SRPOReward:
         self.encoder = encoder if encoder is not None else build_trajectory_encoder(cfg, policy)
         self.last: SRPOResult | None = None
 
-    def __call__(self, videos: Sequence[torch.Tensor], tasks: Sequence[str], success: torch.Tensor) -> RewardOutput:
+    def __call__(self, videos: Sequence[torch.Tensor], tasks: Sequence[str], success: torch.Tensor,
+                 groups: Sequence[int] | None = None) -> RewardOutput:
         emb = trajectory_embeddings(self.encoder, videos, self.cfg)
-        res = srpo_progress(emb, tasks, success, self.cfg)
+        res = srpo_progress(emb, tasks, success, self.cfg, groups)
         self.last = res
         succ = success.float().cpu()
         return RewardOutput(total=res.total, components={"success": succ, "progress": torch.where(succ > 0, succ, res.progress)})
 
 
-def binary_reward(videos: Sequence[torch.Tensor], tasks: Sequence[str], success: torch.Tensor) -> RewardOutput:
+def binary_reward(videos: Sequence[torch.Tensor], tasks: Sequence[str], success: torch.Tensor,
+                  groups: Sequence[int] | None = None) -> RewardOutput:
     """The plain sparse reward: 1 on success, 0 otherwise."""
     s = success.float().cpu()
     return RewardOutput(total=s, components={"success": s})

@@ -126,6 +126,15 @@ def group_keep_mask(success: torch.Tensor, group_ids: torch.Tensor, band: tuple[
     return keep, kept
 
 
+def spearman(a: torch.Tensor, b: torch.Tensor) -> float:
+    """Rank correlation of two ``[N]`` tensors (average ranks for ties); 0 when either is constant."""
+    from scipy.stats import spearmanr
+
+    if a.unique().numel() < 2 or b.unique().numel() < 2:
+        return 0.0
+    return float(spearmanr(a.numpy(), b.numpy()).statistic)
+
+
 def probe_envs(pool: EnvPool, tasks: list[str]) -> tuple[dict[str, str], int, int]:
     """Reset one env per task: instructions, state dim, action dim."""
     instructions, dims = {}, set()
@@ -255,7 +264,7 @@ class VLARLTrainer:
         tasks = [e.spec.env_name for e in batch.episodes]
         videos = [np.stack(e.frames) for e in batch.episodes]
         if self.cfg.rl.reward == "srpo":
-            return self.srpo(videos, tasks, batch.success)
+            return self.srpo(videos, tasks, batch.success, batch.group_ids.tolist())
         return binary_reward(videos, tasks, batch.success)
 
     def update(self, batch: RolloutBatch, adv: torch.Tensor, keep: torch.Tensor, it: int) -> dict[str, float]:
@@ -298,7 +307,11 @@ class VLARLTrainer:
         self.logger = MetricsLogger(self.out, config=config_to_dict(cfg))
         resumed = self.maybe_resume()
         if not self.state["sft_done"]:
-            if cfg.sft.steps > 0:
+            if cfg.sft.init_policy:
+                self.policy.load_state_dict(SmallVLA.from_pretrained(cfg.sft.init_policy).state_dict())
+                self.state["sft_done"] = True
+                self._print(f"initialized the policy from {cfg.sft.init_policy}; SFT skipped")
+            elif cfg.sft.steps > 0:
                 self.run_sft()
             else:
                 self.state["sft_done"] = True
@@ -331,6 +344,9 @@ class VLARLTrainer:
                     fail = ~succ
                     if fail.any():
                         scal["reward/srpo_failure_mean"] = float(rew.total[fail].mean())
+                    if int(fail.sum()) >= 3:  # diagnostic only: does SRPO's latent progress agree with the env's?
+                        env_prog = torch.tensor([e.progress for e in batch.episodes])[fail]
+                        scal["reward/srpo_vs_env_progress_spearman"] = spearman(rew.total[fail], env_prog)
                 if kept > 0:
                     idx = torch.nonzero(keep).flatten()
                     comps = {k: v[idx] for k, v in rew.components.items()}

@@ -105,3 +105,15 @@ def test_dynamic_sampling_drops_all_zero_and_all_one_groups():
     # a wider band keeps the all-failure groups (useful with SRPO, whose failures are graded)
     keep, kept = group_keep_mask(succ, gids, (-0.1, 1.0))
     assert kept == 3 and not keep[3:6].any()
+
+
+def test_srpo_group_reference_uses_the_groups_own_successes():
+    # group 0 succeeds near x=0, group 1 near x=10; failure 4 (group 1) is close to its own group's success
+    emb = torch.tensor([[0.0, 0.0], [10.0, 0.0], [2.0, 0.0], [8.0, 0.0], [9.5, 0.0]])
+    succ = torch.tensor([1, 1, 0, 0, 0], dtype=torch.bool)
+    groups = [0, 1, 0, 1, 1]
+    r_task = srpo_progress(emb, ["A"] * 5, succ, SRPOConfig(min_samples=1))
+    r_group = srpo_progress(emb, ["A"] * 5, succ, SRPOConfig(min_samples=1, reference="group"), groups)
+    assert r_group.distance[4] < r_group.distance[3]
+    assert r_group.total[4] > r_group.total[3] > 0 or r_group.total[2] == 0
+    assert torch.equal(r_task.total[:2], r_group.total[:2])
