@@ -79,7 +79,7 @@ class FlowHeadConfig:
     sde_kind: str = "flow_grpo"  # see grpo.flow_sde.SDE_KINDS
     eta: float = 0.5  # SDE noise level
     noise_mode: NoiseMode = "all"
-    logprob_reduce: Literal["mean", "sum"] = "mean"
+    logprob_reduce: Literal["mean", "sum"] = "sum"
     hidden: int = 256
     layers: int = 3
 
@@ -194,7 +194,7 @@ class GaussianHeadConfig:
     init_std: float = 0.2
     min_std: float = 0.02
     max_std: float = 1.0
-    logprob_reduce: Literal["mean", "sum"] = "mean"
+    logprob_reduce: Literal["mean", "sum"] = "sum"
 
     def __post_init__(self) -> None:
         if not 0 < self.min_std <= self.init_std <= self.max_std:
