@@ -53,7 +53,7 @@ from tqdm.auto import tqdm
 
 from grpo.advantages import PerPromptStatTracker, clip_advantages
 from grpo.checkpoint import capture_rng_state, latest_checkpoint, load_checkpoint, restore_rng_state, save_checkpoint
-from grpo.config import config_diff, config_to_dict
+from grpo.config import check_resume_config, config_to_dict
 from grpo.distributed import (all_gather_cat, average_gradients, barrier, gathered_advantages, init_distributed,
                               keyed_generator, shard_range)
 from grpo.flow_sde import sde_step
@@ -482,11 +482,9 @@ class DiffusionGRPOTrainer:
     def load(self, path: str | Path, check_config: bool = True) -> None:
         state = load_checkpoint(path)
         if check_config:
-            diff = [d for d in config_diff(state["config"], config_to_dict(self.cfg))
-                    if not d.startswith(("train.iterations", "resume", "train.eval_every", "train.save_every",
-                                         "reward.retries", "reward.retry_backoff_s"))]
-            if diff:
-                raise ValueError(f"refusing to resume from {state['__path__']}: config differs in\n  " + "\n  ".join(diff))
+            check_resume_config(state["config"], self.cfg, state["__path__"],
+                                ignore=("train.iterations", "resume", "train.eval_every", "train.save_every",
+                                        "reward.retries", "reward.retry_backoff_s"))
         self.adapter.load_trainable_state_dict(state["trainable"])
         self.optimizer.load_state_dict(state["optimizer"])
         if self.tracker is not None and state.get("tracker"):

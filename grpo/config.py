@@ -213,8 +213,18 @@ def config_diff(a: dict, b: dict, prefix: str = "") -> list[str]:
     return out
 
 
+def check_resume_config(saved: dict, cfg: Any, source: str, ignore: tuple[str, ...] = ("resume",)) -> None:
+    """Refuse to resume a run under a different config: raise ``ValueError`` listing every differing key,
+    except those starting with one of ``ignore`` (iteration counts, logging cadence, ...)."""
+    diff = [d for d in config_diff(saved, config_to_dict(cfg)) if not d.startswith(ignore)]
+    if diff:
+        raise ValueError(f"refusing to resume from {source}: config differs in\n  " + "\n  ".join(diff)
+                         + "\n(use resume=false or another output_dir)")
+
+
 def dump_config(cfg: Any) -> str:
     return yaml.safe_dump(config_to_dict(cfg), sort_keys=False)
 
 
-__all__ = ["ConfigError", "load_config", "parse_overrides", "config_to_dict", "config_diff", "dump_config"]
+__all__ = ["ConfigError", "load_config", "parse_overrides", "config_to_dict", "config_diff", "check_resume_config",
+           "dump_config"]

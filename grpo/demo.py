@@ -32,7 +32,7 @@ from .checkpoint import capture_rng_state, latest_checkpoint, load_checkpoint, r
 from .distributed import (all_reduce_mean, average_gradients, barrier, gathered_advantages, init_distributed,
                           keyed_generator, keyed_randn, shard_range)
 from .signals import GracefulExit
-from .config import ConfigError, config_diff, config_to_dict, dump_config, load_config
+from .config import ConfigError, check_resume_config, config_to_dict, dump_config, load_config
 from .flow_sde import SDEKind, flow_sigmas, sde_step
 from .loss import clipped_pg_loss, flow_kl, k3_kl
 from .metrics import MetricsLogger
@@ -174,9 +174,7 @@ def train(cfg: ToyConfig) -> dict:
     latest = latest_checkpoint(ckpt_dir) if cfg.resume else None
     if latest is not None:
         state = load_checkpoint(latest)
-        diff = [d for d in config_diff(state["config"], config_to_dict(cfg)) if not d.startswith(("train.iterations", "resume"))]
-        if diff:
-            raise ValueError(f"refusing to resume from {latest}: config differs in\n  " + "\n  ".join(diff))
+        check_resume_config(state["config"], cfg, str(latest), ignore=("train.iterations", "resume"))
         model.load_state_dict(state["model"])
         ref_state = state["reference"]
         optimizer.load_state_dict(state["optimizer"])

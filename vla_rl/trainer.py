@@ -34,7 +34,7 @@ import torch
 from tqdm.auto import tqdm
 
 from grpo.checkpoint import capture_rng_state, latest_checkpoint, load_checkpoint, restore_rng_state, save_checkpoint
-from grpo.config import config_diff, config_to_dict
+from grpo.config import check_resume_config, config_to_dict
 from grpo.distributed import keyed_generator
 from grpo.loss import clipped_pg_loss, flow_kl, k3_kl
 from grpo.metrics import MetricsLogger
@@ -188,11 +188,8 @@ class VLARLTrainer:
         if latest is None:
             return False
         st = load_checkpoint(latest)
-        ignore = ("rl.iterations", "resume", "rl.eval_every", "rl.save_every", "rl.num_videos")
-        diff = [d for d in config_diff(st["config"], config_to_dict(self.cfg)) if not d.startswith(ignore)]
-        if diff:
-            raise ValueError(f"refusing to resume from {latest}: config differs in\n  " + "\n  ".join(diff)
-                             + f"\n(use resume=false or another output_dir)")
+        check_resume_config(st["config"], self.cfg, str(latest),
+                            ignore=("rl.iterations", "resume", "rl.eval_every", "rl.save_every", "rl.num_videos"))
         self.policy.tokenizer = WordTokenizer(st["vocab"])
         self.policy.load_state_dict(st["model"])
         self.optimizer.load_state_dict(st["optimizer"])
