@@ -1,0 +1,102 @@
+"""Typed environment options with validation (errors name the bad value and what was expected)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields, replace
+from typing import Any
+
+CAMERAS = ("agentview", "wrist")
+OUT_OF_BOUNDS = ("clip", "raise")
+
+
+def _image_hw(size: Any) -> tuple[int, int]:
+    if isinstance(size, (int,)) and not isinstance(size, bool):
+        h = w = int(size)
+    elif isinstance(size, (tuple, list)) and len(size) == 2 and all(isinstance(s, int) and not isinstance(s, bool) for s in size):
+        h, w = int(size[0]), int(size[1])
+    else:
+        raise ValueError(f"image_size must be an int or (height, width) ints, got {size!r}")
+    for s in (h, w):
+        if not 16 <= s <= 1024:
+            raise ValueError(f"image_size must be in [16, 1024] pixels (64-256 typical), got {size!r}")
+    return h, w
+
+
+@dataclass(frozen=True)
+class TabletopConfig:
+    """Options of the built-in tabletop suite (``sims.make("tabletop/<task>", **fields)``).
+
+    image_size: int or (H, W) pixels of every camera image (16..1024; 64-256 typical).
+    cameras: names from ``("agentview", "wrist")``; ``()`` disables images (no renderer is created).
+    max_steps: control steps per episode before ``truncated`` (>= 1); None: the task's default.
+    control_freq: control steps per simulated second (Hz); physics runs ``round(1 / (control_freq *
+        timestep))`` substeps of ``timestep`` seconds per control step.
+    timestep: MuJoCo physics timestep in seconds.
+    max_delta: end-effector displacement target in metres for an action component of 1 (so an action
+        ``[dx, dy, dz, g]`` in [-1, 1] asks for at most ``max_delta`` m per axis per step).
+    object_state: append object positions (fixed scene order, not by role) to ``obs["state"]``.
+    action_out_of_bounds: ``"clip"`` clips actions to [-1, 1]; ``"raise"`` raises ValueError.
+        Non-finite actions and wrong shapes always raise.
+    reward: ``"sparse"`` (1.0 on the success step, else 0) or ``"dense"`` (the progress measure).
+    """
+
+    image_size: Any = 64
+    cameras: tuple[str, ...] = ("agentview",)
+    max_steps: int | None = None
+    control_freq: float = 20.0
+    timestep: float = 0.005
+    max_delta: float = 0.03
+    object_state: bool = False
+    action_out_of_bounds: str = "clip"
+    reward: str = "sparse"
+
+    def __post_init__(self) -> None:
+        _image_hw(self.image_size)
+        cams = self.cameras
+        if isinstance(cams, str):
+            cams = (cams,)
+        if not isinstance(cams, (tuple, list)):
+            raise ValueError(f"cameras must be a tuple of names from {CAMERAS}, got {self.cameras!r}")
+        for c in cams:
+            if c not in CAMERAS:
+                raise ValueError(f"unknown camera {c!r}; expected names from {CAMERAS}")
+        if len(set(cams)) != len(cams):
+            raise ValueError(f"cameras must not repeat, got {self.cameras!r}")
+        object.__setattr__(self, "cameras", tuple(cams))
+        if self.max_steps is not None and (not isinstance(self.max_steps, int) or self.max_steps < 1):
+            raise ValueError(f"max_steps must be an int >= 1 (or None for the task default), got {self.max_steps!r}")
+        if not (isinstance(self.timestep, (int, float)) and 0 < self.timestep <= 0.02):
+            raise ValueError(f"timestep must be in (0, 0.02] seconds, got {self.timestep!r}")
+        if not (isinstance(self.control_freq, (int, float)) and 0 < self.control_freq <= 1.0 / self.timestep):
+            raise ValueError(f"control_freq must be in (0, 1/timestep = {1.0 / self.timestep:g}] Hz, got {self.control_freq!r}")
+        if not (isinstance(self.max_delta, (int, float)) and 0 < self.max_delta <= 0.1):
+            raise ValueError(f"max_delta must be in (0, 0.1] metres per step, got {self.max_delta!r}")
+        if self.action_out_of_bounds not in OUT_OF_BOUNDS:
+            raise ValueError(f"action_out_of_bounds must be one of {OUT_OF_BOUNDS}, got {self.action_out_of_bounds!r}")
+        if self.reward not in ("sparse", "dense"):
+            raise ValueError(f"reward must be 'sparse' or 'dense', got {self.reward!r}")
+
+    @property
+    def hw(self) -> tuple[int, int]:
+        return _image_hw(self.image_size)
+
+    @property
+    def n_substeps(self) -> int:
+        return max(1, round(1.0 / (self.control_freq * self.timestep)))
+
+    @classmethod
+    def from_kwargs(cls, **kw: Any) -> "TabletopConfig":
+        """Build from keyword arguments; unknown keys raise TypeError listing the valid ones."""
+        return build(cls, kw)
+
+
+def build(cls, kw: dict[str, Any]):
+    names = {f.name for f in fields(cls)}
+    bad = sorted(set(kw) - names)
+    if bad:
+        raise TypeError(f"unknown {cls.__name__} option(s) {bad}; valid: {sorted(names)}")
+    return cls(**kw)
+
+
+def with_overrides(cfg, **kw: Any):
+    return replace(cfg, **kw)

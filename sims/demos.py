@@ -1,0 +1,168 @@
+"""Scripted-expert demonstrations in robomimic-style HDF5, and a loader for training (numpy out).
+
+File layout (T = steps of a demo, one row per action)::
+
+    data/                       attrs: env_args (JSON: {"tasks": [...], "env_kwargs": {...}}),
+                                       total (int, rows over all demos)
+      demo_<i>/                 attrs: num_samples (T), env_name ("tabletop/push"), instruction (str),
+                                       init_seed (int), success (bool), expert (JSON: noise, wrong_object,
+                                       drop_prob)
+        actions                 float32 [T, A]     action taken at each step
+        rewards                 float32 [T]        reward after each action
+        dones                   uint8   [T]        1 on the last row
+        progress                float32 [T]        info["progress"] after each action
+        states                  float64 [T, S]     MuJoCo physics state before each action (mj_getState,
+                                                   mjSTATE_PHYSICS; tabletop envs only), for replay
+        obs/state               float32 [T, D]     observation "state" before each action
+        obs/<camera>_image      uint8   [T, H, W, 3]  camera images before each action (gzip)
+    mask/successful, mask/failed   bytes [K]       demo names (robomimic filter keys)
+
+``demo_<i>`` are numbered in recording order. This is the layout ``vla_rl.demos`` reads.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any, Sequence
+
+import numpy as np
+
+
+def record_episode(env, act, init_seed: int, max_steps: int | None = None, instruction_idx: int | None = None) -> dict:
+    """Run one episode of ``act(env) -> action`` from ``init_seed``; returns the arrays of the layout above."""
+    opts: dict[str, Any] = {"init_seed": int(init_seed)}
+    if instruction_idx is not None:
+        opts["instruction_idx"] = int(instruction_idx)
+    obs, info = env.reset(seed=int(init_seed), options=opts)
+    base = getattr(env, "unwrapped", env)
+    cams = sorted(obs["images"])
+    rows: dict[str, list] = {"actions": [], "rewards": [], "dones": [], "progress": [], "states": [], "state": []}
+    images: dict[str, list] = {c: [] for c in cams}
+    limit = max_steps or getattr(base, "max_steps", 200)
+    for _ in range(limit):
+        a = np.asarray(act(env), dtype=np.float32)
+        rows["state"].append(obs["state"])
+        for c in cams:
+            images[c].append(obs["images"][c])
+        if hasattr(base, "physics_state"):
+            rows["states"].append(base.physics_state())
+        obs, r, term, trunc, info = env.step(a)
+        rows["actions"].append(a)
+        rows["rewards"].append(r)
+        rows["progress"].append(info.get("progress", 0.0))
+        rows["dones"].append(term or trunc)
+        if term or trunc:
+            break
+    rows["dones"][-1] = True
+    out = {"actions": np.stack(rows["actions"]).astype(np.float32), "rewards": np.asarray(rows["rewards"], np.float32),
+           "dones": np.asarray(rows["dones"], np.uint8), "progress": np.asarray(rows["progress"], np.float32),
+           "state": np.stack(rows["state"]).astype(np.float32), "images": {c: np.stack(v) for c, v in images.items()},
+           "instruction": obs["instruction"], "init_seed": int(init_seed), "success": bool(info.get("success", False)),
+           "task": str(info.get("task", ""))}
+    if rows["states"]:
+        out["states"] = np.stack(rows["states"]).astype(np.float64)
+    return out
+
+
+def write_hdf5(episodes: Sequence[dict], path: str | Path, env_args: dict | None = None) -> Path:
+    """Write ``episodes`` (dicts as :func:`record_episode` returns, plus optional ``expert`` dict) to ``path``."""
+    import h5py
+
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with h5py.File(path, "w") as f:
+        data = f.create_group("data")
+        data.attrs["env_args"] = json.dumps(env_args or {})
+        data.attrs["total"] = int(sum(len(e["actions"]) for e in episodes))
+        ok, bad = [], []
+        for i, e in enumerate(episodes):
+            name = f"demo_{i}"
+            g = data.create_group(name)
+            g.attrs.update(num_samples=len(e["actions"]), env_name=e["task"], instruction=e["instruction"],
+                           init_seed=int(e["init_seed"]), success=bool(e["success"]), expert=json.dumps(e.get("expert", {})))
+            for k in ("actions", "rewards", "dones", "progress", "states"):
+                if k in e:
+                    g.create_dataset(k, data=e[k])
+            g.create_dataset("obs/state", data=e["state"])
+            for c, im in e["images"].items():
+                g.create_dataset(f"obs/{c}_image", data=im, compression="gzip", compression_opts=4, chunks=(1, *im.shape[1:]))
+            (ok if e["success"] else bad).append(name)
+        mask = f.create_group("mask")
+        mask.create_dataset("successful", data=np.array(ok, dtype="S"))
+        mask.create_dataset("failed", data=np.array(bad, dtype="S"))
+    return path
+
+
+def record_demos(task: str, n: int, path: str | Path, env_kwargs: dict | None = None, seed_offset: int = 0,
+                 noise: float = 0.0, wrong_object: bool = False, drop_prob: float = 0.0, only_success: bool = False,
+                 max_tries: int | None = None, max_steps: int | None = None) -> dict:
+    """Record ``n`` scripted-expert episodes of ``task`` (init seeds ``seed_offset, seed_offset + 1, ...``)
+    to ``path``. ``only_success`` skips failed episodes (up to ``max_tries`` = 3n attempts). Returns a
+    summary ``{"path", "episodes", "success_rate", "steps"}``."""
+    from .registry import make
+    from .tabletop.experts import ScriptedExpert
+
+    env = make(task, **dict(env_kwargs or {}))
+    expert = ScriptedExpert(noise=noise, wrong_object=wrong_object, drop_prob=drop_prob, seed=seed_offset)
+    meta = {"noise": noise, "wrong_object": wrong_object, "drop_prob": drop_prob}
+    episodes, tries = [], 0
+    max_tries = max_tries or 3 * n
+    try:
+        while len(episodes) < n:
+            if tries >= max_tries:
+                raise RuntimeError(f"only {len(episodes)}/{n} successful {task} demos in {max_tries} tries "
+                                   f"(noise={noise}, wrong_object={wrong_object}, drop_prob={drop_prob})")
+            e = record_episode(env, expert.act, seed_offset + tries, max_steps)
+            tries += 1
+            if only_success and not e["success"]:
+                continue
+            e["expert"] = meta
+            episodes.append(e)
+    finally:
+        env.close()
+    write_hdf5(episodes, path, {"tasks": [task], "env_kwargs": dict(env_kwargs or {})})
+    return {"path": str(path), "episodes": len(episodes), "tries": tries,
+            "success_rate": float(np.mean([e["success"] for e in episodes])), "steps": int(sum(len(e["actions"]) for e in episodes))}
+
+
+def load_demos(path: str | Path, cameras: Sequence[str] | None = None, only_success: bool = False) -> list[dict]:
+    """Read every demo as numpy: ``{"actions", "rewards", "dones", "progress", "state", "images": {cam},
+    "instruction", "task", "init_seed", "success"}``; ``cameras=None`` loads all stored cameras."""
+    import h5py
+
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"demo file not found: {path}")
+    out = []
+    with h5py.File(path, "r") as f:
+        if "data" not in f:
+            raise ValueError(f"{path} is not a robomimic-style demo file (no 'data' group)")
+        names = sorted(f["data"], key=lambda k: int(k.rsplit("_", 1)[-1]))
+        for name in names:
+            g = f["data"][name]
+            if only_success and not bool(g.attrs.get("success", False)):
+                continue
+            stored = sorted(k[: -len("_image")] for k in g["obs"] if k.endswith("_image"))
+            cams = stored if cameras is None else list(cameras)
+            missing = [c for c in cams if c not in stored]
+            if missing:
+                raise KeyError(f"{path}:{name} has no camera(s) {missing}; stored: {stored}")
+            e = {k: g[k][()] for k in ("actions", "rewards", "dones", "progress", "states") if k in g}
+            e.update(state=g["obs/state"][()], images={c: g[f"obs/{c}_image"][()] for c in cams},
+                     instruction=str(g.attrs["instruction"]), task=str(g.attrs["env_name"]),
+                     init_seed=int(g.attrs["init_seed"]), success=bool(g.attrs["success"]))
+            out.append(e)
+    return out
+
+
+def load_transitions(path: str | Path, cameras: Sequence[str] | None = None, only_success: bool = True) -> dict:
+    """All demo rows concatenated for behaviour cloning: ``{"actions": float32[N, A], "state": float32[N, D],
+    "images": {cam: uint8[N, H, W, 3]}, "episode": int64[N], "instructions": list[str] (per episode)}``."""
+    eps = load_demos(path, cameras, only_success)
+    if not eps:
+        raise ValueError(f"{path} holds no {'successful ' if only_success else ''}demos")
+    return {"actions": np.concatenate([e["actions"] for e in eps]), "state": np.concatenate([e["state"] for e in eps]),
+            "images": {c: np.concatenate([e["images"][c] for e in eps]) for c in eps[0]["images"]},
+            "episode": np.concatenate([np.full(len(e["actions"]), i, np.int64) for i, e in enumerate(eps)]),
+            "instructions": [e["instruction"] for e in eps]}

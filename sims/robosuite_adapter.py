@@ -1,0 +1,207 @@
+"""robosuite 1.5 tasks (shipped assets, Panda arm) behind the ``sims`` observation/action conventions.
+
+``sims.make("robosuite/Lift", image_size=64, cameras=("agentview",), max_steps=200)``.
+
+Action: ``float32[7] = [dx, dy, dz, dax, day, daz, g]`` in [-1, 1], robosuite's OSC_POSE controller
+(delta end-effector pose): 1.0 is 5 cm of translation / 0.5 rad of rotation per control step (the
+controller's ``output_max``); ``g`` = +1 closes the gripper, -1 opens it. Door uses the same.
+
+Observation: ``{"images": {"agentview"|"wrist": uint8[H, W, 3]} (upright; "wrist" is robosuite's
+robot0_eye_in_hand), "state": float32[9 (+K)] (eef xyz, eef quaternion xyzw, two gripper finger
+joints; + robosuite's ``object-state`` with object_state=True), "instruction": str}``.
+
+Success: the env's own ``_check_success()``; reward sparse 1.0 on success (``reward="dense"``:
+robosuite's shaped reward, which is not the same scale as the built-in progress). ``terminated`` on
+success, ``truncated`` after ``max_steps``; ``info`` has ``success``, ``progress`` (robosuite's shaped
+reward normalised to [0, 1] where the task defines one, else success), ``failed`` (diverged).
+
+``reset(seed, options={"init_seed": s})``: robosuite's placement samplers and joint-noise draws share
+the env's generator, which is reseeded from ``s`` in place, so one ``init_seed`` gives one initial state.
+No scripted expert is provided for robosuite tasks.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import logging
+from dataclasses import dataclass
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+
+from . import render as _render
+from .config import CAMERAS, OUT_OF_BOUNDS, _image_hw, build
+
+TASKS: dict[str, tuple[str, ...]] = {
+    "Lift": ("lift the red cube", "pick up the red block and lift it", "raise the red cube off the table"),
+    "Stack": ("stack the red cube on the green cube", "put the red block on top of the green block"),
+    "PickPlaceCan": ("pick up the can and place it in its bin", "put the can into the matching bin"),
+    "PickPlaceMilk": ("pick up the milk carton and place it in its bin",),
+    "PickPlaceBread": ("pick up the bread and place it in its bin",),
+    "PickPlaceCereal": ("pick up the cereal box and place it in its bin",),
+    "Door": ("open the door", "pull the door open by its handle"),
+    "NutAssembly": ("fit the square nut on the square peg and the round nut on the round peg",),
+    "NutAssemblySquare": ("fit the square nut on the square peg", "put the square nut onto the square peg"),
+    "NutAssemblyRound": ("fit the round nut on the round peg", "put the round nut onto the round peg"),
+}
+_CAMERA_NAMES = {"agentview": "agentview", "wrist": "robot0_eye_in_hand"}
+
+
+@dataclass(frozen=True)
+class RobosuiteConfig:
+    """image_size: int or (H, W); cameras: from ("agentview", "wrist"), () for no rendering at all
+    (much faster); max_steps: horizon in control steps; control_freq: Hz; robot: robosuite robot name;
+    object_state / action_out_of_bounds / reward: as in :class:`sims.config.TabletopConfig`."""
+
+    image_size: Any = 64
+    cameras: tuple[str, ...] = ("agentview",)
+    max_steps: int = 200
+    control_freq: float = 20.0
+    robot: str = "Panda"
+    object_state: bool = False
+    action_out_of_bounds: str = "clip"
+    reward: str = "sparse"
+
+    def __post_init__(self) -> None:
+        _image_hw(self.image_size)
+        cams = (self.cameras,) if isinstance(self.cameras, str) else tuple(self.cameras)
+        for c in cams:
+            if c not in CAMERAS:
+                raise ValueError(f"unknown camera {c!r}; expected names from {CAMERAS}")
+        object.__setattr__(self, "cameras", cams)
+        if not isinstance(self.max_steps, int) or self.max_steps < 1:
+            raise ValueError(f"max_steps must be an int >= 1, got {self.max_steps!r}")
+        if not (isinstance(self.control_freq, (int, float)) and 0 < self.control_freq <= 500):
+            raise ValueError(f"control_freq must be in (0, 500] Hz, got {self.control_freq!r}")
+        if self.action_out_of_bounds not in OUT_OF_BOUNDS:
+            raise ValueError(f"action_out_of_bounds must be one of {OUT_OF_BOUNDS}, got {self.action_out_of_bounds!r}")
+        if self.reward not in ("sparse", "dense"):
+            raise ValueError(f"reward must be 'sparse' or 'dense', got {self.reward!r}")
+
+
+def _import_robosuite():
+    _render.select_backend()
+    logging.getLogger("robosuite_logs").setLevel(logging.ERROR)
+    with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+        import robosuite
+    for name in ("robosuite_logs", "robosuite"):
+        logging.getLogger(name).setLevel(logging.ERROR)
+    return robosuite
+
+
+class RobosuiteEnv(gym.Env):
+    """See the module docstring."""
+
+    metadata = {"render_modes": ["rgb_array"], "render_fps": 20}
+
+    def __init__(self, task: str, config: RobosuiteConfig | None = None, **kw: Any):
+        if task not in TASKS:
+            raise ValueError(f"unknown robosuite task {task!r}; supported: {sorted(TASKS)}")
+        if config is not None and kw:
+            raise TypeError(f"pass either config= or keyword options, not both (got {sorted(kw)})")
+        self.cfg = config if config is not None else build(RobosuiteConfig, kw)
+        suite = _import_robosuite()
+        from robosuite.controllers import load_composite_controller_config
+
+        h, w = _image_hw(self.cfg.image_size)
+        cams = [_CAMERA_NAMES[c] for c in self.cfg.cameras]
+        if cams:
+            _render.select_backend()
+            if _render._status["error"] is not None:
+                raise _render.RenderingUnavailable(_render._status["error"])
+        self.task_name = task
+        self.max_steps = self.cfg.max_steps
+        self._env = suite.make(
+            task, robots=self.cfg.robot, controller_configs=load_composite_controller_config(controller="BASIC"),
+            has_renderer=False, has_offscreen_renderer=bool(cams), use_camera_obs=bool(cams), use_object_obs=True,
+            camera_names=cams or "agentview", camera_heights=h, camera_widths=w, control_freq=self.cfg.control_freq,
+            horizon=self.cfg.max_steps + 1, ignore_done=True, hard_reset=False, reward_shaping=True, seed=0)
+        lo, hi = self._env.action_spec
+        self._act_dim = len(lo)
+        self.action_space = gym.spaces.Box(-1.0, 1.0, (self._act_dim,), np.float32)
+        self._hw = (h, w)
+        self.t, self.init_seed, self.instruction = 0, -1, TASKS[task][0]
+        self._last: dict | None = None
+        obs = self._env.reset()
+        sd = len(self._state(obs))
+        self.observation_space = gym.spaces.Dict({
+            "images": gym.spaces.Dict({c: gym.spaces.Box(0, 255, (h, w, 3), np.uint8) for c in self.cfg.cameras}),
+            "state": gym.spaces.Box(-np.inf, np.inf, (sd,), np.float32),
+            "instruction": gym.spaces.Text(max_length=256, charset="abcdefghijklmnopqrstuvwxyz ,.'-"),
+        })
+
+    def _state(self, o: dict) -> np.ndarray:
+        parts = [o["robot0_eef_pos"], o["robot0_eef_quat"], o["robot0_gripper_qpos"]]
+        if self.cfg.object_state and "object-state" in o:
+            parts.append(o["object-state"])
+        return np.concatenate(parts).astype(np.float32)
+
+    def _obs(self, o: dict) -> dict:
+        images = {c: np.ascontiguousarray(o[f"{_CAMERA_NAMES[c]}_image"][::-1]) for c in self.cfg.cameras}
+        return {"images": images, "state": self._state(o), "instruction": self.instruction}
+
+    def reset(self, *, seed: int | None = None, options: dict | None = None):
+        super().reset(seed=seed)
+        options = dict(options or {})
+        task = options.pop("task", None)
+        if task is not None and task not in (self.task_name, f"robosuite/{self.task_name}"):
+            raise ValueError(f"this env runs robosuite/{self.task_name}; options['task']={task!r} needs another env")
+        init_seed = options.pop("init_seed", None)
+        if init_seed is None:
+            init_seed = seed if seed is not None else int(self.np_random.integers(2**31 - 1))
+        idx = options.pop("instruction_idx", None)
+        options.pop("group_id", None)
+        if options:
+            raise ValueError(f"unknown reset option(s) {sorted(options)}; valid: task, init_seed, instruction_idx, group_id")
+        self.init_seed = int(init_seed)
+        rng = np.random.default_rng(self.init_seed)
+        self._env.rng.bit_generator.state = np.random.default_rng(self.init_seed).bit_generator.state
+        templates = TASKS[self.task_name]
+        self.instruction = templates[(int(idx) if idx is not None else int(rng.integers(1 << 16))) % len(templates)]
+        o = self._env.reset()
+        self.t = 0
+        return self._obs(o), {"success": False, "progress": 0.0, "failed": False, "task": f"robosuite/{self.task_name}",
+                              "init_seed": self.init_seed, "step": 0}
+
+    def step(self, action):
+        a = np.asarray(action, dtype=np.float64)
+        if a.shape != (self._act_dim,):
+            raise ValueError(f"action must have shape ({self._act_dim},) = [dx, dy, dz, dax, day, daz, gripper], got {a.shape}")
+        if not np.isfinite(a).all():
+            raise ValueError(f"action has non-finite values: {a.tolist()}")
+        if a.min() < -1 or a.max() > 1:
+            if self.cfg.action_out_of_bounds == "raise":
+                bad = [(i, float(v)) for i, v in enumerate(a) if not -1.0 <= v <= 1.0]
+                raise ValueError(f"action components {bad} (index, value) are outside the bounds [-1, 1]")
+            a = np.clip(a, -1, 1)
+        o, shaped, _, _ = self._env.step(a)
+        self.t += 1
+        d = self._env.sim.data
+        failed = not (np.isfinite(d.qacc).all() and np.isfinite(d.qpos).all())
+        success = (not failed) and bool(self._env._check_success())
+        progress = 1.0 if success else (0.0 if failed else float(np.clip(shaped, 0.0, 1.0)))
+        info = {"success": success, "progress": progress, "failed": failed, "task": f"robosuite/{self.task_name}",
+                "init_seed": self.init_seed, "step": self.t}
+        reward = float(shaped) if self.cfg.reward == "dense" else float(success)
+        return self._obs(o), reward, success or failed, self.t >= self.max_steps, info
+
+    def close(self) -> None:
+        with contextlib.suppress(Exception):
+            self._env.close()
+
+
+def make(task: str, **kw: Any) -> RobosuiteEnv:
+    return RobosuiteEnv(task, **kw)
+
+
+def available() -> bool:
+    try:
+        _import_robosuite()
+        return True
+    except Exception:  # noqa: BLE001
+        return False
+
+
+__all__ = ["RobosuiteEnv", "RobosuiteConfig", "TASKS", "make", "available"]
