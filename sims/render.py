@@ -115,10 +115,14 @@ def make_renderer(model, height: int, width: int):
         raise RenderingUnavailable(f"sims: creating a MuJoCo renderer with MUJOCO_GL={gl} failed ({type(e).__name__}: {e}); "
                                    f"install {pkg}, or set MUJOCO_GL to another backend, or disable images with cameras=()") from e
     _renderers.add(r)
+    if not _status.get("atexit"):
+        # After the first context exists: mujoco.egl registers eglTerminate then, and atexit runs
+        # last-registered first, so the renderers are closed before the display goes away.
+        atexit.register(_close_all)
+        _status["atexit"] = "yes"
     return r
 
 
-@atexit.register
 def _close_all() -> None:
     for r in list(_renderers):
         try:

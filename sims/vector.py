@@ -280,7 +280,7 @@ class VectorEnv(gym.vector.VectorEnv):
                     self._restart(i)
                     self._workers[i].wait_ready(self.start_timeout_s)
                 self._workers[i].send(("reset", (seeds[i], opts[i])))
-            failed = []
+            failed, raised = [], []
             for i in todo:
                 status, payload = self._workers[i].recv(self.start_timeout_s)
                 if status == "ok":
@@ -291,10 +291,13 @@ class VectorEnv(gym.vector.VectorEnv):
                     self.episodes[i] = EpisodeRecord(task=info.get("task", self.tasks[i]), init_seed=int(info.get("init_seed", -1)),
                                                      group_id=int(o.get("group_id", -1)), instruction=obs["instruction"])
                 elif status == "error":  # the env raised: a bad option or a bug, not bad luck
-                    raise RuntimeError(f"reset of env {i} ({self.tasks[i]}) raised:\n{payload}")
+                    raised.append((i, payload))
                 else:
                     failed.append((i, status, payload))
                     self._restart(i)
+            if raised:  # every answer is in: the pipes hold nothing stale
+                i, payload = raised[0]
+                raise RuntimeError(f"reset of env {i} ({self.tasks[i]}) raised:\n{payload}")
             if not failed:
                 break
             if attempt == 1:

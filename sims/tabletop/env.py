@@ -50,7 +50,8 @@ import mujoco  # noqa: E402  (after the GL backend is chosen)
 _render.install_warning_handler()
 
 PROPRIO_DIM = 9
-_BAD = (int(mujoco.mjtWarning.mjWARN_BADQACC), int(mujoco.mjtWarning.mjWARN_BADQVEL), int(mujoco.mjtWarning.mjWARN_BADQPOS))
+_BAD = np.array([int(mujoco.mjtWarning.mjWARN_BADQACC), int(mujoco.mjtWarning.mjWARN_BADQVEL),
+                 int(mujoco.mjtWarning.mjWARN_BADQPOS)])
 _LO = np.array([r[0] for r in HAND_RANGE])
 _HI = np.array([r[1] for r in HAND_RANGE])
 INSTRUCTION_CHARSET = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789 ,.'-"
@@ -105,6 +106,7 @@ class TabletopEnv(gym.Env):
         self._grip_cmd = -1.0
         self._fault: dict | None = None
         self._done = False
+        self._grasp_cache: tuple = (None, False)
 
     # ------------------------------------------------------------------------------------ accessors
     def grip_pos(self) -> np.ndarray:
@@ -128,10 +130,18 @@ class TabletopEnv(gym.Env):
         d = self.data
         if d.ncon == 0:
             return False
-        g1, g2 = d.contact.geom1, d.contact.geom2
+        key = i  # the cache is cleared by every step() and reset()
+        if self._grasp_cache[0] == key:
+            return self._grasp_cache[1]
         b = self._block_geom[i]
-        touch = [bool(np.any(((g1 == f) & (g2 == b)) | ((g1 == b) & (g2 == f)))) for f in self._finger_geoms]
-        return touch[0] and touch[1]
+        fl, fr = self._finger_geoms
+        left = right = False
+        for g1, g2 in d.contact.geom.tolist():
+            if g1 == b or g2 == b:
+                other = g1 + g2 - b
+                left, right = left or other == fl, right or other == fr
+        self._grasp_cache = (key, left and right)
+        return left and right
 
     # ----------------------------------------------------------------------------------- gym API
     def reset(self, *, seed: int | None = None, options: dict | None = None):
@@ -159,6 +169,7 @@ class TabletopEnv(gym.Env):
                 raise ValueError(f"options['instruction_idx'] must be an int in [0, {len(self.task.templates)}), got {idx!r}")
             lay.instruction_idx = int(idx)
         self._apply(lay)
+        self._grasp_cache = (None, False)
         self.instruction = self.task.instruction(lay)
         self.a0, self.d0 = initial_scales(self)
         self.t, self._done, self._grip_cmd = 0, False, -1.0
@@ -212,12 +223,12 @@ class TabletopEnv(gym.Env):
         self.t += 1
         if self._fault is not None and self._fault["step"] == self.t:
             _fire(self._fault["kind"], d)
-        d.ctrl[0:3] = np.clip(d.qpos[0:3] + a[:3] * self.cfg.max_delta, _LO, _HI)
+        d.ctrl[0:3] = np.minimum(np.maximum(d.qpos[0:3] + a[:3] * self.cfg.max_delta, _LO), _HI)
         d.ctrl[3] = d.ctrl[4] = (1.0 - a[3]) * (0.5 * FINGER_OPEN)
         self._grip_cmd = float(a[3])
         mujoco.mj_step(m, d, self.n_substeps)
-        w = d.warning
-        diverged = (w[_BAD[0]].number + w[_BAD[1]].number + w[_BAD[2]].number) > 0
+        self._grasp_cache = (None, False)
+        diverged = bool(d.warning.number[_BAD].any())
         if diverged:
             success, failed = False, True
         else:

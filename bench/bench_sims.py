@@ -1,0 +1,177 @@
+"""Benchmark of ``sims``: env steps/s per core, overhead over raw MuJoCo, vector-env scaling.
+
+    python bench/bench_sims.py                      # < 2 min on 2 CPU cores
+    python bench/bench_sims.py --seconds 2 --workers 1 2 4 8 --image-size 128
+
+For every built-in tabletop task, with and without images (agentview, ``--image-size`` px):
+
+- env: ``env.step`` with fixed random actions in [-1, 1] (episodes reset when they end; the reset cost is
+  included, the time to produce actions is not);
+- raw: the same compiled model and the same physics trajectory driven directly in the same process:
+  replay the env's recorded controls, one ``mujoco.mj_step(model, data, n_substeps)`` per step
+  (+ ``update_scene`` and ``render`` per camera), ``mj_setState`` where the env reset;
+- overhead = env seconds per step / raw seconds per step (target < 1.3x).
+
+Then robosuite Lift steps/s (no camera / agentview) and ``sims.VectorEnv`` total steps/s for 1..N
+subprocess workers on ``tabletop/pick_place`` with images (ideal scaling is min(N, cores) x).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+import numpy as np  # noqa: E402
+
+import sims  # noqa: E402
+from sims.tabletop.tasks import TASKS  # noqa: E402
+
+
+def timed(fn, seconds: float, batch: int = 20) -> float:
+    """Calls per second of ``fn`` over at least ``seconds`` (after a short warm-up)."""
+    for _ in range(3):
+        fn()
+    n, t0 = 0, time.perf_counter()
+    while True:
+        for _ in range(batch):
+            fn()
+        n += batch
+        dt = time.perf_counter() - t0
+        if dt >= seconds:
+            return n / dt
+
+
+def bench_env(task: str, cams: tuple[str, ...], size: int, seconds: float) -> tuple[float, float]:
+    """(env steps/s, raw steps/s) over the *same* physics trajectory: the env runs ``n`` steps of fixed
+    random actions (timed), then again recording its controls and reset states (untimed), then the raw
+    loop replays those controls (timed; resets are a cheap ``mj_setState``, part of the env's overhead)."""
+    import mujoco
+
+    env = sims.make(task, cameras=cams, image_size=size)
+    actions = np.random.default_rng(0).uniform(-1, 1, size=(4096, 4)).astype(np.float32)
+    spec = mujoco.mjtState.mjSTATE_PHYSICS
+
+    def run(n: int | None, record: bool):
+        env.reset(options={"init_seed": 0})
+        ctrls, resets = [], {0: env.physics_state()} if record else None
+        k, t0 = 0, time.perf_counter()
+        while (n is None and time.perf_counter() - t0 < seconds) or (n is not None and k < n):
+            _, _, term, trunc, _ = env.step(actions[k & 4095])
+            k += 1
+            if record:
+                ctrls.append(env.data.ctrl.copy())
+            if term or trunc:
+                env.reset(options={"init_seed": k})
+                if record:
+                    resets[k] = env.physics_state()
+        return k, time.perf_counter() - t0, ctrls, resets
+
+    run(20, False)  # warm-up (renderer creation)
+    n, dt, _, _ = run(None, False)
+    _, _, ctrls, resets = run(n, True)
+    env_sps = n / dt
+
+    m, d = env.model, mujoco.MjData(env.model)
+    renderer = sims.render.make_renderer(m, size, size) if cams else None
+    nsub = env.n_substeps
+    t0 = time.perf_counter()
+    for k in range(n):
+        if k in resets:
+            mujoco.mj_setState(m, d, resets[k], spec)
+        d.ctrl[:] = ctrls[k]
+        mujoco.mj_step(m, d, nsub)
+        for c in cams:
+            renderer.update_scene(d, camera=c)
+            renderer.render()
+    raw_sps = n / (time.perf_counter() - t0)
+    if renderer is not None:
+        renderer.close()
+    env.close()
+    return env_sps, raw_sps
+
+
+def bench_robosuite(seconds: float, size: int) -> list[tuple[str, float]]:
+    out = []
+    for cams in ((), ("agentview",)):
+        try:
+            env = sims.make("robosuite/Lift", cameras=cams, image_size=size, max_steps=10_000)
+        except Exception as e:  # noqa: BLE001 - report and go on
+            out.append((f"Lift {'images' if cams else 'no images'}: unavailable ({type(e).__name__})", float("nan")))
+            continue
+        env.reset(options={"init_seed": 0})
+        zero = np.zeros(7)
+        for _ in range(5):  # numba JIT on the first steps
+            env.step(zero)
+        out.append((f"robosuite/Lift {'agentview ' + str(size) + 'px' if cams else 'no images'}",
+                    timed(lambda: env.step(zero), seconds, batch=5)))
+        env.close()
+    return out
+
+
+def bench_vector(workers: list[int], seconds: float, size: int) -> list[tuple[int, float]]:
+    out = []
+    for n in workers:
+        v = sims.VectorEnv("tabletop/pick_place", num_envs=n, env_kwargs={"image_size": size})
+        v.reset(options={"init_seed": list(range(n))})
+        rng = np.random.default_rng(0)
+        acts = rng.uniform(-1, 1, size=(64, n, 4)).astype(np.float32)
+        k = [0]
+
+        def step():
+            _, _, term, trunc, _ = v.step(acts[k[0] & 63])
+            k[0] += 1
+            done = term | trunc
+            if done.any():
+                v.reset(options={"init_seed": list(range(k[0], k[0] + n)), "reset_mask": done})
+
+        out.append((n, n * timed(step, seconds, batch=10)))
+        v.close()
+    return out
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--seconds", type=float, default=0.8, help="timing window per measurement")
+    p.add_argument("--image-size", type=int, default=64)
+    p.add_argument("--workers", type=int, nargs="+", default=None, help="vector env sizes (default 1 2 4 up to 2x cores)")
+    p.add_argument("--no-robosuite", action="store_true")
+    args = p.parse_args(argv)
+    t_start = time.time()
+    size = args.image_size
+    print(f"sims benchmark: MUJOCO_GL={os.environ.get('MUJOCO_GL')}, {os.cpu_count()} CPU cores, image {size}x{size}\n")
+    print(f"{'task':22s} {'images':>8s} {'env steps/s':>12s} {'raw steps/s':>12s} {'overhead':>9s}")
+    ratios = []
+    for t in TASKS:
+        for cams in ((), ("agentview",)):
+            env_sps, raw_sps = bench_env(f"tabletop/{t}", cams, size, args.seconds)
+            ratio = raw_sps / env_sps  # env seconds per step / raw seconds per step
+            ratios.append((t, bool(cams), ratio))
+            print(f"{'tabletop/' + t:22s} {'yes' if cams else 'no':>8s} {env_sps:12.0f} {raw_sps:12.0f} {ratio:8.2f}x")
+    with_img = [r for _, c, r in ratios if c]
+    print(f"\noverhead env/raw: with images max {max(with_img):.2f}x (mean {np.mean(with_img):.2f}x), "
+          f"without images max {max(r for _, c, r in ratios if not c):.2f}x; target < 1.3x")
+
+    if not args.no_robosuite:
+        print()
+        for name, sps in bench_robosuite(args.seconds * 2, size):
+            print(f"{name:40s} {sps:8.1f} steps/s")
+
+    cores = os.cpu_count() or 1
+    workers = args.workers or sorted({1, 2, 4, min(8, 2 * cores)})
+    print(f"\nVectorEnv tabletop/pick_place, agentview {size}px, subprocess workers:")
+    res = bench_vector(workers, args.seconds * 1.5, size)
+    base = res[0][1] / res[0][0]
+    print(f"{'workers':>8s} {'steps/s':>10s} {'speedup':>8s} {'ideal':>6s}")
+    for n, sps in res:
+        print(f"{n:8d} {sps:10.0f} {sps / base:7.2f}x {min(n, cores):5d}x")
+    print(f"\ntotal {time.time() - t_start:.1f} s")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
