@@ -32,6 +32,7 @@ divergence), raises RuntimeError, kills the process (``os._exit``), or sleeps fo
 
 from __future__ import annotations
 
+import math
 import os
 import time
 from typing import Any
@@ -205,15 +206,16 @@ class TabletopEnv(gym.Env):
             raise ValueError(f"action must be 4 numbers [dx, dy, dz, gripper] in [-1, 1], got {action!r}") from None
         if a.shape != (4,):
             raise ValueError(f"action must have shape (4,) = [dx, dy, dz, gripper], got shape {a.shape}: {action!r}")
-        if not np.isfinite(a).all():
-            raise ValueError(f"action has non-finite values: {a.tolist()}")
-        if a.min() < -1.0 or a.max() > 1.0:
-            if self.cfg.action_out_of_bounds == "raise":
-                bad = [(i, float(v)) for i, v in enumerate(a) if not -1.0 <= v <= 1.0]
-                raise ValueError(f"action components {bad} (index, value) are outside the bounds [-1, 1] of "
-                                 "[dx, dy, dz, gripper]; scale your policy output, or use action_out_of_bounds='clip'")
-            a = np.clip(a, -1.0, 1.0)
-        return a
+        vals = a.tolist()
+        if all(-1.0 <= v <= 1.0 for v in vals):  # (plain floats: cheaper than numpy reductions for 4 values)
+            return a
+        if not all(math.isfinite(v) for v in vals):
+            raise ValueError(f"action has non-finite values: {vals}")
+        if self.cfg.action_out_of_bounds == "raise":
+            bad = [(i, v) for i, v in enumerate(vals) if not -1.0 <= v <= 1.0]
+            raise ValueError(f"action components {bad} (index, value) are outside the bounds [-1, 1] of "
+                             "[dx, dy, dz, gripper]; scale your policy output, or use action_out_of_bounds='clip'")
+        return np.clip(a, -1.0, 1.0)
 
     def step(self, action):
         if self.layout is None:

@@ -22,6 +22,7 @@ separations), which colours the objects get and which one the instruction names,
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Callable
 
@@ -91,7 +92,7 @@ def _clip01(x: float) -> float:
 
 
 def _dist(a, b) -> float:
-    return float(np.sqrt(sum((float(x) - float(y)) ** 2 for x, y in zip(a, b))))
+    return math.dist(a.tolist() if isinstance(a, np.ndarray) else a, b.tolist() if isinstance(b, np.ndarray) else b)
 
 
 # ---------------------------------------------------------------------------------------------- reach
