@@ -207,7 +207,7 @@ class VectorEnv(gym.vector.VectorEnv):
                 raise ValueError(f"slot {i} ({self.tasks[i]}) has action shape {w.spaces[0].shape}, slot 0 has "
                                  f"{self.single_action_space.shape}; a VectorEnv needs one action shape")
         self.action_space = gym.vector.utils.batch_space(self.single_action_space, num_envs)
-        self.observation_space = self.single_observation_space  # per-slot space; batched obs are documented above
+        self.observation_space = gym.vector.utils.batch_space(self.single_observation_space, num_envs)
         self.episodes = [EpisodeRecord(task=t) for t in self.tasks]
         self._obs: list[dict | None] = [None] * num_envs
         self._infos: list[dict] = [{} for _ in range(num_envs)]

@@ -44,3 +44,17 @@ def test_lift_images_when_rendering_works(can_render):
         assert obs["images"]["agentview"].std() > 5
     finally:
         env.close()
+
+
+@pytest.mark.parametrize("task", ["Stack", "PickPlaceCan", "Door", "NutAssembly"])
+def test_other_tasks_build_reset_and_step(task):
+    import sims
+
+    env = sims.make(f"robosuite/{task}", cameras=(), max_steps=2)
+    try:
+        obs, info = env.reset(options={"init_seed": 0})
+        assert obs["state"].shape == (9,) and obs["instruction"]
+        obs, r, term, trunc, info = env.step(np.zeros(env.action_space.shape))
+        assert info["success"] == bool(env._env._check_success()) and not info["failed"]
+    finally:
+        env.close()

@@ -146,6 +146,19 @@ def test_action_validation():
         clip.step([np.inf, 0, 0, 0])
 
 
+def test_typed_config(can_render):
+    cams = ("wrist",) if can_render else ()
+    cfg = sims.TabletopConfig(image_size=(32, 48), cameras=cams, max_steps=7, control_freq=10.0)
+    env = sims.make("tabletop/push", config=cfg)
+    assert env.max_steps == 7 and env.n_substeps == 20 and cfg.hw == (32, 48)
+    obs, _ = env.reset(options={"init_seed": 0})
+    assert set(obs["images"]) == set(cams) and all(im.shape == (32, 48, 3) for im in obs["images"].values())
+    with pytest.raises(TypeError, match="either config"):
+        sims.make("tabletop/push", config=cfg, image_size=64)
+    with pytest.raises(ValueError, match="control_freq.*500"):
+        sims.TabletopConfig(control_freq=500.0)
+
+
 def test_config_errors_name_the_bad_value():
     with pytest.raises(ValueError, match="image_size.*7"):
         sims.make("tabletop/reach", image_size=7)

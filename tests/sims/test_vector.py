@@ -101,5 +101,6 @@ def test_images_batched(can_render):
         assert obs["images"]["agentview"].shape == (2, 32, 32, 3) and obs["images"]["wrist"].dtype == np.uint8
         obs, *_ = v.step(np.zeros((2, 4), np.float32))
         assert obs["images"]["wrist"].shape == (2, 32, 32, 3)
+        assert v.observation_space.contains(obs) and v.action_space.shape == (2, 4)
     finally:
         v.close()
