@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields, replace
+from dataclasses import dataclass, fields
 from typing import Any
 
 CAMERAS = ("agentview", "wrist")
@@ -96,7 +96,3 @@ def build(cls, kw: dict[str, Any]):
     if bad:
         raise TypeError(f"unknown {cls.__name__} option(s) {bad}; valid: {sorted(names)}")
     return cls(**kw)
-
-
-def with_overrides(cfg, **kw: Any):
-    return replace(cfg, **kw)

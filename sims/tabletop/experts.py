@@ -77,10 +77,9 @@ def carry(env, target: int, goal_xy: np.ndarray, release_z: float, placed: bool)
         # carry: block centre over the goal (the grip point may sit off the block centre)
         grip_goal = goal_xy + (e[:2] - b[:2])
         if off > 0.012:
-            z = CARRY_Z if e[2] > CARRY_Z - 0.04 or off < 0.05 else e[2] + 0.05
             if e[2] < CARRY_Z - 0.04 and off > 0.05:
                 return _act(_toward(env, [e[0], e[1], CARRY_Z]), 1.0)  # lift first
-            return _act(_toward(env, [grip_goal[0], grip_goal[1], z], gain=1.2), 1.0)
+            return _act(_toward(env, [grip_goal[0], grip_goal[1], CARRY_Z], gain=1.2), 1.0)
         z_goal = release_z + (e[2] - b[2])
         if e[2] - z_goal > 0.004:
             return _act(_toward(env, [grip_goal[0], grip_goal[1], z_goal]), 1.0)  # lower

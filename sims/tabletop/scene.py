@@ -47,12 +47,12 @@ def _gripper() -> str:
       <geom name="wrist" type="cylinder" pos="0 0 0.08" size="0.012 0.03" mass="0.1" rgba="0.4 0.4 0.45 1" contype="0" conaffinity="0"/>
       <camera name="wrist" pos="0 0 0.032" xyaxes="1 0 0 0 0.966 0.259" fovy="80"/>
       <body name="finger_l" pos="0 0.007 0" gravcomp="1">
-        <joint name="finger_l" type="slide" axis="0 1 0" range="0 {fo}" damping="5" armature="0.01"/>
+        <joint name="finger_l" type="slide" axis="0 1 0" range="0 {fo}" damping="10" armature="0.01" solreflimit="0.004 1"/>
         <geom name="finger_l" type="box" pos="0 0 0.01" size="0.01 0.006 0.025" mass="0.05" friction="1.5 0.02 0.001"
               condim="4" rgba="0.15 0.15 0.15 1"/>
       </body>
       <body name="finger_r" pos="0 -0.007 0" gravcomp="1">
-        <joint name="finger_r" type="slide" axis="0 -1 0" range="0 {fo}" damping="5" armature="0.01"/>
+        <joint name="finger_r" type="slide" axis="0 -1 0" range="0 {fo}" damping="10" armature="0.01" solreflimit="0.004 1"/>
         <geom name="finger_r" type="box" pos="0 0 0.01" size="0.01 0.006 0.025" mass="0.05" friction="1.5 0.02 0.001"
               condim="4" rgba="0.15 0.15 0.15 1"/>
       </body>
