@@ -60,8 +60,8 @@ def bench_env(task: str, cams: tuple[str, ...], size: int, seconds: float, round
     def run(n: int | None, record: bool):
         env.reset(options={"init_seed": 0})
         ctrls, resets = [], {0: env.physics_state()} if record else None
-        k, t0 = 0, time.perf_counter()
-        while (n is None and time.perf_counter() - t0 < seconds) or (n is not None and k < n):
+        k, t0 = 0, time.process_time()
+        while (n is None and time.process_time() - t0 < seconds) or (n is not None and k < n):
             _, _, term, trunc, _ = env.step(actions[k & 4095])
             k += 1
             if record:
@@ -70,7 +70,7 @@ def bench_env(task: str, cams: tuple[str, ...], size: int, seconds: float, round
                 env.reset(options={"init_seed": k})
                 if record:
                     resets[k] = env.physics_state()
-        return k, time.perf_counter() - t0, ctrls, resets
+        return k, time.process_time() - t0, ctrls, resets
 
     run(20, False)  # warm-up (renderer creation)
     n, _, _, _ = run(None, False)
@@ -81,7 +81,7 @@ def bench_env(task: str, cams: tuple[str, ...], size: int, seconds: float, round
     nsub = env.n_substeps
 
     def raw() -> float:
-        t0 = time.perf_counter()
+        t0 = time.process_time()
         for k in range(n):
             if k in resets:
                 mujoco.mj_setState(m, d, resets[k], spec)
@@ -90,7 +90,7 @@ def bench_env(task: str, cams: tuple[str, ...], size: int, seconds: float, round
             for c in cams:
                 renderer.update_scene(d, camera=c)
                 renderer.render()
-        return time.perf_counter() - t0
+        return time.process_time() - t0
 
     # interleaved rounds, best of each: the machine is shared, so a slow round says little
     env_dt, raw_dt = [], []

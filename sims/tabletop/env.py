@@ -51,10 +51,9 @@ import mujoco  # noqa: E402  (after the GL backend is chosen)
 _render.install_warning_handler()
 
 PROPRIO_DIM = 9
-_BAD = np.array([int(mujoco.mjtWarning.mjWARN_BADQACC), int(mujoco.mjtWarning.mjWARN_BADQVEL),
-                 int(mujoco.mjtWarning.mjWARN_BADQPOS)])
-_LO = np.array([r[0] for r in HAND_RANGE])
-_HI = np.array([r[1] for r in HAND_RANGE])
+_BAD = (int(mujoco.mjtWarning.mjWARN_BADQACC), int(mujoco.mjtWarning.mjWARN_BADQVEL), int(mujoco.mjtWarning.mjWARN_BADQPOS))
+(_XLO, _XHI), (_YLO, _YHI), (_ZLO, _ZHI) = HAND_RANGE
+_HALF_OPEN = 0.5 * FINGER_OPEN
 INSTRUCTION_CHARSET = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789 ,.'-"
 
 
@@ -82,12 +81,21 @@ class TabletopEnv(gym.Env):
                                                               self.cfg.timestep))
         self.data = mujoco.MjData(self.model)
         m = self.model
+        # views into mjData (its buffers live as long as the MjData): cheaper than the property per step
+        self._qpos, self._qvel, self._ctrl = self.data.qpos, self.data.qvel, self.data.ctrl
+        self._warn = self.data.warning.number
+        self._task_id = f"tabletop/{task.name}"
+        self._max_delta = float(self.cfg.max_delta)
+        self._dense = self.cfg.reward == "dense"
         self._block_qadr = [int(m.jnt_qposadr[m.joint(f"block{i}").id]) for i in range(task.n_blocks)]
         self._block_vadr = [int(m.jnt_dofadr[m.joint(f"block{i}").id]) for i in range(task.n_blocks)]
+        self._block_z = [a + 2 for a in self._block_qadr]
         self._block_geom = [m.geom(f"block{i}").id for i in range(task.n_blocks)]
         self._target_geom = [m.geom(f"target{i}").id for i in range(task.n_targets)]
         self._mocap = {n: int(m.body_mocapid[m.body(n).id]) for n in
                        [f"target{i}" for i in range(task.n_targets)] + (["goal"] if task.goal else []) + (["bin"] if task.bin else [])}
+        self._target_mocap = [self._mocap[f"target{i}"] for i in range(task.n_targets)]
+        self._mocap_pos = self.data.mocap_pos
         self._finger_geoms = (m.geom("finger_l").id, m.geom("finger_r").id)
         self._renderer = None
         self._hw = (h, w)
@@ -112,19 +120,19 @@ class TabletopEnv(gym.Env):
     # ------------------------------------------------------------------------------------ accessors
     def grip_pos(self) -> np.ndarray:
         """[3] m, the grip point (between the fingertips)."""
-        return self.data.qpos[0:3]
+        return self._qpos[0:3]
 
     def finger_opening(self) -> tuple[float, float]:
         """Opening of each finger in m (0 closed, 0.04 open)."""
-        q = self.data.qpos
-        return float(q[3]), float(q[4])
+        lo, hi = self._qpos[3:5].tolist()
+        return lo, hi
 
     def block_pos(self, i: int) -> np.ndarray:
         a = self._block_qadr[i]
-        return self.data.qpos[a:a + 3]
+        return self._qpos[a:a + 3]
 
     def target_pos(self, i: int) -> np.ndarray:
-        return self.data.mocap_pos[self._mocap[f"target{i}"]]
+        return self._mocap_pos[self._target_mocap[i]]
 
     def grasped(self, i: int) -> bool:
         """Both fingers touch block ``i``."""
@@ -183,7 +191,7 @@ class TabletopEnv(gym.Env):
         d.qpos[3:5] = FINGER_OPEN
         d.ctrl[0:3] = lay.hand
         d.ctrl[3:5] = FINGER_OPEN
-        rng = np.random.default_rng(self.init_seed + 7919)
+        rng = np.random.default_rng(self.init_seed + 7919) if self._block_qadr else None  # block yaws
         for i, a in enumerate(self._block_qadr):
             yaw = rng.uniform(-0.3, 0.3)
             d.qpos[a:a + 3] = lay.objects[i]
@@ -199,60 +207,79 @@ class TabletopEnv(gym.Env):
         mujoco.mj_forward(m, d)
         self.layout = lay
 
-    def _check_action(self, action) -> np.ndarray:
-        try:
-            a = np.asarray(action, dtype=np.float64)
-        except (TypeError, ValueError):
-            raise ValueError(f"action must be 4 numbers [dx, dy, dz, gripper] in [-1, 1], got {action!r}") from None
-        if a.shape != (4,):
-            raise ValueError(f"action must have shape (4,) = [dx, dy, dz, gripper], got shape {a.shape}: {action!r}")
-        vals = a.tolist()
-        if all(-1.0 <= v <= 1.0 for v in vals):  # (plain floats: cheaper than numpy reductions for 4 values)
-            return a
+    def _check_action(self, action) -> list[float]:
+        """The action as 4 Python floats in [-1, 1] (clipped, or ValueError; see the module docstring)."""
+        if type(action) is np.ndarray and action.shape == (4,) and action.dtype.kind == "f":
+            vals = action.tolist()  # the common case: a float array from a policy
+        else:
+            try:
+                a = np.asarray(action, dtype=np.float64)
+            except (TypeError, ValueError):
+                raise ValueError(f"action must be 4 numbers [dx, dy, dz, gripper] in [-1, 1], got {action!r}") from None
+            if a.shape != (4,):
+                raise ValueError(f"action must have shape (4,) = [dx, dy, dz, gripper], got shape {a.shape}: {action!r}")
+            vals = a.tolist()
+        x, y, z, g = vals  # plain floats: cheaper than numpy reductions for 4 values (NaN fails every comparison)
+        if -1.0 <= x <= 1.0 and -1.0 <= y <= 1.0 and -1.0 <= z <= 1.0 and -1.0 <= g <= 1.0:
+            return vals
         if not all(math.isfinite(v) for v in vals):
             raise ValueError(f"action has non-finite values: {vals}")
         if self.cfg.action_out_of_bounds == "raise":
             bad = [(i, v) for i, v in enumerate(vals) if not -1.0 <= v <= 1.0]
             raise ValueError(f"action components {bad} (index, value) are outside the bounds [-1, 1] of "
                              "[dx, dy, dz, gripper]; scale your policy output, or use action_out_of_bounds='clip'")
-        return np.clip(a, -1.0, 1.0)
+        return [min(1.0, max(-1.0, v)) for v in vals]
 
     def step(self, action):
         if self.layout is None:
             raise RuntimeError("call reset() before step()")
-        a = self._check_action(action)
-        m, d = self.model, self.data
+        dx, dy, dz, g = self._check_action(action)
         self.t += 1
         if self._fault is not None and self._fault["step"] == self.t:
-            _fire(self._fault["kind"], d)
-        d.ctrl[0:3] = np.minimum(np.maximum(d.qpos[0:3] + a[:3] * self.cfg.max_delta, _LO), _HI)
-        d.ctrl[3] = d.ctrl[4] = (1.0 - a[3]) * (0.5 * FINGER_OPEN)
-        self._grip_cmd = float(a[3])
-        mujoco.mj_step(m, d, self.n_substeps)
+            _fire(self._fault["kind"], self.data)
+        x, y, z = self._qpos[0:3].tolist()
+        md = self._max_delta
+        f = (1.0 - g) * _HALF_OPEN
+        self._ctrl[:] = (min(max(x + dx * md, _XLO), _XHI), min(max(y + dy * md, _YLO), _YHI),
+                         min(max(z + dz * md, _ZLO), _ZHI), f, f)
+        self._grip_cmd = g
+        mujoco.mj_step(self.model, self.data, self.n_substeps)
         self._grasp_cache = (None, False)
-        diverged = bool(d.warning.number[_BAD].any())
+        w = self._warn
+        diverged = bool(w[_BAD[0]] or w[_BAD[1]] or w[_BAD[2]])
         if diverged:
-            success, failed = False, True
+            success, failed, progress = False, True, 0.0
         else:
-            success = bool(self.task.success(self))
-            failed = any(self.block_pos(i)[2] < -0.05 for i in range(self.task.n_blocks))  # fell off the table
-        info = self._info(success, failed, diverged)
-        reward = info["progress"] if self.cfg.reward == "dense" else float(success)
+            q = self._qpos
+            failed = any(q[i] < -0.05 for i in self._block_z)  # a block fell off the table
+            if failed:
+                success, progress = False, 0.0
+            else:
+                success, progress = self.task.evaluate(self)
+        info = {"success": success, "progress": progress, "failed": failed, "task": self._task_id,
+                "init_seed": self.init_seed, "step": self.t}
+        if diverged:
+            info["error"] = "simulation diverged (MuJoCo bad qacc/qvel/qpos warning)"
+        reward = progress if self._dense else float(success)
         self._done = success or failed
-        return self._obs(), reward, self._done, self.t >= self.max_steps, info
+        return ({"images": self.render_images(), "state": self.state_vector(), "instruction": self.instruction},
+                reward, self._done, self.t >= self.max_steps, info)
 
     def _info(self, success: bool, failed: bool, diverged: bool = False) -> dict:
         progress = 0.0 if failed else (1.0 if success else float(self.task.progress(self)))
-        info = {"success": success, "progress": progress, "failed": failed, "task": f"tabletop/{self.task.name}",
+        info = {"success": success, "progress": progress, "failed": failed, "task": self._task_id,
                 "init_seed": self.init_seed, "step": self.t}
         if diverged:
             info["error"] = "simulation diverged (MuJoCo bad qacc/qvel/qpos warning)"
         return info
 
     def state_vector(self) -> np.ndarray:
-        d = self.data
-        q = d.qpos
-        s = [q[0:3], d.qvel[0:3], q[3:5], (self._grip_cmd,)]
+        q = self._qpos
+        if not self.cfg.object_state:  # (from plain floats: ~2x cheaper than np.concatenate for 9 values)
+            x, y, z, fl, fr = q[0:5].tolist()
+            vx, vy, vz = self._qvel[0:3].tolist()
+            return np.array((x, y, z, vx, vy, vz, fl, fr, self._grip_cmd), np.float32)
+        s = [q[0:3], self._qvel[0:3], q[3:5], (self._grip_cmd,)]
         if self.cfg.object_state:
             s += [self.block_pos(i) for i in range(self.task.n_blocks)]
             s += [self.target_pos(i) for i in range(self.task.n_targets)]
@@ -260,7 +287,7 @@ class TabletopEnv(gym.Env):
                 s.append(self.layout.goal)
             if self.layout.bin is not None:
                 s.append(self.layout.bin)
-        return np.concatenate(s).astype(np.float32)
+        return np.concatenate(s, dtype=np.float32)
 
     def physics_state(self) -> np.ndarray:
         """float64[S]: MuJoCo's full physics state (``mj_getState``, mjSTATE_PHYSICS), for replay."""

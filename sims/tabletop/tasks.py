@@ -60,6 +60,15 @@ class Task:
     sample: Callable[[np.random.Generator], Layout]
     success: Callable[..., bool]
     progress: Callable[..., float]
+    both: Callable[..., tuple[bool, float]] | None = None  # (success, progress) in one pass (the step path)
+
+    def evaluate(self, env) -> tuple[bool, float]:
+        """``(success, progress)`` of the current state; progress is 1.0 exactly when successful."""
+        if self.both is not None:
+            return self.both(env)
+        if self.success(env):
+            return True, 1.0
+        return False, float(self.progress(env))
 
     def instruction(self, layout: Layout) -> str:
         t = self.templates[layout.instruction_idx % len(self.templates)]
@@ -69,11 +78,16 @@ class Task:
 
 def _points(rng: np.random.Generator, n: int, lo, hi, min_dist: float, avoid=(), tries: int = 1000) -> np.ndarray:
     """``n`` xy points uniform in the box [lo, hi] at least ``min_dist`` apart (and from ``avoid``)."""
-    pts: list[np.ndarray] = []
+    # the same draws as ``rng.uniform(lo, hi)`` (numpy computes lo + (hi - lo) * u), in plain floats
+    x0, y0 = float(lo[0]), float(lo[1])
+    rx, ry = float(hi[0]) - x0, float(hi[1]) - y0
+    pts: list[tuple[float, float]] = []
+    others = [(float(q[0]), float(q[1])) for q in avoid]
     for _ in range(tries):
-        p = rng.uniform(lo, hi)
-        if all(np.linalg.norm(p - q) >= min_dist for q in (*pts, *avoid)):
-            pts.append(p)
+        u, v = rng.random(2).tolist()
+        x, y = x0 + rx * u, y0 + ry * v
+        if all(math.hypot(x - qx, y - qy) >= min_dist for qx, qy in (*pts, *others)):
+            pts.append((x, y))
             if len(pts) == n:
                 return np.array(pts)
     raise RuntimeError(f"could not place {n} points {min_dist} m apart in {lo}..{hi}")
@@ -112,6 +126,13 @@ def _reach_progress(env) -> float:
     return _clip01(1.0 - _dist(env.grip_pos(), env.target_pos(env.layout.target)) / env.d0)
 
 
+def _reach_both(env) -> tuple[bool, float]:
+    d = math.dist(env.grip_pos().tolist(), env.target_pos(env.layout.target).tolist())
+    if d < 0.03:
+        return True, 1.0
+    return False, _clip01(1.0 - d / env.d0)
+
+
 # ----------------------------------------------------------------------------------------------- push
 def _sample_push(rng):
     hand = _hand_start(rng)
@@ -137,21 +158,31 @@ def _sample_push(rng):
 def push_distance(env) -> float:
     p = env.block_pos(env.layout.target)
     g = env.layout.goal
-    return float(np.hypot(p[0] - g[0], p[1] - g[1]))
+    return math.hypot(float(p[0] - g[0]), float(p[1] - g[1]))
 
 
 def _push_success(env) -> bool:
-    return push_distance(env) < 0.03 and env.block_pos(env.layout.target)[2] < BLOCK_HALF + 0.01
+    return _push_both(env)[0]
 
 
 def _push_progress(env) -> float:
-    if _push_success(env):
-        return 1.0
-    p, g = env.block_pos(env.layout.target), env.layout.goal
-    u = (g - p[:2]) / max(np.hypot(*(g - p[:2])), 1e-6)
-    behind = np.array([*(p[:2] - 0.05 * u), BLOCK_HALF])
-    approach = _clip01(1.0 - _dist(env.grip_pos(), behind) / env.a0)
-    return 0.2 * approach + 0.8 * _clip01(1.0 - push_distance(env) / env.d0)
+    return _push_both(env)[1]
+
+
+def _push_both(env) -> tuple[bool, float]:
+    px, py, pz = env.block_pos(env.layout.target).tolist()
+    gx, gy = env.layout.goal.tolist()
+    dist = math.hypot(gx - px, gy - py)
+    if dist < 0.03 and pz < BLOCK_HALF + 0.01:
+        return True, 1.0
+    return False, _push_shaping(env, px, py, gx, gy, dist)
+
+
+def _push_shaping(env, px: float, py: float, gx: float, gy: float, dist: float) -> float:
+    inv = 1.0 / max(dist, 1e-6)
+    behind = (px - 0.05 * (gx - px) * inv, py - 0.05 * (gy - py) * inv, BLOCK_HALF)
+    approach = _clip01(1.0 - math.dist(env.grip_pos().tolist(), behind) / env.a0)
+    return 0.2 * approach + 0.8 * _clip01(1.0 - dist / env.d0)
 
 
 # ----------------------------------------------------------------------------------- pick / place / stack
@@ -176,9 +207,9 @@ def _sample_stack(rng):
 
 
 def in_bin(env, i: int) -> bool:
-    p, c = env.block_pos(i), env.layout.bin
-    return (abs(p[0] - c[0]) < BIN_INNER - 0.005 and abs(p[1] - c[1]) < BIN_INNER - 0.005
-            and p[2] < BIN_FLOOR + BIN_WALL_H + 0.005)
+    x, y, z = env.block_pos(i).tolist()
+    cx, cy = env.layout.bin.tolist()
+    return abs(x - cx) < BIN_INNER - 0.005 and abs(y - cy) < BIN_INNER - 0.005 and z < BIN_FLOOR + BIN_WALL_H + 0.005
 
 
 def released(env) -> bool:
@@ -191,8 +222,8 @@ def _pick_place_success(env) -> bool:
 
 
 def on_top(env, top: int, bottom: int) -> bool:
-    a, b = env.block_pos(top), env.block_pos(bottom)
-    return (np.hypot(a[0] - b[0], a[1] - b[1]) < 0.02 and abs(a[2] - b[2] - 2 * BLOCK_HALF) < 0.006
+    a, b = env.block_pos(top).tolist(), env.block_pos(bottom).tolist()
+    return (math.hypot(a[0] - b[0], a[1] - b[1]) < 0.02 and abs(a[2] - b[2] - 2 * BLOCK_HALF) < 0.006
             and b[2] < BLOCK_HALF + 0.005)
 
 
@@ -207,39 +238,55 @@ def _carry_progress(env, goal_xy: np.ndarray, placed: bool, done: bool) -> float
     if placed:
         return 0.9
     i = env.layout.target
-    p = env.block_pos(i)
-    reach = _clip01(1.0 - _dist(env.grip_pos(), p) / env.a0)
+    p = env.block_pos(i).tolist()
+    reach = _clip01(1.0 - math.dist(env.grip_pos().tolist(), p) / env.a0)
     held = env.grasped(i)
     lift = _clip01((p[2] - BLOCK_HALF) / 0.04) if held else 0.0
-    carry = _clip01(1.0 - float(np.hypot(*(p[:2] - goal_xy))) / env.d0) if held and p[2] > BLOCK_HALF + 0.01 else 0.0
+    if held and p[2] > BLOCK_HALF + 0.01:
+        gx, gy = goal_xy.tolist()
+        carry = _clip01(1.0 - math.hypot(p[0] - gx, p[1] - gy) / env.d0)
+    else:
+        carry = 0.0
     return 0.2 * reach + 0.2 * float(held) + 0.1 * lift + 0.4 * carry
 
 
 def _pick_place_progress(env) -> float:
-    return _carry_progress(env, env.layout.bin, in_bin(env, env.layout.target), _pick_place_success(env))
+    return _pick_place_both(env)[1]
+
+
+def _pick_place_both(env) -> tuple[bool, float]:
+    placed = in_bin(env, env.layout.target)
+    done = placed and released(env)
+    return done, _carry_progress(env, env.layout.bin, placed, done)
 
 
 def _stack_progress(env) -> float:
+    return _stack_both(env)[1]
+
+
+def _stack_both(env) -> tuple[bool, float]:
     lay = env.layout
-    return _carry_progress(env, env.block_pos(lay.other)[:2], on_top(env, lay.target, lay.other), _stack_success(env))
+    placed = on_top(env, lay.target, lay.other)
+    done = placed and released(env)
+    return done, _carry_progress(env, env.block_pos(lay.other)[:2], placed, done)
 
 
 TASKS: dict[str, Task] = {
     "reach": Task("reach", 0, 3, False, False, 40, (
         "reach the {c} ball", "move the gripper to the {c} sphere", "touch the {c} ball with the gripper",
-        "go to the {c} sphere", "put the gripper on the {c} ball"), _sample_reach, _reach_success, _reach_progress),
+        "go to the {c} sphere", "put the gripper on the {c} ball"), _sample_reach, _reach_success, _reach_progress, _reach_both),
     "push": Task("push", 2, 0, True, False, 100, (
         "push the {c} block onto the white disc", "slide the {c} cube to the white target",
         "push the {c} cube to the white circle", "move the {c} block to the white disc by pushing it"),
-        _sample_push, _push_success, _push_progress),
+        _sample_push, _push_success, _push_progress, _push_both),
     "pick_place": Task("pick_place", 2, 0, False, True, 100, (
         "put the {c} block in the bin", "pick up the {c} cube and place it in the bin",
         "place the {c} block into the brown box", "move the {c} cube into the bin"),
-        _sample_pick_place, _pick_place_success, _pick_place_progress),
+        _sample_pick_place, _pick_place_success, _pick_place_progress, _pick_place_both),
     "stack": Task("stack", 2, 0, False, False, 100, (
         "stack the {c} block on the {o} block", "put the {c} cube on top of the {o} cube",
         "place the {c} block onto the {o} one", "pick up the {c} cube and stack it on the {o} cube"),
-        _sample_stack, _stack_success, _stack_progress),
+        _sample_stack, _stack_success, _stack_progress, _stack_both),
 }
 
 
