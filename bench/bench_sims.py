@@ -12,7 +12,11 @@ For every built-in tabletop task, with and without images (agentview, ``--image-
   (+ ``update_scene`` and ``render`` per camera), ``mj_setState`` where the env reset;
 - overhead = env seconds per step / raw seconds per step (target < 1.3x).
 
-Then robosuite Lift steps/s (no camera / agentview) and ``sims.VectorEnv`` total steps/s for 1..N
+Steps/s are per core: both loops are timed in process CPU time (``time.process_time``, which also
+counts a software GL renderer's threads), so other jobs on a shared machine inflate neither side.
+
+Then the success rates of the scripted expert and of uniform random actions per task over
+``--rate-seeds`` held-out seeds (1000, 1001, ...; the tests use 0..99), robosuite Lift steps/s (no camera / agentview) and ``sims.VectorEnv`` total steps/s for 1..N
 subprocess workers on ``tabletop/pick_place`` with images (ideal scaling is min(N, cores) x).
 """
 
@@ -104,6 +108,27 @@ def bench_env(task: str, cams: tuple[str, ...], size: int, seconds: float, round
     return env_sps, raw_sps
 
 
+def success_rates(task: str, seeds: range) -> dict[str, float]:
+    """Fraction of successful episodes (run to the end) of the scripted expert and of uniform random
+    actions from each ``init_seed`` in ``seeds``."""
+    env = sims.make(task, cameras=())
+    rng = np.random.default_rng(0)
+    policies = {"expert": sims.expert_action, "random": lambda e: rng.uniform(-1.0, 1.0, 4)}
+    out = {}
+    for name, act in policies.items():
+        wins = 0
+        for s in seeds:
+            env.reset(options={"init_seed": s})
+            while True:
+                _, _, term, trunc, info = env.step(act(env))
+                if term or trunc:
+                    break
+            wins += bool(info["success"])
+        out[name] = wins / len(seeds)
+    env.close()
+    return out
+
+
 def bench_robosuite(seconds: float, size: int) -> list[tuple[str, float]]:
     out = []
     for cams in ((), ("agentview",)):
@@ -147,7 +172,11 @@ def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--seconds", type=float, default=0.4, help="timing window per measurement")
     p.add_argument("--image-size", type=int, default=64)
-    p.add_argument("--workers", type=int, nargs="+", default=None, help="vector env sizes (default 1 2 4 up to 2x cores)")
+    p.add_argument("--rounds", type=int, default=5, help="interleaved env/raw timing rounds (best of each)")
+    p.add_argument("--workers", type=int, nargs="*", default=None,
+                   help="vector env sizes (default 1 2 4 up to 2x cores; none: skip)")
+    p.add_argument("--rate-seeds", type=int, default=100, help="seeds per task for the success rates (0: skip)")
+    p.add_argument("--tasks", nargs="+", default=list(TASKS), choices=list(TASKS), help="tabletop tasks to time")
     p.add_argument("--no-robosuite", action="store_true")
     args = p.parse_args(argv)
     t_start = time.time()
@@ -155,9 +184,9 @@ def main(argv=None) -> int:
     print(f"sims benchmark: MUJOCO_GL={os.environ.get('MUJOCO_GL')}, {os.cpu_count()} CPU cores, image {size}x{size}\n")
     print(f"{'task':22s} {'images':>8s} {'env steps/s':>12s} {'raw steps/s':>12s} {'overhead':>9s}")
     ratios = []
-    for t in TASKS:
+    for t in args.tasks:
         for cams in ((), ("agentview",)):
-            env_sps, raw_sps = bench_env(f"tabletop/{t}", cams, size, args.seconds)
+            env_sps, raw_sps = bench_env(f"tabletop/{t}", cams, size, args.seconds, rounds=args.rounds)
             ratio = raw_sps / env_sps  # env seconds per step / raw seconds per step
             ratios.append((t, bool(cams), ratio))
             print(f"{'tabletop/' + t:22s} {'yes' if cams else 'no':>8s} {env_sps:12.0f} {raw_sps:12.0f} {ratio:8.2f}x")
@@ -165,14 +194,25 @@ def main(argv=None) -> int:
     print(f"\noverhead env/raw: with images max {max(with_img):.2f}x (mean {np.mean(with_img):.2f}x), "
           f"without images max {max(r for _, c, r in ratios if not c):.2f}x; target < 1.3x")
 
+    if args.rate_seeds > 0:
+        seeds = range(1000, 1000 + args.rate_seeds)
+        print(f"\nsuccess rate over {len(seeds)} seeds per task (init_seed {seeds.start}..{seeds.stop - 1}), episodes run to the end:")
+        print(f"{'task':22s} {'expert':>8s} {'random':>8s}")
+        for t in args.tasks:
+            r = success_rates(f"tabletop/{t}", seeds)
+            print(f"{'tabletop/' + t:22s} {r['expert']:8.1%} {r['random']:8.1%}")
+
     if not args.no_robosuite:
         print()
         for name, sps in bench_robosuite(args.seconds * 4, size):
             print(f"{name:40s} {sps:8.1f} steps/s")
 
     cores = os.cpu_count() or 1
-    workers = args.workers or sorted({1, 2, 4, min(8, 2 * cores)})
-    print(f"\nVectorEnv tabletop/pick_place, agentview {size}px, subprocess workers:")
+    workers = args.workers if args.workers is not None else sorted({1, 2, 4, min(8, 2 * cores)})
+    if not workers:
+        print(f"\ntotal {time.time() - t_start:.1f} s")
+        return 0
+    print(f"\nVectorEnv tabletop/pick_place, agentview {size}px, subprocess workers (wall-clock steps/s):")
     res = bench_vector(workers, args.seconds * 3, size)
     base = res[0][1] / res[0][0]
     print(f"{'workers':>8s} {'steps/s':>10s} {'speedup':>8s} {'ideal':>6s}")

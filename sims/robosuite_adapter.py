@@ -161,6 +161,7 @@ class RobosuiteEnv(gym.Env):
         templates = TASKS[self.task_name]
         self.instruction = templates[(int(idx) if idx is not None else int(rng.integers(1 << 16))) % len(templates)]
         o = self._env.reset()
+        self._warn0 = self._bad_warnings()
         self.t = 0
         return self._obs(o), {"success": False, "progress": 0.0, "failed": False, "task": f"robosuite/{self.task_name}",
                               "init_seed": self.init_seed, "step": 0}
@@ -179,13 +180,26 @@ class RobosuiteEnv(gym.Env):
         o, shaped, _, _ = self._env.step(a)
         self.t += 1
         d = self._env.sim.data
-        failed = not (np.isfinite(d.qacc).all() and np.isfinite(d.qpos).all())
+        # diverged: MuJoCo flagged bad qacc/qvel/qpos (it then resets the data itself) or non-finite state
+        warn = self._bad_warnings()
+        failed = warn > self._warn0 or not (np.isfinite(d.qacc).all() and np.isfinite(d.qpos).all())
+        self._warn0 = warn
         success = (not failed) and bool(self._env._check_success())
         progress = 1.0 if success else (0.0 if failed else float(np.clip(shaped, 0.0, 1.0)))
         info = {"success": success, "progress": progress, "failed": failed, "task": f"robosuite/{self.task_name}",
                 "init_seed": self.init_seed, "step": self.t}
+        if failed:
+            info["diverged"] = True
+            info["error"] = "simulation diverged (MuJoCo bad qacc/qvel/qpos warning or non-finite state)"
         reward = float(shaped) if self.cfg.reward == "dense" else float(success)
         return self._obs(o), reward, success or failed, self.t >= self.max_steps, info
+
+    def _bad_warnings(self) -> int:
+        import mujoco
+
+        w = self._env.sim.data.warning
+        return sum(int(w[int(k)].number) for k in (mujoco.mjtWarning.mjWARN_BADQACC, mujoco.mjtWarning.mjWARN_BADQVEL,
+                                                    mujoco.mjtWarning.mjWARN_BADQPOS))
 
     def close(self) -> None:
         with contextlib.suppress(Exception):

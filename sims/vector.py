@@ -24,7 +24,9 @@ Fault tolerance: a worker that dies (segfault, ``os._exit``), raises inside ``st
 answer within ``step_timeout_s`` ends its slot's episode as failed (``terminated`` True,
 ``info["failed"]`` True, ``info["success"]`` False, ``info["error"]`` says why; the previous
 observation is returned) and is replaced by a fresh worker at once; the run goes on. A diverging
-simulation is reported by the env itself the same way (``failed``), and the worker is kept. A reset
+simulation (MuJoCo's bad qacc/qvel/qpos warnings, NaN state) is reported by the env itself
+(``failed``, ``info["diverged"]``, ``error``); its episode ends as failed and its worker is replaced
+too (a fresh simulator, not one MuJoCo patched up), counted in ``restarts``. A reset
 whose worker dies is retried once on a fresh worker, then raises; a reset that raises (a bad option, a
 bug) raises RuntimeError with the worker's traceback at once.
 """
@@ -338,6 +340,9 @@ class VectorEnv(gym.vector.VectorEnv):
                 ep.terminated, ep.truncated = bool(term), bool(trunc)
                 ep.error = str(info.get("error", ""))
                 self._infos[i] = info
+                if info.get("diverged"):
+                    ep.failed, ep.success, ep.terminated = True, False, True
+                    self._restart(i)  # the next reset of this slot runs on a fresh simulator
             else:
                 reason = payload if status == "crash" else payload.strip().splitlines()[-1]
                 self._fail(i, f"{status}: {reason}")

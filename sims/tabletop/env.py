@@ -19,8 +19,9 @@ Observation (a dict)::
 
 Reward: sparse 1.0 on the step that succeeds (``reward="dense"``: the progress measure). ``terminated``
 on success or failure, ``truncated`` after ``max_steps``. ``info``: ``success`` (bool), ``progress``
-(float in [0, 1], diagnostic), ``failed`` (bool: the simulation diverged, a block fell off the
-table, or an injected fault), ``task``, ``init_seed``, ``step``.
+(float in [0, 1], diagnostic; 1.0 exactly when ``success``, 0.0 when ``failed``), ``failed`` (bool:
+the simulation diverged, a block fell off the table, or an injected fault), ``task``, ``init_seed``,
+``step``; on divergence also ``diverged`` (True) and ``error``.
 
 ``reset(seed=None, options={"init_seed": int, "instruction_idx": int, "fault": {...}})``: the initial
 state depends only on ``init_seed`` (default: ``seed``, else drawn from the env's RNG), so a GRPO group
@@ -259,6 +260,7 @@ class TabletopEnv(gym.Env):
         info = {"success": success, "progress": progress, "failed": failed, "task": self._task_id,
                 "init_seed": self.init_seed, "step": self.t}
         if diverged:
+            info["diverged"] = True
             info["error"] = "simulation diverged (MuJoCo bad qacc/qvel/qpos warning)"
         reward = progress if self._dense else float(success)
         self._done = success or failed

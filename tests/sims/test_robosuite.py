@@ -28,6 +28,11 @@ def test_lift_reset_steps_and_determinism():
         assert info["success"] == bool(env._env._check_success())
         with pytest.raises(ValueError, match="shape"):
             env.step(np.zeros(4))
+        # a diverging simulation (NaN velocities: MuJoCo warns and resets its data) ends the episode as failed
+        env.reset(options={"init_seed": 3})
+        env._env.sim.data.qvel[:] = np.nan
+        obs, r, term, trunc, info = env.step(np.zeros(7))
+        assert info["failed"] and info["diverged"] and term and not info["success"] and r == 0.0
     finally:
         env.close()
 
