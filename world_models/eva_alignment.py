@@ -127,3 +127,20 @@ def calibrate_on_pretrained(wm: VideoWorldModel, idm: InverseDynamicsModel, tabl
     frames, _ = wm.predict(table.context, table.actions, generator=torch.Generator().manual_seed(seed))
     pen, _ = executability_penalty(idm.decode_video(torch.cat([table.context, frames], dim=1)), eva)
     return EVAConfig(**{**eva.__dict__, "p0": calibrate_p0(pen)})
+
+
+@torch.no_grad()
+def alignment_report(wm: VideoWorldModel, idm: InverseDynamicsModel, table: ConditionTable, eva: EVAConfig,
+                     seed: int = 0) -> dict[str, float]:
+    """Deterministic (ODE) predictions of ``wm`` on every row of ``table``: mean EVA reward, median penalty,
+    smoothness of the IDM-decoded actions (mean |acceleration| and |jerk| per step, in action units) and
+    the frame MSE against the simulator's frames for the same actions (fidelity must not drop)."""
+    frames, _ = wm.predict(table.context, table.actions, generator=torch.Generator().manual_seed(seed))
+    acts = idm.decode_video(torch.cat([table.context, frames], dim=1))
+    pen, _ = executability_penalty(acts, eva)
+    acc = acts[:, 1:] - acts[:, :-1]
+    jerk = acc[:, 1:] - acc[:, :-1]
+    return {"eva_reward": float(eva_reward_from_penalty(pen, eva.p0, eva.gamma).mean()),
+            "eva_penalty_median": float(pen.median()), "idm_abs_acc": float(acc.abs().mean()),
+            "idm_abs_jerk": float(jerk.abs().mean()) if jerk.numel() else 0.0,
+            "frame_mse": float(((frames - table.future) ** 2).mean())}

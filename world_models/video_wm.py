@@ -12,6 +12,9 @@
 
       x_s = (1 - s) x_0 + s eps,    L = E || v_theta(x_s, s, c) - (eps - x_0) ||^2
 
+  or, by default (``prediction="x0"``), the same path with the network predicting ``x_0`` (``L = E ||
+  x0_theta - x_0||^2``, ``v = (x_s - x0_theta) / s``), which a tiny CPU-sized denoiser learns much faster.
+
   and sampled with ``grpo.flow_sde.sde_step`` (ODE by default; SDE when the model itself is RL-trained).
 * **State**: a reward head on the frames and actions predicts, per future step, the logit of
   ``success`` (the task's own success test in the simulator). "State-aware" as in World-VLA-Loop: it is
@@ -46,16 +49,34 @@ class WorldModelConfig:
     patch: int = 4
     sampling_steps: int = 8
     reward_channels: tuple[int, ...] = (16, 32)
+    reward_pool: int = 4  # spatial grid the success head keeps (small objects: keep where things are)
+    text_dim: int = 64  # hashed bag-of-words of the instruction for the success head (0: no instruction)
+    prediction: str = "x0"  # what the transformer outputs: "x0" (the clean change) or "velocity"
 
     def __post_init__(self) -> None:
         if self.image_size % self.patch:
             raise ValueError(f"image_size {self.image_size} must be divisible by patch {self.patch}")
+        if self.prediction not in ("x0", "velocity"):
+            raise ValueError(f"prediction must be 'x0' or 'velocity', got {self.prediction!r}")
         if self.context_frames < 1 or self.chunk < 1:
             raise ValueError(f"need context_frames >= 1 and chunk >= 1, got {self.context_frames}, {self.chunk}")
 
 
+def instruction_features(texts, dim: int) -> torch.Tensor:
+    """Hashed bag of words ``[B, dim]`` (crc32 of each lower-cased word, L2-normalized): enough for the success
+    head to know *which* object the instruction names without a text encoder."""
+    import zlib
+
+    out = torch.zeros(len(texts), dim)
+    for i, t in enumerate(texts):
+        for w in str(t).lower().split():
+            out[i, zlib.crc32(w.encode()) % dim] += 1.0
+    return F.normalize(out, dim=-1) if dim else out
+
+
 class SuccessHead(nn.Module):
-    """``frames[B, K, 3, H, W]`` in [-1, 1], ``actions[B, K, A]`` -> success logits ``[B, K]``."""
+    """``frames[B, K, 3, H, W]`` in [-1, 1], ``actions[B, K, A]`` (+ instruction features ``[B, text_dim]``)
+    -> success logits ``[B, K]``."""
 
     def __init__(self, cfg: WorldModelConfig):
         super().__init__()
@@ -63,13 +84,19 @@ class SuccessHead(nn.Module):
         for c in cfg.reward_channels:
             layers += [nn.Conv2d(c_in, c, 4, stride=2, padding=1), nn.SiLU()]
             c_in = c
-        self.conv = nn.Sequential(*layers, nn.AdaptiveAvgPool2d(2), nn.Flatten())
-        self.mlp = nn.Sequential(nn.Linear(c_in * 4 + cfg.action_dim, 64), nn.SiLU(), nn.Linear(64, 1))
+        self.conv = nn.Sequential(*layers, nn.AdaptiveAvgPool2d(cfg.reward_pool), nn.Flatten())
+        self.text_dim = cfg.text_dim
+        self.mlp = nn.Sequential(nn.Linear(c_in * cfg.reward_pool ** 2 + cfg.action_dim + cfg.text_dim, 128), nn.SiLU(),
+                                 nn.Linear(128, 1))
 
-    def forward(self, frames: torch.Tensor, actions: torch.Tensor) -> torch.Tensor:
+    def forward(self, frames: torch.Tensor, actions: torch.Tensor, text: torch.Tensor | None = None) -> torch.Tensor:
         b, k = frames.shape[:2]
         f = self.conv(frames.flatten(0, 1)).reshape(b, k, -1)
-        return self.mlp(torch.cat([f, actions.float()], dim=-1)).squeeze(-1)
+        parts = [f, actions.float()]
+        if self.text_dim:
+            t = torch.zeros(b, self.text_dim) if text is None else text.float()
+            parts.append(t[:, None].expand(-1, k, -1))
+        return self.mlp(torch.cat(parts, dim=-1)).squeeze(-1)
 
 
 class VideoWorldModel(nn.Module):
@@ -101,18 +128,35 @@ class VideoWorldModel(nn.Module):
         ft = ft.reshape(b, -1, ft.shape[-1])
         return torch.cat([self.action_tokens(actions.float()), ft], dim=1)
 
-    def velocity(self, x: torch.Tensor, sigma: torch.Tensor, context: torch.Tensor, actions: torch.Tensor,
-                 tokens: torch.Tensor | None = None) -> torch.Tensor:
-        """``x[B, 3, K, H, W]`` (noisy future frames, [-1,1] scale), ``sigma[B]`` -> velocity, same shape."""
+    def net(self, x: torch.Tensor, sigma: torch.Tensor, context: torch.Tensor, actions: torch.Tensor,
+            tokens: torch.Tensor | None = None) -> torch.Tensor:
+        """The transformer's raw output for ``x[B, 3, K, H, W]`` at noise level ``sigma[B]`` (x0 or velocity)."""
         last = context[:, -1][:, :, None].expand(-1, -1, x.shape[2], -1, -1)  # [B, 3, K, H, W]
         tokens = self._tokens(context, actions) if tokens is None else tokens
-        out = self.transformer(hidden_states=torch.cat([x, last], dim=1), timestep=sigma * 1000,
-                               encoder_hidden_states=tokens, return_dict=False)[0]
-        return out
+        return self.transformer(hidden_states=torch.cat([x, last], dim=1), timestep=sigma * 1000,
+                                encoder_hidden_states=tokens, return_dict=False)[0]
+
+    def velocity(self, x: torch.Tensor, sigma: torch.Tensor, context: torch.Tensor, actions: torch.Tensor,
+                 tokens: torch.Tensor | None = None) -> torch.Tensor:
+        """``x[B, 3, K, H, W]`` (noisy future frames, [-1,1] scale), ``sigma[B]`` -> velocity, same shape.
+
+        With ``prediction="x0"`` the transformer predicts the clean sample and ``v = (x - x0_hat) / sigma``:
+        a small denoiser then only has to produce the (mostly zero) change, not copy the noise through
+        its patch bottleneck, which is what limits a tiny velocity-predicting model on CPU."""
+        out = self.net(x, sigma, context, actions, tokens)
+        if self.cfg.prediction == "velocity":
+            return out
+        return (x - out) / sigma.float().clamp_min(1e-3).view(-1, 1, 1, 1, 1)
 
     # ---- training ------------------------------------------------------------------------
+    def text_features(self, text) -> torch.Tensor | None:
+        """Instructions (list of str) or ready features ``[B, text_dim]`` -> features (None stays None)."""
+        if text is None or isinstance(text, torch.Tensor):
+            return text
+        return instruction_features(list(text), self.cfg.text_dim)
+
     def loss(self, context: torch.Tensor, actions: torch.Tensor, future: torch.Tensor, success: torch.Tensor,
-             generator: torch.Generator | None = None, success_weight: float = 0.5) -> dict[str, torch.Tensor]:
+             generator: torch.Generator | None = None, success_weight: float = 0.5, text=None) -> dict[str, torch.Tensor]:
         """Flow-matching loss on ``future[B, K, 3, H, W]`` in [0,1] + BCE of the success head vs ``success[B, K]``."""
         self._check(context, actions)
         ctx = context * 2 - 1
@@ -121,15 +165,16 @@ class VideoWorldModel(nn.Module):
         eps = torch.randn(x0.shape, generator=generator)
         s = torch.rand(b, generator=generator)
         xs = (1 - s.view(-1, 1, 1, 1, 1)) * x0 + s.view(-1, 1, 1, 1, 1) * eps
-        fm = F.mse_loss(self.velocity(xs, s, ctx, actions), eps - x0)
-        logits = self.success_head(future * 2 - 1, actions)
+        out = self.net(xs, s, ctx, actions)
+        fm = F.mse_loss(out, eps - x0 if self.cfg.prediction == "velocity" else x0)
+        logits = self.success_head(future * 2 - 1, actions, self.text_features(text))
         bce = F.binary_cross_entropy_with_logits(logits, success.float())
         return {"loss": fm + success_weight * bce, "flow": fm.detach(), "success_bce": bce.detach()}
 
     # ---- inference -----------------------------------------------------------------------
     @torch.no_grad()
     def predict(self, context: torch.Tensor, actions: torch.Tensor, generator: torch.Generator | None = None,
-                steps: int | None = None, sde: str = "ode", eta: float = 0.0) -> tuple[torch.Tensor, torch.Tensor]:
+                steps: int | None = None, sde: str = "ode", eta: float = 0.0, text=None) -> tuple[torch.Tensor, torch.Tensor]:
         """Future frames ``[B, K, 3, H, W]`` in [0,1] and success logits ``[B, K]`` (read from the predicted frames)."""
         self._check(context, actions)
         c = self.cfg
@@ -142,7 +187,7 @@ class VideoWorldModel(nn.Module):
             v = self.velocity(x, sig[i].expand(b), ctx, actions, tokens)
             x = sde_step(v, x, sig[i], sig[i + 1], kind=sde, eta=eta, generator=generator).prev_sample  # type: ignore[arg-type]
         frames = (context[:, -1:].float() + x.permute(0, 2, 1, 3, 4) / 2).clamp(0, 1)
-        return frames, self.success_head(frames * 2 - 1, actions)
+        return frames, self.success_head(frames * 2 - 1, actions, self.text_features(text))
 
 
 def window_dataset(videos: torch.Tensor, actions: torch.Tensor, success: torch.Tensor, cfg: WorldModelConfig
@@ -171,14 +216,15 @@ def window_dataset(videos: torch.Tensor, actions: torch.Tensor, success: torch.T
 def train_world_model(wm: VideoWorldModel, data: tuple[torch.Tensor, ...], steps: int, batch: int = 16,
                       lr: float = 1e-3, seed: int = 0) -> list[float]:
     """Adam on random windows of ``data = window_dataset(...)``; returns the loss curve."""
-    ctx, act, fut, suc = data
+    ctx, act, fut, suc = data[:4]
+    text = data[4] if len(data) > 4 else None  # instruction features [N, text_dim] per window
     gen = torch.Generator().manual_seed(seed)
     opt = torch.optim.AdamW(wm.parameters(), lr=lr, weight_decay=0.0)
     losses = []
     wm.train()
     for _ in range(steps):
         idx = torch.randint(ctx.shape[0], (min(batch, ctx.shape[0]),), generator=gen)
-        out = wm.loss(ctx[idx], act[idx], fut[idx], suc[idx], generator=gen)
+        out = wm.loss(ctx[idx], act[idx], fut[idx], suc[idx], generator=gen, text=None if text is None else text[idx])
         opt.zero_grad()
         out["loss"].backward()
         torch.nn.utils.clip_grad_norm_(wm.parameters(), 1.0)
@@ -191,8 +237,8 @@ def train_world_model(wm: VideoWorldModel, data: tuple[torch.Tensor, ...], steps
 @torch.no_grad()
 def world_model_metrics(wm: VideoWorldModel, data: tuple[torch.Tensor, ...], seed: int = 0) -> dict[str, float]:
     """Held-out frame MSE vs the real simulator under the same actions, and success agreement (accuracy)."""
-    ctx, act, fut, suc = data
-    pred, logits = wm.predict(ctx, act, generator=torch.Generator().manual_seed(seed))
+    ctx, act, fut, suc = data[:4]
+    pred, logits = wm.predict(ctx, act, generator=torch.Generator().manual_seed(seed), text=data[4] if len(data) > 4 else None)
     copy_last = ((ctx[:, -1:].expand_as(fut) - fut) ** 2).mean()
     return {
         "frame_mse": float(((pred - fut) ** 2).mean()),

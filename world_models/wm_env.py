@@ -80,7 +80,7 @@ class WorldModelVecEnv(VectorEnv):
             raise ValueError(f"actions must have shape {self.action_space.shape}, got {tuple(a.shape)}")
         if not torch.isfinite(a).all():
             raise ValueError("non-finite actions passed to the world-model env")
-        frames, logits = self.wm.predict(self.context, a.clamp(-1, 1), generator=self._gen, sde=self.sde)
+        frames, logits = self.wm.predict(self.context, a.clamp(-1, 1), generator=self._gen, sde=self.sde, text=self.instr)
         success = (torch.sigmoid(logits) > self.threshold).any(dim=1).numpy()
         tc = self.context.shape[1]
         self.context = torch.cat([self.context, frames], dim=1)[:, -tc:]
@@ -90,3 +90,152 @@ class WorldModelVecEnv(VectorEnv):
         info = {"success": success.copy(), "success_prob": torch.sigmoid(logits).max(dim=1).values.numpy(),
                 "frames": frames}
         return obs, success.astype(np.float32), success, truncated, info
+
+
+# ---- per-step env for sims-style consumers (vla_rl's rollouts) ------------------------------------------
+class StartPool:
+    """Real initial observations ``frames uint8 [N, H, W, 3]``, ``states [N, D]``, instructions; an
+    ``init_seed`` picks row ``init_seed % N`` (so a GRPO group shares its start)."""
+
+    def __init__(self, frames: np.ndarray, states: np.ndarray, instructions: list[str]):
+        if not (len(frames) == len(states) == len(instructions) > 0):
+            raise ValueError(f"start pool needs as many frames, states and instructions (> 0), got "
+                             f"{len(frames)}, {len(states)}, {len(instructions)}")
+        self.frames, self.states, self.instructions = np.asarray(frames), np.asarray(states, np.float32), list(instructions)
+
+    def __len__(self) -> int:
+        return len(self.instructions)
+
+    @classmethod
+    def from_sim(cls, task: str, seeds, image_size: int, camera: str = "agentview") -> "StartPool":
+        import sims
+
+        env = sims.make(task, image_size=image_size, cameras=(camera,))
+        frames, states, instr = [], [], []
+        try:
+            for s in seeds:
+                obs, _ = env.reset(seed=int(s), options={"init_seed": int(s)})
+                frames.append(obs["images"][camera])
+                states.append(obs["state"])
+                instr.append(obs["instruction"])
+        finally:
+            env.close()
+        return cls(np.stack(frames), np.stack(states), instr)
+
+
+class WorldModelEnv(gym.Env):
+    """One imagined episode with the ``sims`` API (``reset(seed, options={"init_seed"})``, ``step(a[A])``,
+    obs ``{"images": {camera}, "state", "instruction"}``, ``info["success"/"progress"/"failed"]``), so code
+    written for the simulator (``vla_rl``'s rollouts) runs inside the world model unchanged.
+
+    * Proprio ``state`` advances every step with the state model (``world_models.data.StatePredictor``).
+    * Frames advance per action *chunk*: actions are buffered until ``wm.cfg.chunk`` of them (or the episode
+      end), then one world-model call predicts the chunk's frames. Observations in between repeat the last
+      predicted frame (a chunking policy only looks at the frame after its chunk; recorded videos show the
+      model at chunk boundaries).
+    * Reward/termination: the success head's probability on the predicted frames; success when it exceeds
+      ``threshold`` at any executed frame (sparse reward 1, ``terminated``), ``truncated`` after ``max_steps``.
+    """
+
+    metadata = {"render_modes": []}
+
+    def __init__(self, wm: VideoWorldModel, state_model: torch.nn.Module, starts: StartPool, max_steps: int = 40,
+                 threshold: float = 0.5, camera: str = "agentview", task: str = "wm/task", sampling_steps: int | None = None,
+                 seed: int = 0):
+        cfg = wm.cfg
+        if starts.frames.shape[1:] != (cfg.image_size, cfg.image_size, 3):
+            raise ValueError(f"start frames are {starts.frames.shape[1:]}, the world model predicts "
+                             f"{(cfg.image_size, cfg.image_size, 3)}")
+        self.wm, self.state_model, self.starts = wm.eval(), state_model.eval(), starts
+        self.max_steps, self.threshold, self.camera, self.task = max_steps, threshold, camera, task
+        self.sampling_steps = sampling_steps
+        s = cfg.image_size
+        d = starts.states.shape[1]
+        self.observation_space = gym.spaces.Dict({
+            "images": gym.spaces.Dict({camera: gym.spaces.Box(0, 255, (s, s, 3), np.uint8)}),
+            "state": gym.spaces.Box(-np.inf, np.inf, (d,), np.float32),
+            "instruction": gym.spaces.Text(256),
+        })
+        self.action_space = gym.spaces.Box(-1.0, 1.0, (cfg.action_dim,), np.float32)
+        self._gen = torch.Generator().manual_seed(seed)
+        self.context = torch.zeros(1, cfg.context_frames, 3, s, s)
+        self.state = np.zeros(d, np.float32)
+        self.instruction, self.init_seed, self.t = "", -1, 0
+        self._buf: list[np.ndarray] = []
+        self._prob = 0.0
+
+    def _obs(self) -> dict[str, Any]:
+        img = (self.context[0, -1].permute(1, 2, 0) * 255).round().clamp(0, 255).to(torch.uint8).numpy()
+        return {"images": {self.camera: img}, "state": self.state.copy(), "instruction": self.instruction}
+
+    def _info(self, success: bool) -> dict[str, Any]:
+        return {"success": success, "progress": float(self._prob), "failed": False, "task": self.task,
+                "init_seed": self.init_seed, "step": self.t}
+
+    def reset(self, *, seed: int | None = None, options: dict | None = None):
+        super().reset(seed=seed)
+        options = dict(options or {})
+        init_seed = options.pop("init_seed", None)
+        options.pop("group_id", None)
+        options.pop("task", None)
+        if options:
+            raise ValueError(f"unknown reset option(s) {sorted(options)}; valid: init_seed, group_id, task")
+        if init_seed is None:
+            init_seed = seed if seed is not None else int(self.np_random.integers(2**31 - 1))
+        self.init_seed = int(init_seed)
+        if seed is not None:
+            self._gen.manual_seed(int(seed))
+        i = self.init_seed % len(self.starts)
+        frame = torch.as_tensor(self.starts.frames[i]).permute(2, 0, 1).float() / 255.0
+        self.context = frame[None, None].expand(1, self.wm.cfg.context_frames, -1, -1, -1).clone()
+        self.state = self.starts.states[i].copy()
+        self.instruction = self.starts.instructions[i]
+        self.t, self._buf, self._prob = 0, [], 0.0
+        return self._obs(), self._info(False)
+
+    @torch.no_grad()
+    def step(self, action):
+        a = np.asarray(action, dtype=np.float32)
+        if a.shape != self.action_space.shape or not np.isfinite(a).all():
+            raise ValueError(f"action must be {self.action_space.shape[0]} finite numbers, got {action!r}")
+        a = np.clip(a, -1.0, 1.0)
+        self.state = self.state_model(torch.as_tensor(self.state)[None], torch.as_tensor(a)[None])[0].numpy().astype(np.float32)
+        self._buf.append(a)
+        self.t += 1
+        success = False
+        if len(self._buf) == self.wm.cfg.chunk or self.t >= self.max_steps:
+            n = len(self._buf)
+            chunk = np.zeros((self.wm.cfg.chunk, a.shape[0]), np.float32)
+            chunk[:n] = np.stack(self._buf)
+            frames, logits = self.wm.predict(self.context, torch.as_tensor(chunk)[None], generator=self._gen,
+                                             steps=self.sampling_steps, text=[self.instruction])
+            prob = torch.sigmoid(logits[0, :n])
+            self._prob = float(prob.max())
+            success = bool((prob > self.threshold).any())
+            tc = self.context.shape[1]
+            self.context = torch.cat([self.context, frames[:, :n]], dim=1)[:, -tc:]
+            self._buf = []
+        truncated = self.t >= self.max_steps and not success
+        return self._obs(), float(success), success, truncated, self._info(success)
+
+
+def register_world_model_env(name: str, wm: VideoWorldModel, state_model: torch.nn.Module, starts: StartPool,
+                             **env_kw: Any) -> str:
+    """Register ``name`` (e.g. ``"wm/reach"``) in ``sims``' registry so ``sims.make(name, **kw)`` builds a
+    :class:`WorldModelEnv` over these models (kw: ``image_size`` is checked, ``max_steps`` and ``cameras``
+    are honoured, other simulator options are ignored)."""
+    import sims
+
+    def factory(image_size: int | None = None, max_steps: int | None = None, cameras=None, **_ignored) -> WorldModelEnv:
+        if image_size is not None and int(image_size) != wm.cfg.image_size:
+            raise ValueError(f"{name} renders {wm.cfg.image_size}px frames, image_size={image_size} was asked for")
+        kw = dict(env_kw, task=name)
+        if max_steps is not None:
+            kw["max_steps"] = int(max_steps)
+        if cameras:
+            kw["camera"] = (cameras,) if isinstance(cameras, str) else tuple(cameras)
+            kw["camera"] = kw["camera"][0]
+        return WorldModelEnv(wm, state_model, starts, **kw)
+
+    sims.register(name, factory)
+    return name

@@ -1,0 +1,125 @@
+"""Benchmark of ``world_models`` on ``tabletop/reach`` (32x32): the numbers of issue 7, in one run.
+
+    python bench/bench_world_models.py                      # small defaults, a few minutes on 2 CPU cores
+    python bench/bench_world_models.py --cycles 3 --rl-iterations 8 --wm-steps 1200 --align-iterations 10
+
+1. data: a SANS-style mix (successes / near-successes / failures / random) from sims' scripted expert, and a
+   held-out mix from disjoint initial states;
+2. IDM: held-out action MSE / MAE / R^2 (and R^2 of the motion dims dx, dy, dz);
+3. encoder: the built-in video encoder's held-out time-contrastive loss before/after self-supervised training;
+4. world model: open-loop frame MSE vs the simulator under the same actions over the whole horizon and the
+   first chunk, vs the copy-first-frame baseline; success agreement (per frame, balanced, per episode);
+5. World-VLA-Loop (``world_models.loop.run_loop``): per cycle real-sim success, WM-imagined success,
+   the world model's action-following error on the policy's fresh real rollouts, reward agreement;
+6. EVA alignment (flat GRPO through ``diffusion_rl``): EVA reward, IDM-decoded action smoothness and frame
+   MSE vs the simulator, before/after, on a copy of the loop's final world model.
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import os
+import sys
+import tempfile
+import time
+
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+import torch  # noqa: E402
+
+from grpo.config import load_config  # noqa: E402
+from world_models.loop import LoopConfig, run_loop  # noqa: E402
+
+CONFIG = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "configs/world_models/loop_reach.yaml")
+
+
+def fmt(d: dict, keys=None) -> str:
+    keys = keys or list(d)
+    return ", ".join(f"{k} {d[k]:.4f}" if isinstance(d[k], float) else f"{k} {d[k]}" for k in keys if k in d)
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--cycles", type=int, default=2)
+    p.add_argument("--rl-iterations", type=int, default=6)
+    p.add_argument("--wm-steps", type=int, default=1000)
+    p.add_argument("--encoder-steps", type=int, default=200)
+    p.add_argument("--align-iterations", type=int, default=8)
+    p.add_argument("--output-dir", default=None)
+    args = p.parse_args()
+    torch.set_num_threads(max(1, min(2, os.cpu_count() or 1)))
+    out = args.output_dir or tempfile.mkdtemp(prefix="bench_wm_")
+    t0 = time.time()
+    cfg = load_config(LoopConfig, CONFIG, [f"output_dir={out}/loop", f"cycles={args.cycles}",
+                                           f"rl_iterations={args.rl_iterations}", f"models.wm_steps={args.wm_steps}"])
+    res = run_loop(cfg, quiet=True)
+    hist, models, train, test = res["history"], res["models"], res["train"], res["test"]
+    h0 = hist[0]
+    print(f"== data (tabletop/reach, {cfg.data.image_size}px, horizon {cfg.data.horizon}): initial train "
+          f"{h0['data/episodes']} episodes, held-out {test.counts()}")
+    from world_models.idm import idm_action_error
+
+    idm = models["idm"]
+    e = idm_action_error(idm, test.videos, test.actions)
+    pred = idm.decode_video(test.videos)
+    tgt = test.actions
+    r2m = 1 - float(((pred - tgt)[..., :3] ** 2).mean()) / float(((tgt[..., :3] - tgt[..., :3].mean((0, 1))) ** 2).mean())
+    print(f"== IDM (held-out): action MSE {e['mse']:.4f}, MAE {e['mae']:.4f}, R^2 {e['r2']:.3f} (motion dims R^2 {r2m:.3f})")
+
+    from world_models.encoders import SmallEncoderConfig, SmallVideoEncoder, time_contrastive_loss, train_small_encoder
+
+    torch.manual_seed(0)
+    enc = SmallVideoEncoder(SmallEncoderConfig(dim=32, channels=(16, 32, 32), image_size=32))
+    with torch.no_grad():
+        before = float(time_contrastive_loss(enc.encode_frames(test.videos[:, :8]), enc.cfg.temperature))
+    train_small_encoder(enc, train.videos, steps=args.encoder_steps, batch=8, frames=8)
+    with torch.no_grad():
+        after = float(time_contrastive_loss(enc.encode_frames(test.videos[:, :8]), enc.cfg.temperature))
+    print(f"== encoder (built-in, TCN, {args.encoder_steps} steps): held-out InfoNCE {before:.3f} -> {after:.3f}")
+
+    keys = ["frame_mse", "copy_first_frame_mse", "one_chunk_frame_mse", "one_chunk_copy_mse", "success_agreement",
+            "success_balanced_acc", "episode_success_agreement", "action_following_mse", "idm_on_real_mse", "action_var"]
+    print("== world model, held-out, before the loop: " + fmt({k[11:]: v for k, v in h0.items() if k.startswith("wm_heldout/")}, keys)
+          + f", state model MSE {h0['wm_heldout/state_mse']:.5f} (copy {h0['wm_heldout/state_copy_mse']:.5f})")
+    print(f"== World-VLA-Loop ({args.cycles} cycles x {args.rl_iterations} GRPO iterations in the world model)")
+    print("cycle | real-sim success | WM success before->after RL | on-policy frame MSE (copy) | on-policy action-following MSE"
+          " (IDM on real) | on-policy success agreement (episode) | held-out frame MSE | +episodes")
+    for h in hist:
+        if h["cycle"] == 0:
+            print(f"    0 | {h['real_success']:.3f} (SFT)    |                             |                            |"
+                  f"                                    |                                       | {h['wm_heldout/frame_mse']:.4f}             |")
+            continue
+        print(f"{h['cycle']:5d} | {h['real_success']:.3f}            | {h['wm_success_before_rl']:.3f} -> {h['wm_success_after_rl']:.3f}"
+              f"              | {h['wm_on_policy/frame_mse']:.4f} ({h['wm_on_policy/copy_first_frame_mse']:.4f})          "
+              f"| {h['wm_on_policy/action_following_mse']:.4f} ({h['wm_on_policy/idm_on_real_mse']:.4f})                  "
+              f"| {h['wm_on_policy/success_agreement']:.3f} ({h['wm_on_policy/episode_success_agreement']:.3f})"
+              f"                         | {h['wm_heldout/frame_mse']:.4f}             | {h['data/added']}")
+
+    from rewards.eva import EVAConfig, EmbodimentLimits
+    from world_models.data import wm_windows
+    from world_models.eva_alignment import ConditionTable, align_world_model, alignment_report, calibrate_on_pretrained
+
+    wm = copy.deepcopy(models["wm"])
+    c = wm.cfg
+    ctx, act, fut, _ = wm_windows(test, c.context_frames, c.chunk, stride=4)
+    g = torch.Generator().manual_seed(0)
+    pick = torch.randperm(ctx.shape[0], generator=g)[:16]
+    table = ConditionTable(ctx[pick], act[pick], fut[pick])
+    eva = calibrate_on_pretrained(wm, idm, table, EVAConfig(dt=1.0, w_jerk=0.5, limits=EmbodimentLimits(v_max=1.0)))
+    rep0 = alignment_report(wm, idm, table, eva)
+    ta = time.time()
+    summary = align_world_model(wm, idm, table, eva, f"{out}/eva", [
+        f"train.iterations={args.align_iterations}", "train.prompts_per_iter=4", "grpo.group_size=8", "train.lr=1e-3",
+        "sampler.sde=flow_grpo", "sampler.eta=0.7"])
+    rep1 = alignment_report(wm, idm, table, eva)
+    print(f"== EVA alignment (flat GRPO, {args.align_iterations} iterations, P0 {eva.p0:.3f}, {time.time() - ta:.0f}s): "
+          f"trainer eval reward {summary['eval_before']:.3f} -> {summary['eval_after']:.3f}")
+    for k in rep0:
+        print(f"   {k:20s} {rep0[k]:.4f} -> {rep1[k]:.4f}")
+    print(f"total {time.time() - t0:.0f}s; outputs in {out}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,131 @@
+"""Simulator data (SANS mix), the world model as a sims env, and the World-VLA-Loop command (tiny sizes)."""
+
+import json
+
+import numpy as np
+import pytest
+import torch
+
+from world_models.data import (KINDS, StatePredictor, Trajectories, collect_sans, state_predictor_error,
+                               train_state_predictor, wm_windows)
+from world_models.video_wm import VideoWorldModel, WorldModelConfig
+
+TINY_WM = dict(image_size=32, context_frames=2, chunk=2, action_dim=4, sampling_steps=2, layers=1, ffn_dim=32)
+
+
+@pytest.fixture(scope="module")
+def sans():
+    return collect_sans("tabletop/reach", {"success": 3, "near": 2, "failure": 2, "random": 2}, horizon=12, image_size=32)
+
+
+def test_collect_sans_mix(sans, tmp_path):
+    n = 9
+    assert sans.frames.shape == (n, 13, 3, 32, 32) and sans.frames.dtype == torch.uint8
+    assert sans.actions.shape == (n, 12, 4) and sans.success.shape == (n, 13) and sans.state.shape == (n, 13, 9)
+    assert sans.kinds == ["success"] * 3 + ["near"] * 2 + ["failure"] * 2 + ["random"] * 2
+    assert len(set(sans.init_seeds)) == n and all(sans.instructions)
+    ok = sans.episode_success
+    assert ok[:3].all() and not ok[5:7].any()  # the expert reaches; the wrong-object expert does not
+    assert float(sans.actions.abs().max()) <= 1.0
+    # frames move under the actions (the gripper is rendered)
+    assert float((sans.videos[:, -1] - sans.videos[:, 0]).abs().mean()) > 1e-3
+    both = sans.cat(sans.subset([0, 5]))
+    assert len(both) == n + 2 and both.kinds[-2:] == ["success", "failure"]
+    path = sans.save(tmp_path / "d.pt")
+    back = Trajectories.load(path)
+    assert torch.equal(back.frames, sans.frames) and back.kinds == sans.kinds
+    with pytest.raises(ValueError, match="unknown episode kind"):
+        collect_sans(counts={"expert": 1})
+    assert set(sans.counts()) >= set(KINDS)
+
+
+def test_windows_pad_the_first_frame(sans):
+    ctx, act, fut, suc = wm_windows(sans, context_frames=2, chunk=2)
+    # 13 frames + 1 pad = 14 -> 14 - 2 - 2 + 1 = 11 windows per episode
+    assert ctx.shape == (9 * 11, 2, 3, 32, 32) and act.shape == (99, 2, 4) and fut.shape == (99, 2, 3, 32, 32)
+    v = sans.videos
+    assert torch.equal(ctx[0, 0], ctx[0, 1]) and torch.equal(ctx[0, 1], v[0, 0])  # first window: padded start
+    # the first chunk starts at the real first frame: actions 0, 1 produce frames 1, 2
+    assert torch.equal(act[0], sans.actions[0, :2]) and torch.equal(fut[0], v[0, 1:3]) and suc.shape == (99, 2)
+    assert wm_windows(sans, 2, 2, stride=3)[0].shape[0] == 9 * 4
+    assert wm_windows(sans, 2, 2, text_dim=8)[4].shape == (99, 8)
+
+
+def test_state_predictor_beats_copy(sans):
+    torch.manual_seed(0)
+    sp = StatePredictor(9, 4, hidden=64)
+    train_state_predictor(sp, sans.subset(range(7)), steps=300)
+    err = state_predictor_error(sp, sans.subset([7, 8]))
+    assert err["state_mse"] < 0.5 * err["state_copy_mse"], err
+
+
+def test_world_model_env_runs_sims_api_and_vla_trainer_unchanged(sans, tmp_path):
+    import sims
+    from vla_rl.trainer import VLARLConfig, VLARLTrainer
+    from grpo.config import load_config
+    from world_models.wm_env import StartPool, WorldModelEnv, register_world_model_env
+
+    torch.manual_seed(0)
+    wm = VideoWorldModel(WorldModelConfig(**TINY_WM))
+    sp = StatePredictor(9, 4, hidden=16)
+    starts = StartPool.from_sim("tabletop/reach", range(3), 32)
+    name = register_world_model_env("wm/test_reach", wm, sp, starts, max_steps=5, seed=1)
+    env = sims.make(name, image_size=32)
+    assert isinstance(env, WorldModelEnv)
+    with pytest.raises(ValueError, match="renders 32px"):
+        sims.make(name, image_size=64)
+    obs, info = env.reset(seed=0, options={"init_seed": 4})
+    assert obs["images"]["agentview"].shape == (32, 32, 3) and obs["state"].shape == (9,)
+    assert np.array_equal(obs["images"]["agentview"], starts.frames[1]) and obs["instruction"] == starts.instructions[1]
+    a = np.array([0.5, 0.0, 0.0, 0.0], np.float32)
+    o1, r, term, trunc, info = env.step(a)  # mid-chunk: the frame holds, the state moves
+    assert np.array_equal(o1["images"]["agentview"], obs["images"]["agentview"]) and not np.array_equal(o1["state"], obs["state"])
+    o2, *_ = env.step(a)  # chunk of 2 closes: a predicted frame
+    assert not np.array_equal(o2["images"]["agentview"], obs["images"]["agentview"])
+    steps = 2
+    while not (term or trunc):
+        _, r, term, trunc, info = env.step(a)
+        steps += 1
+    assert steps <= 5 and (trunc or info["success"]) and info["task"] == "wm/test_reach"
+    # determinism for a fixed seed
+    frames = []
+    for _ in range(2):
+        env.reset(seed=3, options={"init_seed": 1})
+        frames.append([env.step(a)[0]["images"]["agentview"] for _ in range(4)])
+    assert all(np.array_equal(x, y) for x, y in zip(*frames))
+    with pytest.raises(ValueError, match="finite"):
+        env.step([np.nan, 0, 0, 0])
+
+    # vla_rl's trainer, unchanged, trains a policy inside the world model
+    cfg = load_config(VLARLConfig, None, [
+        f"output_dir={tmp_path / 'vla'}", "env.tasks=[wm/test_reach]", "env.max_episode_steps=4", "env.kwargs={image_size: 32}",
+        "policy.image_size=32", "policy.chunk_size=2", "policy.n_action_steps=2", "policy.flow.num_steps=2", "sft.steps=0",
+        "rl.iterations=1", "rl.groups_per_task=2", "rl.eval_episodes=2", "rl.num_videos=0", "rl.reward=binary",
+        "rl.dynamic_sampling=false", "grpo.group_size=2", "resume=false"])
+    out = VLARLTrainer(cfg, quiet=True).train()
+    assert out["iterations"] == 1 and 0.0 <= out["final_success"] <= 1.0
+
+
+def test_world_vla_loop_tiny(tmp_path):
+    from world_models.loop import LoopConfig, main, run_loop
+    from grpo.config import load_config
+
+    assert main(["configs/world_models/loop_reach.yaml", "--dry-run"]) == 0
+    cfg = load_config(LoopConfig, "configs/world_models/loop_reach.yaml", [
+        f"output_dir={tmp_path}", "cycles=1", "rl_iterations=1", "real_eval_episodes=2", "rollouts_per_cycle=2",
+        "data.horizon=6", "data.train={success: 2, near: 1, failure: 1, random: 1}", "data.test={success: 1, near: 1}",
+        "data.start_pool=4", f"models.wm={json.dumps(TINY_WM)}", "models.wm_steps=3", "models.wm_finetune_steps=2",
+        "models.idm_steps=3", "models.state_steps=3", "vla.env.max_episode_steps=12", "vla.policy.chunk_size=2",
+        "vla.policy.n_action_steps=2", "vla.policy.flow.num_steps=2", "vla.sft.demos_per_task=1", "vla.sft.steps=3",
+        "vla.rl.groups_per_task=1", "vla.rl.eval_episodes=2", "vla.grpo.group_size=2"])
+    res = run_loop(cfg, quiet=True)
+    hist = res["history"]
+    assert [h["cycle"] for h in hist] == [0, 1]
+    h1 = hist[1]
+    for k in ("real_success", "wm_success_after_rl", "wm_on_policy/frame_mse", "wm_on_policy/action_following_mse",
+              "wm_on_policy/success_agreement", "wm_heldout/frame_mse", "data/added"):
+        assert k in h1 and np.isfinite(h1[k]), k
+    assert len(res["train"]) == 5 + h1["data/added"]
+    lines = [json.loads(x) for x in (tmp_path / "metrics.jsonl").read_text().splitlines()]
+    assert any("real_success" in x for x in lines) and (tmp_path / "cycle_1" / "world_model.pt").is_file()
+    assert (tmp_path / "cycle_1" / "vla" / "policy").is_dir()

@@ -1,0 +1,284 @@
+"""Simulator data for the world models: SANS-style episode mixes, policy rollouts, training windows.
+
+World models trained only on expert successes cannot tell a success from a near miss, so (as SANS and
+World-VLA-Loop do) the data mixes four kinds of episodes of one ``sims`` task, all with the same fixed
+horizon ``T`` (the simulator keeps stepping after success; the expert holds its position)::
+
+    success   the scripted expert with a little motion noise
+    near      the expert until it has covered a random fraction (50-85 %) of the distance, then hovering
+              with small random motions: close to the goal, mostly unsuccessful
+    failure   the expert working on the wrong object (plausible, smooth, unsuccessful)
+    random    smooth random actions (AR(1) noise)
+
+Every episode stores frames ``uint8 [T+1, 3, H, W]`` (frame ``t`` is the observation before action ``t``),
+actions ``[T, A]``, the simulator's success flag and progress per frame ``[T+1]`` and the proprio state
+``[T+1, D]``. :func:`collect_policy_episodes` records the same arrays for a VLA policy (the World-VLA-Loop
+adds them to the data), :func:`wm_windows` cuts (context, action chunk, future, success) windows for the
+video world model (the first frame is repeated ``context_frames - 1`` times with zero actions so that a
+rollout can start from a single real observation), and :class:`StatePredictor` is the proprio-state half
+of the state-aware world model (``state_{t+1} = state_t + f(state_t, a_t)``).
+
+``sims`` is numpy-only; this module is where frames become tensors.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Sequence
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+KINDS = ("success", "near", "failure", "random")
+
+
+@dataclass
+class Trajectories:
+    frames: torch.Tensor  # uint8 [N, T+1, 3, H, W]
+    actions: torch.Tensor  # float32 [N, T, A]
+    success: torch.Tensor  # float32 [N, T+1]
+    progress: torch.Tensor  # float32 [N, T+1]
+    state: torch.Tensor  # float32 [N, T+1, D]
+    kinds: list[str] = field(default_factory=list)
+    instructions: list[str] = field(default_factory=list)
+    init_seeds: list[int] = field(default_factory=list)
+
+    def __len__(self) -> int:
+        return int(self.frames.shape[0])
+
+    @property
+    def videos(self) -> torch.Tensor:
+        """float ``[N, T+1, 3, H, W]`` in [0, 1]."""
+        return self.frames.float() / 255.0
+
+    @property
+    def episode_success(self) -> torch.Tensor:
+        return self.success.amax(dim=1) > 0.5
+
+    def subset(self, idx: Sequence[int] | torch.Tensor) -> "Trajectories":
+        idx = torch.as_tensor(idx, dtype=torch.long)
+        il = idx.tolist()
+        return Trajectories(self.frames[idx], self.actions[idx], self.success[idx], self.progress[idx], self.state[idx],
+                            [self.kinds[i] for i in il], [self.instructions[i] for i in il], [self.init_seeds[i] for i in il])
+
+    def cat(self, other: "Trajectories") -> "Trajectories":
+        if self.frames.shape[1:] != other.frames.shape[1:] or self.actions.shape[1:] != other.actions.shape[1:]:
+            raise ValueError(f"cannot concatenate trajectories of shapes {tuple(self.frames.shape)} and {tuple(other.frames.shape)}")
+        return Trajectories(torch.cat([self.frames, other.frames]), torch.cat([self.actions, other.actions]),
+                            torch.cat([self.success, other.success]), torch.cat([self.progress, other.progress]),
+                            torch.cat([self.state, other.state]), self.kinds + other.kinds,
+                            self.instructions + other.instructions, self.init_seeds + other.init_seeds)
+
+    def counts(self) -> dict[str, int]:
+        out = {k: self.kinds.count(k) for k in dict.fromkeys(self.kinds)}
+        out["episodes_successful"] = int(self.episode_success.sum())
+        return out
+
+    def save(self, path: str | Path) -> Path:
+        path = Path(path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        torch.save(self.__dict__, path)
+        return path
+
+    @classmethod
+    def load(cls, path: str | Path) -> "Trajectories":
+        return cls(**torch.load(path, weights_only=False))
+
+
+def _stack_episodes(eps: list[dict]) -> Trajectories:
+    return Trajectories(
+        frames=torch.as_tensor(np.stack([e["frames"] for e in eps])).permute(0, 1, 4, 2, 3).contiguous(),
+        actions=torch.as_tensor(np.stack([e["actions"] for e in eps]), dtype=torch.float32),
+        success=torch.as_tensor(np.stack([e["success"] for e in eps]), dtype=torch.float32),
+        progress=torch.as_tensor(np.stack([e["progress"] for e in eps]), dtype=torch.float32),
+        state=torch.as_tensor(np.stack([e["state"] for e in eps]), dtype=torch.float32),
+        kinds=[e["kind"] for e in eps], instructions=[e["instruction"] for e in eps],
+        init_seeds=[e["init_seed"] for e in eps])
+
+
+def run_episode(env, act, init_seed: int, horizon: int, camera: str = "agentview", kind: str = "") -> dict:
+    """``horizon`` steps of ``act(env, obs, t) -> action`` from ``init_seed`` (no early stop on success)."""
+    obs, info = env.reset(seed=int(init_seed), options={"init_seed": int(init_seed)})
+    frames, states, acts = [obs["images"][camera]], [obs["state"]], []
+    succ, prog = [float(info.get("success", False))], [float(info.get("progress", 0.0))]
+    for t in range(horizon):
+        a = np.clip(np.asarray(act(env, obs, t), dtype=np.float32), -1.0, 1.0)
+        obs, _, _, _, info = env.step(a)
+        acts.append(a)
+        frames.append(obs["images"][camera])
+        states.append(obs["state"])
+        succ.append(float(info.get("success", False)))
+        prog.append(float(info.get("progress", 0.0)))
+    return {"frames": np.stack(frames), "actions": np.stack(acts), "success": np.asarray(succ, np.float32),
+            "progress": np.asarray(prog, np.float32), "state": np.stack(states).astype(np.float32),
+            "instruction": obs["instruction"], "init_seed": int(init_seed), "kind": kind}
+
+
+def _actor(kind: str, rng: np.random.Generator, noise: float):
+    from sims import ScriptedExpert
+
+    if kind == "success":
+        return lambda env, obs, t: env.expert_action(rng=rng, noise=noise)
+    if kind == "failure":
+        ex = ScriptedExpert(noise=noise, wrong_object=True, seed=int(rng.integers(2**31)))
+        return lambda env, obs, t: ex.act(env)
+    if kind == "near":
+        stop_at = float(rng.uniform(0.5, 0.85))
+        state = {"hover": False}
+
+        def near(env, obs, t):
+            info_prog = env.unwrapped.task.progress(env.unwrapped) if hasattr(env, "unwrapped") else 0.0
+            if info_prog >= stop_at:
+                state["hover"] = True
+            if state["hover"]:
+                a = np.zeros(4, np.float32)
+                a[:3] = 0.15 * rng.standard_normal(3)
+                return a
+            return env.expert_action(rng=rng, noise=noise)
+
+        return near
+    if kind == "random":
+        prev = {"a": rng.uniform(-1, 1, 4)}
+
+        def rand(env, obs, t):
+            prev["a"] = np.clip(0.7 * prev["a"] + 0.5 * rng.standard_normal(4), -1, 1)
+            return prev["a"]
+
+        return rand
+    raise ValueError(f"unknown episode kind {kind!r}; expected one of {KINDS}")
+
+
+def collect_sans(task: str = "tabletop/reach", counts: dict[str, int] | None = None, horizon: int = 16,
+                 image_size: int = 32, seed: int = 0, seed_offset: int = 0, noise: float = 0.1,
+                 camera: str = "agentview") -> Trajectories:
+    """A SANS-style mix (module docstring) of ``counts`` episodes per kind; initial states are
+    ``seed_offset + i`` (use disjoint offsets for training and held-out data)."""
+    import sims
+
+    counts = dict(counts or {"success": 16, "near": 16, "failure": 8, "random": 8})
+    bad = sorted(set(counts) - set(KINDS))
+    if bad:
+        raise ValueError(f"unknown episode kind(s) {bad}; expected {KINDS}")
+    env = sims.make(task, image_size=image_size, cameras=(camera,))
+    rng = np.random.default_rng([seed, seed_offset])
+    eps, s = [], seed_offset
+    try:
+        for kind in KINDS:
+            for _ in range(int(counts.get(kind, 0))):
+                eps.append(run_episode(env, _actor(kind, rng, noise), s, horizon, camera, kind))
+                s += 1
+    finally:
+        env.close()
+    if not eps:
+        raise ValueError("counts asks for no episodes")
+    return _stack_episodes(eps)
+
+
+@torch.no_grad()
+def collect_policy_episodes(policy, task: str, init_seeds: Sequence[int], horizon: int, image_size: int,
+                            stochastic: bool = True, seed: int = 0, camera: str = "agentview",
+                            kind: str = "policy") -> Trajectories:
+    """Real-simulator rollouts of a ``vla_rl`` policy (chunked, its public ``sample_chunk``), recorded like
+    :func:`collect_sans`; ``kind`` of each episode becomes ``<kind>_success`` / ``_near`` / ``_failure``
+    (near: unsuccessful with max progress >= 0.5)."""
+    import sims
+    from vla_rl.rollout import obs_to_batch
+
+    env = sims.make(task, image_size=image_size, cameras=(camera,))
+    gen = torch.Generator().manual_seed(seed)
+    n_exec = policy.cfg.n_action_steps
+    eps = []
+    try:
+        for s in init_seeds:
+            queue: list[np.ndarray] = []
+
+            def act(env, obs, t):
+                if not queue:
+                    batch = obs_to_batch([obs], policy.cfg.cameras, policy.cfg.use_images)
+                    chunk = policy.sample_chunk(batch, stochastic=stochastic, generator=gen).actions[0, :n_exec]
+                    queue.extend(chunk.clamp(-1, 1).numpy())
+                return queue.pop(0)
+
+            e = run_episode(env, act, s, horizon, camera)
+            ok = e["success"].max() > 0.5
+            e["kind"] = f"{kind}_" + ("success" if ok else "near" if e["progress"].max() >= 0.5 else "failure")
+            eps.append(e)
+    finally:
+        env.close()
+    return _stack_episodes(eps)
+
+
+def wm_windows(data: Trajectories, context_frames: int, chunk: int, stride: int = 1, text_dim: int = 0):
+    """(context ``[W, Tc, 3, H, W]``, actions ``[W, K, A]``, future ``[W, K, 3, H, W]``, success ``[W, K]``)
+    windows, floats in [0, 1]; the first frame is repeated ``context_frames - 1`` times (zero actions).
+    With ``text_dim > 0`` a fifth tensor holds each window's instruction features ``[W, text_dim]``."""
+    from .video_wm import WorldModelConfig, instruction_features, window_dataset
+
+    v = data.videos
+    a, s = data.actions, data.success
+    pad = context_frames - 1
+    if pad:
+        v = torch.cat([v[:, :1].expand(-1, pad, -1, -1, -1), v], dim=1)
+        a = torch.cat([torch.zeros(a.shape[0], pad, a.shape[2]), a], dim=1)
+        s = torch.cat([s[:, :1].expand(-1, pad), s], dim=1)
+    cfg = WorldModelConfig(image_size=v.shape[-1], context_frames=context_frames, chunk=chunk, action_dim=a.shape[-1],
+                           patch=1)
+    out = list(window_dataset(v, a, s, cfg))
+    n = v.shape[0]
+    if text_dim:  # window_dataset orders windows start-major, episodes inner
+        out.append(instruction_features(data.instructions, text_dim).repeat(out[0].shape[0] // n, 1))
+    if stride > 1:  # keep every stride-th start
+        keep = torch.arange(out[0].shape[0]).reshape(-1, n)[::stride].flatten()
+        out = [x[keep] for x in out]
+    return tuple(out)
+
+
+# ---- proprio state model ---------------------------------------------------------------------------
+class StatePredictor(nn.Module):
+    """``state_{t+1} = state_t + MLP([(state_t - mu) / sigma, a_t]) * sigma_delta`` (normalizers fit on data)."""
+
+    def __init__(self, state_dim: int, action_dim: int, hidden: int = 128):
+        super().__init__()
+        self.net = nn.Sequential(nn.Linear(state_dim + action_dim, hidden), nn.SiLU(), nn.Linear(hidden, hidden), nn.SiLU(),
+                                 nn.Linear(hidden, state_dim))
+        for name, dim in (("mu", state_dim), ("sigma", state_dim), ("dsigma", state_dim)):
+            self.register_buffer(name, torch.zeros(dim) if name == "mu" else torch.ones(dim))
+
+    def forward(self, state: torch.Tensor, action: torch.Tensor) -> torch.Tensor:
+        x = torch.cat([(state - self.mu) / self.sigma, action.float()], dim=-1)
+        return state + self.net(x) * self.dsigma
+
+
+def _transitions(data: Trajectories):
+    s, a = data.state, data.actions
+    return s[:, :-1].reshape(-1, s.shape[-1]), a.reshape(-1, a.shape[-1]), s[:, 1:].reshape(-1, s.shape[-1])
+
+
+def train_state_predictor(model: StatePredictor, data: Trajectories, steps: int = 500, batch: int = 256,
+                          lr: float = 2e-3, seed: int = 0, fit_normalizers: bool = True) -> list[float]:
+    s0, a, s1 = _transitions(data)
+    if fit_normalizers:
+        model.mu.copy_(s0.mean(0))
+        model.sigma.copy_(s0.std(0).clamp_min(1e-4))
+        model.dsigma.copy_((s1 - s0).std(0).clamp_min(1e-4))
+    gen = torch.Generator().manual_seed(seed)
+    opt = torch.optim.Adam(model.parameters(), lr=lr)
+    losses = []
+    for _ in range(steps):
+        i = torch.randint(s0.shape[0], (min(batch, s0.shape[0]),), generator=gen)
+        loss = F.mse_loss((model(s0[i], a[i]) - s0[i]) / model.dsigma, (s1[i] - s0[i]) / model.dsigma)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        losses.append(float(loss.detach()))
+    return losses
+
+
+@torch.no_grad()
+def state_predictor_error(model: StatePredictor, data: Trajectories) -> dict[str, float]:
+    """One-step MSE of the predicted next state vs the simulator, and of "state unchanged"."""
+    s0, a, s1 = _transitions(data)
+    return {"state_mse": float(((model(s0, a) - s1) ** 2).mean()), "state_copy_mse": float(((s0 - s1) ** 2).mean())}

@@ -1,0 +1,322 @@
+"""World-VLA-Loop as one command: train the world model on simulator data, RL the VLA inside it, check the
+policy in the real simulator, add the policy's failures and near-successes to the data, fine-tune, repeat.
+
+    python -m world_models.loop configs/world_models/loop_reach.yaml [key=value ...]
+
+Stages (all logged to ``<output_dir>/metrics.jsonl`` and TensorBoard with ``grpo.metrics.MetricsLogger``;
+step = cycle)::
+
+    data      SANS-style mix of successes / near-successes / failures / random episodes (world_models.data),
+              plus a held-out mix from disjoint initial states
+    models    video world model (frames + success head), proprio state model, IDM; cycle-0 metrics on the
+              held-out mix: open-loop frame MSE vs the simulator under the same actions (and the
+              copy-first-frame baseline), success agreement, IDM action error
+    policy    SFT of the VLA in the real simulator (vla_rl.trainer.VLARLTrainer with rl.iterations=0)
+    cycle c   1. register "wm/<task>" in sims' registry (world_models.wm_env.register_world_model_env)
+              2. VLARLTrainer, unchanged, with env.tasks=["wm/<task>"]: GRPO inside the world model
+              3. real-simulator evaluation (vla_rl.rollout.evaluate) on held-out initial states
+              4. fresh real rollouts of the policy: the world model's action-following error on them
+                 *before* they are added (frame MSE, IDM-decoded action error, success agreement)
+              5. add the failed and near-success rollouts to the data; fine-tune world model + state model
+              6. log ``cycle/*``
+
+The world model is a module's worth of tensors and the policy a ``SmallVLA`` directory, so every stage
+is checkpointed under ``output_dir`` (``cycle_<c>/``); the loop itself is not resumable mid-cycle.
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import json
+import math
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from .data import StatePredictor, Trajectories, collect_policy_episodes, collect_sans, state_predictor_error, \
+    train_state_predictor, wm_windows
+from .idm import IDMConfig, InverseDynamicsModel, idm_action_error, train_idm
+from .video_wm import VideoWorldModel, WorldModelConfig, train_world_model
+
+try:  # vla_rl is another frontend; the loop needs it, the world-model pieces above do not
+    from vla_rl.trainer import VLARLConfig
+except ImportError:  # pragma: no cover
+    VLARLConfig = None  # type: ignore[assignment,misc]
+
+
+@dataclass
+class DataConfig:
+    task: str = "tabletop/reach"
+    image_size: int = 32
+    horizon: int = 16
+    train: dict[str, int] = field(default_factory=lambda: {"success": 24, "near": 24, "failure": 12, "random": 12})
+    test: dict[str, int] = field(default_factory=lambda: {"success": 6, "near": 6, "failure": 3, "random": 3})
+    noise: float = 0.1
+    train_seed_offset: int = 200_000
+    test_seed_offset: int = 300_000
+    start_pool: int = 128  # real initial observations (init seeds 0..N-1) the world-model env starts from
+
+
+@dataclass
+class ModelsConfig:
+    wm: WorldModelConfig = field(default_factory=lambda: WorldModelConfig(image_size=32, chunk=4, sampling_steps=4))
+    wm_steps: int = 1500
+    wm_finetune_steps: int = 300
+    wm_batch: int = 16
+    wm_lr: float = 1e-3
+    idm: IDMConfig = field(default_factory=lambda: IDMConfig(image_size=32, channels=(16, 32, 32), hidden=64))
+    idm_steps: int = 600
+    state_steps: int = 800
+    success_threshold: float = 0.5
+
+
+@dataclass
+class LoopConfig:
+    seed: int = 0
+    output_dir: str = "runs/wm_loop"
+    data: DataConfig = field(default_factory=DataConfig)
+    models: ModelsConfig = field(default_factory=ModelsConfig)
+    vla: Any = None  # a vla_rl.trainer.VLARLConfig (typed, see __post_init__)
+    cycles: int = 3
+    rl_iterations: int = 10  # GRPO iterations inside the world model per cycle
+    real_eval_episodes: int = 32  # held-out real-simulator initial states
+    rollouts_per_cycle: int = 16  # fresh real rollouts of the policy per cycle (metrics, then added to the data)
+    policy_seed_offset: int = 400_000
+
+    def __post_init__(self) -> None:
+        from grpo.config import ConfigError, _build
+
+        if VLARLConfig is None:
+            raise ConfigError("world_models.loop needs vla_rl (the VLA frontend) importable")
+        if self.vla is None:
+            self.vla = VLARLConfig()
+        elif isinstance(self.vla, dict):
+            self.vla = _build(VLARLConfig, self.vla, "vla", "loop config")
+        if self.cycles < 0 or self.rl_iterations < 0:
+            raise ValueError("cycles and rl_iterations must be >= 0")
+
+
+# ---- metrics ----------------------------------------------------------------------------------------
+@torch.no_grad()
+def rollout_video(wm: VideoWorldModel, first: torch.Tensor, actions: torch.Tensor, seed: int = 0,
+                  steps: int | None = None, batch: int = 64, instructions: list[str] | None = None
+                  ) -> tuple[torch.Tensor, torch.Tensor]:
+    """Open-loop imagination: first frames ``[N, 3, H, W]`` + actions ``[N, T, A]`` -> video ``[N, T+1, 3, H, W]``
+    and success logits ``[N, T]`` (chunk by chunk, the last chunk zero-padded)."""
+    c = wm.cfg
+    n, t = actions.shape[:2]
+    gen = torch.Generator().manual_seed(seed)
+    vids, logs = [], []
+    for i in range(0, n, batch):
+        f0, act = first[i:i + batch].float(), actions[i:i + batch].float()
+        ctx = f0[:, None].expand(-1, c.context_frames, -1, -1, -1)
+        frames, logits = [f0[:, None]], []
+        for s in range(0, t, c.chunk):
+            a = act[:, s:s + c.chunk]
+            k = a.shape[1]
+            if k < c.chunk:
+                a = torch.cat([a, torch.zeros(a.shape[0], c.chunk - k, a.shape[2])], dim=1)
+            fut, lg = wm.predict(ctx, a, generator=gen, steps=steps,
+                                 text=None if instructions is None else instructions[i:i + batch])
+            frames.append(fut[:, :k])
+            logits.append(lg[:, :k])
+            ctx = torch.cat([ctx, fut[:, :k]], dim=1)[:, -c.context_frames:]
+        vids.append(torch.cat(frames, dim=1))
+        logs.append(torch.cat(logits, dim=1))
+    return torch.cat(vids), torch.cat(logs)
+
+
+@torch.no_grad()
+def world_model_report(wm: VideoWorldModel, data: Trajectories, idm: InverseDynamicsModel | None = None,
+                       threshold: float = 0.5, seed: int = 0) -> dict[str, float]:
+    """Open-loop rollouts of ``wm`` under the recorded actions of ``data`` vs the simulator's own frames.
+
+    frame_mse (vs copy_first_frame_mse, the "nothing moves" baseline; and one_chunk_* for the first chunk
+    only), success agreement per frame and per episode (the head on predicted frames vs the simulator's
+    flag; balanced accuracy too, successes are rarer), and with an IDM the action-following error:
+    MSE of the IDM's decoding of the imagined video vs the commanded actions (idm_on_real_mse: the same
+    IDM on the real video, the floor)."""
+    real = data.videos
+    pred, logits = rollout_video(wm, real[:, 0], data.actions, seed=seed, instructions=data.instructions)
+    t1 = real[:, 1:]
+    k = wm.cfg.chunk
+    out = {"frame_mse": float(((pred[:, 1:] - t1) ** 2).mean()),
+           "copy_first_frame_mse": float(((real[:, :1] - t1) ** 2).mean()),
+           "one_chunk_frame_mse": float(((pred[:, 1:k + 1] - real[:, 1:k + 1]) ** 2).mean()),
+           "one_chunk_copy_mse": float(((real[:, :1] - real[:, 1:k + 1]) ** 2).mean())}
+    truth = data.success[:, 1:] > 0.5
+    guess = torch.sigmoid(logits) > threshold
+    out["success_agreement"] = float((guess == truth).float().mean())
+    tpr = float(guess[truth].float().mean()) if truth.any() else float("nan")
+    tnr = float((~guess[~truth]).float().mean()) if (~truth).any() else float("nan")
+    out["success_balanced_acc"] = float(np.nanmean([tpr, tnr]))
+    out["episode_success_agreement"] = float((guess.any(1) == truth.any(1)).float().mean())
+    if idm is not None:
+        a = data.actions
+        out["action_following_mse"] = float(((idm.decode_video(pred) - a) ** 2).mean())
+        out["idm_on_real_mse"] = float(((idm.decode_video(real) - a) ** 2).mean())
+        out["action_var"] = float(((a - a.mean(dim=(0, 1))) ** 2).mean())
+    return out
+
+
+# ---- model fitting -----------------------------------------------------------------------------------
+def fit_models(cfg: LoopConfig | ModelsConfig, train: Trajectories, seed: int = 0, log=print) -> dict[str, Any]:
+    """Train the world model, state model and IDM from scratch on ``train``; returns them with loss curves."""
+    m = cfg.models if isinstance(cfg, LoopConfig) else cfg
+    torch.manual_seed(seed)
+    t0 = time.time()
+    wm = VideoWorldModel(copy.deepcopy(m.wm))
+    wm_loss = train_world_model(wm, wm_windows(train, m.wm.context_frames, m.wm.chunk, text_dim=m.wm.text_dim), m.wm_steps, m.wm_batch, m.wm_lr, seed)
+    t_wm = time.time() - t0
+    sp = StatePredictor(train.state.shape[-1], train.actions.shape[-1])
+    sp_loss = train_state_predictor(sp, train, m.state_steps, seed=seed)
+    idm = InverseDynamicsModel(copy.deepcopy(m.idm))
+    idm_loss = train_idm(idm, train.videos, train.actions, m.idm_steps, batch=64, lr=2e-3, seed=seed)
+    log(f"models: world model {m.wm_steps} steps ({t_wm:.0f}s, loss {np.mean(wm_loss[:20]):.3f} -> "
+        f"{np.mean(wm_loss[-50:]):.3f}), state model loss {sp_loss[-1]:.4f}, IDM loss {np.mean(idm_loss[-20:]):.4f}, "
+        f"{time.time() - t0:.0f}s")
+    return {"wm": wm, "state": sp, "idm": idm, "wm_loss": wm_loss, "idm_loss": idm_loss, "state_loss": sp_loss}
+
+
+def finetune(models: dict, cfg: ModelsConfig, train: Trajectories, steps: int, seed: int) -> list[float]:
+    w = wm_windows(train, cfg.wm.context_frames, cfg.wm.chunk, text_dim=cfg.wm.text_dim)
+    losses = train_world_model(models["wm"], w, steps, cfg.wm_batch, cfg.wm_lr * 0.5, seed)
+    train_state_predictor(models["state"], train, max(steps, 100), seed=seed, fit_normalizers=False)
+    return losses
+
+
+# ---- the loop ----------------------------------------------------------------------------------------
+def _vla_cfg(cfg: LoopConfig, **changes) -> Any:
+    """A copy of ``cfg.vla`` with dotted ``changes`` (``{"rl.iterations": 0}``)."""
+    out = copy.deepcopy(cfg.vla)
+    for key, val in changes.items():
+        node = out
+        parts = key.split(".")
+        for p in parts[:-1]:
+            node = getattr(node, p)
+        if not hasattr(node, parts[-1]):
+            raise AttributeError(f"VLARLConfig has no field {key!r}")
+        setattr(node, parts[-1], val)
+    return out
+
+
+def run_loop(cfg: LoopConfig, quiet: bool = False) -> dict[str, Any]:
+    from grpo.config import config_to_dict
+    from grpo.metrics import MetricsLogger
+    from vla_rl.policy import SmallVLA
+    from vla_rl.rollout import EnvPool, evaluate
+    from vla_rl.trainer import VLARLTrainer
+
+    from .wm_env import StartPool, register_world_model_env
+
+    say = (lambda *a: None) if quiet else (lambda *a: print(*a, flush=True))
+    t_start = time.time()
+    out = Path(cfg.output_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    logger = MetricsLogger(out, config=config_to_dict(cfg))
+    d, m = cfg.data, cfg.models
+    wm_name = "wm/" + d.task.split("/", 1)[-1]
+    env_kwargs = dict(cfg.vla.env.kwargs, image_size=d.image_size)
+    max_steps = cfg.vla.env.max_episode_steps
+
+    # data + models
+    t0 = time.time()
+    train = collect_sans(d.task, d.train, d.horizon, d.image_size, cfg.seed, d.train_seed_offset, d.noise)
+    test = collect_sans(d.task, d.test, d.horizon, d.image_size, cfg.seed + 1, d.test_seed_offset, d.noise)
+    say(f"data: train {train.counts()}, held-out {test.counts()}, {time.time() - t0:.0f}s")
+    models = fit_models(cfg, train, cfg.seed, say)
+    starts = StartPool.from_sim(d.task, range(d.start_pool), d.image_size)
+    idm_err = idm_action_error(models["idm"], test.videos, test.actions)
+    rep = world_model_report(models["wm"], test, models["idm"], m.success_threshold, cfg.seed)
+    rep.update(state_predictor_error(models["state"], test))
+    say("cycle 0 world model on held-out SANS: " + ", ".join(f"{k} {v:.4f}" for k, v in rep.items()))
+
+    # policy: SFT in the real simulator
+    sft_dir = out / "sft"
+    sft_cfg = _vla_cfg(cfg, output_dir=str(sft_dir), resume=False, **{"env.tasks": [d.task], "env.kwargs": env_kwargs,
+                                                                       "rl.iterations": 0, "rl.num_videos": 0})
+    VLARLTrainer(sft_cfg, quiet=True).train()
+    policy_dir = sft_dir / "policy"
+    pool = EnvPool(env_kwargs, cfg.vla.env.video_camera)
+    eval_seeds = [cfg.vla.rl.eval_seed_offset + i for i in range(cfg.real_eval_episodes)]
+
+    def real_success(policy) -> float:
+        return evaluate(policy, pool, [d.task], eval_seeds, max_steps, seed=cfg.seed).success_rate
+
+    policy = SmallVLA.from_pretrained(policy_dir)
+    history = [{"cycle": 0, "real_success": real_success(policy), **{f"wm_heldout/{k}": v for k, v in rep.items()},
+                "idm/heldout_mse": idm_err["mse"], "idm/heldout_r2": idm_err["r2"], "data/episodes": len(train)}]
+    logger.log(0, {k: v for k, v in history[0].items() if k != "cycle"})
+    say(f"cycle 0: real-sim success after SFT {history[0]['real_success']:.3f}")
+
+    for c in range(1, cfg.cycles + 1):
+        tc = time.time()
+        cdir = out / f"cycle_{c}"
+        register_world_model_env(wm_name, models["wm"], models["state"], starts, threshold=m.success_threshold,
+                                 seed=cfg.seed + c)
+        vcfg = _vla_cfg(cfg, output_dir=str(cdir / "vla"), resume=False, seed=cfg.vla.seed + c,
+                        **{"env.tasks": [wm_name], "env.kwargs": env_kwargs, "sft.init_policy": str(policy_dir),
+                           "rl.iterations": cfg.rl_iterations, "rl.eval_every": 0, "rl.num_videos": 0})
+        summary = VLARLTrainer(vcfg, quiet=True).train()
+        policy_dir = cdir / "vla" / "policy"
+        policy = summary["policy"]
+        rs = real_success(policy)
+        seeds = [cfg.policy_seed_offset + c * 1000 + i for i in range(cfg.rollouts_per_cycle)]
+        fresh = collect_policy_episodes(policy, d.task, seeds, d.horizon, d.image_size, stochastic=True, seed=cfg.seed + c)
+        on_policy = world_model_report(models["wm"], fresh, models["idm"], m.success_threshold, cfg.seed)
+        add = [i for i, k in enumerate(fresh.kinds) if not k.endswith("_success")]
+        if add:
+            train = train.cat(fresh.subset(add))
+        ft_loss = finetune(models, m, train, m.wm_finetune_steps, cfg.seed + c) if m.wm_finetune_steps > 0 else []
+        held = world_model_report(models["wm"], test, models["idm"], m.success_threshold, cfg.seed)
+        rec = {"cycle": c, "real_success": rs, "wm_success_before_rl": summary["sft_success"],
+               "wm_success_after_rl": summary["final_success"],
+               "policy_rollouts/real_success": float(fresh.episode_success.float().mean()),
+               **{f"wm_on_policy/{k}": v for k, v in on_policy.items()},
+               **{f"wm_heldout/{k}": v for k, v in held.items()},
+               "data/episodes": len(train), "data/added": len(add),
+               "wm/finetune_loss": float(np.mean(ft_loss[-50:])) if ft_loss else float("nan"),
+               "time/cycle_s": time.time() - tc}
+        history.append(rec)
+        logger.log(c, {k: v for k, v in rec.items() if k != "cycle" and v is not None})
+        torch.save({"wm": models["wm"].state_dict(), "state": models["state"].state_dict()}, cdir / "world_model.pt")
+        say(f"cycle {c}: WM-imagined success {summary['sft_success']:.3f} -> {summary['final_success']:.3f}; "
+            f"real-sim success {rs:.3f}; on the policy's real rollouts: frame MSE {on_policy['frame_mse']:.4f} "
+            f"(copy {on_policy['copy_first_frame_mse']:.4f}), action-following MSE {on_policy['action_following_mse']:.4f} "
+            f"(IDM on real {on_policy['idm_on_real_mse']:.4f}), success agreement {on_policy['episode_success_agreement']:.3f}; "
+            f"+{len(add)} episodes; held-out frame MSE {held['frame_mse']:.4f}; {rec['time/cycle_s']:.0f}s")
+    logger.close()
+    (out / "history.json").write_text(json.dumps(history, indent=1))
+    say(f"real-sim success per cycle: {[round(h['real_success'], 3) for h in history]} ({time.time() - t_start:.0f}s); "
+        f"outputs in {out.resolve()}")
+    return {"history": history, "models": models, "train": train, "test": test, "policy_dir": str(policy_dir)}
+
+
+def main(argv: list[str] | None = None) -> int:
+    from grpo.config import ConfigError, dump_config, load_config
+
+    p = argparse.ArgumentParser(prog="python -m world_models.loop", description=__doc__.split("\n\n")[0])
+    p.add_argument("config", nargs="?", default=None, help="YAML config (LoopConfig)")
+    p.add_argument("overrides", nargs="*", help="key=value overrides, e.g. cycles=2 vla.rl.lr=5e-4")
+    p.add_argument("--dry-run", action="store_true", help="print the resolved config and exit")
+    args = p.parse_args(argv)
+    try:
+        cfg = load_config(LoopConfig, args.config, args.overrides)
+    except ConfigError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    if args.dry_run:
+        print(dump_config(cfg))
+        return 0
+    run_loop(cfg)
+    return 0
+
+
+if __name__ == "__main__":  # pragma: no cover
+    raise SystemExit(main())
