@@ -252,7 +252,7 @@ class TabletopEnv(gym.Env):
             success, failed, progress = False, True, 0.0
         else:
             q = self._qpos
-            failed = any(q[i] < -0.05 for i in self._block_z)  # a block fell off the table
+            failed = bool(self._block_z) and any(q[i] < -0.05 for i in self._block_z)  # a block fell off the table
             if failed:
                 success, progress = False, 0.0
             else:
@@ -264,7 +264,8 @@ class TabletopEnv(gym.Env):
             info["error"] = "simulation diverged (MuJoCo bad qacc/qvel/qpos warning)"
         reward = progress if self._dense else float(success)
         self._done = success or failed
-        return ({"images": self.render_images(), "state": self.state_vector(), "instruction": self.instruction},
+        return ({"images": self.render_images() if self.cfg.cameras else {}, "state": self.state_vector(),
+                 "instruction": self.instruction},
                 reward, self._done, self.t >= self.max_steps, info)
 
     def _info(self, success: bool, failed: bool, diverged: bool = False) -> dict:

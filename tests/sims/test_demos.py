@@ -56,3 +56,13 @@ def test_failure_data_and_filters(tmp_path):
         sims.load_demos(path, cameras=("wrist",))
     with pytest.raises(FileNotFoundError):
         sims.load_demos(tmp_path / "missing.hdf5")
+
+
+def test_cli_records_loadable_demos(tmp_path, capsys):
+    from sims import demos
+
+    out = tmp_path / "cli.hdf5"
+    assert demos.main(["tabletop/reach", "2", str(out), "--cameras", "--noise", "0.1", "--seed-offset", "5"]) == 0
+    assert '"episodes": 2' in capsys.readouterr().out
+    d = sims.load_demos(out)
+    assert [e["init_seed"] for e in d] == [5, 6] and all(e["images"] == {} for e in d)
