@@ -27,7 +27,20 @@ def _build(path, overrides):
     from .trainer import DiffusionGRPOTrainer, DiffusionRLConfig
 
     cfg = load_config(DiffusionRLConfig, path, overrides)
+    if cfg.pool.enabled:  # pool-then-train with a quantized rollout copy (Sol-RL)
+        from .pool_rollout import PoolGRPOTrainer
+
+        return cfg, PoolGRPOTrainer
     return cfg, DiffusionGRPOTrainer
+
+
+def _mode(cfg) -> str:
+    loss = " + DiffusionNFT loss" if cfg.train.loss == "nft" else ""
+    if cfg.pool.enabled:
+        q = cfg.pool.quant
+        return (f"pool-and-select GRPO (pool {cfg.pool.pool_size} -> train {cfg.pool.train_size} per prompt, "
+                f"{q.format} rollout copy, backend {q.backend}){loss}")
+    return ("BranchGRPO" if cfg.branch.enabled else "flat GRPO") + loss
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -60,16 +73,16 @@ def _train(args) -> int:
         cfg.model.lora.enabled = cfg.model.lora.enabled  # the dry run builds the model to check weights and targets
         tr = Trainer(cfg, log=False)
         c = tr.cost_per_iteration()
-        mode = "BranchGRPO" if cfg.branch.enabled else "flat GRPO"
-        print(f"{mode}: per iteration NFE {c['nfe']} (rollout), backward passes {c['backward']:.0f}, "
+        pool = f" ({c['nfe_pool']} of them in the quantized pool)" if "nfe_pool" in c else ""
+        print(f"{_mode(cfg)}: per iteration NFE {c['nfe']} (rollout){pool}, backward passes {c['backward']:.0f}, "
               f"final samples {c['final_samples']}")
         return 0
     tr = Trainer(cfg)
     main_rank = tr.dist.is_main
     c = tr.cost_per_iteration()
     if main_rank:
-        print(f"outputs: {tr.out.resolve()} (metrics.jsonl, tb/, images/, checkpoints/); per iteration NFE {c['nfe']}, "
-              f"backward {c['backward']:.0f}; {tr.dist.world_size} process(es)", flush=True)
+        print(f"{_mode(cfg)}; outputs: {tr.out.resolve()} (metrics.jsonl, tb/, images/, checkpoints/); per iteration "
+              f"NFE {c['nfe']}, backward {c['backward']:.0f}; {tr.dist.world_size} process(es)", flush=True)
     try:
         res = tr.train()
     finally:

@@ -46,7 +46,7 @@ import time
 import types
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Literal
 
 import torch
 from tqdm.auto import tqdm
@@ -65,8 +65,12 @@ from grpo.train_step import GRPOConfig, NonFiniteGuard, backward_if_finite, comp
 
 from .adapters import DiffusionAdapter, ModelConfig, build_adapter, cond_select
 from .branch import BranchConfig, tree_credit, tree_rollout
+from .pool_config import PoolConfig
 from .prompts import PromptConfig, PromptSource
-from .sampling import STREAM_TIMESTEPS, Rollout, SamplerConfig, flat_rollout, guided_velocity, ode_sample
+from .sampling import (STREAM_TIMESTEPS, Rollout, SamplerConfig, flat_rollout, guided_velocity, keyed_noise,
+                       ode_sample)
+
+STREAM_NFT = 11  # key stream of the DiffusionNFT re-noising draws (times and noise per final sample)
 
 
 @dataclass
@@ -98,8 +102,19 @@ class TrainConfig:
     save_every: int = 10
     keep_last: int = 2
     log_images: bool = True
+    # the objective: "grpo" (clipped policy gradient on the SDE step log-probs, grpo.loss) or "nft" (DiffusionNFT,
+    # grpo.nft_loss: flow-matching regression on the final samples, re-noised at nft_timesteps logit-normal times per
+    # sample, contrasting the implicit positive/negative policies built from the pre-update velocity; no log-probs)
+    loss: Literal["grpo", "nft"] = "grpo"
+    nft_beta: float = 1.0
+    nft_timesteps: int = 2  # re-noising times per final sample and iteration (split over updates_per_iter chunks)
 
     def __post_init__(self) -> None:
+        if self.loss not in ("grpo", "nft"):
+            raise ValueError(f"train.loss must be 'grpo' or 'nft', got {self.loss!r}")
+        if self.nft_beta <= 0 or self.nft_timesteps < 1:
+            raise ValueError(f"train.nft_beta must be > 0 and train.nft_timesteps >= 1, got {self.nft_beta}, "
+                             f"{self.nft_timesteps}")
         if self.iterations < 0 or self.prompts_per_iter < 1 or self.inner_epochs < 1 or self.updates_per_iter < 1:
             raise ValueError("train.iterations >= 0, prompts_per_iter >= 1, inner_epochs >= 1, updates_per_iter >= 1 needed")
 
@@ -116,6 +131,7 @@ class DiffusionRLConfig:
     train: TrainConfig = field(default_factory=TrainConfig)
     reward: RewardConfig = field(default_factory=RewardConfig)
     prompts: PromptConfig = field(default_factory=PromptConfig)
+    pool: PoolConfig = field(default_factory=PoolConfig)  # enabled: pool-then-train (diffusion_rl.pool_rollout)
 
 
 def build_reward(rc: RewardConfig):
@@ -228,11 +244,15 @@ class DiffusionGRPOTrainer:
         cfg_mult = 2 if sc.cfg_scale != 1.0 else 1
         from .sampling import sde_step_mask
 
+        nft = self.cfg.train.loss == "nft"
         if self.tree is None:
             G = self.cfg.grpo.group_size
             n_st = int(sde_step_mask(sc, 0).sum())
-            trained = max(1, math.ceil(sc.timestep_fraction * n_st))
+            trained = self.cfg.train.nft_timesteps if nft else max(1, math.ceil(sc.timestep_fraction * n_st))
             return {"nfe": P * G * sc.num_steps * cfg_mult, "backward": P * G * trained, "final_samples": P * G}
+        if nft:
+            return {"nfe": P * self.tree.nfe() * cfg_mult, "backward": P * self.tree.num_leaves * self.cfg.train.nft_timesteps,
+                    "final_samples": P * self.tree.num_leaves}
         mask = sde_step_mask(sc, 0, force=tuple(self.tree.split_steps))
         steps = [i for i in range(sc.num_steps) if mask[i]]
         trained = steps[:max(1, math.ceil(sc.timestep_fraction * len(steps)))] if sc.timestep_fraction < 1 else steps
@@ -334,7 +354,9 @@ class DiffusionGRPOTrainer:
 
     def update(self, ro: Rollout, prompts: list[str], adv_rows: torch.Tensor, keep_rows: torch.Tensor,
                steps: set[int]) -> dict[str, float]:
-        """Clipped-PG updates over the trained (row, step) pairs; returns diagnostics."""
+        """Clipped-PG updates over the trained (row, step) pairs (or the DiffusionNFT objective); returns diagnostics."""
+        if self.cfg.train.loss == "nft":
+            return self.update_nft(ro, prompts, adv_rows, keep_rows)
         g, sc = self.cfg.grpo, self.cfg.sampler
         cond_all = self.adapter.encode_prompts(prompts)
         # one plan per trained record, kept rows or not: every rank has the same records (same steps, same depths),
@@ -416,6 +438,76 @@ class DiffusionGRPOTrainer:
             gap = self._all_reduce([gap], "max")[0]
         out.update({"backward": backward, "nfe_train": nfe, "logp_recompute_gap": gap,
                     "loss/objective": sum(objective) / max(1, len(objective))})
+        return out
+
+    def update_nft(self, ro: Rollout, prompts: list[str], adv_rows: torch.Tensor,
+                   keep_rows: torch.Tensor) -> dict[str, float]:
+        """DiffusionNFT (:mod:`grpo.nft_loss`) on the final samples: ``x_t = (1 - t) x_0 + t eps``, ``t`` logit-normal,
+        target ``eps - x_0``; ``r = optimality_probability(A)``; ``v_old`` is the velocity before this iteration's first
+        update (one no-grad pass). The draws are keyed by (seed, iteration, global row), like the rollout noise."""
+        from grpo.nft_loss import nft_loss, optimality_probability
+
+        tc, g, sc = self.cfg.train, self.cfg.grpo, self.cfg.sampler
+        rows = ro.final_rows
+        idx = torch.nonzero(keep_rows[rows]).flatten()
+        n_local = len(idx)
+        n_global = self._all_reduce([n_local])[0]
+        if n_global == 0:
+            return {"backward": 0, "nfe_train": 0}
+        ws, T = self.dist.world_size, tc.nft_timesteps
+        dev = self.adapter.device
+        cond = cond_select(self.adapter.encode_prompts(prompts), ro.final_prompt_idx[idx]) if n_local else None
+        uncond = None
+        if sc.cfg_scale != 1.0 and n_local:
+            u = self.adapter.encode_prompts([""])
+            uncond = {k: v.expand(n_local, *v.shape[1:]) for k, v in u.items()}
+        keys = rows[idx].tolist()
+        x0 = ro.final[idx].detach().to(dev).float()
+        t_all = torch.sigmoid(keyed_noise((T,), self.cfg.seed, self.iteration, STREAM_NFT, keys)) if n_local else None
+        eps_all = keyed_noise((T, *x0.shape[1:]), self.cfg.seed, self.iteration, STREAM_NFT + 1, keys) if n_local else None
+        r = optimality_probability(adv_rows[rows[idx]], g.adv_clip or 5.0).to(dev) if n_local else None
+        nfe_mult = 2 if sc.cfg_scale != 1.0 else 1
+        n_chunks = min(tc.updates_per_iter, T)
+        chunks = [list(range(i * T // n_chunks, (i + 1) * T // n_chunks)) for i in range(n_chunks)]
+
+        def noised(j):
+            t = t_all[:, j].to(dev)
+            eps = eps_all[:, j].to(dev)
+            shape = (-1,) + (1,) * (x0.dim() - 1)
+            return (1 - t.view(shape)) * x0 + t.view(shape) * eps, t, eps - x0
+
+        nfe, backward = 0, 0
+        v_old = {}
+        if n_local:
+            with torch.no_grad():
+                for j in range(T):
+                    xt, t, _ = noised(j)
+                    v_old[j] = guided_velocity(self.adapter, xt, t, cond, uncond, sc.cfg_scale).detach()
+                    nfe += n_local * nfe_mult
+        stats: dict[str, list[float]] = {k: [] for k in ("loss", "positive", "negative", "grad_norm")}
+        self.adapter.train(True)
+        for _epoch in range(tc.inner_epochs):
+            for chunk in chunks:
+                for j in chunk if n_local else ():
+                    xt, t, target = noised(j)
+                    v = guided_velocity(self.adapter, xt, t, cond, uncond, sc.cfg_scale)
+                    nfe += n_local * nfe_mult
+                    lo = nft_loss(v, v_old[j], target, r, tc.nft_beta)
+                    backward_if_finite(lo.loss * (n_local / n_global * ws / len(chunk)), self.guard)
+                    backward += n_local
+                    stats["loss"].append(float(lo.loss.detach()))
+                    stats["positive"].append(float(lo.positive.detach().mean()))
+                    stats["negative"].append(float(lo.negative.detach().mean()))
+                self._sync_gradients()
+                st = guarded_step(self.params, self.optimizer, g.max_grad_norm, self.guard)
+                stats["grad_norm"].append(st.grad_norm)
+                if st.skipped:
+                    print(f"iteration {self.iteration}: update skipped ({st.reason})")
+        self.adapter.train(False)
+        self._ema_update()
+        out = {f"loss/nft_{k}" if k != "grad_norm" else k: sum(v) / max(1, len(v)) for k, v in stats.items()}
+        backward, nfe = self._all_reduce([backward, nfe])
+        out.update({"backward": backward, "nfe_train": nfe})
         return out
 
     def _sync_gradients(self) -> None:

@@ -149,3 +149,68 @@ def test_nft_loss_equation_and_direction():
     assert torch.equal(optimality_probability(torch.tensor([-10.0, 0.0, 2.5]), 5.0), torch.tensor([0.0, 0.5, 0.75]))
     with pytest.raises(ValueError, match=r"r must lie in \[0, 1\]"):
         nft_loss(vt, vo, tgt, torch.tensor([2.0, 0, 0, 0]))
+
+
+def test_pool_config_through_yaml_and_cli(tmp_path, capsys):
+    """`pool:` in the YAML selects PoolGRPOTrainer; bad pool/quant settings stop the CLI at start (exit 2)."""
+    from diffusion_rl.cli import _build, main
+    from grpo.config import load_config
+    from diffusion_rl.trainer import DiffusionRLConfig
+
+    base = ["configs/diffusion/shapes_pool_fp8.yaml", f"output_dir={tmp_path}/o"]
+    cfg = load_config(DiffusionRLConfig, base[0], base[1:])
+    assert cfg.pool.enabled and cfg.pool.quant.format == "fp8" and cfg.pool.train_size == cfg.grpo.group_size
+    assert _build(base[0], base[1:])[1] is PoolGRPOTrainer
+    assert _build(base[0], [*base[1:], "pool.enabled=false"])[1] is not PoolGRPOTrainer
+    assert main(["train", *base, "pool.pool_size=2", "--dry-run"]) == 2
+    assert "pool_size=2 is smaller than pool.train_size=4" in capsys.readouterr().err
+    assert main(["train", *base, "pool.quant.format=fp4", "--dry-run"]) == 2
+    err = capsys.readouterr().err
+    assert "pool.quant.format" in err and "'nvfp4'" in err
+    assert main(["train", *base, "pool.quant.backend=gpu", "--dry-run"]) == 2
+    assert "pool.quant.backend" in capsys.readouterr().err
+    assert main(["train", *base, "grpo.group_size=8", "--dry-run"]) == 2
+    assert "must equal pool.train_size" in capsys.readouterr().err
+    assert main(["train", *base, "branch.enabled=true", "--dry-run"]) == 2
+    assert "rollouts are flat" in capsys.readouterr().err
+    assert main(["train", *base, "train.loss=dpo", "--dry-run"]) == 2
+    assert "train.loss" in capsys.readouterr().err
+    assert main(["train", *base, "--dry-run"]) == 0
+    out = capsys.readouterr().out
+    assert "pool-and-select GRPO (pool 16 -> train 4 per prompt, fp8 rollout copy" in out
+    assert "NFE 800 (rollout) (640 of them in the quantized pool)" in out
+
+
+@pytest.mark.parametrize("pool", [False, True])
+def test_nft_loss_selectable_in_the_trainer(tmp_path, pool):
+    """train.loss=nft trains with DiffusionNFT (no log-probs): finite loss, the weights move, the cost is counted."""
+    from diffusion_rl.prompts import PromptConfig
+    from diffusion_rl.trainer import DiffusionGRPOTrainer, DiffusionRLConfig
+
+    from ..diffusion_rl.conftest import redness
+
+    cfg = DiffusionRLConfig(output_dir=str(tmp_path / "run"), resume=False,
+                            prompts=PromptConfig(source="list", prompts=PROMPTS, num_eval=2))
+    cfg.model.height = cfg.model.width = 16
+    cfg.model.lora.rank = 4
+    cfg.model.tiny = {"with_vae": False}
+    cfg.sampler = SamplerConfig(num_steps=4, eta=1.0, same_init_noise=False)
+    cfg.grpo.group_size = 3
+    cfg.train.prompts_per_iter = 2
+    cfg.train.loss = "nft"
+    cfg.train.nft_timesteps = 2
+    cfg.train.updates_per_iter = 2
+    cfg.train.log_images = False
+    if pool:
+        cfg.pool = PoolConfig(enabled=True, pool_size=6, train_size=3, quant=QuantConfig(format="fp8"))
+        tr = PoolGRPOTrainer(cfg, reward_fn=redness, log=False)
+    else:
+        tr = DiffusionGRPOTrainer(cfg, reward_fn=redness, log=False)
+    before = {k: v.clone() for k, v in tr.adapter.trainable_state_dict().items()}
+    s = tr.step()
+    assert torch.isfinite(torch.tensor(s["loss/nft_loss"])) and s["skipped_updates"] == 0
+    assert s["cost/backward"] == 2 * 3 * 2 == tr.cost_per_iteration()["backward"]  # samples x timesteps
+    assert s["cost/nfe_train"] == 2 * 6 * 2  # v_old pass + the trained pass
+    assert any(not torch.equal(before[k], v) for k, v in tr.adapter.trainable_state_dict().items())
+    with pytest.raises(ValueError, match="train.loss must be 'grpo' or 'nft'"):
+        type(cfg.train)(loss="dpo")
