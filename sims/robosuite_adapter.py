@@ -13,7 +13,8 @@ joints; + robosuite's ``object-state`` with object_state=True), "instruction": s
 Success: the env's own ``_check_success()``; reward sparse 1.0 on success (``reward="dense"``:
 robosuite's shaped reward, which is not the same scale as the built-in progress). ``terminated`` on
 success, ``truncated`` after ``max_steps``; ``info`` has ``success``, ``progress`` (robosuite's shaped
-reward normalised to [0, 1] where the task defines one, else success), ``failed`` (diverged).
+reward normalised to [0, 1] where the task defines one, else success), ``failed`` (the simulation
+diverged: MuJoCo's bad qacc/qvel/qpos warnings or a non-finite state; then also ``diverged`` and ``error``).
 
 ``reset(seed, options={"init_seed": s})``: robosuite's placement samplers and joint-noise draws share
 the env's generator, which is reseeded from ``s`` in place, so one ``init_seed`` gives one initial state.
