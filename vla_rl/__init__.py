@@ -5,6 +5,5 @@ Gaussian head, log-probs through ``grpo.flow_sde``), ``policy`` (the built-in sm
 ``lerobot_adapter`` (SmolVLA / pi0 when lerobot is installed), ``sft`` (behaviour cloning on a few demos),
 ``demos`` (scripted-expert recording, robomimic-style HDF5), ``rollout`` (group rollouts with action chunks,
 held-out evaluation), ``srpo`` (self-referential progress reward, binary reward), ``trainer`` (config +
-SFT -> GRPO loop), ``cli`` (``vla-rl``), ``fallback_tabletop`` (a MuJoCo reach task used only while
-``sims.make`` is missing).
+SFT -> GRPO loop), ``cli`` (``vla-rl``). Environments come from ``sims.make``.
 """

@@ -55,6 +55,7 @@ class PolicyConfig:
     text_dim: int = 32
     max_text_len: int = 16
     ctx_dim: int = 128
+    film: bool = False  # condition every conv block on the instruction (FiLM, as RT-1 does): language picks what to look at
     chunk_size: int = 4  # K actions per chunk
     n_action_steps: int = 4  # actions executed per chunk (<= chunk_size)
     state_dim: int = 0  # 0: taken from the environment
@@ -85,23 +86,42 @@ class SpatialSoftmax(nn.Module):
 
 
 class ImageEncoder(nn.Module):
-    """Small conv net: ``[B, 3, H, W]`` in [0, 1] -> ``[B, 2 * channels[-1]]`` keypoints + ``[B, C]`` pooled."""
+    """Small conv net: ``[B, 3, H, W]`` in [0, 1] -> ``[B, 2 * channels[-1]]`` keypoints + ``[B, C]`` pooled.
 
-    def __init__(self, channels: list[int]):
+    With ``film_dim > 0`` every conv block is FiLM-conditioned on a ``[B, film_dim]`` instruction embedding
+    (``h <- GroupNorm(conv(h)) * (1 + gamma) + beta``, zero-initialized so it starts as the plain encoder): the
+    instruction can then select which object the spatial-softmax keypoints track ("the red ball")."""
+
+    def __init__(self, channels: list[int], film_dim: int = 0):
         super().__init__()
-        layers, c_in = [], 3
+        self.convs, self.norms = nn.ModuleList(), nn.ModuleList()
+        c_in = 3
         for i, c in enumerate(channels):
-            layers += [nn.Conv2d(c_in, c, 3, stride=2 if i < len(channels) - 1 else 1, padding=1), nn.GroupNorm(4, c), nn.SiLU()]
+            self.convs.append(nn.Conv2d(c_in, c, 3, stride=2 if i < len(channels) - 1 else 1, padding=1))
+            self.norms.append(nn.GroupNorm(4, c))
             c_in = c
-        self.conv = nn.Sequential(*layers)
+        self.film = nn.Linear(film_dim, 2 * sum(channels)) if film_dim > 0 else None
+        if self.film is not None:
+            nn.init.zeros_(self.film.weight)
+            nn.init.zeros_(self.film.bias)
+        self.channels = list(channels)
         self.softmax = SpatialSoftmax()
         self.out_dim = 3 * c_in
 
-    def feature_maps(self, images: torch.Tensor) -> torch.Tensor:
-        return self.conv(images * 2 - 1)
+    def feature_maps(self, images: torch.Tensor, cond: torch.Tensor | None = None) -> torch.Tensor:
+        h = images * 2 - 1
+        film = None
+        if self.film is not None and cond is not None:
+            film = self.film(cond).split([c for c in self.channels for _ in (0, 1)], dim=-1)
+        for i, (conv, norm) in enumerate(zip(self.convs, self.norms)):
+            h = norm(conv(h))
+            if film is not None:
+                h = h * (1 + film[2 * i][:, :, None, None]) + film[2 * i + 1][:, :, None, None]
+            h = F.silu(h)
+        return h
 
-    def forward(self, images: torch.Tensor) -> torch.Tensor:
-        f = self.feature_maps(images)
+    def forward(self, images: torch.Tensor, cond: torch.Tensor | None = None) -> torch.Tensor:
+        f = self.feature_maps(images, cond)
         return torch.cat([self.softmax(f), f.mean(dim=(2, 3))], dim=-1)
 
 
@@ -133,7 +153,7 @@ class SmallVLA(nn.Module):
         self.tokenizer = tokenizer
         d = 0
         if cfg.use_images:
-            self.image_encoder = ImageEncoder(cfg.conv_channels)
+            self.image_encoder = ImageEncoder(cfg.conv_channels, cfg.text_dim if cfg.film else 0)
             d += self.image_encoder.out_dim * len(cfg.cameras)
         self.text_embed = nn.Embedding(len(tokenizer), cfg.text_dim, padding_idx=0)
         d += cfg.text_dim
@@ -163,15 +183,18 @@ class SmallVLA(nn.Module):
 
     def context(self, batch: dict) -> torch.Tensor:
         """Fused features ``ctx[B, ctx_dim]`` of a LeRobot-style batch."""
+        tasks = batch.get("task")
+        first = IMAGE_PREFIX + self.cfg.cameras[0] if self.cfg.use_images else STATE_KEY
+        n = batch[first].shape[0] if first in batch else -1
+        if tasks is None or len(tasks) != n:
+            raise ValueError(f"batch['task'] must be a list of {n} instructions, got {tasks!r:.80}")
+        text = self.text_features(tasks)
         feats = []
         if self.cfg.use_images:
             for cam in self.cfg.cameras:
-                feats.append(self.image_encoder(_images(batch, IMAGE_PREFIX + cam, self.cfg.image_size)))
-        tasks = batch.get("task")
-        n = feats[0].shape[0] if feats else batch[STATE_KEY].shape[0]
-        if tasks is None or len(tasks) != n:
-            raise ValueError(f"batch['task'] must be a list of {n} instructions, got {tasks!r:.80}")
-        feats.append(self.text_features(tasks))
+                feats.append(self.image_encoder(_images(batch, IMAGE_PREFIX + cam, self.cfg.image_size),
+                                                text if self.cfg.film else None))
+        feats.append(text)
         if self.cfg.use_state:
             s = batch[STATE_KEY].float()
             if s.shape[-1] != self.cfg.state_dim:

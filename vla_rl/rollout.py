@@ -82,24 +82,11 @@ def obs_to_batch(obs_list: Sequence[dict], cameras: Sequence[str], use_images: b
     return batch
 
 
-_warned: set[str] = set()
-
-
 def make_env(name: str, env_kwargs: dict | None = None):
-    """``sims.make(name, **env_kwargs)``; while ``sims`` has no ``make``, the fallback reach task of
-    :mod:`vla_rl.fallback_tabletop` (with a one-time warning)."""
+    """``sims.make(name, **env_kwargs)`` (``sims`` owns every environment; unknown names raise there)."""
     import sims
 
-    if hasattr(sims, "make"):
-        return sims.make(name, **dict(env_kwargs or {}))
-    from . import fallback_tabletop
-
-    if name not in _warned:
-        import warnings
-
-        warnings.warn(f"sims.make is not available; using vla_rl.fallback_tabletop for {name!r}", stacklevel=2)
-        _warned.add(name)
-    return fallback_tabletop.make(name, **dict(env_kwargs or {}))
+    return sims.make(name, **dict(env_kwargs or {}))
 
 
 class EnvPool:

@@ -325,10 +325,13 @@ class VLARLTrainer:
         with GracefulExit() as stop:
             for it in bar:
                 t0 = time.time()
+                bar.set_description("grpo[rollout]")
                 batch = run_episodes(self.policy, self.pool, self.make_specs(it), cfg.env.max_episode_steps, stochastic=True,
                                      generator=keyed_generator(cfg.seed, it), stop_on_success=cfg.env.stop_on_success)
                 t_roll = time.time() - t0
+                bar.set_description("grpo[reward]")
                 rew = self.rewards(batch)
+                t_rew = time.time() - t0 - t_roll
                 gids, succ = batch.group_ids, batch.success
                 keep, kept = (group_keep_mask(succ, gids, cfg.rl.success_band) if cfg.rl.dynamic_sampling
                               else (torch.ones_like(succ), int(gids.unique().numel())))
@@ -336,6 +339,7 @@ class VLARLTrainer:
                     "rollout/success_rate": float(succ.float().mean()), "reward/mean": float(rew.total.mean()),
                     "rollout/episode_length": float(np.mean([e.length for e in batch.episodes])),
                     "rollout/groups_kept": kept, "rollout/env_steps": batch.env_steps, "time/rollout_s": t_roll,
+                    "time/reward_s": t_rew,
                 }
                 if self.srpo is not None and self.srpo.last is not None:
                     fail = ~succ
@@ -352,12 +356,16 @@ class VLARLTrainer:
                     adv[idx] = torch.where(a.mask, a.values, torch.zeros_like(a.values))
                     keep = keep.clone()
                     keep[idx] &= a.mask
+                    bar.set_description("grpo[update]")
+                    t_up = time.time()
                     scal.update(self.update(batch, adv, keep, it))
+                    scal["time/update_s"] = time.time() - t_up
                 scal["time/iteration_s"] = time.time() - t0
                 self.state["iteration"] = it + 1
                 self.logger.log(it + 1, scal)
                 bar.set_postfix(succ=f"{scal['rollout/success_rate']:.2f}", kept=kept, t=f"{scal['time/iteration_s']:.1f}s")
                 if cfg.rl.eval_every > 0 and (it + 1) % cfg.rl.eval_every == 0 and it + 1 < cfg.rl.iterations:
+                    bar.set_description("grpo[eval]")
                     self.run_eval(f"iter_{it + 1}", it + 1, videos=False)
                 if stop.requested:
                     self.save()

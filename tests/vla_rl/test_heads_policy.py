@@ -141,3 +141,17 @@ def test_lerobot_adapter_skips_cleanly_without_lerobot():
 def test_lerobot_adapter_with_lerobot():
     pytest.importorskip("lerobot", reason="lerobot not installed (optional extra 'lerobot')")
     from vla_rl.lerobot_adapter import LeRobotFlowAdapter  # noqa: F401  (weights are not available offline)
+
+
+def test_film_conditions_image_features_on_the_instruction():
+    p = make_policy(film=True)
+    b = make_batch(2)
+    b["task"] = ["reach the red target"] * 2
+    with torch.no_grad():
+        for prm in p.image_encoder.film.parameters():
+            prm.normal_()
+        b2 = dict(b, task=["push the blue cube"] * 2)
+        assert not torch.allclose(p.context(b), p.context(b2))
+    lp = p.chunk_log_prob(b, p.sample_chunk(b, generator=torch.Generator().manual_seed(0)).record)
+    lp.logp.sum().backward()
+    assert p.image_encoder.film.weight.grad is not None

@@ -73,3 +73,26 @@ def test_group_rollouts_share_initial_state_and_keep_logprob_records():
     lp = policy.chunk_log_prob(b.select(torch.arange(b.episode_of.numel())), b.record)
     torch.testing.assert_close(lp.logp, b.old_logp, atol=1e-5, rtol=0)
     pool.close()
+
+
+def test_sigterm_mid_run_saves_and_resumes(tmp_path, monkeypatch):
+    import os
+    import signal
+
+    out = tmp_path / "run"
+    over = TINY + [f"output_dir={out}", "rl.iterations=3", "rl.save_every=100", "rl.eval_episodes=2", "sft.steps=5"]
+    tr = VLARLTrainer(load_config(VLARLConfig, "configs/vla/tabletop_reach.yaml", over), quiet=True)
+    real = tr.make_specs
+
+    def specs_then_sigterm(it):
+        if it == 1:
+            os.kill(os.getpid(), signal.SIGTERM)  # arrives mid-iteration: the iteration finishes, then it saves and stops
+        return real(it)
+
+    monkeypatch.setattr(tr, "make_specs", specs_then_sigterm)
+    res = tr.train()
+    assert res["stopped"] == "SIGTERM" and res["iterations"] == 2
+    assert res["final_success"] is None  # no final evaluation on a stopped run
+    res2 = VLARLTrainer(load_config(VLARLConfig, "configs/vla/tabletop_reach.yaml", over), quiet=True).train()
+    assert res2["resumed"] and res2["iterations"] == 3 and res2["stopped"] is None and res2["final_success"] is not None
+    assert len([r for r in read_jsonl(out / "metrics.jsonl") if "rollout/success_rate" in r]) == 3
