@@ -363,7 +363,9 @@ class VLARLTrainer:
                 scal["time/iteration_s"] = time.time() - t0
                 self.state["iteration"] = it + 1
                 self.logger.log(it + 1, scal)
-                bar.set_postfix(succ=f"{scal['rollout/success_rate']:.2f}", kept=kept, t=f"{scal['time/iteration_s']:.1f}s")
+                last_eval = max(self.state["eval"].values(), key=lambda e: e["iteration"])["success_rate"]
+                bar.set_postfix(succ=f"{scal['rollout/success_rate']:.2f}", kept=kept, eval=f"{last_eval:.2f}",
+                                t=f"{scal['time/iteration_s']:.1f}s")
                 if cfg.rl.eval_every > 0 and (it + 1) % cfg.rl.eval_every == 0 and it + 1 < cfg.rl.iterations:
                     bar.set_description("grpo[eval]")
                     self.run_eval(f"iter_{it + 1}", it + 1, videos=False)
