@@ -6,11 +6,21 @@ exist). Per iteration it measures rollout NFE, backward passes (trained row-step
 curve against wall clock, then prints the ratios to flat GRPO.
 
     python bench/bench_branch.py [--iterations 4] [--prompts 1] [--steps 20] [--reward redness|shapes_verifier]
+    python bench/bench_branch.py --model shapes --budget-s 60      # + reward at equal wall clock on the demo task
 
 The tree: splits at steps 10, 13, 16, 18 with branch factor 2 -> 16 leaves, NFE 10 + 2*3 + 4*3 + 8*2 + 16*2 = 76
 per prompt against 16 * 20 = 320 for flat GRPO (late splits keep the shared prefix long; that is where the saving
 comes from). Pruning: top-1 leaf per last-split parent (width) and a sliding window of 2 depths (depth).
 Mix: only a 4-step SDE window (plus the split steps) is stochastic and trained; the rest are ODE steps.
+
+Equal wall clock (``--model shapes --budget-s 60``): after the timed iterations every mode trains for the same
+seconds and its evaluation reward (ODE samples on fixed prompts, and the all-correct accuracy) is reported. By default
+(``--budget-prompts scaled``) a tree mode spends its per-iteration saving on more prompts per update,
+``P_mode = round(P * wall_flat / wall_mode)``, so all modes make about as many optimizer updates in the budget and the
+tree's updates average over more prompts. ``--budget-prompts same`` keeps one prompt per update and spends the saving
+on ~3x more updates instead: with Adam every update moves the LoRA by about ``lr`` whatever the evidence behind it,
+so 3x the single-prompt updates at the same ``lr`` is 3x the noise-driven drift (measured: the evaluation reward of
+BranchGRPO then wanders below the pretrained model's).
 """
 
 from __future__ import annotations
@@ -43,9 +53,11 @@ def redness(batch):
     return types.SimpleNamespace(total=im[:, 0].mean((1, 2)) - im[:, 1:].mean((1, 2, 3)), components={})
 
 
-def modes(steps: int) -> dict[str, tuple[BranchConfig, dict]]:
+def modes(steps: int, credit: str = "depth") -> dict[str, tuple[BranchConfig, dict]]:
     splits = [steps // 2, steps // 2 + 3, steps // 2 + 6, steps - 2]
     tree = dict(enabled=True, split_steps=splits, branch=[2], fusion="mean")
+    if credit == "parent":  # sibling-relative credit, leaf-std scale (see diffusion_rl.branch.BranchConfig)
+        tree.update(adv_baseline="parent", adv_scale="leaf")
     return {
         "flat GRPO": (BranchConfig(enabled=False), {}),
         "BranchGRPO": (BranchConfig(**tree), {}),
@@ -61,22 +73,32 @@ def main(argv=None) -> int:
     ap.add_argument("--steps", type=int, default=20)
     ap.add_argument("--leaves", type=int, default=16)
     ap.add_argument("--size", type=int, default=16, help="image size of the tiny pixel-space SD3")
-    ap.add_argument("--reward", default="redness")
+    ap.add_argument("--reward", default=None, help="default: redness (tiny model), shapes_verifier (--model shapes)")
     ap.add_argument("--out", default="runs/bench_branch")
     ap.add_argument("--model", choices=["tiny", "shapes"], default="tiny",
                     help="tiny: random tiny SD3 at --size; shapes: the shipped pretrained demo model (32x32) + shapes prompts")
     ap.add_argument("--budget-s", type=float, default=0.0,
                     help="> 0: after the timed iterations, train each mode for this many more seconds of wall clock and "
                          "report the evaluation reward (ODE samples, fixed prompts) at equal wall clock")
+    ap.add_argument("--budget-prompts", choices=["scaled", "same"], default="scaled",
+                    help="prompts per update in the equal-wall-clock phase: 'scaled' (default) spends a mode's saving on "
+                         "more prompts per update, P_mode = round(P * wall_flat / wall_mode), so every mode makes about "
+                         "as many optimizer updates as flat GRPO; 'same' keeps P and spends it on more updates")
+    ap.add_argument("--eval-prompts", type=int, default=64, help="fixed evaluation prompts (--model shapes)")
+    ap.add_argument("--tree-credit", choices=["depth", "parent"], default="depth",
+                    help="depth: BranchGRPO Eq. 7 (the default of branch:); parent: adv_baseline=parent, adv_scale=leaf")
     args = ap.parse_args(argv)
+    if args.reward is None:
+        args.reward = "shapes_verifier" if args.model == "shapes" else "redness"
     if args.leaves != 16:
         raise SystemExit("the bench tree is fixed at 16 leaves (4 splits x branch 2)")
     results = {}
-    for name, (bc, samp) in modes(args.steps).items():
+    flat_wall = 1.0
+    for name, (bc, samp) in modes(args.steps, args.tree_credit).items():
         if args.model == "shapes":
             model = ModelConfig(kind="sd3", path="builtin:shapes_sd3", height=32, width=32, max_sequence_length=1,
                                 lora=LoraSettings(rank=8, alpha=16))
-            prompts = PromptConfig(source="shapes", num_eval=32)
+            prompts = PromptConfig(source="shapes", num_eval=args.eval_prompts)
         else:
             model = ModelConfig(kind="sd3", height=args.size, width=args.size, tiny={"with_vae": False, "hidden": 64, "layers": 2},
                                 lora=LoraSettings(rank=4, alpha=8))
@@ -100,12 +122,20 @@ def main(argv=None) -> int:
                          s["time/iter_s"], s["cost/nfe_train"]))
         if args.budget_s > 0:
             before = tr.evaluate()
+            acc0 = tr.last_eval_components.get("eval/accuracy", float("nan"))
+            wall = sum(r[4] for r in rows) / len(rows)
+            if name == "flat GRPO":
+                flat_wall = wall
+            if args.budget_prompts == "scaled" and name != "flat GRPO":
+                tr.cfg.train.prompts_per_iter = max(1, round(args.prompts * flat_wall / wall))
             t1 = time.perf_counter()
             iters = 0
             while time.perf_counter() - t1 < args.budget_s:
                 tr.step()
                 iters += 1
-            results.setdefault("_budget", {})[name] = (before, tr.evaluate(), iters)
+            after = tr.evaluate()
+            results.setdefault("_budget", {})[name] = (before, after, iters, tr.cfg.train.prompts_per_iter, acc0,
+                                                       tr.last_eval_components.get("eval/accuracy", float("nan")))
         tr.logger.close()
         n = len(rows)
         results[name] = {"nfe": sum(r[2] for r in rows) / n, "backward": sum(r[3] for r in rows) / n,
@@ -128,9 +158,12 @@ def main(argv=None) -> int:
     for name, r in results.items():
         print(f"  {name:<13} " + "  ".join(f"{t:6.1f}s:{v:+.3f}" for t, v in r["curve"]))
     if budget:
-        print(f"\nequal wall clock: evaluation reward (ODE samples on fixed prompts) after {args.budget_s:.0f} s of training per mode")
-        for name, (b, a, it) in budget.items():
-            print(f"  {name:<13} {b:.3f} -> {a:.3f}  ({it} iterations)")
+        n_eval = args.eval_prompts if args.model == "shapes" else 2
+        print(f"\nequal wall clock: evaluation reward (ODE samples on {n_eval} fixed prompts) after {args.budget_s:.0f} s "
+              f"of training per mode (prompts per update: {args.budget_prompts})")
+        for name, (b, a, it, p, acc0, acc1) in budget.items():
+            acc = f", all-correct {acc0:.3f} -> {acc1:.3f}" if acc0 == acc0 else ""
+            print(f"  {name:<13} {b:.3f} -> {a:.3f}  ({it} updates x {p} prompt(s){acc})")
     return 0
 
 

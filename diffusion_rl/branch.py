@@ -51,6 +51,24 @@ class BranchConfig:
     prune_k: int = 1
     depth_window: int = 0  # > 0: train only this many consecutive depths (sliding), 0 = all depths
     depth_stride: int = 1
+    # Credit per node n (fused reward r_n), A_n = (r_n - baseline_n) / (scale + eps), the root gets 0:
+    # adv_baseline  "depth":  the mean over all nodes of n's depth (BranchGRPO Eq. 7, default);
+    #               "parent": n's parent's fused reward (mean fusion: the mean over n and its siblings). n's own noise
+    #                         draws (its segment) are what tell it apart from its siblings, so r_n - r_parent credits
+    #                         exactly them, while the depth mean leaves late segments with the reward gaps of the
+    #                         early decisions their whole subtree shares.
+    # adv_scale     "depth":  the std of the fused rewards at n's depth (Eq. 7, default; two nodes at depth 1 always
+    #                         get +-1 however small their gap);
+    #               "leaf":   the std of the tree's leaf rewards (flat GRPO's group std; internal nodes keep the
+    #                         smaller spread of their fused rewards).
+    adv_baseline: Literal["depth", "parent"] = "depth"
+    adv_scale: Literal["depth", "leaf"] = "depth"
+
+    def __post_init__(self) -> None:
+        if self.adv_scale not in ("leaf", "depth"):
+            raise ValueError(f"branch.adv_scale must be 'leaf' or 'depth', got {self.adv_scale!r}")
+        if self.adv_baseline not in ("parent", "depth"):
+            raise ValueError(f"branch.adv_baseline must be 'parent' or 'depth', got {self.adv_baseline!r}")
 
     def branch_factors(self) -> list[int]:
         if len(self.branch) == 1:
@@ -135,6 +153,28 @@ class TreeCredit:
     trained_depths: list[int]
 
 
+def node_advantages(tree: RolloutTree, node_rewards: torch.Tensor, leaf_rewards: torch.Tensor, eps: float = 1e-4,
+                    baseline: str = "depth", scale: str = "depth") -> torch.Tensor:
+    """Advantages ``[N]`` ``A_n = (r_n - baseline_n) / (scale_n + eps)`` (see :class:`BranchConfig`); root 0.
+    ``baseline="depth", scale="depth"`` is :func:`grpo.tree.depth_advantages` (BranchGRPO Eq. 7)."""
+    if baseline == "depth" and scale == "depth":
+        return depth_advantages(tree, node_rewards, eps)
+    depth_of = torch.tensor([n.depth for n in tree.nodes])
+    r = node_rewards.float().cpu()
+    lr = leaf_rewards.float().cpu()
+    leaf_std = lr.std(unbiased=False) if lr.numel() > 1 else lr.new_zeros(())
+    parent = torch.tensor([max(n.parent, 0) for n in tree.nodes])
+    adv = torch.zeros(len(tree), dtype=torch.float32)
+    for d in range(1, tree.depth + 1):
+        m = depth_of == d
+        std = leaf_std if scale == "leaf" else (r[m].std(unbiased=False) if int(m.sum()) > 1 else r.new_zeros(()))
+        if float(std) <= 0:
+            continue
+        base = r[parent[m]] if baseline == "parent" else r[m].mean()
+        adv[m] = (r[m] - base) / (std + eps)
+    return adv
+
+
 def tree_credit(tree: RolloutTree, leaf_rewards: torch.Tensor, bc: BranchConfig, edge_log_prob: torch.Tensor,
                 iteration: int = 0, eps: float = 1e-4) -> TreeCredit:
     """Fusion + depth-wise advantages + width/depth pruning for ``leaf_rewards[P, L]``."""
@@ -146,7 +186,7 @@ def tree_credit(tree: RolloutTree, leaf_rewards: torch.Tensor, bc: BranchConfig,
     depth_of = torch.tensor([n.depth for n in tree.nodes])
     for p in range(P):
         nr = fuse_rewards(tree, leaf_rewards[p], bc.fusion, edge_log_prob[p], bc.fusion_temperature)
-        adv = depth_advantages(tree, nr, eps)
+        adv = node_advantages(tree, nr, leaf_rewards[p], eps, bc.adv_baseline, bc.adv_scale)
         keep = width_prune(tree, nr, bc.width_prune, bc.prune_k)
         keep &= torch.isin(depth_of, torch.tensor(depths))
         advs.append(adv)

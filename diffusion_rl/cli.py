@@ -10,8 +10,12 @@ checkpoint and exit 0; rerunning the same command resumes. A reward that keeps r
 stops the run with exit code 1 and the prompts of the batch it failed on.
 
 ``--dry-run`` prints the resolved config and the cost of one iteration (rollout NFE, backward passes) and exits.
+A ``pool:`` section with ``enabled: true`` trains with pool-and-select exploration through a quantized rollout copy
+(:class:`diffusion_rl.pool_rollout.PoolGRPOTrainer`, e.g. ``configs/diffusion/shapes_pool_fp8.yaml``);
+``train.loss=nft`` uses the DiffusionNFT objective instead of the clipped policy gradient.
 Bad input (unknown key, missing weights, empty prompt file, unknown reward, split step beyond the schedule,
-LoRA target matching nothing) stops at start with a one-line message and exit code 2.
+LoRA target matching nothing, a pool smaller than its train set, an unknown quantization format) stops at start with
+a one-line message and exit code 2.
 """
 
 from __future__ import annotations

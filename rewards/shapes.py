@@ -236,10 +236,15 @@ class ShapesVerifier(ImageReward):
 
     name = "shapes_verifier"
 
-    def __init__(self, tol: float = 0.25, nonfinite: str = "warn"):
+    def __init__(self, tol: float = 0.25, nonfinite: str = "warn", accuracy_weight: float = 0.0):
         if not 0 < tol < 1.8:
             raise ValueError(f"tol is an RGB distance in (0, 1.8), got {tol}")
+        if not 0 <= accuracy_weight <= 1:
+            raise ValueError(f"accuracy_weight is a mixing weight in [0, 1], got {accuracy_weight}")
         self.tol = tol
+        # > 0: total = (1 - w) * verifier + w * accuracy (all-correct), so partial credit alone cannot carry the
+        # reward; the unweighted verifier score stays in details["verifier"]
+        self.accuracy_weight = accuracy_weight
         self.nonfinite = nonfinite  # type: ignore[assignment]
 
     def score(self, images, prompts, metadata) -> RewardOutput:
@@ -249,5 +254,10 @@ class ShapesVerifier(ImageReward):
         def col(k: str) -> torch.Tensor:
             return torch.tensor([r[k] for r in rows], dtype=torch.float32, device=images.device)
 
-        return RewardOutput(total=col("total"), components={k: col(k) for k in ("color", "shape", "relation")},
-                            details={"accuracy": col("accuracy")})
+        total, acc = col("total"), col("accuracy")
+        details = {"accuracy": acc}
+        if self.accuracy_weight > 0:
+            details["verifier"] = total
+            total = (1 - self.accuracy_weight) * total + self.accuracy_weight * acc
+        return RewardOutput(total=total, components={k: col(k) for k in ("color", "shape", "relation")},
+                            details=details)

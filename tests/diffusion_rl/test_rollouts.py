@@ -94,3 +94,39 @@ def test_fusion_pruning_and_depth_window():
 def test_split_step_beyond_schedule_fails():
     with pytest.raises(ValueError, match="beyond the last step"):
         BranchConfig(enabled=True, split_steps=[2, 10]).make_tree(8)
+
+
+def test_tree_advantage_scale_and_baseline():
+    """Default: BranchGRPO Eq. 7 (each depth by its own mean and std: 2 nodes -> +-1 whatever the gap).
+    adv_scale='leaf' divides by the leaf rewards' std, so a small gap between fused internal rewards stays small;
+    adv_baseline='parent' subtracts the parent's fused reward (siblings' mean): a leaf whose sibling scored the same
+    gets 0, however its subtree compares with the rest of the tree."""
+    from grpo.tree import depth_advantages, fuse_rewards
+
+    tree = BranchConfig(enabled=True, split_steps=[2, 4], branch=[2]).make_tree(6)
+    r = torch.tensor([[0.0, 1.0, 0.1, 1.1]])  # depth-1 fused rewards 0.5 vs 0.6
+    d1, leaves = tree.nodes_at_depth(1), tree.leaves
+    zeros = torch.zeros(1, len(tree))
+    dep = tree_credit(tree, r, BranchConfig(enabled=True, split_steps=[2, 4]), zeros)
+    assert torch.equal(dep.advantages, depth_advantages(tree, fuse_rewards(tree, r[0])))
+    assert torch.allclose(dep.advantages[d1].abs(), torch.ones(2), atol=1e-2)  # a 0.1 gap -> +-1
+    std = r[0].std(unbiased=False)
+    leaf = tree_credit(tree, r, BranchConfig(enabled=True, split_steps=[2, 4], adv_scale="leaf"), zeros)
+    assert torch.allclose(leaf.advantages[d1], torch.tensor([-0.05, 0.05]) / std, atol=1e-3)
+    assert torch.allclose(leaf.advantages[leaves], (r[0] - r[0].mean()) / std, atol=1e-3)
+    pl = BranchConfig(enabled=True, split_steps=[2, 4], adv_scale="leaf", adv_baseline="parent")
+    par = tree_credit(tree, r, pl, zeros)
+    assert torch.allclose(par.advantages[d1], torch.tensor([-0.05, 0.05]) / std, atol=1e-3)  # root = mean of both
+    assert torch.allclose(par.advantages[leaves], torch.tensor([-0.5, 0.5, -0.5, 0.5]) / std, atol=1e-3)
+    r2 = torch.tensor([[0.0, 0.0, 1.0, 1.0]])  # siblings agree: the leaves' own segments made no difference
+    for bc in (pl, BranchConfig(enabled=True, split_steps=[2, 4], adv_baseline="parent")):
+        par2 = tree_credit(tree, r2, bc, zeros)
+        assert torch.equal(par2.advantages[leaves], torch.zeros(4)) and par2.advantages[d1].abs().min() > 0.9
+    for a in (leaf, par):
+        assert a.advantages[0] == 0
+    same = tree_credit(tree, torch.ones(1, 4), pl, zeros)
+    assert torch.equal(same.advantages, torch.zeros(len(tree)))
+    with pytest.raises(ValueError, match="adv_scale"):
+        BranchConfig(adv_scale="global")
+    with pytest.raises(ValueError, match="adv_baseline"):
+        BranchConfig(adv_baseline="root")

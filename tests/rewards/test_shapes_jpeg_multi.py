@@ -103,3 +103,16 @@ def test_registry_errors_and_multi():
         build_reward("multi", rewards={"shapes_verifier": 1.0}, kwargs={"jpeg_compressibility": {}})
     f = build_reward("rewards.shapes:ShapesVerifier", tol=0.3)
     assert f.tol == 0.3
+
+
+def test_accuracy_weight_mixes_in_the_all_correct_score():
+    prompts = sample_prompts(40, random.Random(7), p_relation=1.0)
+    imgs = render(prompts, 32, seed=1)
+    imgs[::2] = imgs[::2].flip(-1)  # half of them with the relation (left/right) or nothing wrong
+    base = build_reward("shapes_verifier")(RewardBatch(images=imgs, prompts=prompts))
+    w = build_reward("shapes_verifier", accuracy_weight=0.5)(RewardBatch(images=imgs, prompts=prompts))
+    assert torch.allclose(w.total, 0.5 * base.total + 0.5 * base.details["accuracy"])
+    assert torch.equal(w.details["verifier"], base.total) and "verifier" not in base.details
+    assert torch.equal(w.components["relation"], base.components["relation"])
+    with pytest.raises(ValueError, match="accuracy_weight"):
+        build_reward("shapes_verifier", accuracy_weight=1.5)
