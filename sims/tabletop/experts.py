@@ -110,7 +110,7 @@ def stack(env, target: int, other: int | None = None) -> np.ndarray:
     return carry(env, target, bottom[:2].copy(), bottom[2] + 2 * BLOCK_HALF + 0.003, placed)
 
 
-_EXPERTS = {"reach": reach, "push": push, "pick_place": pick_place, "stack": stack}
+_EXPERTS = {"reach": reach, "reach_one": reach, "push": push, "pick_place": pick_place, "stack": stack}
 
 
 def expert_action(env, noise: float = 0.0, rng: np.random.Generator | None = None, target: int | None = None) -> np.ndarray:

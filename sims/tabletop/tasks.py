@@ -7,6 +7,7 @@ through its accessors ``grip_pos()``, ``block_pos(i)``, ``finger_opening()``, ``
 task           success (checked after every step)                          progress (diagnostic, [0, 1])
 =============  ==========================================================  =============================
 reach          grip point within 3 cm of the named ball                    1 - distance / initial distance
+reach_one      reach with a single ball (the easiest task: no distractors)  as reach
 push           named block centre within 3 cm (xy) of the white disc,      0.2 approach + 0.8 block-to-
                block resting on the table                                  goal distance reduction
 pick_place     named block inside the bin (xy within the walls, below     reach, grasp, lift, transport
@@ -117,6 +118,15 @@ def _sample_reach(rng):
     xy = _points(rng, 3, [-0.2, -0.1], [0.2, 0.18], 0.09, avoid=[hand[:2]])
     z = rng.uniform(0.04, 0.18, size=(3, 1))
     return Layout(hand=hand, colors=_colors(rng, 3), target=int(rng.integers(3)), objects=np.hstack([xy, z]),
+                  instruction_idx=int(rng.integers(1 << 16)))
+
+
+def _sample_reach_one(rng):
+    """reach with one ball (same workspace, heights, start and tolerance; no distractor to tell apart)."""
+    hand = _hand_start(rng)
+    xy = _points(rng, 1, [-0.2, -0.1], [0.2, 0.18], 0.09, avoid=[hand[:2]])
+    z = rng.uniform(0.04, 0.18, size=(1, 1))
+    return Layout(hand=hand, colors=_colors(rng, 1), target=0, objects=np.hstack([xy, z]),
                   instruction_idx=int(rng.integers(1 << 16)))
 
 
@@ -277,6 +287,10 @@ TASKS: dict[str, Task] = {
     "reach": Task("reach", 0, 3, False, False, 40, (
         "reach the {c} ball", "move the gripper to the {c} sphere", "touch the {c} ball with the gripper",
         "go to the {c} sphere", "put the gripper on the {c} ball"), _sample_reach, _reach_success, _reach_progress, _reach_both),
+    "reach_one": Task("reach_one", 0, 1, False, False, 40, (
+        "reach the {c} ball", "move the gripper to the {c} sphere", "touch the {c} ball with the gripper",
+        "go to the {c} sphere", "put the gripper on the {c} ball"), _sample_reach_one, _reach_success, _reach_progress,
+        _reach_both),
     "push": Task("push", 2, 0, True, False, 100, (
         "push the {c} block onto the white disc", "slide the {c} cube to the white target",
         "push the {c} cube to the white circle", "move the {c} block to the white disc by pushing it"),
@@ -295,7 +309,7 @@ TASKS: dict[str, Task] = {
 def initial_scales(env) -> tuple[float, float]:
     """(a0, d0): the initial gripper-to-object distance and object-to-goal distance (m) that normalize progress."""
     lay, name = env.layout, env.task.name
-    if name == "reach":
+    if name in ("reach", "reach_one"):
         d = _dist(env.grip_pos(), env.target_pos(lay.target))
         return max(d, 1e-3), max(d, 1e-3)
     p = env.block_pos(lay.target)
