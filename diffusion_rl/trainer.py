@@ -660,7 +660,7 @@ class DiffusionGRPOTrainer:
                     break
                 if cfg.train.eval_every and self.iteration % cfg.train.eval_every == 0 and self.iteration < cfg.train.iterations:
                     if main:
-                        self.logger.log(self.iteration, {"eval/reward": self.evaluate()})
+                        self.logger.log(self.iteration, {"eval/reward": self.evaluate(step=self.iteration)})
                     barrier()
                 if self.iteration % cfg.train.save_every == 0 or self.iteration == cfg.train.iterations:
                     self.save()
