@@ -153,16 +153,17 @@ def _actor(kind: str, rng: np.random.Generator, noise: float):
 
 def collect_sans(task: str = "tabletop/reach", counts: dict[str, int] | None = None, horizon: int = 16,
                  image_size: int = 32, seed: int = 0, seed_offset: int = 0, noise: float = 0.1,
-                 camera: str = "agentview") -> Trajectories:
+                 camera: str = "agentview", env_kwargs: dict | None = None) -> Trajectories:
     """A SANS-style mix (module docstring) of ``counts`` episodes per kind; initial states are
-    ``seed_offset + i`` (use disjoint offsets for training and held-out data)."""
+    ``seed_offset + i`` (use disjoint offsets for training and held-out data); ``env_kwargs`` go to
+    ``sims.make`` (e.g. ``object_state=True``)."""
     import sims
 
     counts = dict(counts or {"success": 16, "near": 16, "failure": 8, "random": 8})
     bad = sorted(set(counts) - set(KINDS))
     if bad:
         raise ValueError(f"unknown episode kind(s) {bad}; expected {KINDS}")
-    env = sims.make(task, image_size=image_size, cameras=(camera,))
+    env = sims.make(task, **{**dict(env_kwargs or {}), "image_size": image_size, "cameras": (camera,)})
     rng = np.random.default_rng([seed, seed_offset])
     eps, s = [], seed_offset
     try:
@@ -180,14 +181,14 @@ def collect_sans(task: str = "tabletop/reach", counts: dict[str, int] | None = N
 @torch.no_grad()
 def collect_policy_episodes(policy, task: str, init_seeds: Sequence[int], horizon: int, image_size: int,
                             stochastic: bool = True, seed: int = 0, camera: str = "agentview",
-                            kind: str = "policy") -> Trajectories:
+                            kind: str = "policy", env_kwargs: dict | None = None) -> Trajectories:
     """Real-simulator rollouts of a ``vla_rl`` policy (chunked, its public ``sample_chunk``), recorded like
     :func:`collect_sans`; ``kind`` of each episode becomes ``<kind>_success`` / ``_near`` / ``_failure``
     (near: unsuccessful with max progress >= 0.5)."""
     import sims
     from vla_rl.rollout import obs_to_batch
 
-    env = sims.make(task, image_size=image_size, cameras=(camera,))
+    env = sims.make(task, **{**dict(env_kwargs or {}), "image_size": image_size, "cameras": (camera,)})
     gen = torch.Generator().manual_seed(seed)
     n_exec = policy.cfg.n_action_steps
     eps = []

@@ -42,7 +42,7 @@ import torch
 from .data import StatePredictor, Trajectories, collect_policy_episodes, collect_sans, state_predictor_error, \
     train_state_predictor, wm_windows
 from .idm import IDMConfig, InverseDynamicsModel, idm_action_error, train_idm
-from .video_wm import VideoWorldModel, WorldModelConfig, train_world_model
+from .video_wm import VideoWorldModel, WorldModelConfig, train_success_head, train_world_model
 
 try:  # vla_rl is another frontend; the loop needs it, the world-model pieces above do not
     from vla_rl.trainer import VLARLConfig
@@ -68,12 +68,14 @@ class ModelsConfig:
     wm: WorldModelConfig = field(default_factory=lambda: WorldModelConfig(image_size=32, chunk=4, sampling_steps=4))
     wm_steps: int = 1500
     wm_finetune_steps: int = 300
+    success_steps: int = 1500  # extra, class-balanced training of the success head alone (after the world model)
     wm_batch: int = 16
     wm_lr: float = 1e-3
     idm: IDMConfig = field(default_factory=lambda: IDMConfig(image_size=32, channels=(16, 32, 32), hidden=64))
     idm_steps: int = 600
     state_steps: int = 800
     success_threshold: float = 0.5
+    env_sampling_steps: int = 2  # denoising steps per chunk inside the RL env (and in the metrics); x0-prediction keeps 2 sharp
 
 
 @dataclass
@@ -134,7 +136,7 @@ def rollout_video(wm: VideoWorldModel, first: torch.Tensor, actions: torch.Tenso
 
 @torch.no_grad()
 def world_model_report(wm: VideoWorldModel, data: Trajectories, idm: InverseDynamicsModel | None = None,
-                       threshold: float = 0.5, seed: int = 0) -> dict[str, float]:
+                       threshold: float = 0.5, seed: int = 0, steps: int | None = None) -> dict[str, float]:
     """Open-loop rollouts of ``wm`` under the recorded actions of ``data`` vs the simulator's own frames.
 
     frame_mse (vs copy_first_frame_mse, the "nothing moves" baseline; and one_chunk_* for the first chunk
@@ -143,7 +145,7 @@ def world_model_report(wm: VideoWorldModel, data: Trajectories, idm: InverseDyna
     MSE of the IDM's decoding of the imagined video vs the commanded actions (idm_on_real_mse: the same
     IDM on the real video, the floor)."""
     real = data.videos
-    pred, logits = rollout_video(wm, real[:, 0], data.actions, seed=seed, instructions=data.instructions)
+    pred, logits = rollout_video(wm, real[:, 0], data.actions, seed=seed, steps=steps, instructions=data.instructions)
     t1 = real[:, 1:]
     k = wm.cfg.chunk
     out = {"frame_mse": float(((pred[:, 1:] - t1) ** 2).mean()),
@@ -172,7 +174,9 @@ def fit_models(cfg: LoopConfig | ModelsConfig, train: Trajectories, seed: int = 
     torch.manual_seed(seed)
     t0 = time.time()
     wm = VideoWorldModel(copy.deepcopy(m.wm))
-    wm_loss = train_world_model(wm, wm_windows(train, m.wm.context_frames, m.wm.chunk, text_dim=m.wm.text_dim), m.wm_steps, m.wm_batch, m.wm_lr, seed)
+    win = wm_windows(train, m.wm.context_frames, m.wm.chunk, text_dim=m.wm.text_dim)
+    wm_loss = train_world_model(wm, win, m.wm_steps, m.wm_batch, m.wm_lr, seed)
+    train_success_head(wm, win, m.success_steps, seed=seed)
     t_wm = time.time() - t0
     sp = StatePredictor(train.state.shape[-1], train.actions.shape[-1])
     sp_loss = train_state_predictor(sp, train, m.state_steps, seed=seed)
@@ -187,6 +191,7 @@ def fit_models(cfg: LoopConfig | ModelsConfig, train: Trajectories, seed: int = 
 def finetune(models: dict, cfg: ModelsConfig, train: Trajectories, steps: int, seed: int) -> list[float]:
     w = wm_windows(train, cfg.wm.context_frames, cfg.wm.chunk, text_dim=cfg.wm.text_dim)
     losses = train_world_model(models["wm"], w, steps, cfg.wm_batch, cfg.wm_lr * 0.5, seed)
+    train_success_head(models["wm"], w, cfg.success_steps // 3, seed=seed)
     train_state_predictor(models["state"], train, max(steps, 100), seed=seed, fit_normalizers=False)
     return losses
 
@@ -227,13 +232,14 @@ def run_loop(cfg: LoopConfig, quiet: bool = False) -> dict[str, Any]:
 
     # data + models
     t0 = time.time()
-    train = collect_sans(d.task, d.train, d.horizon, d.image_size, cfg.seed, d.train_seed_offset, d.noise)
-    test = collect_sans(d.task, d.test, d.horizon, d.image_size, cfg.seed + 1, d.test_seed_offset, d.noise)
+    sim_kw = {k: v for k, v in env_kwargs.items() if k not in ("image_size", "cameras")}  # e.g. object_state
+    train = collect_sans(d.task, d.train, d.horizon, d.image_size, cfg.seed, d.train_seed_offset, d.noise, env_kwargs=sim_kw)
+    test = collect_sans(d.task, d.test, d.horizon, d.image_size, cfg.seed + 1, d.test_seed_offset, d.noise, env_kwargs=sim_kw)
     say(f"data: train {train.counts()}, held-out {test.counts()}, {time.time() - t0:.0f}s")
     models = fit_models(cfg, train, cfg.seed, say)
-    starts = StartPool.from_sim(d.task, range(d.start_pool), d.image_size)
+    starts = StartPool.from_sim(d.task, range(d.start_pool), d.image_size, env_kwargs=sim_kw)
     idm_err = idm_action_error(models["idm"], test.videos, test.actions)
-    rep = world_model_report(models["wm"], test, models["idm"], m.success_threshold, cfg.seed)
+    rep = world_model_report(models["wm"], test, models["idm"], m.success_threshold, cfg.seed, m.env_sampling_steps)
     rep.update(state_predictor_error(models["state"], test))
     say("cycle 0 world model on held-out SANS: " + ", ".join(f"{k} {v:.4f}" for k, v in rep.items()))
 
@@ -259,7 +265,7 @@ def run_loop(cfg: LoopConfig, quiet: bool = False) -> dict[str, Any]:
         tc = time.time()
         cdir = out / f"cycle_{c}"
         register_world_model_env(wm_name, models["wm"], models["state"], starts, threshold=m.success_threshold,
-                                 seed=cfg.seed + c)
+                                 seed=cfg.seed + c, sampling_steps=m.env_sampling_steps)
         vcfg = _vla_cfg(cfg, output_dir=str(cdir / "vla"), resume=False, seed=cfg.vla.seed + c,
                         **{"env.tasks": [wm_name], "env.kwargs": env_kwargs, "sft.init_policy": str(policy_dir),
                            "rl.iterations": cfg.rl_iterations, "rl.eval_every": 0, "rl.num_videos": 0})
@@ -268,13 +274,14 @@ def run_loop(cfg: LoopConfig, quiet: bool = False) -> dict[str, Any]:
         policy = summary["policy"]
         rs = real_success(policy)
         seeds = [cfg.policy_seed_offset + c * 1000 + i for i in range(cfg.rollouts_per_cycle)]
-        fresh = collect_policy_episodes(policy, d.task, seeds, d.horizon, d.image_size, stochastic=True, seed=cfg.seed + c)
-        on_policy = world_model_report(models["wm"], fresh, models["idm"], m.success_threshold, cfg.seed)
+        fresh = collect_policy_episodes(policy, d.task, seeds, d.horizon, d.image_size, stochastic=True, seed=cfg.seed + c,
+                                        env_kwargs=sim_kw)
+        on_policy = world_model_report(models["wm"], fresh, models["idm"], m.success_threshold, cfg.seed, m.env_sampling_steps)
         add = [i for i, k in enumerate(fresh.kinds) if not k.endswith("_success")]
         if add:
             train = train.cat(fresh.subset(add))
         ft_loss = finetune(models, m, train, m.wm_finetune_steps, cfg.seed + c) if m.wm_finetune_steps > 0 else []
-        held = world_model_report(models["wm"], test, models["idm"], m.success_threshold, cfg.seed)
+        held = world_model_report(models["wm"], test, models["idm"], m.success_threshold, cfg.seed, m.env_sampling_steps)
         rec = {"cycle": c, "real_success": rs, "wm_success_before_rl": summary["sft_success"],
                "wm_success_after_rl": summary["final_success"],
                "policy_rollouts/real_success": float(fresh.episode_success.float().mean()),

@@ -245,3 +245,29 @@ def world_model_metrics(wm: VideoWorldModel, data: tuple[torch.Tensor, ...], see
         "copy_last_frame_mse": float(copy_last),  # baseline: predict no motion
         "success_agreement": float(((logits > 0) == (suc > 0.5)).float().mean()),
     }
+
+
+def train_success_head(wm: VideoWorldModel, data: tuple[torch.Tensor, ...], steps: int, batch: int = 64,
+                       lr: float = 1e-3, seed: int = 0, balance: bool = True) -> list[float]:
+    """Extra training of the success head alone on the real future frames of ``data`` (windows as for
+    :func:`train_world_model`); ``balance`` weights positives by the negative/positive ratio so a rare
+    success is not ignored (the env's reward must not say "never")."""
+    _, act, fut, suc = data[:4]
+    text = data[4] if len(data) > 4 else None
+    frames, acts, y = fut.flatten(0, 1), act.flatten(0, 1)[:, None], suc.flatten().float()
+    txt = None if text is None else text.repeat_interleave(fut.shape[1], 0)
+    pos = float(y.sum())
+    pw = torch.tensor((y.numel() - pos) / max(pos, 1.0) if balance else 1.0)
+    gen = torch.Generator().manual_seed(seed)
+    opt = torch.optim.Adam(wm.success_head.parameters(), lr=lr)
+    losses = []
+    for _ in range(steps):
+        i = torch.randint(y.numel(), (min(batch, y.numel()),), generator=gen)
+        logits = wm.success_head(frames[i][:, None] * 2 - 1, acts[i], None if txt is None else txt[i])[:, 0]
+        loss = F.binary_cross_entropy_with_logits(logits, y[i], pos_weight=pw)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        losses.append(float(loss.detach()))
+    wm.eval()
+    return losses

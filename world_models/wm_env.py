@@ -107,10 +107,11 @@ class StartPool:
         return len(self.instructions)
 
     @classmethod
-    def from_sim(cls, task: str, seeds, image_size: int, camera: str = "agentview") -> "StartPool":
+    def from_sim(cls, task: str, seeds, image_size: int, camera: str = "agentview", env_kwargs: dict | None = None
+                 ) -> "StartPool":
         import sims
 
-        env = sims.make(task, image_size=image_size, cameras=(camera,))
+        env = sims.make(task, **{**dict(env_kwargs or {}), "image_size": image_size, "cameras": (camera,)})
         frames, states, instr = [], [], []
         try:
             for s in seeds:

@@ -115,7 +115,7 @@ def test_world_vla_loop_tiny(tmp_path):
         f"output_dir={tmp_path}", "cycles=1", "rl_iterations=1", "real_eval_episodes=2", "rollouts_per_cycle=2",
         "data.horizon=6", "data.train={success: 2, near: 1, failure: 1, random: 1}", "data.test={success: 1, near: 1}",
         "data.start_pool=4", f"models.wm={json.dumps(TINY_WM)}", "models.wm_steps=3", "models.wm_finetune_steps=2",
-        "models.idm_steps=3", "models.state_steps=3", "vla.env.max_episode_steps=12", "vla.policy.chunk_size=2",
+        "models.idm_steps=3", "models.state_steps=3", "models.success_steps=3", "vla.env.max_episode_steps=12", "vla.policy.chunk_size=2",
         "vla.policy.n_action_steps=2", "vla.policy.flow.num_steps=2", "vla.sft.demos_per_task=1", "vla.sft.steps=3",
         "vla.rl.groups_per_task=1", "vla.rl.eval_episodes=2", "vla.grpo.group_size=2"])
     res = run_loop(cfg, quiet=True)
