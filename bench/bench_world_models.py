@@ -13,6 +13,11 @@
    the world model's action-following error on the policy's fresh real rollouts, reward agreement;
 6. EVA alignment (flat GRPO through ``diffusion_rl``): EVA reward, IDM-decoded action smoothness and frame
    MSE vs the simulator, before/after, on a copy of the loop's final world model.
+
+Measured (2 shared CPU cores under load ~5, 1893 s; lr 3e-3 for step 6): IDM R^2 0.335 (dx 0.88, dy 0.24, dz 0.08,
+gripper -0.21); TCN InfoNCE 4.80 -> 2.28; WM open-loop frame MSE 0.0084 vs copy 0.0122, success balanced accuracy
+on imagined frames 0.47; loop real-sim success 0.031 -> 0.062 -> 0.062; EVA alignment at lr 3e-3 diverged (reward
+0.90 -> 0.37, frame MSE 0.0036 -> 0.086), at lr 1e-3 (now the default) it stayed flat (0.923 -> 0.920).
 """
 
 from __future__ import annotations
@@ -63,7 +68,8 @@ def main() -> None:
 
     idm = models["idm"]
     e = idm_action_error(idm, test.videos, test.actions)
-    pred = idm.decode_video(test.videos)
+    with torch.no_grad():
+        pred = idm.decode_video(test.videos)
     tgt = test.actions
     r2 = [1 - float(((pred - tgt)[..., d] ** 2).mean()) / max(float(tgt[..., d].var()), 1e-12) for d in range(tgt.shape[-1])]
     print(f"== IDM (held-out): action MSE {e['mse']:.4f}, MAE {e['mae']:.4f}, R^2 {e['r2']:.3f}; R^2 per dim "
@@ -112,7 +118,7 @@ def main() -> None:
     rep0 = alignment_report(wm, idm, table, eva)
     ta = time.time()
     summary = align_world_model(wm, idm, table, eva, f"{out}/eva", [
-        f"train.iterations={args.align_iterations}", "train.prompts_per_iter=4", "grpo.group_size=8", "train.lr=3e-3",
+        f"train.iterations={args.align_iterations}", "train.prompts_per_iter=4", "grpo.group_size=8", "train.lr=1e-3",
         "sampler.sde=flow_grpo", "sampler.eta=0.7"])
     rep1 = alignment_report(wm, idm, table, eva)
     print(f"== EVA alignment (flat GRPO, {args.align_iterations} iterations, P0 {eva.p0:.3f}, {time.time() - ta:.0f}s): "
