@@ -173,6 +173,10 @@ class _Plan:
     old: torch.Tensor | None = None
 
 
+def _no_phase(name: str) -> None:
+    """Phase callback outside ``train()`` (no progress bar to label)."""
+
+
 class DiffusionGRPOTrainer:
     """Flat GRPO or BranchGRPO on any :class:`DiffusionAdapter` (see module docstring).
 
@@ -214,6 +218,7 @@ class DiffusionGRPOTrainer:
         self.gen = torch.Generator().manual_seed(cfg.seed)
         self.rng = random.Random(cfg.seed)
         self.out = Path(cfg.output_dir)
+        self._phase: Callable[[str], None] = _no_phase  # train() labels its progress bar: rollout/reward/update/eval
         self.logger = MetricsLogger(self.out, enabled=log and self.dist.is_main, config=config_to_dict(cfg))
         self.iteration = 0
         self.eval_before: float | None = None
@@ -594,16 +599,20 @@ class DiffusionGRPOTrainer:
     def step(self) -> dict[str, float]:
         """One rollout + update iteration (this rank's share, global credit); returns its scalars (logged on rank 0)."""
         t0 = time.perf_counter()
+        self._phase("rollout")
         prompts = self.prompts.sample(self.cfg.train.prompts_per_iter, self.rng)  # identical on every rank
         self.warm_prompts(prompts)
         ro = self.rollout(prompts, self.iteration)
         t_roll = time.perf_counter() - t0
+        self._phase("reward")
         final_prompts = [prompts[i] for i in ro.final_prompt_idx.tolist()]
         out, _ = self.score(ro.final, final_prompts)
         rewards = out.total.detach().float().cpu()
         components = {k: v.detach().float().cpu() for k, v in (getattr(out, "components", None) or {}).items()} or None
         logps = torch.cat([r.log_prob for r in ro.records if r.stochastic]) if ro.records else torch.zeros(1)
         t1 = time.perf_counter()
+        t_reward = t1 - t0 - t_roll
+        self._phase("update")
         ok = self.guard.check("reward", rewards) & self.guard.check("log_prob", logps)
         all_rewards = self._gather(rewards)
         self.last_rewards = all_rewards
@@ -622,7 +631,7 @@ class DiffusionGRPOTrainer:
         t_roll_max, nfe_roll = self._all_reduce([t_roll], "max")[0], self._all_reduce([ro.nfe])[0]
         scalars = {"reward/mean": float(all_rewards.nan_to_num().mean()), "reward/std": float(all_rewards.nan_to_num().std()),
                    "cost/nfe_rollout": nfe_roll, "cost/backward": upd.pop("backward"), "cost/nfe_train": upd.pop("nfe_train"),
-                   "time/rollout_s": t_roll_max, "time/update_s": time.perf_counter() - t1,
+                   "time/rollout_s": t_roll_max, "time/reward_s": t_reward, "time/update_s": time.perf_counter() - t1,
                    "time/iter_s": time.perf_counter() - t0, "throughput/rollout_samples_per_s": len(all_rewards) / max(t_roll_max, 1e-9),
                    "skipped_updates": self.guard.total_skipped, **upd}
         self.logger.log(self.iteration, scalars)
@@ -645,6 +654,7 @@ class DiffusionGRPOTrainer:
         barrier()
         bar = tqdm(range(self.iteration, cfg.train.iterations), initial=self.iteration, total=cfg.train.iterations,
                    desc="diffusion-rl", disable=not (progress and main))
+        self._phase = lambda name: bar.set_description(f"diffusion-rl[{name}]", refresh=False)
         last: dict[str, float] = {}
         stopped = None
         with GracefulExit() as stop:
@@ -660,10 +670,12 @@ class DiffusionGRPOTrainer:
                     break
                 if cfg.train.eval_every and self.iteration % cfg.train.eval_every == 0 and self.iteration < cfg.train.iterations:
                     if main:
+                        self._phase("eval")
                         self.logger.log(self.iteration, {"eval/reward": self.evaluate(step=self.iteration)})
                     barrier()
                 if self.iteration % cfg.train.save_every == 0 or self.iteration == cfg.train.iterations:
                     self.save()
+        self._phase = _no_phase
         after = float("nan")
         if stopped is None and main:
             after = self.evaluate("samples/after", self.iteration)
