@@ -80,12 +80,17 @@ class Trajectories:
     def save(self, path: str | Path) -> Path:
         path = Path(path)
         path.parent.mkdir(parents=True, exist_ok=True)
-        torch.save(self.__dict__, path)
+        state = dict(self.__dict__, kinds=[str(k) for k in self.kinds], instructions=[str(i) for i in self.instructions],
+                     init_seeds=[int(i) for i in self.init_seeds])  # plain types: loadable with weights_only=True
+        tmp = path.with_name(path.name + ".tmp")
+        torch.save(state, tmp)
+        tmp.replace(path)  # atomic
         return path
 
     @classmethod
     def load(cls, path: str | Path) -> "Trajectories":
-        return cls(**torch.load(path, weights_only=False))
+        """Tensors and plain lists only (``torch.load(weights_only=True)``: no pickled code runs)."""
+        return cls(**torch.load(path, map_location="cpu", weights_only=True))
 
 
 def _stack_episodes(eps: list[dict]) -> Trajectories:
