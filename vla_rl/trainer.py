@@ -336,7 +336,7 @@ class VLARLTrainer:
                 keep, kept = (group_keep_mask(succ, gids, cfg.rl.success_band) if cfg.rl.dynamic_sampling
                               else (torch.ones_like(succ), int(gids.unique().numel())))
                 scal: dict[str, float] = {
-                    "rollout/success_rate": float(succ.float().mean()), "reward/mean": float(rew.total.mean()),
+                    "rollout/success_rate": float(succ.float().mean()), "reward/mean": float(rew.total.nan_to_num().mean()),
                     "rollout/episode_length": float(np.mean([e.length for e in batch.episodes])),
                     "rollout/groups_kept": kept, "rollout/env_steps": batch.env_steps, "time/rollout_s": t_roll,
                     "time/reward_s": t_rew,
@@ -348,6 +348,16 @@ class VLARLTrainer:
                     if int(fail.sum()) >= 3:  # diagnostic only: does SRPO's latent progress agree with the env's?
                         env_prog = torch.tensor([e.progress for e in batch.episodes])[fail]
                         scal["reward/srpo_vs_env_progress_spearman"] = spearman(rew.total[fail], env_prog)
+                # a NaN/inf reward or stored log-prob skips this iteration's update (logged), never reaches the
+                # advantages; grpo.train_step.NonFiniteGuard aborts after grpo.max_nonfinite skips in a row
+                finite = self.guard.check("reward", rew.total) & self.guard.check("rollout log-prob", batch.old_logp)
+                for name, comp in rew.components.items():
+                    finite &= self.guard.check(f"reward component {name!r}", comp)
+                if not finite:
+                    reason = self.guard.end_step()
+                    self._print(f"iteration {it + 1}: update skipped ({reason}); no update applied")
+                    kept = 0
+                scal["skipped_updates"] = self.guard.total_skipped
                 if kept > 0:
                     idx = torch.nonzero(keep).flatten()
                     comps = {k: v[idx] for k, v in rew.components.items()}

@@ -1,0 +1,59 @@
+"""Faults in a vla-rl run: a NaN reward skips that iteration's update (logged, weights untouched) and the run goes
+on; NaN rewards K iterations in a row abort with a clear message."""
+
+import math
+
+import pytest
+import torch
+
+from grpo.config import load_config
+from grpo.metrics import read_jsonl
+from grpo.train_step import NonFiniteError
+from rewards.base import RewardOutput
+from vla_rl.trainer import VLARLConfig, VLARLTrainer
+
+from .test_trainer_e2e import TINY
+
+
+def _trainer(tmp_path, *extra):
+    cfg = load_config(VLARLConfig, "configs/vla/tabletop_reach.yaml",
+                      TINY + [f"output_dir={tmp_path / 'run'}", "rl.reward=binary", "rl.save_every=100", *extra])
+    return VLARLTrainer(cfg, quiet=True)
+
+
+def _nan_on(trainer, bad_calls):
+    """Wrap ``trainer.rewards`` so that the listed calls (0-based RL iterations) return NaN totals."""
+    orig, calls, snapshots = trainer.rewards, [0], {}
+
+    def rewards(batch):
+        out = orig(batch)
+        it = calls[0]
+        calls[0] += 1
+        snapshots[it] = [p.detach().clone() for p in trainer.policy.parameters()]
+        if it in bad_calls:
+            nan = torch.full_like(out.total, float("nan"))
+            return RewardOutput(total=nan, components={k: nan for k in out.components})
+        return out
+
+    trainer.rewards = rewards
+    return snapshots
+
+
+def test_nan_reward_skips_that_update_and_the_run_continues(tmp_path):
+    tr = _trainer(tmp_path, "rl.iterations=3")
+    snaps = _nan_on(tr, {1})
+    res = tr.train()
+    assert res["iterations"] == 3
+    rows = [r for r in read_jsonl(tmp_path / "run" / "metrics.jsonl") if "rollout/success_rate" in r]
+    assert [r["skipped_updates"] for r in rows] == [0, 1, 1]
+    assert "loss/loss" not in rows[1] and all(math.isfinite(r["reward/mean"]) for r in rows)
+    # iteration 1's update was skipped: the weights seen at iteration 2's reward equal those at iteration 1's
+    assert all(torch.equal(a, b) for a, b in zip(snaps[1], snaps[2]))
+    assert all(math.isfinite(float(p.detach().abs().sum())) for p in tr.policy.parameters())
+
+
+def test_nan_rewards_in_a_row_abort_with_a_clear_message(tmp_path):
+    tr = _trainer(tmp_path, "rl.iterations=5", "grpo.max_nonfinite=2")
+    _nan_on(tr, {0, 1, 2, 3, 4})
+    with pytest.raises(NonFiniteError, match="2 consecutive updates skipped.*non-finite reward"):
+        tr.train()
