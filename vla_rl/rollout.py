@@ -15,6 +15,7 @@ frames of ``video_camera`` (for SRPO embeddings and rollout videos), success, le
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass, field
 from typing import Any, Sequence
 
@@ -41,6 +42,7 @@ class Episode:
     length: int = 0
     progress: float = 0.0
     frames: list[np.ndarray] = field(default_factory=list)  # uint8 [H, W, 3] per env step (+ the initial frame)
+    error: str = ""  # the simulator's exception, when it raised mid-episode (the episode then counts as failed)
 
 
 @dataclass
@@ -97,6 +99,7 @@ class EnvPool:
         self.video_camera = video_camera
         self._free: dict[str, list] = {}
         self.created = 0
+        self.discarded = 0
 
     def get(self, name: str, n: int) -> list:
         free = self._free.setdefault(name, [])
@@ -104,6 +107,17 @@ class EnvPool:
             free.append(make_env(name, self.env_kwargs))
             self.created += 1
         return free[:n]
+
+    def discard(self, name: str, env) -> None:
+        """Drop a broken env (it raised mid-episode); the next :meth:`get` builds a fresh one in its place."""
+        free = self._free.get(name, [])
+        if any(e is env for e in free):
+            free[:] = [e for e in free if e is not env]
+            self.discarded += 1
+        try:
+            env.close()
+        except Exception:  # noqa: BLE001 - a crashed simulator may not close cleanly; it is dropped either way
+            pass
 
     def close(self) -> None:
         for envs in self._free.values():
@@ -152,7 +166,14 @@ def run_episodes(policy, pool: EnvPool, specs: Sequence[EpisodeSpec], max_steps:
         for row, i in enumerate(active):
             ep, env, done = episodes[i], envs[i], False
             for k in range(cfg.n_action_steps):
-                o, _, terminated, truncated, info = env.step(chunk[row, k])
+                try:
+                    o, _, terminated, truncated, info = env.step(chunk[row, k])
+                except Exception as e:  # noqa: BLE001 - a simulator fault ends this episode as failed, never the run
+                    ep.failed, ep.error, done = True, f"{type(e).__name__}: {e}", True
+                    warnings.warn(f"{ep.spec.env_name} (init_seed {ep.spec.init_seed}) raised at step {ep.length}: "
+                                  f"{ep.error}; episode counted as failed, env replaced", RuntimeWarning, stacklevel=2)
+                    pool.discard(ep.spec.env_name, env)
+                    break
                 env_steps += 1
                 ep.length += 1
                 obs[i] = o

@@ -57,3 +57,36 @@ def test_nan_rewards_in_a_row_abort_with_a_clear_message(tmp_path):
     _nan_on(tr, {0, 1, 2, 3, 4})
     with pytest.raises(NonFiniteError, match="2 consecutive updates skipped.*non-finite reward"):
         tr.train()
+
+
+def test_simulator_that_raises_fails_its_episode_and_is_replaced():
+    from vla_rl.policy import SmallVLA
+    from vla_rl.rollout import EnvPool, EpisodeSpec, run_episodes
+    from vla_rl.tokenizer import WordTokenizer
+    from vla_rl.trainer import probe_envs
+
+    cfg = load_config(VLARLConfig, "configs/vla/tabletop_reach.yaml", TINY)
+    pool = EnvPool(cfg.env.kwargs)
+    instr, sd, ad = probe_envs(pool, cfg.env.tasks)
+    cfg.policy.state_dim, cfg.policy.action_dim = sd, ad
+    policy = SmallVLA(cfg.policy, WordTokenizer.build(instr.values()))
+    broken = pool.get("tabletop/reach", 3)[1]
+    step = broken.step
+
+    def crash(action, _n=[0]):
+        _n[0] += 1
+        if _n[0] == 3:
+            raise RuntimeError("injected simulator crash")
+        return step(action)
+
+    broken.step = crash
+    specs = [EpisodeSpec("tabletop/reach", 5, 0, s) for s in range(3)]
+    with pytest.warns(RuntimeWarning, match="injected simulator crash"):
+        b = run_episodes(policy, pool, specs, 8, generator=torch.Generator().manual_seed(0))
+    bad = b.episodes[1]
+    assert bad.failed and not bad.success and "injected simulator crash" in bad.error and bad.length == 2
+    assert [e.length for i, e in enumerate(b.episodes) if i != 1] == [8, 8]  # the others ran on
+    assert pool.discarded == 1 and all(e is not broken for e in pool.get("tabletop/reach", 3))
+    b2 = run_episodes(policy, pool, specs, 8, generator=torch.Generator().manual_seed(0))  # a fresh env took its place
+    assert not any(e.error for e in b2.episodes) and [e.length for e in b2.episodes] == [8, 8, 8]
+    pool.close()
