@@ -326,7 +326,7 @@ class DiffusionGRPOTrainer:
                 keep_rows[all_rows] = self._gather(a.mask.to(torch.uint8)).bool()
             self.last_advantages = adv_rows.clone()
             return adv_rows, keep_rows
-        P, N = len(prompts), len(self.tree)
+        P = len(prompts)
         all_r = self._gather(rewards).view(P, -1)
         edge_lp = self._gather(ro.extra["edge_log_prob"].float())
         c = tree_credit(self.tree, all_r, self.cfg.branch, edge_lp, self.iteration, self.cfg.grpo.adv_eps)
@@ -427,11 +427,7 @@ class DiffusionGRPOTrainer:
                         stats[k].append(float(torch.as_tensor(getattr(lo, k)).detach()))
                     stats["loss"].append(float(lo.loss.detach()))
                 objective.append(chunk_obj)
-                self._sync_gradients()
-                st = guarded_step(self.params, self.optimizer, g.max_grad_norm, self.guard)
-                stats["grad_norm"].append(st.grad_norm)
-                if st.skipped:
-                    print(f"iteration {self.iteration}: update skipped ({st.reason})")
+                self._optimizer_step(stats)
         self.adapter.train(False)
         self._ema_update()
         out = {f"loss/{k}" if k != "grad_norm" else k: sum(v) / max(1, len(v)) for k, v in stats.items()}
@@ -503,11 +499,7 @@ class DiffusionGRPOTrainer:
                     stats["loss"].append(float(lo.loss.detach()))
                     stats["positive"].append(float(lo.positive.detach().mean()))
                     stats["negative"].append(float(lo.negative.detach().mean()))
-                self._sync_gradients()
-                st = guarded_step(self.params, self.optimizer, g.max_grad_norm, self.guard)
-                stats["grad_norm"].append(st.grad_norm)
-                if st.skipped:
-                    print(f"iteration {self.iteration}: update skipped ({st.reason})")
+                self._optimizer_step(stats)
         self.adapter.train(False)
         self._ema_update()
         out = {f"loss/nft_{k}" if k != "grad_norm" else k: sum(v) / max(1, len(v)) for k, v in stats.items()}
@@ -525,6 +517,14 @@ class DiffusionGRPOTrainer:
         average_gradients(self.params)
         if self._any(self.guard._pending is not None) and self.guard._pending is None:
             self.guard.flag("non-finite loss on another rank")
+
+    def _optimizer_step(self, stats: dict[str, list[float]]) -> None:
+        """All-reduce the gradients, then one guarded optimizer step (skipped, and said, on a non-finite loss/grad)."""
+        self._sync_gradients()
+        st = guarded_step(self.params, self.optimizer, self.cfg.grpo.max_grad_norm, self.guard)
+        stats["grad_norm"].append(st.grad_norm)
+        if st.skipped:
+            print(f"iteration {self.iteration}: update skipped ({st.reason})")
 
     def _ema_update(self) -> None:
         if self.ema is None:

@@ -29,7 +29,7 @@ Gaussian head: ``a = mu_theta(ctx) + exp(log_std) * eps`` with a state-independe
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Literal
 
 import torch

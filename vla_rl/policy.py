@@ -253,8 +253,6 @@ class SmallVLA(nn.Module):
     def from_pretrained(cls, path: str | Path) -> "SmallVLA":
         from safetensors.torch import load_file
 
-        from grpo.config import load_config
-
         path = Path(path)
         if not (path / "config.json").is_file():
             raise FileNotFoundError(f"no SmallVLA at {path} (expected config.json + model.safetensors)")

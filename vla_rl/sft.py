@@ -12,7 +12,6 @@ Demos are ``Demo`` records; :func:`demos_from_hdf5` reads the robomimic-style fi
 from __future__ import annotations
 
 import math
-import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
 

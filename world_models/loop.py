@@ -29,7 +29,6 @@ from __future__ import annotations
 import argparse
 import copy
 import json
-import math
 import sys
 import time
 from dataclasses import dataclass, field

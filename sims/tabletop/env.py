@@ -43,7 +43,7 @@ import numpy as np
 
 from .. import render as _render
 from ..config import TabletopConfig, build
-from .scene import BLOCK_HALF, COLORS, FINGER_OPEN, HAND_RANGE, scene_xml
+from .scene import COLORS, FINGER_OPEN, HAND_RANGE, scene_xml
 from .tasks import TASKS, Layout, Task, initial_scales
 
 _render.select_backend()
