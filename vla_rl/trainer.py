@@ -74,6 +74,7 @@ class RLConfig:
     dynamic_sampling: bool = True
     success_band: tuple[float, float] = (0.0, 1.0)  # keep a group iff low < success rate < high
     train_seed_range: int = 100_000
+    train_seeds: list[int] = field(default_factory=list)  # fixed training initial states (cycled); empty: draw below train_seed_range
     eval_seed_offset: int = 1_000_000
     eval_episodes: int = 32  # held-out initial states per task
     eval_every: int = 10
@@ -251,7 +252,10 @@ class VLARLTrainer:
         rng = np.random.default_rng([self.cfg.seed, it, 7])
         specs, gid = [], 0
         for name in self.cfg.env.tasks:
-            for s in rng.choice(self.cfg.rl.train_seed_range, self.cfg.rl.groups_per_task, replace=False):
+            fixed, n = self.cfg.rl.train_seeds, self.cfg.rl.groups_per_task
+            seeds = ([fixed[(it * n + j) % len(fixed)] for j in range(n)] if fixed
+                     else rng.choice(self.cfg.rl.train_seed_range, n, replace=False))
+            for s in seeds:
                 for _ in range(self.cfg.grpo.group_size):
                     specs.append(EpisodeSpec(name, int(s), gid, int(rng.integers(2**31))))
                 gid += 1
