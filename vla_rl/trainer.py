@@ -271,8 +271,11 @@ class VLARLTrainer:
     def update(self, batch: RolloutBatch, adv: torch.Tensor, keep: torch.Tensor, it: int) -> dict[str, float]:
         """Clipped PG over the decision points of kept episodes (module docstring)."""
         g, cfg = self.cfg.grpo, self.cfg.rl
-        rows = torch.nonzero(keep[batch.episode_of]).flatten()
         row_adv = adv[batch.episode_of]
+        rows = torch.nonzero(keep[batch.episode_of]).flatten()
+        if rows.numel() == 0 or (g.kl_coef == 0 and not bool((row_adv[rows] != 0).any())):
+            # no row carries signal: skip the update (an optimizer step on zero gradients still moves Adam's momentum)
+            return {"loss/rows": 0.0}
         gen = keyed_generator(self.cfg.seed, it, 99)
         stats: dict[str, list[float]] = {k: [] for k in ("loss", "clip_frac", "approx_kl", "ratio", "grad_norm", "kl")}
         self.policy.train()
@@ -299,7 +302,7 @@ class VLARLTrainer:
                              ("ratio", out.ratio_mean), ("grad_norm", st.grad_norm), ("kl", out.kl)):
                     stats[k].append(float(v.detach()) if isinstance(v, torch.Tensor) else float(v))
         self.policy.eval()
-        return {f"loss/{k}": float(np.mean(v)) for k, v in stats.items() if v}
+        return {**{f"loss/{k}": float(np.mean(v)) for k, v in stats.items() if v}, "loss/rows": float(rows.numel())}
 
     # ---- main ----------------------------------------------------------------------------------
     def train(self) -> dict[str, Any]:

@@ -6,6 +6,7 @@ import math
 import pytest
 import torch
 
+from grpo.checkpoint import load_checkpoint
 from grpo.config import load_config
 from grpo.metrics import read_jsonl
 from grpo.train_step import NonFiniteError
@@ -90,3 +91,27 @@ def test_simulator_that_raises_fails_its_episode_and_is_replaced():
     b2 = run_episodes(policy, pool, specs, 8, generator=torch.Generator().manual_seed(0))  # a fresh env took its place
     assert not any(e.error for e in b2.episodes) and [e.length for e in b2.episodes] == [8, 8, 8]
     pool.close()
+
+
+def test_iteration_without_signal_leaves_the_weights_alone(tmp_path):
+    """Groups kept by a wide success band but with all-equal rewards give zero advantages: no optimizer step (Adam's
+    momentum from the previous update would otherwise still move the weights)."""
+    tr = _trainer(tmp_path, "rl.iterations=2")
+    orig, calls, snap = tr.rewards, [0], {}
+
+    def rewards(batch):  # iteration 0: distinct rewards (signal); iteration 1: all equal (every advantage is 0)
+        out = orig(batch)
+        if calls[0] == 1:
+            snap["w"] = {k: v.clone() for k, v in tr.policy.state_dict().items()}
+        r = torch.arange(len(out.total), dtype=torch.float32) if calls[0] == 0 else torch.zeros_like(out.total)
+        calls[0] += 1
+        return RewardOutput(total=r, components={k: r for k in out.components})
+
+    tr.rewards = rewards
+    tr.train()
+    rows = [r for r in read_jsonl(tmp_path / "run" / "metrics.jsonl") if "rollout/success_rate" in r]
+    assert rows[0]["loss/rows"] > 0 and rows[1]["loss/rows"] == 0.0 and "loss/loss" not in rows[1]
+    after = tr.policy.state_dict()
+    assert any(not torch.equal(snap["w"][k], v) for k, v in load_checkpoint(
+        sorted((tmp_path / "run" / "checkpoints").glob("step_*"))[0])["model"].items())  # iteration 0 did update
+    assert all(torch.equal(snap["w"][k], after[k]) for k in after)  # iteration 1 did not
