@@ -85,8 +85,8 @@ class MetricsLogger:
         return out
 
     def log_video(self, step: int, tag: str, frames: torch.Tensor, fps: int = 10) -> Path | None:
-        """Log a ``[T, 3, H, W]`` video in ``[0, 1]``; saved as ``videos/<tag>_<step>.mp4`` (TensorBoard gets it
-        too when moviepy is installed)."""
+        """Log a ``[T, 3, H, W]`` video in ``[0, 1]``; saved as ``videos/<tag>_<step>.mp4``, and to TensorBoard as an
+        animated GIF (what ``SummaryWriter.add_video`` writes, encoded here with imageio so moviepy is not needed)."""
         if not self.enabled:
             return None
         import imageio.v3 as iio
@@ -96,10 +96,7 @@ class MetricsLogger:
         arr = (frames.detach().float().clamp(0, 1).permute(0, 2, 3, 1) * 255).round().to(torch.uint8).cpu().numpy()
         iio.imwrite(out, arr, fps=fps, codec="libx264", macro_block_size=1)
         if self._tb is not None:
-            try:
-                self._tb.add_video(tag, frames[None].float().clamp(0, 1).cpu(), step, fps=fps)
-            except (ImportError, ModuleNotFoundError):
-                pass
+            self._tb._get_file_writer().add_summary(_gif_summary(tag, arr, fps), step)
         return out
 
     def close(self) -> None:
@@ -109,6 +106,17 @@ class MetricsLogger:
             self._jsonl.close()
         if self._wandb is not None:
             self._wandb.finish()
+
+
+def _gif_summary(tag: str, frames, fps: int):
+    """A TensorBoard image summary holding an animated GIF of ``frames`` (uint8 ``[T, H, W, 3]``)."""
+    import imageio.v3 as iio
+    from tensorboard.compat.proto.summary_pb2 import Summary
+
+    gif = iio.imwrite("<bytes>", frames, extension=".gif", duration=1000 / max(fps, 1), loop=0)
+    t, h, w, c = frames.shape
+    return Summary(value=[Summary.Value(tag=tag, image=Summary.Image(height=h, width=w, colorspace=c,
+                                                                     encoded_image_string=gif))])
 
 
 def read_jsonl(path: str | Path) -> list[dict]:
