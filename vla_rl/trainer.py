@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import copy
 import math
+import os
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -152,6 +153,10 @@ def probe_envs(pool: EnvPool, tasks: list[str]) -> tuple[dict[str, str], int, in
 
 class VLARLTrainer:
     def __init__(self, cfg: VLARLConfig, quiet: bool = False):
+        world = int(os.environ.get("WORLD_SIZE", "1"))
+        if world > 1:  # every rank would run the whole job and write the same checkpoints: refuse, say why
+            raise RuntimeError(f"vla-rl runs as one process (launched with WORLD_SIZE={world}): rank-sharded rollouts "
+                               "are not implemented yet; run `vla-rl train ...` without torchrun/accelerate")
         self.cfg = cfg
         self.quiet = quiet
         self.out = Path(cfg.output_dir)

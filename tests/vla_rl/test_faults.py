@@ -115,3 +115,9 @@ def test_iteration_without_signal_leaves_the_weights_alone(tmp_path):
     assert any(not torch.equal(snap["w"][k], v) for k, v in load_checkpoint(
         sorted((tmp_path / "run" / "checkpoints").glob("step_*"))[0])["model"].items())  # iteration 0 did update
     assert all(torch.equal(snap["w"][k], after[k]) for k in after)  # iteration 1 did not
+
+
+def test_multi_process_launch_is_refused_not_duplicated(tmp_path, monkeypatch):
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    with pytest.raises(RuntimeError, match=r"one process \(launched with WORLD_SIZE=2\)"):
+        _trainer(tmp_path)
