@@ -234,11 +234,6 @@ class PoolGRPOTrainer(DiffusionGRPOTrainer):
             raise ValueError(f"grpo.group_size={cfg.grpo.group_size} must equal pool.train_size={pool.train_size} (the "
                              "regenerated subset is the GRPO group)")
         super().__init__(cfg, reward_fn, adapter, log)
-        if self.tree is not None:
-            raise ValueError("pool-then-train rollouts are flat: set branch.enabled=false")
-        if cfg.grpo.group_size != pool.train_size:
-            raise ValueError(f"grpo.group_size={cfg.grpo.group_size} must equal pool.train_size={pool.train_size} (the "
-                             "regenerated subset is the GRPO group)")
         if cfg.train.prompts_per_iter % self.dist.world_size:
             raise ValueError(f"train.prompts_per_iter={cfg.train.prompts_per_iter} must divide by the "
                              f"{self.dist.world_size} processes (each pools whole prompts)")

@@ -63,7 +63,7 @@ from grpo.retry import call_with_retry
 from grpo.signals import GracefulExit
 from grpo.train_step import GRPOConfig, NonFiniteGuard, backward_if_finite, compute_advantages, guarded_step
 
-from .adapters import DiffusionAdapter, ModelConfig, build_adapter, cond_select
+from .adapters import Cond, DiffusionAdapter, ModelConfig, build_adapter, cond_select
 from .branch import BranchConfig, tree_credit, tree_rollout
 from .pool_config import PoolConfig
 from .prompts import PromptConfig, PromptSource
@@ -344,15 +344,18 @@ class DiffusionGRPOTrainer:
         perm = torch.randperm(len(steps), generator=keyed_generator(self.cfg.seed, self.iteration, STREAM_TIMESTEPS))
         return {steps[i] for i in perm[:n].tolist()}
 
+    def _uncond(self, n: int) -> Cond | None:
+        """The empty prompt's embeddings expanded to ``n`` rows when CFG is on (``sampler.cfg_scale != 1``), else None."""
+        if self.cfg.sampler.cfg_scale == 1.0:
+            return None
+        return {k: v.expand(n, *v.shape[1:]) for k, v in self.adapter.encode_prompts([""]).items()}
+
     def _logp(self, plan: _Plan, cond_all, grad: bool, reference: bool = False):
         rec, idx = plan.rec, plan.idx
         x, xn = rec.x[idx], rec.x_next[idx]
         cond = cond_select(cond_all, rec.prompt_idx[idx])
         sc = self.cfg.sampler
-        uncond = None
-        if sc.cfg_scale != 1.0:
-            u = self.adapter.encode_prompts([""])
-            uncond = {k: v.expand(len(idx), *v.shape[1:]) for k, v in u.items()}
+        uncond = self._uncond(len(idx))
         with torch.set_grad_enabled(grad):
             v = guided_velocity(self.adapter, x, rec.sigma, cond, uncond, sc.cfg_scale)
             return sde_step(v, x, rec.sigma, rec.sigma_next, kind=sc.sde, eta=sc.eta, prev_sample=xn)
@@ -458,10 +461,7 @@ class DiffusionGRPOTrainer:
         ws, T = self.dist.world_size, tc.nft_timesteps
         dev = self.adapter.device
         cond = cond_select(self.adapter.encode_prompts(prompts), ro.final_prompt_idx[idx]) if n_local else None
-        uncond = None
-        if sc.cfg_scale != 1.0 and n_local:
-            u = self.adapter.encode_prompts([""])
-            uncond = {k: v.expand(n_local, *v.shape[1:]) for k, v in u.items()}
+        uncond = self._uncond(n_local) if n_local else None
         keys = rows[idx].tolist()
         x0 = ro.final[idx].detach().to(dev).float()
         t_all = torch.sigmoid(keyed_noise((T,), self.cfg.seed, self.iteration, STREAM_NFT, keys)) if n_local else None

@@ -42,9 +42,14 @@ def dist_info() -> DistInfo:
     return DistInfo()
 
 
+def launched_world_size() -> int:
+    """The number of processes ``torchrun`` / ``accelerate launch`` started (``WORLD_SIZE``; 1 when not launched)."""
+    return int(os.environ.get("WORLD_SIZE", "1"))
+
+
 def init_distributed(backend: str | None = None) -> DistInfo:
     """Initialize the default process group from the launcher's environment (no-op when not launched)."""
-    if "WORLD_SIZE" in os.environ and int(os.environ["WORLD_SIZE"]) > 1 and not dist.is_initialized():
+    if launched_world_size() > 1 and not dist.is_initialized():
         backend = backend or ("nccl" if torch.cuda.is_available() else "gloo")
         dist.init_process_group(backend)
         if torch.cuda.is_available():

@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import copy
 import math
-import os
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -36,7 +35,7 @@ from tqdm.auto import tqdm
 
 from grpo.checkpoint import capture_rng_state, latest_checkpoint, load_checkpoint, restore_rng_state, save_checkpoint
 from grpo.config import check_resume_config, config_to_dict
-from grpo.distributed import keyed_generator
+from grpo.distributed import keyed_generator, launched_world_size
 from grpo.loss import clipped_pg_loss, flow_kl, k3_kl
 from grpo.metrics import MetricsLogger
 from grpo.signals import GracefulExit
@@ -153,7 +152,7 @@ def probe_envs(pool: EnvPool, tasks: list[str]) -> tuple[dict[str, str], int, in
 
 class VLARLTrainer:
     def __init__(self, cfg: VLARLConfig, quiet: bool = False):
-        world = int(os.environ.get("WORLD_SIZE", "1"))
+        world = launched_world_size()
         if world > 1:  # every rank would run the whole job and write the same checkpoints: refuse, say why
             raise RuntimeError(f"vla-rl runs as one process (launched with WORLD_SIZE={world}): rank-sharded rollouts "
                                "are not implemented yet; run `vla-rl train ...` without torchrun/accelerate")

@@ -195,19 +195,15 @@ def collect_policy_episodes(policy, task: str, init_seeds: Sequence[int], horizo
 
     env = sims.make(task, **{**dict(env_kwargs or {}), "image_size": image_size, "cameras": (camera,)})
     gen = torch.Generator().manual_seed(seed)
-    n_exec = policy.cfg.n_action_steps
+
+    def act(env, obs, t):  # LeRobot's interface: a new chunk when the policy's action queue runs dry
+        batch = obs_to_batch([obs], policy.cfg.cameras, policy.cfg.use_images)
+        return policy.select_action(batch, stochastic=stochastic, generator=gen)[0].clamp(-1, 1).numpy()
+
     eps = []
     try:
         for s in init_seeds:
-            queue: list[np.ndarray] = []
-
-            def act(env, obs, t):
-                if not queue:
-                    batch = obs_to_batch([obs], policy.cfg.cameras, policy.cfg.use_images)
-                    chunk = policy.sample_chunk(batch, stochastic=stochastic, generator=gen).actions[0, :n_exec]
-                    queue.extend(chunk.clamp(-1, 1).numpy())
-                return queue.pop(0)
-
+            policy.reset()
             e = run_episode(env, act, s, horizon, camera)
             ok = e["success"].max() > 0.5
             e["kind"] = f"{kind}_" + ("success" if ok else "near" if e["progress"].max() >= 0.5 else "failure")

@@ -27,6 +27,16 @@ from gymnasium.vector import VectorEnv
 from .video_wm import VideoWorldModel
 
 
+def _last_frame_uint8(context: torch.Tensor) -> np.ndarray:
+    """The newest context frame as images: ``[B, Tc, 3, H, W]`` in [0, 1] -> uint8 ``[B, H, W, 3]``."""
+    return (context[:, -1].permute(0, 2, 3, 1) * 255).round().clamp(0, 255).to(torch.uint8).numpy()
+
+
+def _advance(context: torch.Tensor, frames: torch.Tensor) -> torch.Tensor:
+    """Slide the ``[B, Tc, ...]`` context window over the newly predicted ``[B, n, ...]`` frames (keeps ``Tc``)."""
+    return torch.cat([context, frames], dim=1)[:, -context.shape[1]:]
+
+
 class WorldModelVecEnv(VectorEnv):
     def __init__(self, wm: VideoWorldModel, start_frames: torch.Tensor, instructions: list[str], num_envs: int,
                  max_chunks: int = 10, threshold: float = 0.5, sde: str = "ode"):
@@ -57,8 +67,7 @@ class WorldModelVecEnv(VectorEnv):
         self.t = np.zeros(num_envs, dtype=np.int64)
 
     def _obs(self) -> dict[str, Any]:
-        img = (self.context[:, -1].permute(0, 2, 3, 1) * 255).round().clamp(0, 255).to(torch.uint8).numpy()
-        return {"images": {"agentview": img}, "instruction": tuple(self.instr)}
+        return {"images": {"agentview": _last_frame_uint8(self.context)}, "instruction": tuple(self.instr)}
 
     def reset(self, *, seed: int | None = None, options: dict | None = None):
         if seed is not None:
@@ -82,8 +91,7 @@ class WorldModelVecEnv(VectorEnv):
             raise ValueError("non-finite actions passed to the world-model env")
         frames, logits = self.wm.predict(self.context, a.clamp(-1, 1), generator=self._gen, sde=self.sde, text=self.instr)
         success = (torch.sigmoid(logits) > self.threshold).any(dim=1).numpy()
-        tc = self.context.shape[1]
-        self.context = torch.cat([self.context, frames], dim=1)[:, -tc:]
+        self.context = _advance(self.context, frames)
         self.t += 1
         truncated = (self.t >= self.max_chunks) & ~success
         obs = self._obs()
@@ -166,8 +174,8 @@ class WorldModelEnv(gym.Env):
         self._prob = 0.0
 
     def _obs(self) -> dict[str, Any]:
-        img = (self.context[0, -1].permute(1, 2, 0) * 255).round().clamp(0, 255).to(torch.uint8).numpy()
-        return {"images": {self.camera: img}, "state": self.state.copy(), "instruction": self.instruction}
+        return {"images": {self.camera: _last_frame_uint8(self.context)[0]}, "state": self.state.copy(),
+                "instruction": self.instruction}
 
     def _info(self, success: bool) -> dict[str, Any]:
         return {"success": success, "progress": float(self._prob), "failed": False, "task": self.task,
@@ -213,8 +221,7 @@ class WorldModelEnv(gym.Env):
             prob = torch.sigmoid(logits[0, :n])
             self._prob = float(prob.max())
             success = bool((prob > self.threshold).any())
-            tc = self.context.shape[1]
-            self.context = torch.cat([self.context, frames[:, :n]], dim=1)[:, -tc:]
+            self.context = _advance(self.context, frames[:, :n])
             self._buf = []
         truncated = self.t >= self.max_steps and not success
         return self._obs(), float(success), success, truncated, self._info(success)

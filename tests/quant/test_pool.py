@@ -100,11 +100,10 @@ def test_generic_velocity_callables_and_ode_pool():
         two_stage_rollout(policy, explorer, cond, score, (3, 4, 4), SamplerConfig(num_steps=3), pc, seed=1)
 
 
-def test_pool_trainer_step_refreshes_the_explorer(tmp_path):
+def _tiny_trainer_config(tmp_path):
+    """A 16 px tiny SD3 LoRA trainer config: 2 prompts x group of 3, 4 SDE steps, no images logged."""
     from diffusion_rl.prompts import PromptConfig
     from diffusion_rl.trainer import DiffusionRLConfig
-
-    from ..diffusion_rl.conftest import redness
 
     cfg = DiffusionRLConfig(output_dir=str(tmp_path / "run"), resume=False,
                             prompts=PromptConfig(source="list", prompts=PROMPTS, num_eval=2))
@@ -114,8 +113,15 @@ def test_pool_trainer_step_refreshes_the_explorer(tmp_path):
     cfg.sampler = SamplerConfig(num_steps=4, eta=1.0, same_init_noise=False)
     cfg.grpo.group_size = 3
     cfg.train.prompts_per_iter = 2
-    cfg.train.lr = 3e-2
     cfg.train.log_images = False
+    return cfg
+
+
+def test_pool_trainer_step_refreshes_the_explorer(tmp_path):
+    from ..diffusion_rl.conftest import redness
+
+    cfg = _tiny_trainer_config(tmp_path)
+    cfg.train.lr = 3e-2
     with pytest.raises(ValueError, match="group_size=3 must equal pool.train_size=4"):
         PoolGRPOTrainer(cfg, PoolConfig(pool_size=6, train_size=4), reward_fn=redness, log=False)
     tr = PoolGRPOTrainer(cfg, PoolConfig(pool_size=6, train_size=3, quant=QuantConfig(format="nvfp4")),
@@ -184,23 +190,14 @@ def test_pool_config_through_yaml_and_cli(tmp_path, capsys):
 @pytest.mark.parametrize("pool", [False, True])
 def test_nft_loss_selectable_in_the_trainer(tmp_path, pool):
     """train.loss=nft trains with DiffusionNFT (no log-probs): finite loss, the weights move, the cost is counted."""
-    from diffusion_rl.prompts import PromptConfig
-    from diffusion_rl.trainer import DiffusionGRPOTrainer, DiffusionRLConfig
+    from diffusion_rl.trainer import DiffusionGRPOTrainer
 
     from ..diffusion_rl.conftest import redness
 
-    cfg = DiffusionRLConfig(output_dir=str(tmp_path / "run"), resume=False,
-                            prompts=PromptConfig(source="list", prompts=PROMPTS, num_eval=2))
-    cfg.model.height = cfg.model.width = 16
-    cfg.model.lora.rank = 4
-    cfg.model.tiny = {"with_vae": False}
-    cfg.sampler = SamplerConfig(num_steps=4, eta=1.0, same_init_noise=False)
-    cfg.grpo.group_size = 3
-    cfg.train.prompts_per_iter = 2
+    cfg = _tiny_trainer_config(tmp_path)
     cfg.train.loss = "nft"
     cfg.train.nft_timesteps = 2
     cfg.train.updates_per_iter = 2
-    cfg.train.log_images = False
     if pool:
         cfg.pool = PoolConfig(enabled=True, pool_size=6, train_size=3, quant=QuantConfig(format="fp8"))
         tr = PoolGRPOTrainer(cfg, reward_fn=redness, log=False)

@@ -13,7 +13,7 @@ from grpo.train_step import NonFiniteError
 from rewards.base import RewardOutput
 from vla_rl.trainer import VLARLConfig, VLARLTrainer
 
-from .test_trainer_e2e import TINY
+from .test_trainer_e2e import TINY, tiny_policy_and_pool
 
 
 def _trainer(tmp_path, *extra):
@@ -61,16 +61,9 @@ def test_nan_rewards_in_a_row_abort_with_a_clear_message(tmp_path):
 
 
 def test_simulator_that_raises_fails_its_episode_and_is_replaced():
-    from vla_rl.policy import SmallVLA
-    from vla_rl.rollout import EnvPool, EpisodeSpec, run_episodes
-    from vla_rl.tokenizer import WordTokenizer
-    from vla_rl.trainer import probe_envs
+    from vla_rl.rollout import EpisodeSpec, run_episodes
 
-    cfg = load_config(VLARLConfig, "configs/vla/tabletop_reach.yaml", TINY)
-    pool = EnvPool(cfg.env.kwargs)
-    instr, sd, ad = probe_envs(pool, cfg.env.tasks)
-    cfg.policy.state_dim, cfg.policy.action_dim = sd, ad
-    policy = SmallVLA(cfg.policy, WordTokenizer.build(instr.values()))
+    _, pool, policy = tiny_policy_and_pool()
     broken = pool.get("tabletop/reach", 3)[1]
     step = broken.step
 

@@ -57,16 +57,21 @@ def test_cli_eval_and_dry_run(run_dir, capsys):
     assert "did you mean 'iterations'" in capsys.readouterr().err
 
 
-def test_group_rollouts_share_initial_state_and_keep_logprob_records():
-    cfg = load_config(VLARLConfig, "configs/vla/tabletop_reach.yaml", TINY)
-    pool = EnvPool(cfg.env.kwargs)
-    from vla_rl.trainer import probe_envs
+def tiny_policy_and_pool():
+    """The TINY reach config, an EnvPool over its env and an untrained SmallVLA sized to it."""
     from vla_rl.policy import SmallVLA
     from vla_rl.tokenizer import WordTokenizer
+    from vla_rl.trainer import probe_envs
 
+    cfg = load_config(VLARLConfig, "configs/vla/tabletop_reach.yaml", TINY)
+    pool = EnvPool(cfg.env.kwargs)
     instr, sd, ad = probe_envs(pool, cfg.env.tasks)
     cfg.policy.state_dim, cfg.policy.action_dim = sd, ad
-    policy = SmallVLA(cfg.policy, WordTokenizer.build(instr.values()))
+    return cfg, pool, SmallVLA(cfg.policy, WordTokenizer.build(instr.values()))
+
+
+def test_group_rollouts_share_initial_state_and_keep_logprob_records():
+    cfg, pool, policy = tiny_policy_and_pool()
     specs = [EpisodeSpec("tabletop/reach", 123, 0, s) for s in range(3)]
     b = run_episodes(policy, pool, specs, 8, generator=torch.Generator().manual_seed(0))
     first = [e.frames[0] for e in b.episodes]
