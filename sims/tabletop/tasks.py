@@ -131,7 +131,7 @@ def _sample_reach_one(rng):
 
 
 def _reach_success(env) -> bool:
-    return _dist(env.grip_pos(), env.target_pos(env.layout.target)) < 0.03
+    return _reach_both(env)[0]
 
 
 def _reach_progress(env) -> float:
@@ -139,7 +139,7 @@ def _reach_progress(env) -> float:
 
 
 def _reach_both(env) -> tuple[bool, float]:
-    d = math.dist(env.grip_pos().tolist(), env.target_pos(env.layout.target).tolist())
+    d = _dist(env.grip_pos(), env.target_pos(env.layout.target))
     if d < 0.03:
         return True, 1.0
     return False, _clip01(1.0 - d / env.d0)
