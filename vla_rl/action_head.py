@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Literal
+from typing import Literal, Sequence
 
 import torch
 from torch import nn
@@ -38,6 +38,31 @@ from torch import nn
 from grpo.flow_sde import SDE_KINDS, flow_sigmas, gaussian_log_prob, sde_step
 
 NoiseMode = Literal["all", "one"]
+# one generator for the whole batch, or one per row (row i's draws then depend on generator[i] alone, never on
+# which other rows share the batch: what rank-sharded rollouts need, see vla_rl.rollout.run_episodes)
+Generators = torch.Generator | Sequence[torch.Generator] | None
+
+
+def _per_row(generator: Generators, b: int) -> bool:
+    if isinstance(generator, (list, tuple)):
+        if len(generator) != b:
+            raise ValueError(f"got {len(generator)} per-row generators for a batch of {b}")
+        return True
+    return False
+
+
+def _randn(shape: tuple[int, ...], generator: Generators, device) -> torch.Tensor:
+    """``randn(shape)``; with per-row generators row ``i`` of ``[B, ...]`` comes from ``generator[i]`` (drawn on CPU)."""
+    if _per_row(generator, shape[0]):
+        return torch.stack([torch.randn(shape[1:], generator=g) for g in generator]).to(device)
+    return torch.randn(shape, generator=generator, device=device)
+
+
+def _randint(high: int, b: int, generator: Generators, device) -> torch.Tensor:
+    """``[B]`` integers in ``[0, high)``, per row from ``generator[i]`` when given a list."""
+    if _per_row(generator, b):
+        return torch.cat([torch.randint(high, (1,), generator=g) for g in generator]).to(device)
+    return torch.randint(high, (b,), generator=generator, device=device)
 
 
 @dataclass
@@ -134,29 +159,33 @@ class FlowMatchingActionHead(nn.Module):
         sigma_max = float(self.sigmas[1]) if self.cfg.num_steps > 1 else None
         return dict(kind=self.cfg.sde_kind, eta=self.cfg.eta, sigma_max=sigma_max, reduce=self.cfg.logprob_reduce)
 
-    def _step_mask(self, b: int, stochastic: bool, generator: torch.Generator | None, device) -> torch.Tensor:
+    def _step_mask(self, b: int, stochastic: bool, generator: Generators, device) -> torch.Tensor:
         t = self.cfg.num_steps
         if not stochastic or self.cfg.eta == 0 or self.cfg.sde_kind == "ode":
             return torch.zeros(b, t, dtype=torch.bool, device=device)
         if self.cfg.noise_mode == "all":
             return torch.ones(b, t, dtype=torch.bool, device=device)
-        j = torch.randint(t, (b,), generator=generator, device=device)
+        j = _randint(t, b, generator, device)
         return torch.arange(t, device=device)[None] == j[:, None]
 
     @torch.no_grad()
-    def sample(self, ctx: torch.Tensor, stochastic: bool = True, generator: torch.Generator | None = None) -> HeadSample:
-        """Integrate ``sigma: 1 -> 0``; stochastic steps (per ``noise_mode``) are SDE steps with log-probs."""
+    def sample(self, ctx: torch.Tensor, stochastic: bool = True, generator: Generators = None) -> HeadSample:
+        """Integrate ``sigma: 1 -> 0``; stochastic steps (per ``noise_mode``) are SDE steps with log-probs.
+
+        ``generator``: one for the batch, or a list of ``B`` (one per row of ``ctx[B, C]``): then every row draws
+        its initial noise, its step index (``noise_mode="one"``) and one noise per step from its own generator."""
         b, dev = ctx.shape[0], ctx.device
         shape = (b, self.chunk_size, self.action_dim)
-        x = torch.randn(shape, generator=generator, device=dev)
+        per_row = _per_row(generator, b)
+        x = _randn(shape, generator, dev)
         step_mask = self._step_mask(b, stochastic, generator, dev)
         chain, logps = [x], []
         for t in range(self.cfg.num_steps):
             s, sn = self.sigmas[t], self.sigmas[t + 1]
             v = self.velocity(x, s.expand(b), ctx)
             m = step_mask[:, t]
-            if m.any():
-                noise = torch.randn(shape, generator=generator, device=dev)
+            if m.any() or (per_row and stochastic):  # per-row streams advance alike whatever the other rows do
+                noise = _randn(shape, generator, dev)
                 out = sde_step(v, x, s, sn, noise=noise, **self._sde_kwargs())
                 x = torch.where(m[:, None, None], out.prev_sample, x + v * (sn - s))
                 logps.append(torch.where(m, out.log_prob, torch.zeros_like(out.log_prob)))
@@ -230,14 +259,15 @@ class GaussianActionHead(nn.Module):
         return (err * m).sum() / m.sum().clamp(min=1.0)
 
     @torch.no_grad()
-    def sample(self, ctx: torch.Tensor, stochastic: bool = True, generator: torch.Generator | None = None) -> HeadSample:
+    def sample(self, ctx: torch.Tensor, stochastic: bool = True, generator: Generators = None) -> HeadSample:
+        """``a = mu + std * eps`` (``mu`` when not stochastic); ``generator`` as in :meth:`FlowMatchingActionHead.sample`."""
         mu = self.mean(ctx)
         b = mu.shape[0]
         if not stochastic:
             mask = torch.zeros(b, 1, dtype=torch.bool, device=ctx.device)
             return HeadSample(mu, {"actions": mu, "step_mask": mask}, torch.zeros(b, 1, device=ctx.device), mask)
         std = self.std().expand_as(mu)
-        a = mu + std * torch.randn(mu.shape, generator=generator, device=ctx.device)
+        a = mu + std * _randn(tuple(mu.shape), generator, ctx.device)
         lp = gaussian_log_prob(a, mu, std, reduce=self.cfg.logprob_reduce)[:, None]
         mask = torch.ones(b, 1, dtype=torch.bool, device=ctx.device)
         return HeadSample(a, {"actions": a, "step_mask": mask}, lp, mask)
