@@ -3,6 +3,9 @@
     vla-rl train configs/vla/tabletop_reach.yaml [key=value ...]      # resumes from the latest checkpoint
     vla-rl train configs/vla/tabletop_reach.yaml --dry-run            # resolved config + cost per iteration
     vla-rl eval runs/vla_reach [--episodes 32] [--video]              # held-out success of the latest checkpoint
+
+Scale-out: one process per device, ``torchrun --nproc_per_node 2 -m vla_rl.cli train cfg.yaml`` or ``accelerate
+launch -m vla_rl.cli train cfg.yaml``; each rank rolls out its share of the episodes (vla_rl.trainer's docstring).
 """
 
 from __future__ import annotations
@@ -39,9 +42,17 @@ def cmd_train(args: argparse.Namespace) -> int:
               f"evaluation: {cfg.rl.eval_episodes} held-out episodes/task x {len(cfg.env.tasks)} task(s)")
         return 0
     _setup_threads()
-    res = VLARLTrainer(cfg).train()
+    tr = VLARLTrainer(cfg)  # under torchrun / accelerate launch: one rank each (see vla_rl.trainer's docstring)
+    try:
+        res = tr.train()
+    finally:
+        import torch.distributed as dist
+
+        if dist.is_available() and dist.is_initialized():
+            dist.destroy_process_group()
     res.pop("policy", None)
-    print(json.dumps(res))
+    if tr.dist.is_main:
+        print(json.dumps(res))
     return 0
 
 

@@ -8,9 +8,15 @@ one action chunk ``a[B, K, A]`` per env (with its log-prob record), and each env
 
 Per decision point ``m`` the batch keeps what the update needs to recompute log-probs: the observation
 (camera images uint8, state, instruction), the head's record (denoising chain or sampled actions), the old
-log-probs ``[M, S]`` and stochastic-step mask ``[M, S]``, and ``episode_of[m]``. Per episode it keeps the
+log-probs ``[M, S]`` and stochastic-step mask ``[M, S]``, ``episode_of[m]`` and ``chunk_of[m]`` (the decision
+point's index within its episode). Per episode it keeps the
 frames of ``video_camera`` (for SRPO embeddings and rollout videos), success, length and the env's
 ``progress``.
+
+Noise: with ``noise_key`` the policy's draws for episode ``e`` at its ``c``-th decision point come from
+``grpo.distributed.keyed_generator(*noise_key, e.spec.group_id, e.spec.seed, c)``, one generator per row, so an
+episode's rollout does not depend on which other episodes share its batch (or its process): a 2-process run
+reproduces the 1-process one. Without it one ``generator`` serves the whole batch (evaluation).
 """
 
 from __future__ import annotations
@@ -21,6 +27,8 @@ from typing import Any, Sequence
 
 import numpy as np
 import torch
+
+from grpo.distributed import keyed_generator
 
 from .policy import IMAGE_PREFIX, STATE_KEY
 
@@ -53,6 +61,7 @@ class RolloutBatch:
     old_logp: torch.Tensor  # [M, S]
     step_mask: torch.Tensor  # [M, S] bool
     episode_of: torch.Tensor  # [M] long
+    chunk_of: torch.Tensor | None = None  # [M] long, index of the decision point within its episode
     env_steps: int = 0
     policy_calls: int = 0
 
@@ -129,8 +138,13 @@ class EnvPool:
 @torch.no_grad()
 def run_episodes(policy, pool: EnvPool, specs: Sequence[EpisodeSpec], max_steps: int, stochastic: bool = True,
                  generator: torch.Generator | None = None, record_frames: bool = True,
-                 stop_on_success: bool = True) -> RolloutBatch:
-    """Run ``specs`` in lockstep with chunked actions; see the module docstring."""
+                 stop_on_success: bool = True, noise_key: Sequence[int] | None = None) -> RolloutBatch:
+    """Run ``specs`` in lockstep with chunked actions; see the module docstring.
+
+    ``noise_key`` (e.g. ``(seed, iteration)``): per-episode noise keyed by the episode's identity (module
+    docstring); it replaces ``generator``."""
+    if noise_key is not None and generator is not None:
+        raise ValueError("pass either generator (one stream for the batch) or noise_key (one per episode), not both")
     cfg = policy.cfg
     by_name: dict[str, list[int]] = {}
     for i, s in enumerate(specs):
@@ -150,11 +164,19 @@ def run_episodes(policy, pool: EnvPool, specs: Sequence[EpisodeSpec], max_steps:
     active = list(range(len(specs)))
     obs_rows: list[dict] = []
     records: list[dict[str, torch.Tensor]] = []
-    logps, masks, owners = [], [], []
+    logps, masks, owners, chunk_idx = [], [], [], []
+    n_chunks = [0] * len(specs)
     env_steps = calls = 0
     while active:
         batch = obs_to_batch([obs[i] for i in active], cfg.cameras, cfg.use_images)
-        sample = policy.sample_chunk(batch, stochastic=stochastic, generator=generator)
+        gen: Any = generator
+        if noise_key is not None:
+            gen = [keyed_generator(int(noise_key[0]), *noise_key[1:], specs[i].group_id, specs[i].seed, n_chunks[i])
+                   for i in active]
+        sample = policy.sample_chunk(batch, stochastic=stochastic, generator=gen)
+        chunk_idx.append(torch.tensor([n_chunks[i] for i in active]))
+        for i in active:
+            n_chunks[i] += 1
         calls += 1
         obs_rows.append(batch)
         records.append(sample.record)
@@ -194,7 +216,7 @@ def run_episodes(policy, pool: EnvPool, specs: Sequence[EpisodeSpec], max_steps:
                       else torch.cat([r[k] for r in obs_rows]))
     record = {k: torch.cat([r[k] for r in records]) for k in records[0]}
     return RolloutBatch(episodes, obs_cat, record, torch.cat(logps), torch.cat(masks), torch.cat(owners),
-                        env_steps=env_steps, policy_calls=calls)
+                        chunk_of=torch.cat(chunk_idx), env_steps=env_steps, policy_calls=calls)
 
 
 @dataclass

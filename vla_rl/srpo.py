@@ -237,7 +237,16 @@ class SRPOReward:
 
     def __call__(self, videos: Sequence[torch.Tensor], tasks: Sequence[str], success: torch.Tensor,
                  groups: Sequence[int] | None = None) -> RewardOutput:
-        emb = trajectory_embeddings(self.encoder, videos, self.cfg)
+        return self.from_embeddings(self.embed(videos), tasks, success, groups)
+
+    def embed(self, videos: Sequence[torch.Tensor]) -> torch.Tensor:
+        """Trajectory embeddings ``[N, D]`` of ``N`` episodes (each episode's row depends on that episode alone, so
+        ranks can embed their own episodes and gather the rows for :meth:`from_embeddings`)."""
+        return trajectory_embeddings(self.encoder, videos, self.cfg)
+
+    def from_embeddings(self, emb: torch.Tensor, tasks: Sequence[str], success: torch.Tensor,
+                        groups: Sequence[int] | None = None) -> RewardOutput:
+        """The reward of the whole batch from its embeddings ``[N, D]``, ``tasks`` (N), ``success`` ``[N]`` bool."""
         res = srpo_progress(emb, tasks, success, self.cfg, groups)
         self.last = res
         succ = success.float().cpu()

@@ -15,7 +15,25 @@ One RL iteration::
                  records, grpo.loss.clipped_pg_loss (asymmetric clip), no KL by default
 
 The episode's advantage is shared by all its decision points and all their stochastic denoising steps
-("tokens"). Evaluation runs the deterministic policy (ODE / Gaussian mean) on held-out initial states
+("tokens").
+
+Scale-out (``torchrun`` / ``accelerate launch``, one process per device, gloo or nccl; world size 1 is the same code):
+
+* every rank builds the same global episode list (``make_specs``: ``E = tasks x groups_per_task x G`` episodes, ``E``
+  must divide by the world size) and rolls out its contiguous share with its own :class:`EnvPool` (a group may
+  straddle ranks). The policy's noise is keyed per episode (``run_episodes(noise_key=(seed, it))``: group id,
+  episode seed, decision-point index), so an episode's rollout is the same on any rank and in one process;
+* rewards: each rank embeds its own episodes (SRPO) and the embeddings, successes, lengths and decision-point counts
+  are gathered, so the reward (SRPO's references are the batch's successes of the task), the dynamic-sampling mask
+  and the group advantages are computed over the *global* batch, identically on every rank;
+* update: decision points carry a global id (episode order, then decision-point index); every rank draws the same
+  permutation of the global kept rows and the same minibatches, computes the loss on its own rows of each one,
+  scaled by ``world_size * local_tokens / global_tokens`` (``grpo.loss_reduction``: tokens or samples), and the
+  gradients are all-reduce-averaged before the guarded step: the applied gradient is that of one process over the
+  global minibatch. A non-finite loss, gradient or log-prob on any rank skips the update on all;
+* SFT (demos written to ``output_dir``), evaluation, logging, videos and checkpoints happen on rank 0; the SFT
+  weights and evaluation results are broadcast, so every rank starts RL from the same weights and state. A
+  checkpoint holds nothing world-size dependent and resumes on any number of processes. Evaluation runs the deterministic policy (ODE / Gaussian mean) on held-out initial states
 (``rl.eval_seed_offset + i``; training states are drawn below ``rl.train_seed_range``, demo states from
 ``sft.demo_seed_offset``) and reports success rate and mean episode length.
 """
@@ -35,7 +53,9 @@ from tqdm.auto import tqdm
 
 from grpo.checkpoint import capture_rng_state, latest_checkpoint, load_checkpoint, restore_rng_state, save_checkpoint
 from grpo.config import check_resume_config, config_to_dict
-from grpo.distributed import keyed_generator, launched_world_size
+import torch.distributed as tdist
+
+from grpo.distributed import all_gather_cat, average_gradients, barrier, init_distributed, keyed_generator, shard_range
 from grpo.loss import clipped_pg_loss, flow_kl, k3_kl
 from grpo.metrics import MetricsLogger
 from grpo.signals import GracefulExit
@@ -152,12 +172,16 @@ def probe_envs(pool: EnvPool, tasks: list[str]) -> tuple[dict[str, str], int, in
 
 class VLARLTrainer:
     def __init__(self, cfg: VLARLConfig, quiet: bool = False):
-        world = launched_world_size()
-        if world > 1:  # every rank would run the whole job and write the same checkpoints: refuse, say why
-            raise RuntimeError(f"vla-rl runs as one process (launched with WORLD_SIZE={world}): rank-sharded rollouts "
-                               "are not implemented yet; run `vla-rl train ...` without torchrun/accelerate")
+        self.dist = init_distributed()
+        ws = self.dist.world_size
+        n_ep = len(cfg.env.tasks) * cfg.rl.groups_per_task * cfg.grpo.group_size
+        if n_ep % ws:
+            raise ValueError(f"the {n_ep} episodes per iteration (tasks {len(cfg.env.tasks)} x rl.groups_per_task "
+                             f"{cfg.rl.groups_per_task} x grpo.group_size {cfg.grpo.group_size}) do not split evenly over "
+                             f"{ws} processes; change rl.groups_per_task or grpo.group_size, or the number of processes")
         self.cfg = cfg
-        self.quiet = quiet
+        self.quiet = quiet or not self.dist.is_main
+        self.last_iteration: dict[str, torch.Tensor] | None = None  # global credit of the last iteration (checkpointed)
         self.out = Path(cfg.output_dir)
         self.ckpt_dir = self.out / "checkpoints"
         torch.manual_seed(cfg.seed)
@@ -176,17 +200,71 @@ class VLARLTrainer:
         self.state: dict[str, Any] = {"iteration": 0, "sft_done": False, "eval": {}}
         self.eval_seeds = [cfg.rl.eval_seed_offset + i for i in range(cfg.rl.eval_episodes)]
 
-    # ---- bookkeeping ---------------------------------------------------------------------------
     def _print(self, *a) -> None:
         if not self.quiet:
             tqdm.write(" ".join(str(x) for x in a))
 
-    def save(self) -> Path:
-        return save_checkpoint(self.ckpt_dir, int(self.state["iteration"]), {
-            "model": self.policy.state_dict(), "optimizer": self.optimizer.state_dict(), "guard": self.guard.state_dict(),
-            "rng": capture_rng_state(), "trainer": self.state, "vocab": self.policy.tokenizer.vocab,
-            "policy_config": config_to_dict(self.policy.cfg), "config": config_to_dict(self.cfg),
-        }, keep_last=self.cfg.rl.keep_last)
+    # ---- collectives (no-ops in one process) ---------------------------------------------------
+    def _gather(self, t: torch.Tensor) -> torch.Tensor:
+        """``all_gather_cat`` over ranks (rank order = global episode order), on the CPU."""
+        if self.dist.world_size == 1:
+            return t
+        comm = torch.device("cuda", torch.cuda.current_device()) if tdist.get_backend() == "nccl" else torch.device("cpu")
+        return all_gather_cat(t.to(comm)).cpu()
+
+    def _all_sum(self, values: list[float]) -> list[float]:
+        if self.dist.world_size == 1:
+            return [float(v) for v in values]
+        comm = torch.device("cuda", torch.cuda.current_device()) if tdist.get_backend() == "nccl" else torch.device("cpu")
+        t = torch.tensor(values, dtype=torch.float64, device=comm)
+        tdist.all_reduce(t)
+        return t.cpu().tolist()
+
+    def _any(self, flag: bool) -> bool:
+        """True on every rank if ``flag`` is true on any rank."""
+        return self._all_sum([float(bool(flag))])[0] > 0
+
+    def _broadcast_obj(self, obj: Any) -> Any:
+        """Rank 0's ``obj`` on every rank (picklable objects)."""
+        if self.dist.world_size == 1:
+            return obj
+        box = [obj]
+        tdist.broadcast_object_list(box, src=0)
+        return box[0]
+
+    def _broadcast_weights(self) -> None:
+        """Rank 0's parameters and buffers (e.g. the state normalization set by SFT) on every rank."""
+        if self.dist.world_size == 1:
+            return
+        sd = self._broadcast_obj({k: v.cpu() for k, v in self.policy.state_dict().items()} if self.dist.is_main else None)
+        self.policy.load_state_dict(sd)
+
+    def check_in_sync(self, where: str) -> None:
+        """Raise if the ranks' weights differ (they must be bit-identical: same start, same averaged gradients)."""
+        if self.dist.world_size == 1:
+            return
+        sums = torch.stack([v.detach().double().sum() for v in self.policy.state_dict().values()])  # [tensors]
+        every = self._gather(sums[None]).double()  # [world, tensors]
+        diff = float((every - every[0]).abs().max())
+        if diff != 0.0:
+            raise RuntimeError(f"the ranks' policy weights differ {where} (max checksum difference {diff:.3g}); every "
+                               "rank must start RL from rank 0's weights and apply the same averaged gradients")
+
+    # ---- bookkeeping ---------------------------------------------------------------------------
+    def save(self) -> Path | None:
+        """Rank 0 writes the checkpoint (nothing in it depends on the world size), then every rank waits for it."""
+        path = None
+        if self.dist.is_main:
+            state = {
+                "model": self.policy.state_dict(), "optimizer": self.optimizer.state_dict(), "guard": self.guard.state_dict(),
+                "rng": capture_rng_state(), "trainer": self.state, "vocab": self.policy.tokenizer.vocab,
+                "policy_config": config_to_dict(self.policy.cfg), "config": config_to_dict(self.cfg),
+            }
+            if self.last_iteration is not None:  # the last iteration's global credit (diagnostics, tests)
+                state["last_iteration"] = self.last_iteration
+            path = save_checkpoint(self.ckpt_dir, int(self.state["iteration"]), state, keep_last=self.cfg.rl.keep_last)
+        barrier()
+        return path
 
     def maybe_resume(self) -> bool:
         latest = latest_checkpoint(self.ckpt_dir) if self.cfg.resume else None
@@ -265,54 +343,123 @@ class VLARLTrainer:
                 gid += 1
         return specs
 
-    def rewards(self, batch: RolloutBatch):
-        tasks = [e.spec.env_name for e in batch.episodes]
-        videos = [np.stack(e.frames) for e in batch.episodes]
+    def rewards(self, batch: RolloutBatch, specs: list[EpisodeSpec] | None = None):
+        """The reward of every episode of the *global* batch ``specs`` (``RewardOutput``, ``[E]``), identical on every
+        rank; ``batch`` holds this rank's episodes (with ``specs=None``: the whole batch, one process)."""
+        specs = specs if specs is not None else [e.spec for e in batch.episodes]
+        tasks = [s.env_name for s in specs]
+        success = self._gather(batch.success)
+        if len(success) != len(specs):
+            raise RuntimeError(f"gathered {len(success)} episodes for a global batch of {len(specs)}")
         if self.cfg.rl.reward == "srpo":
-            return self.srpo(videos, tasks, batch.success, batch.group_ids.tolist())
-        return binary_reward(videos, tasks, batch.success)
+            emb = self.srpo.embed([np.stack(e.frames) for e in batch.episodes])  # [local E, D]
+            return self.srpo.from_embeddings(self._gather(emb), tasks, success, [s.group_id for s in specs])
+        return binary_reward([], tasks, success)
 
-    def update(self, batch: RolloutBatch, adv: torch.Tensor, keep: torch.Tensor, it: int) -> dict[str, float]:
-        """Clipped PG over the decision points of kept episodes (module docstring)."""
+    def global_rows(self, batch: RolloutBatch, first_episode: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """Global ids of this rank's decision points and the episode of every global decision point.
+
+        Decision points are numbered over the global batch in episode order, then by index within the episode.
+        ``batch``: this rank's rollout, whose episode ``e`` is global episode ``first_episode + e``. Returns
+        ``(gid[M_local] long, episode_of_global[M_global] long)``; the same numbering on any world size."""
+        counts = torch.bincount(batch.episode_of, minlength=len(batch.episodes))  # [local E] decision points each
+        all_counts = self._gather(counts)  # [E]
+        offsets = torch.cumsum(all_counts, 0) - all_counts
+        gid = offsets[first_episode + batch.episode_of] + batch.chunk_of
+        return gid, torch.repeat_interleave(torch.arange(len(all_counts)), all_counts)
+
+    def update(self, batch: RolloutBatch, adv: torch.Tensor, keep: torch.Tensor, it: int,
+               first_episode: int = 0) -> dict[str, float]:
+        """Clipped PG over the decision points of kept episodes (module docstring, scale-out included).
+
+        ``adv[E]``, ``keep[E]`` (bool): global per-episode advantages and keep mask; ``batch`` holds this rank's
+        episodes, the first being global episode ``first_episode``."""
         g, cfg = self.cfg.grpo, self.cfg.rl
-        row_adv = adv[batch.episode_of]
-        rows = torch.nonzero(keep[batch.episode_of]).flatten()
+        ws = self.dist.world_size
+        gid, ep_of_global = self.global_rows(batch, first_episode)
+        local_of = torch.full((ep_of_global.numel(),), -1, dtype=torch.long)  # global row -> local row (-1: elsewhere)
+        local_of[gid] = torch.arange(gid.numel())
+        row_adv = adv[ep_of_global]  # [M_global]
+        rows = torch.nonzero(keep[ep_of_global]).flatten()
         if rows.numel() == 0 or (g.kl_coef == 0 and not bool((row_adv[rows] != 0).any())):
             # no row carries signal: skip the update (an optimizer step on zero gradients still moves Adam's momentum)
             return {"loss/rows": 0.0}
+        mask = batch.step_mask.bool()
         gen = keyed_generator(self.cfg.seed, it, 99)
         stats: dict[str, list[float]] = {k: [] for k in ("loss", "clip_frac", "approx_kl", "ratio", "grad_norm", "kl")}
+        params = [p for p in self.policy.parameters() if p.requires_grad]
+        self.policy.zero_grad(set_to_none=True)  # SFT's last gradients must not leak into the first RL step
         self.policy.train()
         for _ in range(cfg.inner_epochs):
             perm = rows[torch.randperm(rows.numel(), generator=gen)]
-            for mb in perm.split(cfg.minibatch_size):
-                obs = batch.select(mb)
-                rec = {k: v[mb] for k, v in batch.record.items()}
-                lp = self.policy.chunk_log_prob(obs, rec)
-                kl = None
-                if g.kl_coef > 0 and self.reference is not None:
-                    with torch.no_grad():
-                        ref = self.reference.chunk_log_prob(obs, rec)
-                    if g.kl_type == "flow" and self.policy.cfg.head == "flow":
-                        s = lp.logp.shape
-                        kl = flow_kl(lp.mean.flatten(0, 1), ref.mean.flatten(0, 1), lp.std.flatten(0, 1)).reshape(s)
-                    else:
-                        kl = k3_kl(lp.logp, ref.logp)
-                out = clipped_pg_loss(lp.logp, batch.old_logp[mb], row_adv[mb], batch.step_mask[mb], g.clip_low,
-                                      g.clip_high, kl, g.kl_coef, g.loss_reduction)
-                backward_if_finite(out.loss, self.guard)
-                st = guarded_step(self.policy.parameters(), self.optimizer, g.max_grad_norm, self.guard)
-                for k, v in (("loss", out.loss), ("clip_frac", out.clip_frac), ("approx_kl", out.approx_kl),
-                             ("ratio", out.ratio_mean), ("grad_norm", st.grad_norm), ("kl", out.kl)):
-                    stats[k].append(float(v.detach()) if isinstance(v, torch.Tensor) else float(v))
+            mbs = [loc[loc >= 0] for loc in (local_of[mb] for mb in perm.split(cfg.minibatch_size))]  # local rows
+            # loss denominators of the global minibatches (tokens or samples), for the world-size-exact scaling
+            local_den = [float(mask[mb].sum()) if g.loss_reduction == "token_mean" else float(mask[mb].any(1).sum())
+                         for mb in mbs]
+            local_tok = [float(mask[mb].sum()) for mb in mbs]
+            den = self._all_sum(local_den + local_tok)
+            global_den, global_tok = den[:len(mbs)], den[len(mbs):]
+            for j, mb in enumerate(mbs):
+                diag = [0.0] * 5  # global loss and token-weighted clip_frac, approx_kl, ratio, kl
+                if mb.numel() > 0:
+                    out = self._minibatch_loss(batch, mb, row_adv[gid[mb]])
+                    scale = ws * local_den[j] / global_den[j] if global_den[j] > 0 else float(ws)
+                    backward_if_finite(out.loss * scale, self.guard)
+                    w = local_tok[j] / max(global_tok[j], 1.0)
+                    diag = [float(out.loss.detach()) * scale / ws] + [
+                        float(v.detach() if isinstance(v, torch.Tensor) else v) * w
+                        for v in (out.clip_frac, out.approx_kl, out.ratio_mean, out.kl)]
+                if ws > 1:
+                    for p in params:  # a rank without rows in this minibatch still joins every all-reduce
+                        if p.grad is None:
+                            p.grad = torch.zeros_like(p)
+                    average_gradients(params)
+                    diag = self._all_sum(diag + [float(self.guard._pending is not None)])
+                    if diag.pop() > 0 and self.guard._pending is None:
+                        self.guard.flag("non-finite loss on another rank")
+                st = guarded_step(params, self.optimizer, g.max_grad_norm, self.guard)
+                for k, v in zip(("loss", "clip_frac", "approx_kl", "ratio", "kl", "grad_norm"), diag + [st.grad_norm]):
+                    stats[k].append(float(v))
         self.policy.eval()
         return {**{f"loss/{k}": float(np.mean(v)) for k, v in stats.items() if v}, "loss/rows": float(rows.numel())}
 
+    def _minibatch_loss(self, batch: RolloutBatch, mb: torch.Tensor, adv: torch.Tensor):
+        """``clipped_pg_loss`` (+ KL) over this rank's decision points ``mb`` (local row indices), advantages ``adv[|mb|]``."""
+        g = self.cfg.grpo
+        obs = batch.select(mb)
+        rec = {k: v[mb] for k, v in batch.record.items()}
+        lp = self.policy.chunk_log_prob(obs, rec)
+        kl = None
+        if g.kl_coef > 0 and self.reference is not None:
+            with torch.no_grad():
+                ref = self.reference.chunk_log_prob(obs, rec)
+            if g.kl_type == "flow" and self.policy.cfg.head == "flow":
+                s = lp.logp.shape
+                kl = flow_kl(lp.mean.flatten(0, 1), ref.mean.flatten(0, 1), lp.std.flatten(0, 1)).reshape(s)
+            else:
+                kl = k3_kl(lp.logp, ref.logp)
+        return clipped_pg_loss(lp.logp, batch.old_logp[mb], adv, batch.step_mask[mb], g.clip_low,
+                               g.clip_high, kl, g.kl_coef, g.loss_reduction)
+
     # ---- main ----------------------------------------------------------------------------------
+    def _eval_everywhere(self, tag: str, step: int, videos: bool = True) -> None:
+        """``run_eval`` on rank 0; every rank gets its results (``state["eval"]``)."""
+        if self.dist.is_main:
+            self.run_eval(tag, step, videos)
+        self.state["eval"] = self._broadcast_obj(self.state["eval"])
+
+    def rollout(self, it: int) -> tuple[list[EpisodeSpec], range, RolloutBatch]:
+        """Iteration ``it``'s global episode list, this rank's share ``[start, stop)`` of it, and its rollout."""
+        specs = self.make_specs(it)
+        mine = shard_range(len(specs), self.dist)
+        batch = run_episodes(self.policy, self.pool, specs[mine.start:mine.stop], self.cfg.env.max_episode_steps,
+                             stochastic=True, noise_key=(self.cfg.seed, it), stop_on_success=self.cfg.env.stop_on_success)
+        return specs, mine, batch
+
     def train(self) -> dict[str, Any]:
-        cfg = self.cfg
+        cfg, main = self.cfg, self.dist.is_main
         t_start = time.time()
-        self.logger = MetricsLogger(self.out, config=config_to_dict(cfg))
+        self.logger = MetricsLogger(self.out, enabled=main, config=config_to_dict(cfg))
         resumed = self.maybe_resume()
         if not self.state["sft_done"]:
             if cfg.sft.init_policy:
@@ -320,16 +467,20 @@ class VLARLTrainer:
                 self.state["sft_done"] = True
                 self._print(f"initialized the policy from {cfg.sft.init_policy}; SFT skipped")
             elif cfg.sft.steps > 0:
-                self.run_sft()
+                if main:  # rank 0 collects the demos (one file) and trains; the weights are broadcast
+                    self.run_sft()
+                self._broadcast_weights()
+                self.state = self._broadcast_obj(self.state)
             else:
                 self.state["sft_done"] = True
             self.save()
         if "sft" not in self.state["eval"]:
-            self.run_eval("sft", 0)
+            self._eval_everywhere("sft", 0)
             self.save()
         self.srpo = SRPOReward(cfg.srpo, policy=self.policy) if cfg.rl.reward == "srpo" else None
         if cfg.grpo.kl_coef > 0:
             self.reference = copy.deepcopy(self.policy).requires_grad_(False)
+        self.check_in_sync("at the start of RL")
         start = int(self.state["iteration"])
         bar = tqdm(range(start, cfg.rl.iterations), initial=start, total=cfg.rl.iterations, desc="grpo", disable=self.quiet)
         stopped = None
@@ -337,50 +488,60 @@ class VLARLTrainer:
             for it in bar:
                 t0 = time.time()
                 bar.set_description("grpo[rollout]")
-                batch = run_episodes(self.policy, self.pool, self.make_specs(it), cfg.env.max_episode_steps, stochastic=True,
-                                     generator=keyed_generator(cfg.seed, it), stop_on_success=cfg.env.stop_on_success)
+                specs, mine, batch = self.rollout(it)
                 t_roll = time.time() - t0
                 bar.set_description("grpo[reward]")
-                rew = self.rewards(batch)
+                rew = self.rewards(batch, specs)  # global [E], identical on every rank
                 t_rew = time.time() - t0 - t_roll
-                gids, succ = batch.group_ids, batch.success
+                gids = torch.tensor([s.group_id for s in specs], dtype=torch.long)
+                succ = self._gather(batch.success)
+                lengths = self._gather(torch.tensor([e.length for e in batch.episodes], dtype=torch.float32))
+                env_steps = int(self._all_sum([batch.env_steps])[0])
+                t_roll_max = float(self._gather(torch.tensor([t_roll], dtype=torch.float64)).max())  # slowest rank
                 keep, kept = (group_keep_mask(succ, gids, cfg.rl.success_band) if cfg.rl.dynamic_sampling
                               else (torch.ones_like(succ), int(gids.unique().numel())))
                 scal: dict[str, float] = {
                     "rollout/success_rate": float(succ.float().mean()), "reward/mean": float(rew.total.nan_to_num().mean()),
-                    "rollout/episode_length": float(np.mean([e.length for e in batch.episodes])),
-                    "rollout/groups_kept": kept, "rollout/env_steps": batch.env_steps, "time/rollout_s": t_roll,
-                    "time/reward_s": t_rew,
+                    "rollout/episode_length": float(lengths.mean()),
+                    "rollout/groups_kept": kept, "rollout/env_steps": env_steps, "time/rollout_s": t_roll_max,
+                    "time/reward_s": t_rew, "throughput/rollout_episodes_per_s": len(specs) / max(t_roll_max, 1e-9),
+                    "throughput/rollout_env_steps_per_s": env_steps / max(t_roll_max, 1e-9),
                 }
                 if self.srpo is not None and self.srpo.last is not None:
                     fail = ~succ
                     if fail.any():
                         scal["reward/srpo_failure_mean"] = float(rew.total[fail].mean())
                     if int(fail.sum()) >= 3:  # diagnostic only: does SRPO's latent progress agree with the env's?
-                        env_prog = torch.tensor([e.progress for e in batch.episodes])[fail]
-                        scal["reward/srpo_vs_env_progress_spearman"] = spearman(rew.total[fail], env_prog)
+                        env_prog = self._gather(torch.tensor([e.progress for e in batch.episodes], dtype=torch.float32))
+                        scal["reward/srpo_vs_env_progress_spearman"] = spearman(rew.total[fail], env_prog[fail])
                 # a NaN/inf reward or stored log-prob skips this iteration's update (logged), never reaches the
-                # advantages; grpo.train_step.NonFiniteGuard aborts after grpo.max_nonfinite skips in a row
-                finite = self.guard.check("reward", rew.total) & self.guard.check("rollout log-prob", batch.old_logp)
+                # advantages; grpo.train_step.NonFiniteGuard aborts after grpo.max_nonfinite skips in a row.
+                # The rewards are global; a rank's non-finite rollout log-prob skips the update on every rank.
+                finite = self.guard.check("reward", rew.total)
                 for name, comp in rew.components.items():
                     finite &= self.guard.check(f"reward component {name!r}", comp)
-                if not finite:
+                finite &= self.guard.check("rollout log-prob", batch.old_logp)
+                if self._any(not finite):
+                    if finite:
+                        self.guard.flag("non-finite rollout log-prob on another rank")
                     reason = self.guard.end_step()
                     self._print(f"iteration {it + 1}: update skipped ({reason}); no update applied")
                     kept = 0
                 scal["skipped_updates"] = self.guard.total_skipped
+                adv = torch.zeros(len(specs))
                 if kept > 0:
                     idx = torch.nonzero(keep).flatten()
                     comps = {k: v[idx] for k, v in rew.components.items()}
                     a = compute_advantages(cfg.grpo, rew.total[idx], gids[idx], comps)
-                    adv = torch.zeros(len(batch.episodes))
                     adv[idx] = torch.where(a.mask, a.values, torch.zeros_like(a.values))
                     keep = keep.clone()
                     keep[idx] &= a.mask
                     bar.set_description("grpo[update]")
                     t_up = time.time()
-                    scal.update(self.update(batch, adv, keep, it))
+                    scal.update(self.update(batch, adv, keep, it, mine.start))
                     scal["time/update_s"] = time.time() - t_up
+                self.last_iteration = {"rewards": rew.total.clone(), "advantages": adv,
+                                       "keep": (keep & (kept > 0)).to(torch.uint8), "success": succ.to(torch.uint8)}
                 scal["time/iteration_s"] = time.time() - t0
                 self.state["iteration"] = it + 1
                 self.logger.log(it + 1, scal)
@@ -389,25 +550,28 @@ class VLARLTrainer:
                                 t=f"{scal['time/iteration_s']:.1f}s")
                 if cfg.rl.eval_every > 0 and (it + 1) % cfg.rl.eval_every == 0 and it + 1 < cfg.rl.iterations:
                     bar.set_description("grpo[eval]")
-                    self.run_eval(f"iter_{it + 1}", it + 1, videos=False)
-                if stop.requested:
+                    self._eval_everywhere(f"iter_{it + 1}", it + 1, videos=False)
+                if self._any(stop.requested is not None):  # every rank stops after the same iteration
                     self.save()
-                    stopped = stop.requested
+                    stopped = stop.requested or "a signal on another rank"
                     self._print(f"stopped by {stopped} after iteration {it + 1}; checkpoint saved, rerun to resume")
                     break
                 if (it + 1) % cfg.rl.save_every == 0:
                     self.save()
         bar.close()
+        self.check_in_sync(f"after RL iteration {self.state['iteration']}")
         if stopped is None and self.state["eval"].get("final", {}).get("iteration") != self.state["iteration"]:
-            self.run_eval("final", cfg.rl.iterations)
+            self._eval_everywhere("final", cfg.rl.iterations)
         self.save()
-        self.policy.save_pretrained(self.out / "policy")
+        if main:
+            self.policy.save_pretrained(self.out / "policy")
+        barrier()
         self.logger.close()
         ev = self.state["eval"]
         summary = {"sft_success": ev["sft"]["success_rate"], "final_success": ev.get("final", {}).get("success_rate"),
                    "iterations": self.state["iteration"], "wall_s": round(time.time() - t_start, 1), "resumed": resumed,
-                   "stopped": stopped, "policy": self.policy}
+                   "stopped": stopped, "policy": self.policy, "world_size": self.dist.world_size}
         self._print(f"held-out success: after SFT {summary['sft_success']:.3f} -> after GRPO "
                     f"{summary['final_success'] if summary['final_success'] is None else round(summary['final_success'], 3)} "
-                    f"({summary['wall_s']}s this run); outputs in {self.out.resolve()}")
+                    f"({summary['wall_s']}s this run, {self.dist.world_size} process(es)); outputs in {self.out.resolve()}")
         return summary

@@ -26,8 +26,8 @@ def _nan_on(trainer, bad_calls):
     """Wrap ``trainer.rewards`` so that the listed calls (0-based RL iterations) return NaN totals."""
     orig, calls, snapshots = trainer.rewards, [0], {}
 
-    def rewards(batch):
-        out = orig(batch)
+    def rewards(batch, specs=None):
+        out = orig(batch, specs)
         it = calls[0]
         calls[0] += 1
         snapshots[it] = [p.detach().clone() for p in trainer.policy.parameters()]
@@ -92,8 +92,8 @@ def test_iteration_without_signal_leaves_the_weights_alone(tmp_path):
     tr = _trainer(tmp_path, "rl.iterations=2")
     orig, calls, snap = tr.rewards, [0], {}
 
-    def rewards(batch):  # iteration 0: distinct rewards (signal); iteration 1: all equal (every advantage is 0)
-        out = orig(batch)
+    def rewards(batch, specs=None):  # iteration 0: distinct rewards (signal); iteration 1: all equal (every advantage is 0)
+        out = orig(batch, specs)
         if calls[0] == 1:
             snap["w"] = {k: v.clone() for k, v in tr.policy.state_dict().items()}
         r = torch.arange(len(out.total), dtype=torch.float32) if calls[0] == 0 else torch.zeros_like(out.total)
@@ -108,9 +108,3 @@ def test_iteration_without_signal_leaves_the_weights_alone(tmp_path):
     assert any(not torch.equal(snap["w"][k], v) for k, v in load_checkpoint(
         sorted((tmp_path / "run" / "checkpoints").glob("step_*"))[0])["model"].items())  # iteration 0 did update
     assert all(torch.equal(snap["w"][k], after[k]) for k in after)  # iteration 1 did not
-
-
-def test_multi_process_launch_is_refused_not_duplicated(tmp_path, monkeypatch):
-    monkeypatch.setenv("WORLD_SIZE", "2")
-    with pytest.raises(RuntimeError, match=r"one process \(launched with WORLD_SIZE=2\)"):
-        _trainer(tmp_path)
