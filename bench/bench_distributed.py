@@ -8,7 +8,12 @@ It then does the same for the diffusion trainer (``diffusion-rl train`` on the t
 closed-form stand-in reward of the tests): rollout throughput (global final samples / slowest rank's rollout time)
 and whole-iteration throughput, flat GRPO and BranchGRPO trees, 1 vs 2 processes side by side, as ratios.
 
+And for the VLA trainer (``vla-rl train`` on sims' tabletop/reach at 64 px, a few SFT steps, GRPO+SRPO): rollout
+throughput (global episodes and env steps per second of the slowest rank's rollout) and whole-iteration throughput,
+1 vs 2 processes over the same global batch of episodes (each rank runs half of them with its own envs).
+
     python bench/bench_distributed.py [--iterations 30] [--prompts 16] [--diffusion-iterations 6] [--skip-toy]
+                                      [--skip-diffusion] [--vla-iterations 4] [--vla-groups 4] [--skip-vla]
 """
 
 from __future__ import annotations
@@ -67,12 +72,53 @@ def run_diffusion(nproc: int, name: str, out: Path, iterations: int) -> dict[str
             "iteration": statistics.median(samples / r["time/iter_s"] for r in rows), "samples": samples}
 
 
+# the VLA workload: tasks x groups x G episodes per iteration, split 50/50 over 2 processes
+VLA_BASE = ["sft.demos_per_task=1", "sft.steps=10", "rl.eval_episodes=2", "rl.eval_every=0", "rl.num_videos=0",
+            "rl.save_every=100000", "resume=false", "grpo.group_size=4", "rl.success_band=[-0.5,1.5]"]
+
+
+def run_vla(nproc: int, out: Path, iterations: int, groups: int) -> dict[str, float]:
+    """Median (after a warm-up iteration) rollout episodes/s and env steps/s, and iteration episodes/s."""
+    args = ["train", "configs/vla/tabletop_reach.yaml", f"output_dir={out}", f"rl.iterations={iterations}",
+            f"rl.groups_per_task={groups}", *VLA_BASE]
+    cmd = [sys.executable, "-m", "vla_rl.cli", *args] if nproc == 1 else \
+        [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", str(nproc), "-m", "vla_rl.cli", *args]
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "PYTHONPATH": str(ROOT)}
+    subprocess.run(cmd, check=True, env=env, capture_output=True, cwd=ROOT)
+    rows = [r for r in read_jsonl(out / "metrics.jsonl") if "throughput/rollout_episodes_per_s" in r]
+    rows = rows[1:] or rows
+    episodes = rows[0]["throughput/rollout_episodes_per_s"] * rows[0]["time/rollout_s"]
+    return {"episodes": episodes, "rollout_eps": statistics.median(r["throughput/rollout_episodes_per_s"] for r in rows),
+            "rollout_steps": statistics.median(r["throughput/rollout_env_steps_per_s"] for r in rows),
+            "iteration_eps": statistics.median(episodes / r["time/iteration_s"] for r in rows),
+            **{k: statistics.median(r.get(f"time/{k}", 0.0) for r in rows) for k in ("rollout_s", "reward_s", "update_s")}}
+
+
+def print_vla(res: dict[int, dict[str, float]]) -> None:
+    one, two = res[1], res[2]
+    print("vla-rl train (tabletop/reach 64 px, 40-step episodes, GRPO+SRPO; median after warm-up)")
+    print(f"| {'metric':<26} | {'1 process':>10} | {'2 processes':>11} | {'ratio':>5} |")
+    print(f"|{'-' * 28}|{'-' * 12}|{'-' * 13}|{'-' * 7}|")
+    for name, key in (("rollout episodes/s", "rollout_eps"), ("rollout env steps/s", "rollout_steps"),
+                      ("iteration episodes/s", "iteration_eps")):
+        print(f"| {name:<26} | {one[key]:>10.2f} | {two[key]:>11.2f} | {two[key] / one[key]:>5.2f} |")
+    for name, key in (("s rollout per iteration", "rollout_s"), ("s reward per iteration", "reward_s"),
+                      ("s update per iteration", "update_s")):
+        print(f"| {name:<26} | {one[key]:>10.2f} | {two[key]:>11.2f} | {one[key] / max(two[key], 1e-9):>5.2f} |")
+    print(f"({one['episodes']:.0f} episodes per iteration; ratio: 2-process / 1-process throughput (seconds: 1p / 2p), ideal 2.00; "
+          f"{os.cpu_count()} CPU cores on this machine, shared)")
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--iterations", type=int, default=30)
     ap.add_argument("--prompts", type=int, default=16)
     ap.add_argument("--diffusion-iterations", type=int, default=6)
-    ap.add_argument("--skip-toy", action="store_true", help="only the diffusion rollouts")
+    ap.add_argument("--skip-toy", action="store_true", help="skip the core toy GRPO job")
+    ap.add_argument("--skip-diffusion", action="store_true", help="skip the diffusion trainer")
+    ap.add_argument("--skip-vla", action="store_true", help="skip the VLA trainer")
+    ap.add_argument("--vla-iterations", type=int, default=4)
+    ap.add_argument("--vla-groups", type=int, default=4, help="initial states per iteration (x 4 episodes each)")
     a = ap.parse_args(argv)
     with tempfile.TemporaryDirectory() as d:
         if not a.skip_toy:
@@ -85,8 +131,13 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{2:>10} {t2:8.3f} {samples / t2:10.1f}")
             print(f"speed-up 1 -> 2 processes: {t1 / t2:.2f}x (ideal 2.00x; {os.cpu_count()} CPU cores on this machine)")
             print()
-        res = {(name, n): run_diffusion(n, name, Path(d) / f"{name}{n}", a.diffusion_iterations)
-               for name in DIFFUSION for n in (1, 2)}
+        res = {} if a.skip_diffusion else {(name, n): run_diffusion(n, name, Path(d) / f"{name}{n}", a.diffusion_iterations)
+                                           for name in DIFFUSION for n in (1, 2)}
+        if not a.skip_vla:
+            print_vla({n: run_vla(n, Path(d) / f"vla{n}", a.vla_iterations, a.vla_groups) for n in (1, 2)})
+            print()
+    if a.skip_diffusion:
+        return 0
     print("diffusion-rl train (tiny SD3 32x32, 2 prompts/iter; final samples/s, median after warm-up)")
     print(f"| {'workload':<8} | {'samples/iter':>12} | {'rollout 1p':>10} | {'rollout 2p':>10} | {'ratio':>5} "
           f"| {'iter 1p':>8} | {'iter 2p':>8} | {'ratio':>5} |")
