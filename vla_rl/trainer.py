@@ -15,7 +15,9 @@ One RL iteration::
                  records, grpo.loss.clipped_pg_loss (asymmetric clip), no KL by default
 
 The episode's advantage is shared by all its decision points and all their stochastic denoising steps
-("tokens").
+("tokens"). Evaluation runs the deterministic policy (ODE / Gaussian mean) on held-out initial states
+(``rl.eval_seed_offset + i``; training states are drawn below ``rl.train_seed_range``, demo states from
+``sft.demo_seed_offset``) and reports success rate and mean episode length.
 
 Scale-out (``torchrun`` / ``accelerate launch``, one process per device, gloo or nccl; world size 1 is the same code):
 
@@ -33,9 +35,9 @@ Scale-out (``torchrun`` / ``accelerate launch``, one process per device, gloo or
   global minibatch. A non-finite loss, gradient or log-prob on any rank skips the update on all;
 * SFT (demos written to ``output_dir``), evaluation, logging, videos and checkpoints happen on rank 0; the SFT
   weights and evaluation results are broadcast, so every rank starts RL from the same weights and state. A
-  checkpoint holds nothing world-size dependent and resumes on any number of processes. Evaluation runs the deterministic policy (ODE / Gaussian mean) on held-out initial states
-(``rl.eval_seed_offset + i``; training states are drawn below ``rl.train_seed_range``, demo states from
-``sft.demo_seed_offset``) and reports success rate and mean episode length.
+  checkpoint holds nothing world-size dependent and resumes on any number of processes (its ``last_iteration``
+  holds the global rewards, advantages, keep mask and successes of the last iteration). Rank 0 runs SFT and
+  evaluations while the others wait in a collective (torch.distributed's timeout, 30 min by default, bounds them).
 """
 
 from __future__ import annotations
@@ -362,6 +364,8 @@ class VLARLTrainer:
         Decision points are numbered over the global batch in episode order, then by index within the episode.
         ``batch``: this rank's rollout, whose episode ``e`` is global episode ``first_episode + e``. Returns
         ``(gid[M_local] long, episode_of_global[M_global] long)``; the same numbering on any world size."""
+        if batch.chunk_of is None:
+            raise ValueError("the rollout batch has no chunk_of (decision-point indices); build it with run_episodes")
         counts = torch.bincount(batch.episode_of, minlength=len(batch.episodes))  # [local E] decision points each
         all_counts = self._gather(counts)  # [E]
         offsets = torch.cumsum(all_counts, 0) - all_counts

@@ -105,3 +105,28 @@ def test_world_size_must_split_the_episodes(tmp_path, monkeypatch):
     monkeypatch.setattr(T, "init_distributed", lambda: DistInfo(0, 4, 0))
     with pytest.raises(ValueError, match=r"6 episodes per iteration .* do not split evenly over 4 processes"):
         VLARLTrainer(_cfg(tmp_path))
+
+
+def test_sigterm_under_torchrun_stops_every_rank_after_the_same_iteration(tmp_path):
+    """torchrun forwards SIGTERM to both workers; they agree on the iteration to stop after, rank 0 saves once, and the
+    checkpoint resumes in one process. (torchrun itself exits non-zero: its agent re-raises the signal.)"""
+    import signal
+    import time
+
+    out = tmp_path / "t"
+    over = [f"output_dir={out}", "sft.steps=5", "env.max_episode_steps=8", "rl.iterations=100000", "rl.save_every=100000"]
+    proc = subprocess.Popen([sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "-m", "vla_rl.cli",
+                             "train", CONFIG, *TINY, *over], env=ENV, cwd=ROOT, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True)
+    deadline = time.time() + 120
+    while time.time() < deadline and proc.poll() is None and (not (out / "metrics.jsonl").exists() or len(_rl_rows(out)) < 2):
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGTERM)
+    log, _ = proc.communicate(timeout=120)
+    assert log.count("SIGTERM received") == 2 and log.count("stopped by SIGTERM") == 1, log[-3000:]
+    assert "Traceback" not in log.split("stopped by SIGTERM")[0]  # no worker failed before the save
+    k = load_checkpoint(out / "checkpoints")["trainer"]["iteration"]
+    assert k >= 2 and len(_rl_rows(out)) == k
+    res = VLARLTrainer(_cfg(out, "sft.steps=5", "env.max_episode_steps=8", f"rl.iterations={k + 1}",
+                            "rl.save_every=100000"), quiet=True).train()
+    assert res["resumed"] and res["iterations"] == k + 1 and res["stopped"] is None
