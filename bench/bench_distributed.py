@@ -104,7 +104,8 @@ def print_vla(res: dict[int, dict[str, float]]) -> None:
         print(f"| {name:<26} | {one[key]:>10.2f} | {two[key]:>11.2f} | {two[key] / one[key]:>5.2f} |")
     for name, key in (("s rollout per iteration", "rollout_s"), ("s reward per iteration", "reward_s"),
                       ("s update per iteration", "update_s")):
-        print(f"| {name:<26} | {one[key]:>10.2f} | {two[key]:>11.2f} | {one[key] / max(two[key], 1e-9):>5.2f} |")
+        ratio = f"{one[key] / two[key]:>5.2f}" if min(one[key], two[key]) > 1e-3 else f"{'n/a':>5}"  # e.g. no update
+        print(f"| {name:<26} | {one[key]:>10.2f} | {two[key]:>11.2f} | {ratio} |")
     print(f"({one['episodes']:.0f} episodes per iteration; ratio: 2-process / 1-process throughput (seconds: 1p / 2p), ideal 2.00; "
           f"{os.cpu_count()} CPU cores on this machine, shared)")
 
