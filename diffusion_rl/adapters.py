@@ -315,14 +315,9 @@ ASSETS = Path(__file__).resolve().parent / "assets"
 
 def resolve_model_path(path: str) -> Path:
     """``"builtin:<name>"`` names weights shipped in ``diffusion_rl/assets/<name>``; anything else is a path."""
-    if path.startswith("builtin:"):
-        name = path.split(":", 1)[1]
-        p = ASSETS / name
-        if not p.is_dir():
-            shipped = sorted(d.name for d in ASSETS.iterdir()) if ASSETS.is_dir() else []
-            raise FileNotFoundError(f"model.path={path!r}: no built-in weights named {name!r}; shipped: {shipped}")
-        return p
-    return Path(path).expanduser()
+    from grpo.config import resolve_builtin
+
+    return resolve_builtin(path, ASSETS, "model.path")
 
 
 def load_pipeline(cfg: ModelConfig):

@@ -228,3 +228,17 @@ def dump_config(cfg: Any) -> str:
 
 __all__ = ["ConfigError", "load_config", "parse_overrides", "config_to_dict", "config_diff", "check_resume_config",
            "dump_config"]
+
+
+def resolve_builtin(path: str, assets: Path, key: str) -> Path:
+    """``"builtin:<name>"`` names weights shipped in the package folder ``assets/<name>``; anything else is a path.
+
+    ``key`` (e.g. ``"model.path"``) names the config value in the error raised for an unknown built-in name."""
+    if path.startswith("builtin:"):
+        name = path.split(":", 1)[1]
+        p = Path(assets) / name
+        if not name or not p.is_dir():
+            shipped = sorted(d.name for d in Path(assets).iterdir() if d.is_dir()) if Path(assets).is_dir() else []
+            raise FileNotFoundError(f"{key}={path!r}: no built-in weights named {name!r}; shipped: {shipped}")
+        return p
+    return Path(path).expanduser()

@@ -41,6 +41,7 @@ from .action_head import FlowHeadConfig, FlowMatchingActionHead, GaussianActionH
 from .tokenizer import WordTokenizer
 
 IMAGE_PREFIX = "observation.images."
+ASSETS = Path(__file__).resolve().parent / "assets"  # built-in pretrained policies: ``builtin:<name>``
 STATE_KEY = "observation.state"
 
 
@@ -250,17 +251,36 @@ class SmallVLA(nn.Module):
         return path
 
     @classmethod
-    def from_pretrained(cls, path: str | Path) -> "SmallVLA":
+    def from_pretrained(cls, path: str | Path, cfg: PolicyConfig | None = None) -> "SmallVLA":
+        """Load a :meth:`save_pretrained` directory, or ``"builtin:<name>"`` (shipped in ``vla_rl/assets``).
+
+        With ``cfg`` the model is built from ``cfg`` (e.g. a run's own flow-SDE settings and ``n_action_steps``)
+        and only the weights, vocabulary and state normalization come from ``path``; a ``cfg`` whose
+        architecture differs from the saved one (cameras, image size, chunk size, widths, dims) is an error
+        naming the differing keys."""
         from safetensors.torch import load_file
 
-        path = Path(path)
-        if not (path / "config.json").is_file():
+        from grpo.config import config_diff, config_to_dict, resolve_builtin
+
+        path = resolve_builtin(str(path), ASSETS, "policy path")
+        if not (path / "config.json").is_file() or not (path / "model.safetensors").is_file():
             raise FileNotFoundError(f"no SmallVLA at {path} (expected config.json + model.safetensors)")
         meta = json.loads((path / "config.json").read_text())
-        cfg = policy_config_from_dict(meta["policy"])
-        model = cls(cfg, WordTokenizer(meta["vocab"]))
+        saved = policy_config_from_dict(meta["policy"])
+        if cfg is not None:
+            arch = [d for d in config_diff(config_to_dict(saved), config_to_dict(cfg))
+                    if not d.startswith(RUNTIME_KEYS)]
+            if arch:
+                raise ValueError(f"the policy at {path} has a different architecture than policy.* asks for: "
+                                 f"{'; '.join(arch)}")
+        model = cls(cfg or saved, WordTokenizer(meta["vocab"]))
         model.load_state_dict(load_file(str(path / "model.safetensors")))
         return model
+
+
+# PolicyConfig keys that change how a trained model samples, not its weights: a run may set them freely
+RUNTIME_KEYS = ("n_action_steps", "flow.num_steps", "flow.sde_kind", "flow.eta", "flow.noise_mode", "flow.logprob_reduce",
+                "gaussian.init_std", "gaussian.min_std", "gaussian.max_std", "gaussian.logprob_reduce")
 
 
 def policy_config_from_dict(d: dict) -> PolicyConfig:

@@ -49,6 +49,14 @@ class SFTConfig:
     demo_seed_offset: int = 500_000  # demo initial states come from here on (disjoint from RL and eval seeds)
     log_every: int = 100
     init_policy: str | None = None  # a SmallVLA directory (save_pretrained) to start from; SFT is then skipped
+    # a pretrained SmallVLA (directory or "builtin:<name>") that SFT *fine-tunes* on the demos, keeping its
+    # vocabulary and state normalization (policy.* must describe the same architecture)
+    base_policy: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.init_policy and self.base_policy:
+            raise ValueError(f"sft.init_policy={self.init_policy!r} (skip SFT) and sft.base_policy={self.base_policy!r} "
+                             "(fine-tune it) exclude each other; set one")
 
 
 class DemoDataset:
@@ -107,10 +115,14 @@ def state_stats(demos: Sequence[Demo]) -> tuple[torch.Tensor, torch.Tensor]:
 
 
 def train_sft(policy, demos: Sequence[Demo], cfg: SFTConfig, seed: int = 0,
-              progress: Callable[[int, float], None] | None = None) -> list[float]:
-    """Behaviour cloning for ``cfg.steps`` steps (AdamW, cosine decay); returns the loss curve."""
+              progress: Callable[[int, float], None] | None = None, fit_normalization: bool = True) -> list[float]:
+    """Behaviour cloning for ``cfg.steps`` steps (AdamW, cosine decay); returns the loss curve.
+
+    ``fit_normalization=False`` keeps the policy's state normalization (fine-tuning a pretrained base: its
+    statistics come from far more data than a few demos)."""
     ds = DemoDataset(demos, policy.cfg.chunk_size, policy.cfg.cameras, policy.cfg.use_images)
-    policy.set_state_normalization(*state_stats(demos))
+    if fit_normalization:
+        policy.set_state_normalization(*state_stats(demos))
     gen = torch.Generator().manual_seed(seed)
     opt = torch.optim.AdamW(policy.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
     sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: 0.5 * (1 + math.cos(math.pi * min(s, cfg.steps) / cfg.steps)))

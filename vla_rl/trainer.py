@@ -194,7 +194,9 @@ class VLARLTrainer:
         pcfg.action_dim = pcfg.action_dim or ad
         if (pcfg.state_dim, pcfg.action_dim) != (sd, ad):
             raise ValueError(f"policy.state_dim/action_dim = {pcfg.state_dim}/{pcfg.action_dim} but the env has {sd}/{ad}")
-        self.policy = SmallVLA(pcfg, WordTokenizer.build(self.instructions.values()))
+        start = cfg.sft.base_policy or cfg.sft.init_policy  # a pretrained policy: its weights and vocabulary
+        self.policy = (SmallVLA.from_pretrained(start, pcfg) if start
+                       else SmallVLA(pcfg, WordTokenizer.build(self.instructions.values())))
         self.optimizer = torch.optim.AdamW(self.policy.parameters(), lr=cfg.rl.lr, weight_decay=0.0)
         self.guard = NonFiniteGuard(cfg.grpo.max_nonfinite)
         self.reference: SmallVLA | None = None
@@ -306,7 +308,8 @@ class VLARLTrainer:
                 if self.logger:
                     self.logger.log(step + 1, {"sft/loss": loss})
 
-        losses = train_sft(self.policy, demos, self.cfg.sft, self.cfg.seed, prog)
+        losses = train_sft(self.policy, demos, self.cfg.sft, self.cfg.seed, prog,
+                           fit_normalization=not self.cfg.sft.base_policy)
         bar.close()
         self.state["sft_done"] = True
         self.state["sft"] = {"demos": len(demos), "demo_steps": int(sum(len(d.actions) for d in demos)),
@@ -467,7 +470,6 @@ class VLARLTrainer:
         resumed = self.maybe_resume()
         if not self.state["sft_done"]:
             if cfg.sft.init_policy:
-                self.policy.load_state_dict(SmallVLA.from_pretrained(cfg.sft.init_policy).state_dict())
                 self.state["sft_done"] = True
                 self._print(f"initialized the policy from {cfg.sft.init_policy}; SFT skipped")
             elif cfg.sft.steps > 0:
