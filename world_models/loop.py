@@ -73,6 +73,12 @@ class ModelsConfig:
     idm: IDMConfig = field(default_factory=lambda: IDMConfig(image_size=32, channels=(16, 32, 32), hidden=64))
     idm_steps: int = 600
     state_steps: int = 800
+    # the success head also learns on the world model's own open-loop rollouts of the training episodes
+    # (imagined frames labelled with the real episode's success), mixed with real frames: the env's reward
+    # reads imagined frames only, where a head fit on real frames is at chance
+    success_imagined: bool = True
+    success_imagined_rollouts: int = 2  # noise seeds per training episode
+    success_imagined_fraction: float = 0.5  # share of imagined samples per head batch
     success_threshold: float = 0.5
     env_sampling_steps: int = 2  # denoising steps per chunk inside the RL env (and in the metrics); x0-prediction keeps 2 sharp
 
@@ -134,6 +140,30 @@ def rollout_video(wm: VideoWorldModel, first: torch.Tensor, actions: torch.Tenso
 
 
 @torch.no_grad()
+def imagined_success_samples(wm: VideoWorldModel, data: Trajectories, rollouts: int = 1, seed: int = 0,
+                             steps: int | None = None) -> tuple[torch.Tensor, ...]:
+    """The success head's training samples on the world model's *own* frames ("state-aware", World-VLA-Loop).
+
+    For each episode of ``data`` (``N`` episodes, ``T`` actions) and each of ``rollouts`` noise seeds, the world
+    model imagines the episode open-loop from its first real frame under the recorded actions, chunk by chunk
+    exactly as the world-model env does (:func:`rollout_video`, ``steps`` denoising steps per chunk); imagined
+    frame ``t`` (``1..T``) is labelled with the *simulator's* success flag at frame ``t`` of the real episode.
+    Returns ``(frames[R*N*T, 3, H, W] in [0, 1], actions[R*N*T, A], labels[R*N*T], text[R*N*T, D] or None)``
+    (:func:`world_models.video_wm.success_samples`), ready for ``train_success_head(imagined=...)``."""
+    if rollouts < 1:
+        raise ValueError(f"rollouts must be >= 1, got {rollouts}")
+    from .video_wm import success_samples
+
+    text = wm.text_features(data.instructions) if wm.cfg.text_dim else None
+    parts = []
+    for r in range(rollouts):
+        pred, _ = rollout_video(wm, data.videos[:, 0], data.actions, seed=seed + 7919 * r, steps=steps,
+                                instructions=data.instructions)
+        parts.append(success_samples(pred[:, 1:], data.actions, data.success[:, 1:], text))
+    return tuple(None if parts[0][j] is None else torch.cat([p[j] for p in parts]) for j in range(4))
+
+
+@torch.no_grad()
 def world_model_report(wm: VideoWorldModel, data: Trajectories, idm: InverseDynamicsModel | None = None,
                        threshold: float = 0.5, seed: int = 0, steps: int | None = None) -> dict[str, float]:
     """Open-loop rollouts of ``wm`` under the recorded actions of ``data`` vs the simulator's own frames.
@@ -167,6 +197,19 @@ def world_model_report(wm: VideoWorldModel, data: Trajectories, idm: InverseDyna
 
 
 # ---- model fitting -----------------------------------------------------------------------------------
+def fit_success_head(wm: VideoWorldModel, m: ModelsConfig, train: Trajectories, windows: tuple, steps: int,
+                     seed: int) -> list[float]:
+    """Class-balanced training of the success head: on the real frames of ``windows`` and, with
+    ``m.success_imagined``, on the world model's own rollouts of ``train`` (:func:`imagined_success_samples`,
+    sampled with ``m.env_sampling_steps`` as in the env), ``m.success_imagined_fraction`` of each batch."""
+    imagined = None
+    if m.success_imagined:
+        imagined = imagined_success_samples(wm, train, m.success_imagined_rollouts, seed=seed + 1,
+                                            steps=m.env_sampling_steps)
+    return train_success_head(wm, windows, steps, seed=seed, imagined=imagined,
+                              imagined_fraction=m.success_imagined_fraction)
+
+
 def fit_models(cfg: LoopConfig | ModelsConfig, train: Trajectories, seed: int = 0, log=print) -> dict[str, Any]:
     """Train the world model, state model and IDM from scratch on ``train``; returns them with loss curves."""
     m = cfg.models if isinstance(cfg, LoopConfig) else cfg
@@ -175,7 +218,7 @@ def fit_models(cfg: LoopConfig | ModelsConfig, train: Trajectories, seed: int = 
     wm = VideoWorldModel(copy.deepcopy(m.wm))
     win = wm_windows(train, m.wm.context_frames, m.wm.chunk, text_dim=m.wm.text_dim)
     wm_loss = train_world_model(wm, win, m.wm_steps, m.wm_batch, m.wm_lr, seed)
-    train_success_head(wm, win, m.success_steps, seed=seed)
+    fit_success_head(wm, m, train, win, m.success_steps, seed)
     t_wm = time.time() - t0
     sp = StatePredictor(train.state.shape[-1], train.actions.shape[-1])
     sp_loss = train_state_predictor(sp, train, m.state_steps, seed=seed)
@@ -190,7 +233,7 @@ def fit_models(cfg: LoopConfig | ModelsConfig, train: Trajectories, seed: int = 
 def finetune(models: dict, cfg: ModelsConfig, train: Trajectories, steps: int, seed: int) -> list[float]:
     w = wm_windows(train, cfg.wm.context_frames, cfg.wm.chunk, text_dim=cfg.wm.text_dim)
     losses = train_world_model(models["wm"], w, steps, cfg.wm_batch, cfg.wm_lr * 0.5, seed)
-    train_success_head(models["wm"], w, cfg.success_steps // 3, seed=seed)
+    fit_success_head(models["wm"], cfg, train, w, cfg.success_steps // 3, seed)
     train_state_predictor(models["state"], train, max(steps, 100), seed=seed, fit_normalizers=False)
     return losses
 

@@ -247,24 +247,67 @@ def world_model_metrics(wm: VideoWorldModel, data: tuple[torch.Tensor, ...], see
     }
 
 
+def success_samples(frames: torch.Tensor, actions: torch.Tensor, success: torch.Tensor,
+                    text: torch.Tensor | None = None) -> tuple[torch.Tensor, ...]:
+    """Flatten per-step data into the success head's samples: ``frames[N, K, 3, H, W]`` in [0, 1], the actions
+    that produced them ``actions[N, K, A]``, labels ``success[N, K]`` (and instruction features ``text[N, D]``)
+    -> ``(frames[N*K, 3, H, W], actions[N*K, A], labels[N*K], text[N*K, D] or None)``."""
+    n, k = frames.shape[:2]
+    if actions.shape[:2] != (n, k) or success.shape != (n, k):
+        raise ValueError(f"frames {tuple(frames.shape)}, actions {tuple(actions.shape)} and success "
+                         f"{tuple(success.shape)} must share the leading [N, K]")
+    txt = None if text is None else text.repeat_interleave(k, 0)
+    return frames.flatten(0, 1), actions.flatten(0, 1).float(), success.flatten().float(), txt
+
+
 def train_success_head(wm: VideoWorldModel, data: tuple[torch.Tensor, ...], steps: int, batch: int = 64,
-                       lr: float = 1e-3, seed: int = 0, balance: bool = True) -> list[float]:
-    """Extra training of the success head alone on the real future frames of ``data`` (windows as for
-    :func:`train_world_model`); ``balance`` weights positives by the negative/positive ratio so a rare
-    success is not ignored (the env's reward must not say "never")."""
+                       lr: float = 1e-3, seed: int = 0, balance: bool = True,
+                       imagined: tuple[torch.Tensor, ...] | None = None, imagined_fraction: float = 0.5) -> list[float]:
+    """Extra training of the success head alone (the rest of ``wm`` is untouched).
+
+    ``data``: windows as for :func:`train_world_model`; the head is trained on their *real* future frames.
+    ``imagined``: optional samples of the world model's *own* predicted frames, as returned by
+    :func:`success_samples` (``frames[M, 3, H, W]``, ``actions[M, A]``, ``labels[M]``, ``text[M, D]`` or None),
+    labelled with the real episode's success at that step (``world_models.loop.imagined_success_samples``).
+    At inference (the world-model env) the head only ever sees predicted frames, which are blurrier and
+    drift from the real ones, so a head fit on real frames alone is near chance there; each batch then
+    holds ``round(imagined_fraction * batch)`` imagined samples and the rest real ones, and the loss is
+
+        L = mean_i w_i BCE(head(frame_i, a_i, text_i), y_i),    w_i = (#neg / #pos of i's source) if y_i else 1
+
+    (``balance``: positives weighted by the negative/positive ratio of their own source, real or imagined,
+    so a rare success is not ignored and the env's reward does not say "never"). Returns the loss curve."""
     _, act, fut, suc = data[:4]
-    text = data[4] if len(data) > 4 else None
-    frames, acts, y = fut.flatten(0, 1), act.flatten(0, 1)[:, None], suc.flatten().float()
-    txt = None if text is None else text.repeat_interleave(fut.shape[1], 0)
-    pos = float(y.sum())
-    pw = torch.tensor((y.numel() - pos) / max(pos, 1.0) if balance else 1.0)
+    sources = [success_samples(fut, act, suc, data[4] if len(data) > 4 else None)]
+    if imagined is not None:
+        if not 0.0 <= imagined_fraction <= 1.0:
+            raise ValueError(f"imagined_fraction must be in [0, 1], got {imagined_fraction}")
+        if len(imagined) != 4 or imagined[0].dim() != 4 or imagined[0].shape[0] != imagined[2].shape[0]:
+            raise ValueError("imagined must be (frames [M, 3, H, W], actions [M, A], labels [M], text [M, D] or None)")
+        sources.append(tuple(imagined))
+    fractions = [1.0] if imagined is None else [1.0 - imagined_fraction, imagined_fraction]
+    counts = [int(round(f * batch)) for f in fractions]
+    counts[0] = batch - sum(counts[1:])
+    pws = []
+    for _, _, y, _ in sources:
+        pos = float(y.sum())
+        pws.append((y.numel() - pos) / max(pos, 1.0) if balance else 1.0)
     gen = torch.Generator().manual_seed(seed)
     opt = torch.optim.Adam(wm.success_head.parameters(), lr=lr)
     losses = []
     for _ in range(steps):
-        i = torch.randint(y.numel(), (min(batch, y.numel()),), generator=gen)
-        logits = wm.success_head(frames[i][:, None] * 2 - 1, acts[i], None if txt is None else txt[i])[:, 0]
-        loss = F.binary_cross_entropy_with_logits(logits, y[i], pos_weight=pw)
+        fr, ac, ys, tx, ws = [], [], [], [], []
+        for (frames, acts, y, txt), n, pw in zip(sources, counts, pws):
+            if n <= 0:
+                continue
+            i = torch.randint(y.numel(), (n,), generator=gen)
+            fr.append(frames[i]), ac.append(acts[i]), ys.append(y[i]), ws.append(1.0 + (pw - 1.0) * y[i])
+            if txt is not None:
+                tx.append(txt[i])
+        text = torch.cat(tx) if tx and len(tx) == len(fr) else None
+        y = torch.cat(ys)
+        logits = wm.success_head(torch.cat(fr).float()[:, None] * 2 - 1, torch.cat(ac)[:, None], text)[:, 0]
+        loss = F.binary_cross_entropy_with_logits(logits, y, weight=torch.cat(ws))
         opt.zero_grad()
         loss.backward()
         opt.step()

@@ -129,3 +129,51 @@ def test_world_vla_loop_tiny(tmp_path):
     lines = [json.loads(x) for x in (tmp_path / "metrics.jsonl").read_text().splitlines()]
     assert any("real_success" in x for x in lines) and (tmp_path / "cycle_1" / "world_model.pt").is_file()
     assert (tmp_path / "cycle_1" / "vla" / "policy").is_dir()
+
+
+def test_success_head_learns_on_the_models_own_frames(sans):
+    """The head's imagined samples are the world model's open-loop rollouts under the recorded actions,
+    labelled with the real episode's success; training on them fits the head to predicted frames."""
+    import copy
+
+    from world_models.loop import imagined_success_samples, rollout_video
+    from world_models.video_wm import success_samples, train_success_head, train_world_model
+
+    torch.manual_seed(0)
+    wm = VideoWorldModel(WorldModelConfig(**TINY_WM))
+    win = wm_windows(sans, 2, 2, text_dim=wm.cfg.text_dim)
+    train_world_model(wm, win, steps=10, batch=8)
+    n, t = sans.actions.shape[:2]
+    fr, act, y, txt = imagined_success_samples(wm, sans, rollouts=2, seed=3, steps=2)
+    assert fr.shape == (2 * n * t, 3, 32, 32) and act.shape == (2 * n * t, 4) and y.shape == (2 * n * t,)
+    assert txt.shape == (2 * n * t, wm.cfg.text_dim)
+    pred, _ = rollout_video(wm, sans.videos[:, 0], sans.actions, seed=3, steps=2, instructions=sans.instructions)
+    assert torch.equal(fr[:n * t], pred[:, 1:].flatten(0, 1))  # the model's own frames, as the env sees them
+    assert torch.equal(act[:n * t], sans.actions.flatten(0, 1))  # the actions that produced them
+    assert torch.equal(y[:n * t], sans.success[:, 1:].flatten()) and torch.equal(y[n * t:], y[:n * t])  # real labels
+    assert not torch.equal(fr[:n * t], fr[n * t:])  # the second rollout draws other noise
+    real = sans.videos[:, 1:].flatten(0, 1)
+    assert float((fr[:n * t] - real).abs().mean()) > 1e-2  # predicted frames, not the real ones
+    assert 0 < float(y.sum()) < y.numel()
+
+    def imagined_bce(model):
+        with torch.no_grad():
+            lg = model.success_head(fr[:, None] * 2 - 1, act[:, None], txt)[:, 0]
+        return float(torch.nn.functional.binary_cross_entropy_with_logits(lg, y))
+
+    real_only, mixed = copy.deepcopy(wm), copy.deepcopy(wm)
+    train_success_head(real_only, win, steps=150, seed=0, balance=False)
+    train_success_head(mixed, win, steps=150, seed=0, balance=False, imagined=(fr, act, y, txt), imagined_fraction=0.5)
+    assert imagined_bce(mixed) < 0.8 * imagined_bce(real_only), (imagined_bce(mixed), imagined_bce(real_only))
+    # imagined_fraction=1: every sample is a predicted frame (inverted real labels change nothing)
+    only, only_flipped = copy.deepcopy(wm), copy.deepcopy(wm)
+    train_success_head(only, win, steps=5, seed=1, imagined=(fr, act, y, txt), imagined_fraction=1.0)
+    train_success_head(only_flipped, (*win[:3], 1 - win[3], win[4]), steps=5, seed=1, imagined=(fr, act, y, txt),
+                       imagined_fraction=1.0)
+    assert all(torch.equal(a, b) for a, b in zip(only.success_head.parameters(), only_flipped.success_head.parameters()))
+    for a, b in zip(mixed.transformer.parameters(), wm.transformer.parameters()):
+        assert torch.equal(a, b)  # only the head trains
+    with pytest.raises(ValueError, match="imagined_fraction"):
+        train_success_head(mixed, win, steps=1, imagined=(fr, act, y, txt), imagined_fraction=1.5)
+    with pytest.raises(ValueError, match="leading"):
+        success_samples(pred[:, 1:], sans.actions[:, 1:], sans.success[:, 1:])
