@@ -79,6 +79,7 @@ class ModelsConfig:
     success_imagined: bool = True
     success_imagined_rollouts: int = 2  # noise seeds per training episode
     success_imagined_fraction: float = 0.5  # share of imagined samples per head batch
+    success_augment: bool = True  # random flips / 2-pixel shifts of the head's frames (label-preserving)
     success_threshold: float = 0.5
     env_sampling_steps: int = 2  # denoising steps per chunk inside the RL env (and in the metrics); x0-prediction keeps 2 sharp
 
@@ -201,13 +202,19 @@ def fit_success_head(wm: VideoWorldModel, m: ModelsConfig, train: Trajectories, 
                      seed: int) -> list[float]:
     """Class-balanced training of the success head: on the real frames of ``windows`` and, with
     ``m.success_imagined``, on the world model's own rollouts of ``train`` (:func:`imagined_success_samples`,
-    sampled with ``m.env_sampling_steps`` as in the env), ``m.success_imagined_fraction`` of each batch."""
+    sampled with ``m.env_sampling_steps`` as in the env), ``m.success_imagined_fraction`` of each batch;
+    ``m.success_augment``: label-preserving flips and shifts (``train_success_head(augment=True)``).
+
+    Measured on reach (loop_reach.yaml data and world model, 1000 head steps, 72 held-out episodes, balanced
+    accuracy of the head on the model's *imagined* frames at threshold 0.5 / 0.7): real frames only 0.54 /
+    0.54; + imagined frames 0.60 / 0.57; + imagined frames + augmentation (the default) 0.69 / 0.68 (0.70 /
+    0.69 with a world model trained 3000 steps at batch 32). On real held-out frames: 0.60 -> 0.69."""
     imagined = None
     if m.success_imagined:
         imagined = imagined_success_samples(wm, train, m.success_imagined_rollouts, seed=seed + 1,
                                             steps=m.env_sampling_steps)
     return train_success_head(wm, windows, steps, seed=seed, imagined=imagined,
-                              imagined_fraction=m.success_imagined_fraction)
+                              imagined_fraction=m.success_imagined_fraction, augment=m.success_augment)
 
 
 def fit_models(cfg: LoopConfig | ModelsConfig, train: Trajectories, seed: int = 0, log=print) -> dict[str, Any]:

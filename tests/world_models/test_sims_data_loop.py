@@ -177,3 +177,19 @@ def test_success_head_learns_on_the_models_own_frames(sans):
         train_success_head(mixed, win, steps=1, imagined=(fr, act, y, txt), imagined_fraction=1.5)
     with pytest.raises(ValueError, match="leading"):
         success_samples(pred[:, 1:], sans.actions[:, 1:], sans.success[:, 1:])
+
+
+def test_success_head_augmentation_keeps_the_frame_content():
+    from world_models.video_wm import _augment_frames
+
+    x = torch.rand(16, 3, 8, 8)
+    flips = _augment_frames(x, torch.Generator().manual_seed(0), shift=0)
+    same = [torch.equal(a, b) for a, b in zip(x, flips)]
+    flipped = [torch.equal(a.flip(-1), b) for a, b in zip(x, flips)]
+    assert all(s or f for s, f in zip(same, flipped)) and any(same) and any(flipped)
+    y = _augment_frames(x, torch.Generator().manual_seed(1), shift=2)
+    assert y.shape == x.shape and not torch.equal(y, x)
+    # a shift moves content, it does not invent it: every output pixel is some input pixel of its image
+    for a, b in zip(x, y):
+        vals = set(a.flatten().tolist())
+        assert set(b.flatten().tolist()) <= vals
