@@ -9,7 +9,7 @@ TORCH   ?= torch==2.13.0
 export OMP_NUM_THREADS ?= 1
 export MKL_NUM_THREADS ?= 1
 
-.PHONY: install sysdeps demo test bench clean
+.PHONY: install sysdeps demo demo-vla vla-base test bench clean
 
 # Headless MuJoCo rendering needs OSMesa (or a working EGL). Installed when missing and we are root;
 # otherwise print the command to run.
@@ -36,6 +36,15 @@ install: $(VENV)/.installed sysdeps
 
 demo: install
 	$(BIN)/diffusion-rl train configs/diffusion/shapes_branch.yaml
+
+# The VLA demo: 5 reach_one demos fine-tune the shipped pretrained base, then GRPO + SRPO (~15 min on 2 cores).
+demo-vla: install
+	$(BIN)/vla-rl train configs/vla/tabletop_reach_one.yaml
+
+# Rebuild the shipped base VLA (vla_rl/assets/tabletop_base) from scripted demos of the other tabletop tasks.
+vla-base: install
+	$(BIN)/vla-rl train configs/vla/pretrain_tabletop_base.yaml resume=false
+	rm -rf vla_rl/assets/tabletop_base && mkdir -p vla_rl/assets && cp -r runs/vla_pretrain_base/policy vla_rl/assets/tabletop_base
 
 test: install
 	$(BIN)/python -m pytest -q

@@ -72,7 +72,7 @@ def inference_cost(policy, cfg: VLARLConfig, batch: int, reps: int = 20) -> dict
 def arm(cfg: VLARLConfig, reward: str, sft_dir: Path, out: Path) -> dict:
     cfg.rl.reward = reward
     cfg.output_dir = str(out)
-    cfg.sft.init_policy = str(sft_dir)
+    cfg.sft.init_policy, cfg.sft.base_policy = str(sft_dir), None  # both arms start from the one SFT policy
     t0 = time.time()
     res = VLARLTrainer(cfg, quiet=True).train()
     wall = time.time() - t0

@@ -23,8 +23,8 @@ ENV = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "PYTHONPATH
 CONFIG = "configs/vla/tabletop_reach_one.yaml"
 # 3 groups x 2 episodes = 6 episodes split 3/3 (group 1 straddles the ranks); the training states are the demo
 # states, so that 150 SFT steps give some successes and SRPO graded failures (non-zero advantages); 5 decision
-# points per episode, minibatches of 8 rows (uneven per-rank shares); every iteration checkpointed
-TINY = ["sft.demos_per_task=2", "sft.steps=150", "env.max_episode_steps=20", "rl.train_seeds=[500000,500001]",
+# points per episode, minibatches of 8 rows (SFT from scratch, not the recipe's base: this pins the signal) (uneven per-rank shares); every iteration checkpointed
+TINY = ["sft.base_policy=null", "sft.lr=1e-3", "rl.lr=1e-4", "sft.demos_per_task=2", "sft.steps=150", "env.max_episode_steps=20", "rl.train_seeds=[500000,500001]",
         "rl.groups_per_task=3", "grpo.group_size=2", "rl.minibatch_size=8", "rl.inner_epochs=2", "rl.eval_episodes=2",
         "rl.eval_every=0", "rl.num_videos=0", "rl.save_every=1", "rl.keep_last=10", "rl.success_band=[-0.5,1.5]",
         "srpo.num_frames=3"]
