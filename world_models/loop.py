@@ -80,6 +80,7 @@ class ModelsConfig:
     success_imagined_rollouts: int = 2  # noise seeds per training episode
     success_imagined_fraction: float = 0.5  # share of imagined samples per head batch
     success_augment: bool = True  # random flips / 2-pixel shifts of the head's frames (label-preserving)
+    success_balance: bool = True  # weight positives by the negative/positive ratio (else: the data's own prior)
     success_threshold: float = 0.5
     env_sampling_steps: int = 2  # denoising steps per chunk inside the RL env (and in the metrics); x0-prediction keeps 2 sharp
 
@@ -214,7 +215,8 @@ def fit_success_head(wm: VideoWorldModel, m: ModelsConfig, train: Trajectories, 
         imagined = imagined_success_samples(wm, train, m.success_imagined_rollouts, seed=seed + 1,
                                             steps=m.env_sampling_steps)
     return train_success_head(wm, windows, steps, seed=seed, imagined=imagined,
-                              imagined_fraction=m.success_imagined_fraction, augment=m.success_augment)
+                              imagined_fraction=m.success_imagined_fraction, augment=m.success_augment,
+                              balance=m.success_balance)
 
 
 def fit_models(cfg: LoopConfig | ModelsConfig, train: Trajectories, seed: int = 0, log=print) -> dict[str, Any]:
