@@ -23,14 +23,18 @@ Scale-out (``torchrun`` / ``accelerate launch``, one process per device; world s
   reproducible from one seed and independent of the world size;
 * rewards are gathered and the advantages computed over the global batch (``gathered_advantages``; the tracker
   and tree credit see the gathered rewards, prompts and path log-probs), each rank keeps its rows;
-* gradients: the transformer is not wrapped in DDP; after the backward passes of each optimizer step the
-  trainable (LoRA) gradients are all-reduce-averaged (:func:`grpo.distributed.average_gradients`). Each rank's
+* gradients, ``dist.strategy: ddp`` (default): the transformer is not wrapped; after the backward passes of each
+  optimizer step the trainable (LoRA) gradients are all-reduce-averaged (:func:`grpo.distributed.average_gradients`);
+  ``dist.strategy: fsdp``: the transformer is sharded with FSDP2 (:mod:`grpo.fsdp`, per block then the root) and
+  the backward reduce-scatters the gradients instead; every forward/backward is then a collective, so a rank with
+  no rows for a trained record runs a zero-weight dummy pass on one row, and evaluation runs on every rank. Each rank's
   loss is scaled by ``world_size * local_rows / global_rows``, so the applied gradient is the gradient of the
   mean over the *global* (row, step) pairs, exactly what one process computes; gradient accumulation is
   ``train.updates_per_iter`` chunks per epoch. A skip (non-finite loss, gradient, reward) on any rank is a skip
   on all ranks. Precision is ``model.dtype`` (bf16/fp16 base weights, fp32 LoRA weights);
 * evaluation, logging, image grids and checkpoints happen on rank 0 (then a barrier); a checkpoint holds no
-  world-size dependent state and resumes on any number of processes;
+  world-size dependent state and resumes on any number of processes, under either strategy (FSDP gathers FULL
+  trainable/optimizer/EMA state dicts onto rank 0 to save, and shards a full one on load);
 * SIGTERM/SIGINT (:class:`grpo.signals.GracefulExit`): the ranks agree at the end of the iteration, save and
   return ``stopped``; a rerun resumes. A reward that raises is retried (:func:`grpo.retry.call_with_retry`,
   ``reward.retries``) and then fails with the prompts of the batch in the message.
@@ -57,6 +61,8 @@ from grpo.config import check_resume_config, config_to_dict
 from grpo.distributed import (all_gather_cat, average_gradients, barrier, gathered_advantages, init_distributed,
                               keyed_generator, shard_range)
 from grpo.flow_sde import sde_step
+from grpo.fsdp import (DistConfig, full_optimizer_state_dict, full_tensor, full_trainable_state_dict,
+                       load_full_optimizer_state_dict, load_full_trainable_state_dict, shard_like, shard_model)
 from grpo.loss import clipped_pg_loss, flow_kl, k3_kl
 from grpo.metrics import MetricsLogger
 from grpo.retry import call_with_retry
@@ -132,6 +138,7 @@ class DiffusionRLConfig:
     reward: RewardConfig = field(default_factory=RewardConfig)
     prompts: PromptConfig = field(default_factory=PromptConfig)
     pool: PoolConfig = field(default_factory=PoolConfig)  # enabled: pool-then-train (diffusion_rl.pool_rollout)
+    dist: DistConfig = field(default_factory=DistConfig)  # ddp (replicas) or fsdp (sharded denoiser), grpo.fsdp
 
 
 def build_reward(rc: RewardConfig):
@@ -171,6 +178,7 @@ class _Plan:
     idx: torch.Tensor  # positions in the record that are trained
     full: bool  # all rows of the record kept: the rollout's batch is reproduced exactly
     old: torch.Tensor | None = None
+    n_global: int = 0  # trained rows of this record over all ranks (FSDP: decides the dummy passes)
 
 
 def _no_phase(name: str) -> None:
@@ -204,6 +212,15 @@ class DiffusionGRPOTrainer:
                 mc = dataclasses.replace(mc, device=f"cuda:{self.dist.local_rank}")
             adapter = build_adapter(mc)
         self.adapter = adapter
+        # FSDP2: shard the denoiser (after LoRA, before the optimizer: its parameters become DTensors)
+        self.fsdp = cfg.dist.strategy == "fsdp" and ws > 1
+        if self.fsdp:
+            if cfg.pool.enabled:
+                raise ValueError("dist.strategy=fsdp is not supported with pool.enabled (the quantized rollout copy is "
+                                 "a full replica); use dist.strategy=ddp")
+            shard_model(self.adapter.transformer, reshard_after_forward=cfg.dist.reshard_after_forward)
+        elif cfg.dist.strategy == "fsdp" and self.dist.is_main:
+            print("dist.strategy=fsdp with one process: nothing to shard, the denoiser is not wrapped")
         self._comm = self.adapter.device if ws > 1 and torch.distributed.get_backend() == "nccl" else torch.device("cpu")
         self.reward_fn = reward_fn if reward_fn is not None else build_reward(cfg.reward)
         self.reward_name = cfg.reward.name if reward_fn is None else getattr(reward_fn, "__name__", type(reward_fn).__name__)
@@ -387,13 +404,27 @@ class DiffusionGRPOTrainer:
         nfe, backward, gap = 0, 0, 0.0
         objective: list[float] = []
         # old log-probs: exact rollout values where the batch is reproduced; otherwise a pre-update forward pass
+        # (FSDP: a forward is a collective, so where another rank needs one this rank runs a dummy)
+        needs = [float(bool(len(pl.idx)) and not pl.full and ci > 0) for ci, chunk in enumerate(chunks) for pl in chunk]
+        others = self._all_reduce(needs, "max") if self.fsdp else needs
+        # FSDP: the global row count per plan decides whether the update pass runs it (with a dummy where local is 0)
+        plan_rows = self._all_reduce([len(pl.idx) for pl in plans]) if self.fsdp else [len(pl.idx) for pl in plans]
+        for pl, n in zip(plans, plan_rows):
+            pl.n_global = n
+        k = 0
         for ci, chunk in enumerate(chunks):
             for pl in chunk:
+                need, other = needs[k], others[k]
+                k += 1
                 if not len(pl.idx):
+                    if other:
+                        self._logp(self._dummy(pl), cond_all, grad=False)
                     continue
                 if pl.full:
                     pl.old = pl.rec.log_prob
-                elif ci > 0:
+                    if other:
+                        self._logp(self._dummy(pl), cond_all, grad=False)
+                elif need:
                     pl.old = self._logp(pl, cond_all, grad=False).log_prob
                     nfe += len(pl.idx) * nfe_mult
         stats: dict[str, list[float]] = {k: [] for k in ("loss", "kl", "clip_frac", "approx_kl", "ratio_mean", "grad_norm")}
@@ -405,6 +436,13 @@ class DiffusionGRPOTrainer:
                 chunk_obj = 0.0
                 for pl in chunk:
                     if not len(pl.idx):
+                        if self.fsdp and pl.n_global:  # others train this record: the same collectives, weight 0
+                            dummy = self._dummy(pl)
+                            out = self._logp(dummy, cond_all, grad=True)
+                            if g.kl_coef > 0:
+                                with self.adapter.reference():
+                                    self._logp(dummy, cond_all, grad=False)
+                            self._backward(out.log_prob.sum() * 0.0)
                         continue
                     out = self._logp(pl, cond_all, grad=True)
                     nfe += len(pl.idx) * nfe_mult
@@ -423,7 +461,7 @@ class DiffusionGRPOTrainer:
                     lo = clipped_pg_loss(out.log_prob, old, adv, None, g.clip_low, g.clip_high, kl, g.kl_coef,
                                          g.loss_reduction)
                     weight = len(pl.idx) / rows_global[ci]
-                    backward_if_finite(lo.loss * (weight * ws), self.guard)
+                    self._backward(lo.loss * (weight * ws))
                     chunk_obj += float(lo.loss.detach()) * weight
                     backward += len(pl.idx)
                     for k in ("kl", "clip_frac", "approx_kl", "ratio_mean"):
@@ -458,15 +496,19 @@ class DiffusionGRPOTrainer:
         n_global = self._all_reduce([n_local])[0]
         if n_global == 0:
             return {"backward": 0, "nfe_train": 0}
+        dummy = self.fsdp and n_local == 0  # FSDP: the same forward/backward calls as the other ranks, weight 0
+        if dummy:
+            idx = torch.zeros(1, dtype=torch.long)
+        m = len(idx)  # rows computed here (n_local, or the dummy's 1)
         ws, T = self.dist.world_size, tc.nft_timesteps
         dev = self.adapter.device
-        cond = cond_select(self.adapter.encode_prompts(prompts), ro.final_prompt_idx[idx]) if n_local else None
-        uncond = self._uncond(n_local) if n_local else None
+        cond = cond_select(self.adapter.encode_prompts(prompts), ro.final_prompt_idx[idx]) if m else None
+        uncond = self._uncond(m) if m else None
         keys = rows[idx].tolist()
         x0 = ro.final[idx].detach().to(dev).float()
-        t_all = torch.sigmoid(keyed_noise((T,), self.cfg.seed, self.iteration, STREAM_NFT, keys)) if n_local else None
-        eps_all = keyed_noise((T, *x0.shape[1:]), self.cfg.seed, self.iteration, STREAM_NFT + 1, keys) if n_local else None
-        r = optimality_probability(adv_rows[rows[idx]], g.adv_clip or 5.0).to(dev) if n_local else None
+        t_all = torch.sigmoid(keyed_noise((T,), self.cfg.seed, self.iteration, STREAM_NFT, keys)) if m else None
+        eps_all = keyed_noise((T, *x0.shape[1:]), self.cfg.seed, self.iteration, STREAM_NFT + 1, keys) if m else None
+        r = optimality_probability(adv_rows[rows[idx]], g.adv_clip or 5.0).to(dev) if m else None
         nfe_mult = 2 if sc.cfg_scale != 1.0 else 1
         n_chunks = min(tc.updates_per_iter, T)
         chunks = [list(range(i * T // n_chunks, (i + 1) * T // n_chunks)) for i in range(n_chunks)]
@@ -479,7 +521,7 @@ class DiffusionGRPOTrainer:
 
         nfe, backward = 0, 0
         v_old = {}
-        if n_local:
+        if m:
             with torch.no_grad():
                 for j in range(T):
                     xt, t, _ = noised(j)
@@ -489,12 +531,15 @@ class DiffusionGRPOTrainer:
         self.adapter.train(True)
         for _epoch in range(tc.inner_epochs):
             for chunk in chunks:
-                for j in chunk if n_local else ():
+                for j in chunk if m else ():
                     xt, t, target = noised(j)
                     v = guided_velocity(self.adapter, xt, t, cond, uncond, sc.cfg_scale)
                     nfe += n_local * nfe_mult
                     lo = nft_loss(v, v_old[j], target, r, tc.nft_beta)
-                    backward_if_finite(lo.loss * (n_local / n_global * ws / len(chunk)), self.guard)
+                    if dummy:
+                        self._backward(lo.loss * 0.0)
+                        continue
+                    self._backward(lo.loss * (n_local / n_global * ws / len(chunk)))
                     backward += n_local
                     stats["loss"].append(float(lo.loss.detach()))
                     stats["positive"].append(float(lo.positive.detach().mean()))
@@ -507,9 +552,30 @@ class DiffusionGRPOTrainer:
         out.update({"backward": backward, "nfe_train": nfe})
         return out
 
+    def _dummy(self, pl: _Plan) -> _Plan:
+        """Row 0 of ``pl``'s record: the input of a zero-weight pass that keeps FSDP's collectives in step."""
+        return _Plan(pl.rec, torch.zeros(1, dtype=torch.long), False)
+
+    def _backward(self, loss: torch.Tensor) -> None:
+        """``loss.backward()`` unless non-finite (the update is then flagged and skipped on every rank). Under FSDP the
+        backward is a collective, so a non-finite loss still runs one, of ``nan_to_num(loss)`` (zero upstream
+        gradient; the step is skipped anyway)."""
+        if not self.fsdp:
+            backward_if_finite(loss, self.guard)
+            return
+        if self.guard.check("loss", loss.detach()):
+            loss.backward()
+        else:
+            loss.nan_to_num(0.0, 0.0, 0.0).backward()
+
     def _sync_gradients(self) -> None:
-        """Average the trainable gradients over ranks (DDP's all-reduce) and agree on skipping the update."""
+        """Average the trainable gradients over ranks (DDP's all-reduce; FSDP's backward already reduce-scattered
+        them) and agree on skipping the update."""
         if self.dist.world_size == 1:
+            return
+        if self.fsdp:
+            if self._any(self.guard._pending is not None) and self.guard._pending is None:
+                self.guard.flag("non-finite loss on another rank")
             return
         for p in self.params:  # a rank whose rows were all pruned still takes part in every all-reduce
             if p.grad is None:
@@ -560,16 +626,25 @@ class DiffusionGRPOTrainer:
 
     # ---- checkpoints --------------------------------------------------------------------------
     def save(self) -> Path | None:
-        """Rank 0 writes the checkpoint (nothing in it depends on the world size), then every rank waits for it."""
+        """Rank 0 writes the checkpoint (nothing in it depends on the world size), then every rank waits for it.
+        FSDP: every rank first takes part in gathering the full trainable weights, optimizer state and EMA."""
         path = None
+        if self.fsdp:
+            tr = self.adapter.transformer
+            trainable, optim = full_trainable_state_dict(tr), full_optimizer_state_dict(tr, self.optimizer)
+            ema = {k: full_tensor(v).cpu() for k, v in self.ema.items()} if self.ema is not None else None
+        else:
+            trainable, optim = (self.adapter.trainable_state_dict(), self.optimizer.state_dict()) if self.dist.is_main \
+                else (None, None)
+            ema = {k: v.clone() for k, v in self.ema.items()} if self.ema is not None and self.dist.is_main else None
         if self.dist.is_main:
-            state = {"trainable": self.adapter.trainable_state_dict(), "optimizer": self.optimizer.state_dict(),
+            state = {"trainable": trainable, "optimizer": optim,
                      "tracker": self.tracker.state_dict() if self.tracker else None, "guard": self.guard.state_dict(),
                      "rng": capture_rng_state(), "generator": self.gen.get_state(), "py_rng": list(self.rng.getstate()[1]),
                      "py_rng_pos": self.rng.getstate()[2], "iteration": self.iteration, "eval_before": self.eval_before,
                      "config": config_to_dict(self.cfg)}
-            if self.ema is not None:
-                state["ema"] = {k: v.clone() for k, v in self.ema.items()}
+            if ema is not None:
+                state["ema"] = ema
             if self.last_advantages is not None:  # the last iteration's global credit (diagnostics, tests)
                 state["last_iteration"] = {"advantages": self.last_advantages, "rewards": self.last_rewards}
             path = save_checkpoint(self.out / "checkpoints", self.iteration, state, keep_last=self.cfg.train.keep_last)
@@ -581,9 +656,13 @@ class DiffusionGRPOTrainer:
         if check_config:
             check_resume_config(state["config"], self.cfg, state["__path__"],
                                 ignore=("train.iterations", "resume", "train.eval_every", "train.save_every",
-                                        "reward.retries", "reward.retry_backoff_s"))
-        self.adapter.load_trainable_state_dict(state["trainable"])
-        self.optimizer.load_state_dict(state["optimizer"])
+                                        "reward.retries", "reward.retry_backoff_s", "dist"))
+        if self.fsdp:  # a full state dict (saved by any world size, either strategy) sharded onto this rank
+            load_full_trainable_state_dict(self.adapter.transformer, state["trainable"])
+            load_full_optimizer_state_dict(self.adapter.transformer, self.optimizer, state["optimizer"])
+        else:
+            self.adapter.load_trainable_state_dict(state["trainable"])
+            self.optimizer.load_state_dict(state["optimizer"])
         if self.tracker is not None and state.get("tracker"):
             self.tracker.load_state_dict(state["tracker"])
         self.guard.load_state_dict(state["guard"])
@@ -591,7 +670,8 @@ class DiffusionGRPOTrainer:
         self.gen.set_state(state["generator"])
         self.rng.setstate((3, tuple(state["py_rng"]), state["py_rng_pos"]))
         if self.ema is not None and "ema" in state:
-            self.ema = {k: v.clone() for k, v in state["ema"].items()}
+            like = dict(self._named_trainable())
+            self.ema = {k: shard_like(v.clone(), like[k]) for k, v in state["ema"].items()}
         self.iteration = int(state["iteration"])
         self.eval_before = state.get("eval_before")
 
@@ -639,15 +719,17 @@ class DiffusionGRPOTrainer:
 
     def train(self, progress: bool = True) -> dict[str, Any]:
         """The loop; under a launcher every rank runs it. Returns ``{"eval_before", "eval_after", "seconds", "last",
-        "stopped"}`` (evaluations are rank 0's; other ranks get NaN; ``stopped`` names the signal that ended the run)."""
+        "stopped"}`` (evaluations are rank 0's; other ranks get NaN, except under FSDP, where every rank evaluates
+        because the sharded forward is a collective; ``stopped`` names the signal that ended the run)."""
         cfg, main = self.cfg, self.dist.is_main
+        ev = main or self.fsdp  # the ranks that run evaluate() (rank 0 alone logs)
         latest = latest_checkpoint(self.out / "checkpoints") if cfg.resume else None
         if latest is not None:
             self.load(latest)
             if main:
                 print(f"resumed from {latest} at iteration {self.iteration}")
         t0 = time.time()
-        if self.eval_before is None and main:
+        if self.eval_before is None and ev:
             self.eval_before = self.evaluate("samples/before", 0)
             self.eval_before_components = dict(self.last_eval_components)
             self.logger.log(0, {"eval/reward": self.eval_before})
@@ -669,7 +751,7 @@ class DiffusionGRPOTrainer:
                               flush=True)
                     break
                 if cfg.train.eval_every and self.iteration % cfg.train.eval_every == 0 and self.iteration < cfg.train.iterations:
-                    if main:
+                    if ev:
                         self._phase("eval")
                         self.logger.log(self.iteration, {"eval/reward": self.evaluate(step=self.iteration)})
                     barrier()
@@ -677,7 +759,7 @@ class DiffusionGRPOTrainer:
                     self.save()
         self._phase = _no_phase
         after = float("nan")
-        if stopped is None and main:
+        if stopped is None and ev:
             after = self.evaluate("samples/after", self.iteration)
             self.logger.log(self.iteration, {"eval/reward": after, "eval/reward_before": self.eval_before})
         barrier()
