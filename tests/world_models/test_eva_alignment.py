@@ -29,3 +29,10 @@ def test_eva_alignment_through_diffusion_trainer(tmp_path):
     assert lora and any(not torch.equal(p, torch.zeros_like(p)) for k, p in wm.transformer.named_parameters() if "lora_B" in k)
     base = {k.replace(".base_layer", ""): p for k, p in wm.transformer.named_parameters() if "lora" not in k}
     assert base.keys() == w0.keys() and all(torch.equal(base[k], w0[k]) for k in w0)  # only the LoRA trained
+    # the alignment defaults keep a KL to the LoRA-disabled reference (grpo.kl_coef 0.03): it is measured, and
+    # nonzero once the LoRA has moved
+    import json
+
+    rows = [json.loads(x) for x in (tmp_path / "metrics.jsonl").read_text().splitlines()]
+    kls = [r["loss/kl"] for r in rows if "loss/kl" in r]
+    assert len(kls) == 3 and kls[0] == 0.0 and max(kls) > 0.0, kls
