@@ -19,6 +19,7 @@ from grpo.config import load_config
 from grpo.metrics import read_jsonl
 from grpo.retry import RetryError
 
+from ..torchrun_util import sigterm_two_ranks
 from .conftest import redness
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -180,17 +181,8 @@ def test_sigterm_under_torchrun_stops_every_rank_after_the_same_iteration(tmp_pa
     signal; the workers exit 0.)"""
     path, over = CONFIGS["branch"]
     out = tmp_path / "t"
-    proc = subprocess.Popen([sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "-m", "diffusion_rl.cli",
-                             "train", path, f"output_dir={out}", *BASE, *over, "train.iterations=100000",
-                             "train.save_every=100000"], env=ENV, cwd=ROOT, stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, text=True)
-    deadline = time.time() + 90
-    while time.time() < deadline and proc.poll() is None and (not (out / "metrics.jsonl").exists() or len(_iter_rows(out)) < 2):
-        time.sleep(0.05)
-    proc.send_signal(signal.SIGTERM)
-    log, _ = proc.communicate(timeout=90)
-    assert log.count("SIGTERM received") == 2 and log.count("stopped by SIGTERM") == 1, log[-3000:]
-    assert "Traceback" not in log.split("stopped by SIGTERM")[0]  # no worker failed before the save
+    sigterm_two_ranks("diffusion_rl.cli", ["train", path, f"output_dir={out}", *BASE, *over, "train.iterations=100000",
+                                           "train.save_every=100000"], out, _iter_rows, ENV, ROOT, timeout_s=90)
     k = load_checkpoint(out / "checkpoints")["iteration"]
     assert k >= 2 and len(_iter_rows(out)) == k
     tr, res = _run("branch", out, f"train.iterations={k + 1}")

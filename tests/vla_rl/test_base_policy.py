@@ -56,3 +56,16 @@ def test_sft_fine_tunes_a_base_keeping_its_vocabulary_and_normalization(tmp_path
         VLARLTrainer(load_config(VLARLConfig, "configs/vla/tabletop_reach.yaml", bad), quiet=True)
     with pytest.raises(ValueError, match="exclude each other"):
         load_config(VLARLConfig, "configs/vla/tabletop_reach.yaml", over + [f"sft.init_policy={tmp_path / 'base'}"])
+
+
+def test_recipe_fine_tunes_the_shipped_base_to_a_modest_start(tmp_path):
+    """configs/vla/tabletop_reach_one.yaml as shipped, SFT stage only: the built-in base (never trained on reach_one)
+    fine-tuned on 5 reach_one demos lands in the issue's "modest" band on 64 held-out states (measured 0.33; the
+    same 5 demos from scratch give 0.125, and GRPO + SRPO then reaches 0.94 in 200 iterations, see the config)."""
+    cfg = load_config(VLARLConfig, "configs/vla/tabletop_reach_one.yaml", [f"output_dir={tmp_path}", "rl.iterations=0",
+                                                                             "rl.num_videos=0"])
+    assert cfg.sft.base_policy == "builtin:tabletop_base" and cfg.sft.demos_per_task == 5
+    t = VLARLTrainer(cfg, quiet=True)
+    t.run_sft()
+    res = t.run_eval("sft", 0, videos=False)
+    assert len(res.episodes) == 64 and 0.2 <= res.success_rate <= 0.6, res.success_rate

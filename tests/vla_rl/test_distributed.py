@@ -16,6 +16,7 @@ from grpo.metrics import read_jsonl
 from vla_rl.rollout import EpisodeSpec, run_episodes
 from vla_rl.trainer import VLARLConfig, VLARLTrainer
 
+from ..torchrun_util import sigterm_two_ranks
 from .test_trainer_e2e import tiny_policy_and_pool
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -23,8 +24,10 @@ ENV = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "PYTHONPATH
 CONFIG = "configs/vla/tabletop_reach_one.yaml"
 # 3 groups x 2 episodes = 6 episodes split 3/3 (group 1 straddles the ranks); the training states are the demo
 # states, so that 150 SFT steps give some successes and SRPO graded failures (non-zero advantages); 5 decision
-# points per episode, minibatches of 8 rows (SFT from scratch, not the recipe's base: this pins the signal) (uneven per-rank shares); every iteration checkpointed
-TINY = ["sft.base_policy=null", "sft.lr=1e-3", "rl.lr=1e-4", "sft.demos_per_task=2", "sft.steps=150", "env.max_episode_steps=20", "rl.train_seeds=[500000,500001]",
+# points per episode, minibatches of 8 rows (uneven per-rank shares); every iteration checkpointed. SFT from scratch
+# and the sampling settings are pinned here (not the recipe's base and eta), so the signal does not move with the recipe
+TINY = ["sft.base_policy=null", "sft.lr=1e-3", "rl.lr=1e-4", "policy.flow.eta=1.0",
+        "sft.demos_per_task=2", "sft.steps=150", "env.max_episode_steps=20", "rl.train_seeds=[500000,500001]",
         "rl.groups_per_task=3", "grpo.group_size=2", "rl.minibatch_size=8", "rl.inner_epochs=2", "rl.eval_episodes=2",
         "rl.eval_every=0", "rl.num_videos=0", "rl.save_every=1", "rl.keep_last=10", "rl.success_band=[-0.5,1.5]",
         "srpo.num_frames=3"]
@@ -110,21 +113,9 @@ def test_world_size_must_split_the_episodes(tmp_path, monkeypatch):
 def test_sigterm_under_torchrun_stops_every_rank_after_the_same_iteration(tmp_path):
     """torchrun forwards SIGTERM to both workers; they agree on the iteration to stop after, rank 0 saves once, and the
     checkpoint resumes in one process. (torchrun itself exits non-zero: its agent re-raises the signal.)"""
-    import signal
-    import time
-
     out = tmp_path / "t"
     over = [f"output_dir={out}", "sft.steps=5", "env.max_episode_steps=8", "rl.iterations=100000", "rl.save_every=100000"]
-    proc = subprocess.Popen([sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "-m", "vla_rl.cli",
-                             "train", CONFIG, *TINY, *over], env=ENV, cwd=ROOT, stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, text=True)
-    deadline = time.time() + 120
-    while time.time() < deadline and proc.poll() is None and (not (out / "metrics.jsonl").exists() or len(_rl_rows(out)) < 2):
-        time.sleep(0.05)
-    proc.send_signal(signal.SIGTERM)
-    log, _ = proc.communicate(timeout=120)
-    assert log.count("SIGTERM received") == 2 and log.count("stopped by SIGTERM") == 1, log[-3000:]
-    assert "Traceback" not in log.split("stopped by SIGTERM")[0]  # no worker failed before the save
+    sigterm_two_ranks("vla_rl.cli", ["train", CONFIG, *TINY, *over], out, _rl_rows, ENV, ROOT)
     k = load_checkpoint(out / "checkpoints")["trainer"]["iteration"]
     assert k >= 2 and len(_rl_rows(out)) == k
     res = VLARLTrainer(_cfg(out, "sft.steps=5", "env.max_episode_steps=8", f"rl.iterations={k + 1}",
