@@ -83,6 +83,66 @@ def shard_model(model: torch.nn.Module, reshard_after_forward: bool = True,
     return names
 
 
+def submodule_units(model: torch.nn.Module) -> list[str]:
+    """Qualified names of the FSDP units :func:`shard_submodules` wraps, children before parents (post-order).
+
+    Units: every element of every ``nn.ModuleList`` anywhere in the tree (the repeated blocks of a transformer,
+    e.g. a LeRobot policy's ``...layers.3``, or an image encoder's conv stages) and every direct child of the root
+    (for a policy without block lists: its image encoder, text embedding, fuse MLP, action head), each only if it
+    holds parameters. The root itself is wrapped last and owns whatever parameters are left."""
+    names: list[str] = []
+    for name, mod in model.named_modules():
+        if isinstance(mod, torch.nn.ModuleList):
+            names += [f"{name}.{i}" if name else str(i) for i, m in enumerate(mod)
+                      if any(True for _ in m.parameters())]
+    names += [n for n, m in model.named_children()
+              if not isinstance(m, torch.nn.ModuleList) and any(True for _ in m.parameters())]
+    depth = {n: n.count(".") for n in names}
+    return sorted(dict.fromkeys(names), key=lambda n: -depth[n])  # deepest first: FSDP2 wraps bottom-up
+
+
+def shard_submodules(model: torch.nn.Module, reshard_after_forward: bool = True,
+                     forward_methods: dict[str, tuple[str, ...]] | None = None) -> list[str]:
+    """``fully_shard`` every unit of :func:`submodule_units` (deepest first), then the root; returns the units.
+
+    The generic counterpart of :func:`shard_model` for models whose blocks are not direct ``ModuleList``
+    children (the VLA policies). Same preconditions: parameters final, optimizer not yet built, process group up.
+    FSDP gathers a unit's weights around its ``forward`` only; ``forward_methods`` ``{unit name ("" = the root):
+    (method, ...)}`` names other entry points that are called instead (e.g. a policy's ``chunk_log_prob``, an
+    action head's ``log_prob``), registered with ``register_fsdp_forward_method`` (a unit or method the model
+    lacks is skipped)."""
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.fsdp import fully_shard, register_fsdp_forward_method
+
+    if not (dist.is_available() and dist.is_initialized()):
+        raise RuntimeError("dist.strategy=fsdp needs torch.distributed initialized (launch with torchrun / "
+                           "accelerate launch and more than one process)")
+    dev = next(model.parameters()).device
+    mesh = init_device_mesh(dev.type, (dist.get_world_size(),))
+    units = submodule_units(model)
+    for n in units:
+        fully_shard(model.get_submodule(n), mesh=mesh, reshard_after_forward=reshard_after_forward)
+    fully_shard(model, mesh=mesh, reshard_after_forward=reshard_after_forward)
+    for n, methods in (forward_methods or {}).items():
+        if n and n not in units:
+            continue
+        mod = model.get_submodule(n)
+        for m in methods:
+            if callable(getattr(mod, m, None)):
+                register_fsdp_forward_method(mod, m)
+    return units
+
+
+@torch.no_grad()
+def copy_full_parameters(sharded: torch.nn.Module, replica: torch.nn.Module) -> None:
+    """Copy the full value of every parameter of ``sharded`` (FSDP ``DTensor`` shards, all-gathered) into the same
+    name in the plain ``replica`` (a full copy on every rank, e.g. for no-grad rollouts whose number of forward
+    calls differs between ranks). A collective: every rank calls it; the copies are bit-identical to the shards."""
+    dst = dict(replica.named_parameters())
+    for name, p in sharded.named_parameters():
+        dst[name].copy_(full_tensor(p.detach()).to(dst[name].device, dst[name].dtype))
+
+
 def is_sharded(model: torch.nn.Module) -> bool:
     from torch.distributed.fsdp import FSDPModule
 
@@ -131,6 +191,9 @@ def full_optimizer_state_dict(model: torch.nn.Module, optimizer: torch.optim.Opt
     A collective: every rank must call it."""
     from torch.distributed.checkpoint.state_dict import get_optimizer_state_dict
 
+    if not optimizer.state:  # never stepped (the same on every rank): get_optimizer_state_dict would initialize the
+        # state with a zero-lr step (Adam's step count 1), which changes the next update's bias correction
+        return optimizer.state_dict() if dist.get_rank() == 0 else {}
     osd = get_optimizer_state_dict(model, optimizer, options=_options(cpu_offload=True))
     if not osd:
         return {}

@@ -33,9 +33,19 @@ Scale-out (``torchrun`` / ``accelerate launch``, one process per device, gloo or
   scaled by ``world_size * local_tokens / global_tokens`` (``grpo.loss_reduction``: tokens or samples), and the
   gradients are all-reduce-averaged before the guarded step: the applied gradient is that of one process over the
   global minibatch. A non-finite loss, gradient or log-prob on any rank skips the update on all;
+* ``rl.grad_accum: k`` splits each rank's rows of a minibatch into ``k`` micro-batches, one forward/backward each,
+  micro-batch ``c`` scaled by ``world_size * den_c / global_den`` (``sum_c den_c`` = the rank's share), and one
+  optimizer step per minibatch: the same update as ``k = 1`` up to float summation order, with ~1/k the activations;
+* ``dist.strategy: fsdp`` (more than one process): the RL update runs on a copy of the policy sharded with FSDP2
+  (:meth:`VLARLTrainer._shard`, :func:`grpo.fsdp.shard_submodules`): parameters, gradients (reduce-scattered by the
+  backward instead of :func:`~grpo.distributed.average_gradients`) and AdamW state are split over the ranks. A sharded
+  forward is a collective, so rollouts, SRPO embeddings and evaluation (whose numbers of policy calls differ between
+  ranks) use ``policy``, a full replica refreshed from the shards after every update, and in the update a rank with
+  no rows in a (micro-)batch runs a zero-weight pass on one row. SFT runs before sharding;
 * SFT (demos written to ``output_dir``), evaluation, logging, videos and checkpoints happen on rank 0; the SFT
   weights and evaluation results are broadcast, so every rank starts RL from the same weights and state. A
-  checkpoint holds nothing world-size dependent and resumes on any number of processes (its ``last_iteration``
+  checkpoint holds nothing world-size dependent (FSDP gathers the optimizer state FULL) and resumes on any number of
+  processes under either strategy (its ``last_iteration``
   holds the global rewards, advantages, keep mask and successes of the last iteration). Rank 0 runs SFT and
   evaluations while the others wait in a collective (torch.distributed's timeout, 30 min by default, bounds them).
 """
@@ -58,6 +68,8 @@ from grpo.config import check_resume_config, config_to_dict
 import torch.distributed as tdist
 
 from grpo.distributed import all_gather_cat, average_gradients, barrier, init_distributed, keyed_generator, shard_range
+from grpo.fsdp import (DistConfig, copy_full_parameters, full_optimizer_state_dict, load_full_optimizer_state_dict,
+                       shard_submodules)
 from grpo.loss import clipped_pg_loss, flow_kl, k3_kl
 from grpo.metrics import MetricsLogger
 from grpo.signals import GracefulExit
@@ -103,6 +115,8 @@ class RLConfig:
     num_videos: int = 4
     save_every: int = 5
     keep_last: int = 2
+    grad_accum: int = 1  # micro-batches per minibatch (per rank): one optimizer step per minibatch, the same update
+
 
     def __post_init__(self) -> None:
         lo, hi = self.success_band
@@ -110,6 +124,8 @@ class RLConfig:
             raise ValueError(f"rl.success_band must be (low, high) with low < high, got {self.success_band}")
         if self.iterations < 0 or self.groups_per_task < 1 or self.inner_epochs < 1 or self.minibatch_size < 1:
             raise ValueError("rl.iterations >= 0, groups_per_task >= 1, inner_epochs >= 1, minibatch_size >= 1 required")
+        if self.grad_accum < 1:
+            raise ValueError(f"rl.grad_accum must be >= 1 (micro-batches per minibatch), got {self.grad_accum}")
 
 
 @dataclass
@@ -123,6 +139,7 @@ class VLARLConfig:
     rl: RLConfig = field(default_factory=RLConfig)
     srpo: SRPOConfig = field(default_factory=SRPOConfig)
     grpo: GRPOConfig = field(default_factory=lambda: GRPOConfig(group_size=8, clip_low=0.2, clip_high=0.28, adv_clip=None))
+    dist: DistConfig = field(default_factory=DistConfig)  # ddp (replicas) or fsdp (sharded training copy), grpo.fsdp
 
 
 def cost_per_iteration(cfg: VLARLConfig) -> dict[str, int]:
@@ -132,7 +149,7 @@ def cost_per_iteration(cfg: VLARLConfig) -> dict[str, int]:
     per_call = cfg.policy.flow.num_steps if cfg.policy.head == "flow" else 1
     return {"episodes": episodes, "env_steps": episodes * cfg.env.max_episode_steps, "policy_calls": calls,
             "nfe_rollout": calls * per_call, "nfe_update": cfg.rl.inner_epochs * calls * per_call,
-            "backward_passes": cfg.rl.inner_epochs * math.ceil(calls / cfg.rl.minibatch_size)}
+            "backward_passes": cfg.rl.inner_epochs * math.ceil(calls / cfg.rl.minibatch_size) * cfg.rl.grad_accum}
 
 
 def group_keep_mask(success: torch.Tensor, group_ids: torch.Tensor, band: tuple[float, float]) -> tuple[torch.Tensor, int]:
@@ -198,6 +215,12 @@ class VLARLTrainer:
         self.policy = (SmallVLA.from_pretrained(start, pcfg) if start
                        else SmallVLA(pcfg, WordTokenizer.build(self.instructions.values())))
         self.optimizer = torch.optim.AdamW(self.policy.parameters(), lr=cfg.rl.lr, weight_decay=0.0)
+        # dist.strategy=fsdp (more than one process): RL updates a sharded copy (``train_policy``, built by
+        # ``_shard`` at the start of RL); ``policy`` stays a full replica for rollouts, SFT, evaluation and SRPO
+        self.fsdp = cfg.dist.strategy == "fsdp" and ws > 1
+        self.train_policy: torch.nn.Module = self.policy
+        if cfg.dist.strategy == "fsdp" and ws == 1 and not quiet:
+            print("dist.strategy=fsdp with one process: nothing to shard, the policy is not wrapped")
         self.guard = NonFiniteGuard(cfg.grpo.max_nonfinite)
         self.reference: SmallVLA | None = None
         self.logger: MetricsLogger | None = None
@@ -258,9 +281,14 @@ class VLARLTrainer:
     def save(self) -> Path | None:
         """Rank 0 writes the checkpoint (nothing in it depends on the world size), then every rank waits for it."""
         path = None
+        sharded = self.train_policy is not self.policy
+        # FSDP: the optimizer state is gathered FULL onto rank 0 (a collective; the unsharded optimizer.state_dict()
+        # format); the weights are the full replica's, equal to the shards (``_sync_replica`` after every update)
+        optim = full_optimizer_state_dict(self.train_policy, self.optimizer) if sharded else None
         if self.dist.is_main:
             state = {
-                "model": self.policy.state_dict(), "optimizer": self.optimizer.state_dict(), "guard": self.guard.state_dict(),
+                "model": self.policy.state_dict(),
+                "optimizer": optim if sharded else self.optimizer.state_dict(), "guard": self.guard.state_dict(),
                 "rng": capture_rng_state(), "trainer": self.state, "vocab": self.policy.tokenizer.vocab,
                 "policy_config": config_to_dict(self.policy.cfg), "config": config_to_dict(self.cfg),
             }
@@ -276,10 +304,11 @@ class VLARLTrainer:
             return False
         st = load_checkpoint(latest)
         check_resume_config(st["config"], self.cfg, str(latest),
-                            ignore=("rl.iterations", "resume", "rl.eval_every", "rl.save_every", "rl.num_videos"))
+                            ignore=("rl.iterations", "resume", "rl.eval_every", "rl.save_every", "rl.num_videos",
+                                    "rl.grad_accum", "dist"))
         self.policy.tokenizer = WordTokenizer(st["vocab"])
         self.policy.load_state_dict(st["model"])
-        self.optimizer.load_state_dict(st["optimizer"])
+        self.optimizer.load_state_dict(st["optimizer"])  # full state; ``_shard`` shards it under FSDP
         self.guard.load_state_dict(st["guard"])
         restore_rng_state(st["rng"])
         self.state = st["trainer"]
@@ -394,29 +423,43 @@ class VLARLTrainer:
         mask = batch.step_mask.bool()
         gen = keyed_generator(self.cfg.seed, it, 99)
         stats: dict[str, list[float]] = {k: [] for k in ("loss", "clip_frac", "approx_kl", "ratio", "grad_norm", "kl")}
-        params = [p for p in self.policy.parameters() if p.requires_grad]
-        self.policy.zero_grad(set_to_none=True)  # SFT's last gradients must not leak into the first RL step
-        self.policy.train()
+        model = self.train_policy  # the FSDP-sharded copy under dist.strategy=fsdp, else the policy itself
+        params = [p for p in model.parameters() if p.requires_grad]
+        model.zero_grad(set_to_none=True)  # SFT's last gradients must not leak into the first RL step
+        model.train()
+
+        def den_of(m: torch.Tensor) -> float:  # the loss denominator of rows m: tokens or samples
+            return float(mask[m].sum()) if g.loss_reduction == "token_mean" else float(mask[m].any(1).sum())
         for _ in range(cfg.inner_epochs):
             perm = rows[torch.randperm(rows.numel(), generator=gen)]
             mbs = [loc[loc >= 0] for loc in (local_of[mb] for mb in perm.split(cfg.minibatch_size))]  # local rows
             # loss denominators of the global minibatches (tokens or samples), for the world-size-exact scaling
-            local_den = [float(mask[mb].sum()) if g.loss_reduction == "token_mean" else float(mask[mb].any(1).sum())
-                         for mb in mbs]
+            local_den = [den_of(mb) for mb in mbs]
             local_tok = [float(mask[mb].sum()) for mb in mbs]
             den = self._all_sum(local_den + local_tok)
             global_den, global_tok = den[:len(mbs)], den[len(mbs):]
             for j, mb in enumerate(mbs):
                 diag = [0.0] * 5  # global loss and token-weighted clip_frac, approx_kl, ratio, kl
-                if mb.numel() > 0:
-                    out = self._minibatch_loss(batch, mb, row_adv[gid[mb]])
-                    scale = ws * local_den[j] / global_den[j] if global_den[j] > 0 else float(ws)
-                    backward_if_finite(out.loss * scale, self.guard)
-                    w = local_tok[j] / max(global_tok[j], 1.0)
-                    diag = [float(out.loss.detach()) * scale / ws] + [
+                # gradient accumulation: rl.grad_accum micro-batches of this rank's rows, one backward each, one step
+                for micro in (mb.tensor_split(cfg.grad_accum) if cfg.grad_accum > 1 else (mb,)):
+                    if micro.numel() == 0:
+                        if self.fsdp:  # the sharded forward/backward is a collective: a zero-weight pass on 1 row
+                            self._backward(self._minibatch_loss(batch, mb.new_zeros(1), row_adv[gid[:1]]).loss * 0.0)
+                        continue
+                    out = self._minibatch_loss(batch, micro, row_adv[gid[micro]])
+                    mden = local_den[j] if micro is mb else den_of(micro)
+                    scale = ws * mden / global_den[j] if global_den[j] > 0 else float(ws)
+                    self._backward(out.loss * scale)
+                    w = (local_tok[j] if micro is mb else float(mask[micro].sum())) / max(global_tok[j], 1.0)
+                    d = [float(out.loss.detach()) * scale / ws] + [
                         float(v.detach() if isinstance(v, torch.Tensor) else v) * w
                         for v in (out.clip_frac, out.approx_kl, out.ratio_mean, out.kl)]
-                if ws > 1:
+                    diag = [a + b for a, b in zip(diag, d)]
+                if self.fsdp:  # FSDP's backward already reduce-scattered the (rank-averaged) gradients
+                    diag = self._all_sum(diag + [float(self.guard._pending is not None)])
+                    if diag.pop() > 0 and self.guard._pending is None:
+                        self.guard.flag("non-finite loss on another rank")
+                elif ws > 1:
                     for p in params:  # a rank without rows in this minibatch still joins every all-reduce
                         if p.grad is None:
                             p.grad = torch.zeros_like(p)
@@ -427,7 +470,8 @@ class VLARLTrainer:
                 st = guarded_step(params, self.optimizer, g.max_grad_norm, self.guard)
                 for k, v in zip(("loss", "clip_frac", "approx_kl", "ratio", "kl", "grad_norm"), diag + [st.grad_norm]):
                     stats[k].append(float(v))
-        self.policy.eval()
+        model.eval()
+        self._sync_replica()
         return {**{f"loss/{k}": float(np.mean(v)) for k, v in stats.items() if v}, "loss/rows": float(rows.numel())}
 
     def _minibatch_loss(self, batch: RolloutBatch, mb: torch.Tensor, adv: torch.Tensor):
@@ -435,7 +479,7 @@ class VLARLTrainer:
         g = self.cfg.grpo
         obs = batch.select(mb)
         rec = {k: v[mb] for k, v in batch.record.items()}
-        lp = self.policy.chunk_log_prob(obs, rec)
+        lp = self.train_policy.chunk_log_prob(obs, rec)
         kl = None
         if g.kl_coef > 0 and self.reference is not None:
             with torch.no_grad():
@@ -447,6 +491,50 @@ class VLARLTrainer:
                 kl = k3_kl(lp.logp, ref.logp)
         return clipped_pg_loss(lp.logp, batch.old_logp[mb], adv, batch.step_mask[mb], g.clip_low,
                                g.clip_high, kl, g.kl_coef, g.loss_reduction)
+
+    def _backward(self, loss: torch.Tensor) -> None:
+        """``loss.backward()`` unless non-finite (the update is then flagged and skipped on every rank). Under FSDP the
+        backward is a collective, so a non-finite loss still runs one, of ``nan_to_num(loss)`` (the step is skipped)."""
+        if not self.fsdp:
+            backward_if_finite(loss, self.guard)
+        elif self.guard.check("loss", loss.detach()):
+            loss.backward()
+        else:
+            loss.nan_to_num(0.0, 0.0, 0.0).backward()
+
+    # ---- FSDP ----------------------------------------------------------------------------------
+    def _shard(self) -> None:
+        """``dist.strategy=fsdp``, more than one process: shard a copy of the (SFT-trained / resumed) policy for RL.
+
+        Every forward of an FSDP-sharded module is a collective (an all-gather per unit), but the ranks make
+        different numbers of policy calls in rollouts and evaluation (episodes end at different times; evaluation
+        runs on rank 0 alone). So the no-grad calls keep using ``self.policy``, a full replica on every rank, and
+        the RL update runs on ``self.train_policy``, a deep copy sharded by :func:`grpo.fsdp.shard_submodules`
+        (every ``nn.ModuleList`` element, e.g. the conv stages or a LeRobot policy's transformer layers, and every
+        direct child -- image encoder, text embedding, fuse MLP, action head -- then the root), where every rank runs
+        the same forward/backward passes (a zero-weight pass where it has no rows). Parameters, gradients and the
+        AdamW state (``2 |W| / N`` per rank instead of ``2 |W|``) are sharded; the replica is refreshed from the shards
+        after every update (:meth:`_sync_replica`, one all-gather per parameter). The optimizer is rebuilt on the
+        shards and the full state of the one built (and maybe resumed) in ``__init__`` is sharded into it."""
+        if not self.fsdp or self.train_policy is not self.policy:
+            return
+        full_state = self.optimizer.state_dict()  # indices in named_parameters() order, the same on every rank
+        if not all(p.requires_grad for p in self.policy.parameters()):
+            raise ValueError("dist.strategy=fsdp for vla-rl expects every policy parameter to be trained")
+        self.train_policy = copy.deepcopy(self.policy)
+        # the update calls policy.chunk_log_prob -> head.log_prob, not forward(): FSDP must gather around those
+        units = shard_submodules(self.train_policy, self.cfg.dist.reshard_after_forward,
+                                 forward_methods={"": ("chunk_log_prob",), "head": ("log_prob",)})
+        self.optimizer = torch.optim.AdamW(self.train_policy.parameters(), lr=self.cfg.rl.lr, weight_decay=0.0)
+        if full_state["state"]:
+            load_full_optimizer_state_dict(self.train_policy, self.optimizer, full_state)
+        self._print(f"dist.strategy=fsdp: the RL copy of the policy is sharded over {self.dist.world_size} processes "
+                    f"({len(units)} units + the root); rollouts and evaluation use the full replica")
+
+    def _sync_replica(self) -> None:
+        """Copy the sharded weights into the full replica ``self.policy`` (a collective; no-op without FSDP)."""
+        if self.train_policy is not self.policy:
+            copy_full_parameters(self.train_policy, self.policy)
 
     # ---- main ----------------------------------------------------------------------------------
     def _eval_everywhere(self, tag: str, step: int, videos: bool = True) -> None:
@@ -486,6 +574,7 @@ class VLARLTrainer:
         self.srpo = SRPOReward(cfg.srpo, policy=self.policy) if cfg.rl.reward == "srpo" else None
         if cfg.grpo.kl_coef > 0:
             self.reference = copy.deepcopy(self.policy).requires_grad_(False)
+        self._shard()  # after SFT (rank 0, broadcast) and any resume: the RL copy is sharded under FSDP
         self.check_in_sync("at the start of RL")
         start = int(self.state["iteration"])
         bar = tqdm(range(start, cfg.rl.iterations), initial=start, total=cfg.rl.iterations, desc="grpo", disable=self.quiet)
