@@ -117,7 +117,6 @@ class RLConfig:
     keep_last: int = 2
     grad_accum: int = 1  # micro-batches per minibatch (per rank): one optimizer step per minibatch, the same update
 
-
     def __post_init__(self) -> None:
         lo, hi = self.success_band
         if not lo < hi:
