@@ -18,7 +18,10 @@ diverged: MuJoCo's bad qacc/qvel/qpos warnings or a non-finite state; then also 
 
 ``reset(seed, options={"init_seed": s})``: robosuite's placement samplers and joint-noise draws share
 the env's generator, which is reseeded from ``s`` in place, so one ``init_seed`` gives one initial state.
-No scripted expert is provided for robosuite tasks.
+Scripted experts (``env.expert_action(rng, noise)``, what ``vla_rl.demos`` records SFT demos with) for Lift and
+Stack: stateless feedback controllers on the simulator state (object poses, end-effector site, finger contacts).
+Other tasks raise NotImplementedError. Measured (no cameras, init seeds 0..49, 200-step limit): Lift 50/50 (mean
+40.1 steps), 50/50 with noise=0.2 (51.0 steps); Stack 50/50 (102.6 steps), 29/50 with noise=0.2.
 """
 
 from __future__ import annotations
@@ -195,6 +198,31 @@ class RobosuiteEnv(gym.Env):
         reward = float(shaped) if self.cfg.reward == "dense" else float(success)
         return self._obs(o), reward, success or failed, self.t >= self.max_steps, info
 
+    # ---- scripted expert -------------------------------------------------------------------------
+    def _eef(self) -> np.ndarray:
+        """The end-effector site's position (what the ``robot0_eef_pos`` observable reads), from the simulator."""
+        r = self._env.robots[0]
+        return np.array(self._env.sim.data.site_xpos[r.eef_site_id[r.arms[0]]], dtype=np.float64)
+
+    def expert_action(self, rng: np.random.Generator | None = None, noise: float = 0.0) -> np.ndarray:
+        """The scripted expert's action for the current state (``float32[7]`` in [-1, 1]); Lift and Stack only.
+
+        Stateless: the phase is read off the simulator each step, so it recovers from a slipped grasp. Pick
+        (both tasks): hover 8 cm over the object with the gripper open (rising first when low and off-centre),
+        turning the fingers onto its faces and pointing the gripper down; descend; close at grasp height; once
+        both finger pads touch it (robosuite's ``_check_grasp``) it holds it. Lift: then lift. Stack: grasp cube
+        A with the fingers across the direction of cube B (they would hit it otherwise), carry A 6 cm above B,
+        lower it until it rests on B, open and back off. ``noise``: std of Gaussian noise added to the
+        translation components (action units, drawn from ``rng``); success rates in the module docstring.
+        """
+        if self.task_name not in _EXPERTS:
+            raise NotImplementedError(f"no scripted expert for robosuite/{self.task_name}; available: {sorted(_EXPERTS)}")
+        a = _EXPERTS[self.task_name](self)
+        if noise > 0:
+            rng = rng if rng is not None else np.random.default_rng()
+            a[:3] += noise * rng.standard_normal(3)
+        return np.clip(a, -1.0, 1.0).astype(np.float32)
+
     def _bad_warnings(self) -> int:
         import mujoco
 
@@ -205,6 +233,102 @@ class RobosuiteEnv(gym.Env):
     def close(self) -> None:
         with contextlib.suppress(Exception):
             self._env.close()
+
+
+def _move(eef: np.ndarray, target: np.ndarray, gain: float = 10.0) -> np.ndarray:
+    """Translation action towards ``target``: 1.0 asks for 5 cm per step; ``gain`` x the error in m / 5 cm."""
+    return np.clip(gain * (target - eef), -1.0, 1.0)
+
+
+def _orient(env: "RobosuiteEnv", body_xmat: np.ndarray, avoid: np.ndarray | None = None) -> np.ndarray:
+    """Rotation action (base frame axis-angle, 1.0 = 0.5 rad) that points the gripper down and turns its
+    finger axis onto the nearest face normal of the object whose rotation matrix is ``body_xmat`` (yaw mod 90 deg);
+    with ``avoid`` (an xy direction), onto the face normal most across it (the fingers then miss what lies there)."""
+    e = env._env
+    r = e.robots[0]
+    rot = np.asarray(e.sim.data.site_xmat[r.eef_site_id[r.arms[0]]], dtype=np.float64).reshape(3, 3)
+    tilt = np.cross(rot[:, 2], np.array([0.0, 0.0, -1.0]))  # axis * sin(angle) taking the approach axis to -z
+    obj = np.asarray(body_xmat, dtype=np.float64).reshape(3, 3)
+    face = np.arctan2(obj[1, 0], obj[0, 0])
+    finger = np.arctan2(rot[1, 0], rot[0, 0])
+    if avoid is None:
+        yaw_err = (face - finger + np.pi / 4) % (np.pi / 2) - np.pi / 4
+    else:
+        away = np.arctan2(avoid[1], avoid[0])
+        target = min((face, face + np.pi / 2), key=lambda f: abs(np.cos(f - away)))
+        yaw_err = (target - finger + np.pi / 2) % np.pi - np.pi / 2
+    return np.clip(np.array([tilt[0], tilt[1], yaw_err]) * 4.0, -1.0, 1.0)
+
+
+def _pick(env: "RobosuiteEnv", body_id: int, geoms, avoid: np.ndarray | None = None) -> tuple[np.ndarray, bool]:
+    """Go for the object ``body_id`` (hover, turn to its faces, descend open, close at grasp height); returns the
+    action and whether the gripper holds the object now (then the caller's action decides where it goes)."""
+    e = env._env
+    eef = env._eef()
+    obj = np.array(e.sim.data.body_xpos[body_id], dtype=np.float64)
+    a = np.zeros(7)
+    a[3:6] = _orient(env, e.sim.data.body_xmat[body_id], avoid)
+    off = obj - eef
+    dxy = float(np.linalg.norm(off[:2]))
+    near = dxy < 0.015 and abs(off[2]) < 0.02
+    if near and e._check_grasp(gripper=e.robots[0].gripper, object_geoms=geoms):
+        a[6] = 1.0
+        return a, True
+    if near and abs(off[2]) < 0.012:  # at grasp height: close
+        a[:3] = _move(eef, obj) * 0.3
+        a[6] = 1.0
+    elif dxy < 0.012:  # above it: descend, open
+        a[:3] = _move(eef, obj)
+        a[6] = -1.0
+    else:  # hover above it, open (rise first when low)
+        hover = obj + np.array([0.0, 0.0, 0.08])
+        if eef[2] < obj[2] + 0.04:
+            hover[:2] = eef[:2]
+        a[:3] = _move(eef, hover)
+        a[6] = -1.0
+    return a, False
+
+
+def _lift_expert(env: "RobosuiteEnv") -> np.ndarray:
+    e = env._env
+    a, holding = _pick(env, e.cube_body_id, e.cube)
+    if holding:  # lift
+        eef = env._eef()
+        cube = e.sim.data.body_xpos[e.cube_body_id]
+        a[:3] = _move(eef, np.array([cube[0], cube[1], eef[2] + 0.05]))
+    return a
+
+
+def _stack_expert(env: "RobosuiteEnv") -> np.ndarray:
+    """Pick cube A (red), carry it 5 cm above cube B (green), lower it onto B, open and back off."""
+    e = env._env
+    d = e.sim.data
+    eef = env._eef()
+    pa, pb = np.array(d.body_xpos[e.cubeA_body_id]), np.array(d.body_xpos[e.cubeB_body_id])
+    ha, hb = float(e.cubeA.size[2]), float(e.cubeB.size[2])
+    on_top = (np.linalg.norm(pa[:2] - pb[:2]) < 0.02 and pa[2] > pb[2] + ha + hb - 0.01
+              and e.check_contact(e.cubeA, e.cubeB))
+    if on_top:  # release and back off upwards
+        a = np.zeros(7)
+        a[2] = 0.5 if not e._check_grasp(gripper=e.robots[0].gripper, object_geoms=e.cubeA) else 0.0
+        a[6] = -1.0
+        return a
+    a, holding = _pick(env, e.cubeA_body_id, e.cubeA, avoid=(pb - pa)[:2])
+    if holding:
+        a[3:6] = _orient(env, d.body_xmat[e.cubeB_body_id])
+        grip = eef - pa  # keep the cube where it sits in the hand
+        place = pb + np.array([0.0, 0.0, hb + ha - 0.01])  # aim 1 cm into B: it stops on contact
+        if np.linalg.norm(pa[:2] - pb[:2]) > 0.008:
+            carry = np.array([pb[0], pb[1], max(place[2] + 0.06, pa[2])])
+            if pa[2] < place[2] + 0.04:  # rise first
+                carry[:2] = pa[:2]
+            a[:3] = _move(eef, carry + grip)
+        else:
+            a[:3] = _move(eef, place + grip) * 0.5
+    return a
+
+
+_EXPERTS = {"Lift": _lift_expert, "Stack": _stack_expert}
 
 
 def make(task: str, **kw: Any) -> RobosuiteEnv:
