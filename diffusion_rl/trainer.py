@@ -194,6 +194,10 @@ class DiffusionGRPOTrainer:
 
     def __init__(self, cfg: DiffusionRLConfig, reward_fn: Callable | None = None, adapter: DiffusionAdapter | None = None,
                  log: bool = True):
+        if cfg.dist.mixed_precision != "fp32":  # dist.mixed_precision is vla-rl's switch (grpo.fsdp.DistConfig)
+            raise ValueError(f"dist.mixed_precision={cfg.dist.mixed_precision!r} is not used by diffusion-rl train: set "
+                             "model.dtype (e.g. model.dtype=bf16: bf16 base weights, fp32 LoRA weights and log-probs) "
+                             "and leave dist.mixed_precision=fp32")
         self.cfg = cfg
         self.dist = init_distributed()
         torch.manual_seed(cfg.seed)

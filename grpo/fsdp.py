@@ -32,6 +32,7 @@ import torch
 import torch.distributed as dist
 
 STRATEGIES = ("ddp", "fsdp")
+MIXED_PRECISION = ("fp32", "bf16")  # not "no": YAML reads a bare no as False
 
 
 @dataclass
@@ -42,14 +43,23 @@ class DistConfig:
     shards parameters, gradients and optimizer state over the processes (FSDP2, per block then the root), for
     denoisers/policies too large for a replica per device. With one process both are the same unsharded run.
     ``reshard_after_forward``: free each block's gathered weights after its forward (less memory, one more
-    all-gather per block in the backward); False keeps them until the backward (ZeRO-2 like)."""
+    all-gather per block in the backward); False keeps them until the backward (ZeRO-2 like).
+    ``mixed_precision`` (``vla-rl train``): ``bf16`` runs the policy's network forwards (image encoder, fuse MLP,
+    velocity / mean network) under ``torch.autocast(bfloat16)`` in rollouts, evaluation, SFT and the RL update,
+    their outputs cast to fp32; master weights, optimizer state, the SDE / Gaussian log-prob math and the loss stay
+    fp32. Under ``strategy: fsdp`` the shards stay fp32 (all-gathered fp32, cast by autocast) so that the sharded
+    update computes exactly what the fp32 replica's rollouts computed. ``diffusion-rl train`` sets its precision with
+    ``model.dtype`` instead and rejects ``bf16`` here."""
 
     strategy: Literal["ddp", "fsdp"] = "ddp"
     reshard_after_forward: bool = True
+    mixed_precision: Literal["fp32", "bf16"] = "fp32"
 
     def __post_init__(self) -> None:
         if self.strategy not in STRATEGIES:
             raise ValueError(f"dist.strategy must be one of {STRATEGIES}, got {self.strategy!r}")
+        if self.mixed_precision not in MIXED_PRECISION:
+            raise ValueError(f"dist.mixed_precision must be one of {MIXED_PRECISION}, got {self.mixed_precision!r}")
 
 
 def block_lists(model: torch.nn.Module) -> list[str]:

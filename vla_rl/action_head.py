@@ -24,10 +24,15 @@ the single step's Gaussian log-density. ``eta`` sets the noise level.
 
 Gaussian head: ``a = mu_theta(ctx) + exp(log_std) * eps`` with a state-independent learned ``log_std[K*A]``;
 ``log pi(a) = log N(a; mu, std^2)`` via :func:`grpo.flow_sde.gaussian_log_prob`. SFT fits ``mu`` by MSE.
+
+Mixed precision (``autocast_dtype = torch.bfloat16``, set by :meth:`vla_rl.policy.SmallVLA.set_mixed_precision`):
+only the networks (``velocity`` / ``mean``) run under ``torch.autocast``; their outputs are cast to fp32 before the
+SDE step, the Gaussian densities and the losses, so sampling and :meth:`log_prob` share one precision path.
 """
 
 from __future__ import annotations
 
+import contextlib
 import math
 from dataclasses import dataclass
 from typing import Literal, Sequence
@@ -81,6 +86,13 @@ class HeadLogProb:
     std: torch.Tensor  # [B, S, 1, 1] or [B, S, K, A]
 
 
+def autocast(dtype: torch.dtype | None, device: torch.device | str):
+    """``torch.autocast(device.type, dtype)`` when ``dtype`` is set, else a no-op context (fp32 as written)."""
+    if dtype is None:
+        return contextlib.nullcontext()
+    return torch.autocast(device_type=torch.device(device).type, dtype=dtype)
+
+
 def _mlp(d_in: int, hidden: int, d_out: int, layers: int = 2) -> nn.Sequential:
     mods: list[nn.Module] = []
     d = d_in
@@ -129,15 +141,21 @@ class FlowMatchingActionHead(nn.Module):
         self.action_dim, self.chunk_size = action_dim, chunk_size
         self.net = _mlp(chunk_size * action_dim + 16 + ctx_dim, self.cfg.hidden, chunk_size * action_dim, self.cfg.layers)
         self.register_buffer("sigmas", flow_sigmas(self.cfg.num_steps), persistent=False)
+        self.autocast_dtype: torch.dtype | None = None  # torch.bfloat16: the velocity net runs under autocast
 
     @property
     def tokens_per_chunk(self) -> int:
         return self.cfg.num_steps
 
     def velocity(self, x: torch.Tensor, sigma: torch.Tensor, ctx: torch.Tensor) -> torch.Tensor:
+        """``v_theta(x[B,K,A], sigma[B], ctx[B,C]) -> [B,K,A]`` fp32 (the net under autocast with ``autocast_dtype``)."""
         b = x.shape[0]
         h = torch.cat([x.reshape(b, -1), sigma_features(sigma), ctx], dim=-1)
-        return self.net(h).reshape(b, self.chunk_size, self.action_dim)
+        if self.autocast_dtype is None:
+            return self.net(h).reshape(b, self.chunk_size, self.action_dim)
+        with autocast(self.autocast_dtype, h.device):
+            v = self.net(h)
+        return v.float().reshape(b, self.chunk_size, self.action_dim)
 
     def loss(self, ctx: torch.Tensor, actions: torch.Tensor, action_mask: torch.Tensor | None = None,
              generator: torch.Generator | None = None) -> torch.Tensor:
@@ -239,13 +257,19 @@ class GaussianActionHead(nn.Module):
         self.action_dim, self.chunk_size = action_dim, chunk_size
         self.net = _mlp(ctx_dim, self.cfg.hidden, chunk_size * action_dim, self.cfg.layers)
         self.log_std = nn.Parameter(torch.full((chunk_size, action_dim), math.log(self.cfg.init_std)))
+        self.autocast_dtype: torch.dtype | None = None  # torch.bfloat16: the mean net runs under autocast
 
     @property
     def tokens_per_chunk(self) -> int:
         return 1
 
     def mean(self, ctx: torch.Tensor) -> torch.Tensor:
-        return self.net(ctx).reshape(-1, self.chunk_size, self.action_dim)
+        """``mu_theta(ctx[B,C]) -> [B,K,A]`` fp32 (the net under autocast with ``autocast_dtype``)."""
+        if self.autocast_dtype is None:
+            return self.net(ctx).reshape(-1, self.chunk_size, self.action_dim)
+        with autocast(self.autocast_dtype, ctx.device):
+            mu = self.net(ctx)
+        return mu.float().reshape(-1, self.chunk_size, self.action_dim)
 
     def std(self) -> torch.Tensor:
         return self.log_std.clamp(math.log(self.cfg.min_std), math.log(self.cfg.max_std)).exp()

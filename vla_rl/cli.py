@@ -85,6 +85,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
     os.unlink(f.name)
     policy = SmallVLA(policy_config_from_dict(st["policy_config"]), WordTokenizer(st["vocab"]))
     policy.load_state_dict(st["model"])
+    policy.set_mixed_precision(cfg.dist.mixed_precision)
     policy.eval()
     n = args.episodes or cfg.rl.eval_episodes
     seeds = [cfg.rl.eval_seed_offset + i for i in range(n)]

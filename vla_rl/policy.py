@@ -23,6 +23,10 @@ accepted), ``"observation.state"`` ``[B, D]``, ``"task"`` ``list[str]``, and for
 
 RL methods: ``sample_chunk(batch, stochastic=True)`` returns a :class:`~vla_rl.action_head.HeadSample` with
 old log-probs; ``chunk_log_prob(batch, record)`` recomputes them under the current weights.
+
+Mixed precision: :meth:`SmallVLA.set_mixed_precision` (``"bf16"``, from ``dist.mixed_precision``) runs the image
+encoder, the fuse MLP and the action head's network under ``torch.autocast(bfloat16)`` in every call (sampling,
+log-prob recomputation, the SFT loss); weights stay fp32 and the context / velocity outputs are cast to fp32.
 """
 
 from __future__ import annotations
@@ -37,12 +41,14 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .action_head import FlowHeadConfig, FlowMatchingActionHead, GaussianActionHead, GaussianHeadConfig, HeadLogProb, HeadSample
+from .action_head import (FlowHeadConfig, FlowMatchingActionHead, GaussianActionHead, GaussianHeadConfig, HeadLogProb,
+                          HeadSample, autocast)
 from .tokenizer import WordTokenizer
 
 IMAGE_PREFIX = "observation.images."
 ASSETS = Path(__file__).resolve().parent / "assets"  # built-in pretrained policies: ``builtin:<name>``
 STATE_KEY = "observation.state"
+MIXED_PRECISION = {"fp32": None, "bf16": torch.bfloat16}  # dist.mixed_precision -> autocast dtype
 
 
 @dataclass
@@ -169,6 +175,15 @@ class SmallVLA(nn.Module):
         else:
             self.head = GaussianActionHead(cfg.ctx_dim, cfg.action_dim, cfg.chunk_size, cfg.gaussian)
         self._queue: deque[torch.Tensor] = deque()
+        self.autocast_dtype: torch.dtype | None = None
+
+    def set_mixed_precision(self, mode: str) -> None:
+        """``"bf16"``: network forwards under ``torch.autocast(bfloat16)`` (module docstring); ``"fp32"``: none.
+
+        Not part of the saved config (a runtime setting, like the device); ``copy.deepcopy`` keeps it."""
+        if mode not in MIXED_PRECISION:
+            raise ValueError(f"mixed precision must be one of {tuple(MIXED_PRECISION)}, got {mode!r}")
+        self.autocast_dtype = self.head.autocast_dtype = MIXED_PRECISION[mode]
 
     # ---- features ------------------------------------------------------------------------------
     def set_state_normalization(self, mean: torch.Tensor, std: torch.Tensor) -> None:
@@ -191,17 +206,19 @@ class SmallVLA(nn.Module):
             raise ValueError(f"batch['task'] must be a list of {n} instructions, got {tasks!r:.80}")
         text = self.text_features(tasks)
         feats = []
-        if self.cfg.use_images:
-            for cam in self.cfg.cameras:
-                feats.append(self.image_encoder(_images(batch, IMAGE_PREFIX + cam, self.cfg.image_size),
-                                                text if self.cfg.film else None))
-        feats.append(text)
-        if self.cfg.use_state:
-            s = batch[STATE_KEY].float()
-            if s.shape[-1] != self.cfg.state_dim:
-                raise ValueError(f"observation.state has dim {s.shape[-1]}, policy expects state_dim={self.cfg.state_dim}")
-            feats.append((s - self.state_mean) / self.state_std)
-        return self.fuse(torch.cat(feats, dim=-1))
+        with autocast(self.autocast_dtype, text.device):  # a no-op context in fp32
+            if self.cfg.use_images:
+                for cam in self.cfg.cameras:
+                    feats.append(self.image_encoder(_images(batch, IMAGE_PREFIX + cam, self.cfg.image_size),
+                                                    text if self.cfg.film else None))
+            feats.append(text)
+            if self.cfg.use_state:
+                s = batch[STATE_KEY].float()
+                if s.shape[-1] != self.cfg.state_dim:
+                    raise ValueError(f"observation.state has dim {s.shape[-1]}, policy expects state_dim={self.cfg.state_dim}")
+                feats.append((s - self.state_mean) / self.state_std)
+            ctx = self.fuse(torch.cat(feats, dim=-1))
+        return ctx.float()
 
     # ---- LeRobot interface ---------------------------------------------------------------------
     def reset(self) -> None:

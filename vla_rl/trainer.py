@@ -42,6 +42,9 @@ Scale-out (``torchrun`` / ``accelerate launch``, one process per device, gloo or
   forward is a collective, so rollouts, SRPO embeddings and evaluation (whose numbers of policy calls differ between
   ranks) use ``policy``, a full replica refreshed from the shards after every update, and in the update a rank with
   no rows in a (micro-)batch runs a zero-weight pass on one row. SFT runs before sharding;
+* ``dist.mixed_precision: bf16``: the policy's network forwards run under ``torch.autocast(bfloat16)`` everywhere
+  (:meth:`SmallVLA.set_mixed_precision`), so the rollout's stored log-probs and the update's recomputation take the
+  same precision path; master weights, AdamW state, the SDE / Gaussian log-densities and the clipped loss are fp32;
 * SFT (demos written to ``output_dir``), evaluation, logging, videos and checkpoints happen on rank 0; the SFT
   weights and evaluation results are broadcast, so every rank starts RL from the same weights and state. A
   checkpoint holds nothing world-size dependent (FSDP gathers the optimizer state FULL) and resumes on any number of
@@ -213,6 +216,9 @@ class VLARLTrainer:
         start = cfg.sft.base_policy or cfg.sft.init_policy  # a pretrained policy: its weights and vocabulary
         self.policy = (SmallVLA.from_pretrained(start, pcfg) if start
                        else SmallVLA(pcfg, WordTokenizer.build(self.instructions.values())))
+        # dist.mixed_precision=bf16: every network forward (rollouts, evaluation, SFT, the update, the sharded and
+        # reference copies, which deepcopy it) under autocast; weights, AdamW state and log-prob math stay fp32
+        self.policy.set_mixed_precision(cfg.dist.mixed_precision)
         self.optimizer = torch.optim.AdamW(self.policy.parameters(), lr=cfg.rl.lr, weight_decay=0.0)
         # dist.strategy=fsdp (more than one process): RL updates a sharded copy (``train_policy``, built by
         # ``_shard`` at the start of RL); ``policy`` stays a full replica for rollouts, SFT, evaluation and SRPO
