@@ -28,8 +28,9 @@ concatenated for behaviour cloning).
 from __future__ import annotations
 
 import json
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Iterator, Sequence
 
 import numpy as np
 
@@ -131,21 +132,29 @@ def record_demos(task: str, n: int, path: str | Path, env_kwargs: dict | None = 
             "success_rate": float(np.mean([e["success"] for e in episodes])), "steps": int(sum(len(e["actions"]) for e in episodes))}
 
 
-def load_demos(path: str | Path, cameras: Sequence[str] | None = None, only_success: bool = False) -> list[dict]:
-    """Read every demo as numpy: ``{"actions", "rewards", "dones", "progress", "state", "images": {cam},
-    "instruction", "task", "init_seed", "success"}``; ``cameras=None`` loads all stored cameras."""
+
+@contextmanager
+def demo_data_group(path: str | Path, kind: str = "robomimic-style demo file") -> Iterator[Any]:
+    """Open a robomimic-style HDF5 file read-only and yield its ``data`` group; a missing file or a file without
+    ``data`` is an error naming the path and what was expected (``kind``)."""
     import h5py
 
     path = Path(path)
     if not path.is_file():
-        raise FileNotFoundError(f"demo file not found: {path}")
-    out = []
+        raise FileNotFoundError(f"{kind} not found: {path}")
     with h5py.File(path, "r") as f:
         if "data" not in f:
-            raise ValueError(f"{path} is not a robomimic-style demo file (no 'data' group)")
-        names = sorted(f["data"], key=lambda k: int(k.rsplit("_", 1)[-1]))
+            raise ValueError(f"{path} is not a {kind} (no 'data' group)")
+        yield f["data"]
+
+def load_demos(path: str | Path, cameras: Sequence[str] | None = None, only_success: bool = False) -> list[dict]:
+    """Read every demo as numpy: ``{"actions", "rewards", "dones", "progress", "state", "images": {cam},
+    "instruction", "task", "init_seed", "success"}``; ``cameras=None`` loads all stored cameras."""
+    out = []
+    with demo_data_group(path) as data:
+        names = sorted(data, key=lambda k: int(k.rsplit("_", 1)[-1]))
         for name in names:
-            g = f["data"][name]
+            g = data[name]
             if only_success and not bool(g.attrs.get("success", False)):
                 continue
             stored = sorted(k[: -len("_image")] for k in g["obs"] if k.endswith("_image"))

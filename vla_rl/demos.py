@@ -76,19 +76,14 @@ def save_demo_file(demos: Sequence[Demo], path: str | Path, seeds: Sequence[int]
 
 def load_demo_file(path: str | Path, cameras: Sequence[str], per_task: int | None = None) -> list[Demo]:
     """Read demos (at most ``per_task`` per env name) from a robomimic-style HDF5 file."""
-    import h5py
+    from sims.demos import demo_data_group
 
-    path = Path(path)
-    if not path.is_file():
-        raise FileNotFoundError(f"demo file not found: {path}")
     out: list[Demo] = []
     count: dict[str, int] = {}
-    with h5py.File(path, "r") as f:
-        if "data" not in f:
-            raise ValueError(f"{path} is not a robomimic-style demo file (no 'data' group)")
-        keys = sorted(f["data"].keys(), key=lambda k: int(k.split("_")[-1]) if k.split("_")[-1].isdigit() else 0)
+    with demo_data_group(path) as data:
+        keys = sorted(data.keys(), key=lambda k: int(k.split("_")[-1]) if k.split("_")[-1].isdigit() else 0)
         for k in keys:
-            g = f["data"][k]
+            g = data[k]
             name = str(g.attrs.get("env_name", ""))
             if per_task is not None and count.get(name, 0) >= per_task:
                 continue

@@ -40,16 +40,10 @@ def axisangle_to_quat(aa: np.ndarray) -> np.ndarray:
 
 def read_libero_file(path: str | Path, env_name: str, per_file: int | None = None) -> list[Demo]:
     """The demos of one LIBERO task file as :class:`Demo` (cameras ``agentview`` and ``wrist``)."""
-    import h5py
+    from sims.demos import demo_data_group
 
-    path = Path(path)
-    if not path.is_file():
-        raise FileNotFoundError(f"LIBERO demo file not found: {path}")
     out = []
-    with h5py.File(path, "r") as f:
-        if "data" not in f:
-            raise ValueError(f"{path} is not a LIBERO/robomimic demo file (no 'data' group)")
-        data = f["data"]
+    with demo_data_group(path, "LIBERO/robomimic demo file") as data:
         info = json.loads(data.attrs["problem_info"]) if "problem_info" in data.attrs else {}
         instruction = str(info.get("language_instruction", "")).strip()
         if not instruction:
