@@ -13,7 +13,8 @@ per prompt against 16 * 20 = 320 for flat GRPO (late splits keep the shared pref
 comes from). Pruning: top-1 leaf per last-split parent (width) and a sliding window of 2 depths (depth).
 Mix: only a 4-step SDE window (plus the split steps) is stochastic and trained; the rest are ODE steps.
 
-Equal wall clock (``--model shapes --budget-s 60``): after the timed iterations every mode trains for the same
+Equal wall clock (``--model shapes --budget-s 60``): after the timed iterations every mode restarts from the same
+untrained LoRA and trains for the same
 seconds and its evaluation reward (ODE samples on fixed prompts, and the all-correct accuracy) is reported. By default
 (``--budget-prompts scaled``) a tree mode spends its per-iteration saving on more prompts per update,
 ``P_mode = round(P * wall_flat / wall_mode)``, so all modes make about as many optimizer updates in the budget and the
@@ -121,6 +122,10 @@ def main(argv=None) -> int:
             rows.append((time.perf_counter() - t0, s["reward/mean"], s["cost/nfe_rollout"], s["cost/backward"],
                          s["time/iter_s"], s["cost/nfe_train"]))
         if args.budget_s > 0:
+            # the budget starts every mode from the same untrained LoRA (not from after its timed iterations, whose
+            # number of trained samples differs per mode), so "before" is the same number for every mode
+            tr.logger.close()
+            tr = DiffusionGRPOTrainer(cfg, reward_fn=redness if args.reward == "redness" else None)
             before = tr.evaluate()
             acc0 = tr.last_eval_components.get("eval/accuracy", float("nan"))
             wall = sum(r[4] for r in rows) / len(rows)
