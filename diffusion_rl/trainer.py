@@ -58,8 +58,8 @@ from tqdm.auto import tqdm
 from grpo.advantages import PerPromptStatTracker, clip_advantages
 from grpo.checkpoint import capture_rng_state, latest_checkpoint, load_checkpoint, restore_rng_state, save_checkpoint
 from grpo.config import check_resume_config, config_to_dict
-from grpo.distributed import (all_gather_cat, average_gradients, barrier, gathered_advantages, init_distributed,
-                              keyed_generator, shard_range)
+from grpo.distributed import (all_reduce_floats, any_rank, average_gradients, barrier, comm_device,
+                              gather_cpu, gathered_advantages, init_distributed, keyed_generator, shard_range)
 from grpo.flow_sde import sde_step
 from grpo.fsdp import (DistConfig, full_optimizer_state_dict, full_tensor, full_trainable_state_dict,
                        load_full_optimizer_state_dict, load_full_trainable_state_dict, shard_like, shard_model)
@@ -225,7 +225,6 @@ class DiffusionGRPOTrainer:
             shard_model(self.adapter.transformer, reshard_after_forward=cfg.dist.reshard_after_forward)
         elif cfg.dist.strategy == "fsdp" and self.dist.is_main:
             print("dist.strategy=fsdp with one process: nothing to shard, the denoiser is not wrapped")
-        self._comm = self.adapter.device if ws > 1 and torch.distributed.get_backend() == "nccl" else torch.device("cpu")
         self.reward_fn = reward_fn if reward_fn is not None else build_reward(cfg.reward)
         self.reward_name = cfg.reward.name if reward_fn is None else getattr(reward_fn, "__name__", type(reward_fn).__name__)
         self.params = self.adapter.trainable_parameters()
@@ -247,21 +246,6 @@ class DiffusionGRPOTrainer:
         self.eval_before_components: dict[str, float] = {}
         self.last_advantages: torch.Tensor | None = None  # global advantages per row id of the last iteration
         self.last_rewards: torch.Tensor | None = None  # global rewards (flat: samples, tree: leaves)
-
-    # ---- collectives (no-ops in one process) ---------------------------------------------------
-    def _gather(self, t: torch.Tensor) -> torch.Tensor:
-        return all_gather_cat(t.to(self._comm)).cpu()
-
-    def _all_reduce(self, values: list[float], op: str = "sum") -> list[float]:
-        if self.dist.world_size == 1:
-            return [float(v) for v in values]
-        t = torch.tensor(values, dtype=torch.float64, device=self._comm)
-        torch.distributed.all_reduce(t, op=torch.distributed.ReduceOp.MAX if op == "max" else torch.distributed.ReduceOp.SUM)
-        return t.cpu().tolist()
-
-    def _any(self, flag: bool) -> bool:
-        """True on every rank if ``flag`` is true on any rank."""
-        return self._all_reduce([float(flag)], "max")[0] > 0
 
     # ---- cost -------------------------------------------------------------------------------
     def cost_per_iteration(self) -> dict[str, float]:
@@ -332,24 +316,25 @@ class DiffusionGRPOTrainer:
         if self.tree is None:
             total = len(prompts) * self.cfg.grpo.group_size
             group_ids = ro.final_prompt_idx
-            all_rows = self._gather(ro.final_rows)
+            all_rows = gather_cpu(ro.final_rows)
             adv_rows, keep_rows = torch.zeros(total), torch.zeros(total, dtype=torch.bool)
             if self.tracker is not None:
-                all_r, all_p = self._gather(rewards), self._gather(group_ids)
+                all_r, all_p = gather_cpu(rewards), gather_cpu(group_ids)
                 adv = clip_advantages(self.tracker.update([prompts[i] for i in all_p.tolist()], all_r), self.cfg.grpo.adv_clip)
                 adv_rows[all_rows], keep_rows[all_rows] = adv, True
             else:
+                comm = comm_device()
                 a = gathered_advantages(lambda r, g, c: compute_advantages(self.cfg.grpo, r.cpu(), g.cpu(),
                                                                            {k: v.cpu() for k, v in c.items()} if c else None),
-                                        rewards.to(self._comm), group_ids.to(self._comm),
-                                        {k: v.to(self._comm) for k, v in components.items()} if components else None)
-                adv_rows[all_rows] = self._gather(a.values.float())
-                keep_rows[all_rows] = self._gather(a.mask.to(torch.uint8)).bool()
+                                        rewards.to(comm), group_ids.to(comm),
+                                        {k: v.to(comm) for k, v in components.items()} if components else None)
+                adv_rows[all_rows] = gather_cpu(a.values.float())
+                keep_rows[all_rows] = gather_cpu(a.mask.to(torch.uint8)).bool()
             self.last_advantages = adv_rows.clone()
             return adv_rows, keep_rows
         P = len(prompts)
-        all_r = self._gather(rewards).view(P, -1)
-        edge_lp = self._gather(ro.extra["edge_log_prob"].float())
+        all_r = gather_cpu(rewards).view(P, -1)
+        edge_lp = gather_cpu(ro.extra["edge_log_prob"].float())
         c = tree_credit(self.tree, all_r, self.cfg.branch, edge_lp, self.iteration, self.cfg.grpo.adv_eps)
         adv = clip_advantages(c.advantages, self.cfg.grpo.adv_clip)
         self.last_advantages = adv.clone()
@@ -403,16 +388,16 @@ class DiffusionGRPOTrainer:
         # rows per chunk over all ranks: each rank's loss is weighted so that the averaged gradient is the gradient of
         # the mean over the global (row, step) pairs, whatever the world size
         ws = self.dist.world_size
-        rows_global = self._all_reduce([sum(len(pl.idx) for pl in chunk) for chunk in chunks])
+        rows_global = all_reduce_floats([sum(len(pl.idx) for pl in chunk) for chunk in chunks])
         nfe_mult = 2 if sc.cfg_scale != 1.0 else 1
         nfe, backward, gap = 0, 0, 0.0
         objective: list[float] = []
         # old log-probs: exact rollout values where the batch is reproduced; otherwise a pre-update forward pass
         # (FSDP: a forward is a collective, so where another rank needs one this rank runs a dummy)
         needs = [float(bool(len(pl.idx)) and not pl.full and ci > 0) for ci, chunk in enumerate(chunks) for pl in chunk]
-        others = self._all_reduce(needs, "max") if self.fsdp else needs
+        others = all_reduce_floats(needs, "max") if self.fsdp else needs
         # FSDP: the global row count per plan decides whether the update pass runs it (with a dummy where local is 0)
-        plan_rows = self._all_reduce([len(pl.idx) for pl in plans]) if self.fsdp else [len(pl.idx) for pl in plans]
+        plan_rows = all_reduce_floats([len(pl.idx) for pl in plans]) if self.fsdp else [len(pl.idx) for pl in plans]
         for pl, n in zip(plans, plan_rows):
             pl.n_global = n
         k = 0
@@ -478,10 +463,10 @@ class DiffusionGRPOTrainer:
         out = {f"loss/{k}" if k != "grad_norm" else k: sum(v) / max(1, len(v)) for k, v in stats.items()}
         if ws > 1:  # diagnostics: means over ranks (the objective: summed, it is already globally weighted)
             keys = [k for k in out if k != "grad_norm"]
-            vals = self._all_reduce([out[k] for k in keys] + objective + [backward, nfe])
+            vals = all_reduce_floats([out[k] for k in keys] + objective + [backward, nfe])
             out.update({k: v / ws for k, v in zip(keys, vals)})
             objective, (backward, nfe) = vals[len(keys):len(keys) + len(objective)], vals[len(keys) + len(objective):]
-            gap = self._all_reduce([gap], "max")[0]
+            gap = all_reduce_floats([gap], "max")[0]
         out.update({"backward": backward, "nfe_train": nfe, "logp_recompute_gap": gap,
                     "loss/objective": sum(objective) / max(1, len(objective))})
         return out
@@ -497,7 +482,7 @@ class DiffusionGRPOTrainer:
         rows = ro.final_rows
         idx = torch.nonzero(keep_rows[rows]).flatten()
         n_local = len(idx)
-        n_global = self._all_reduce([n_local])[0]
+        n_global = all_reduce_floats([n_local])[0]
         if n_global == 0:
             return {"backward": 0, "nfe_train": 0}
         dummy = self.fsdp and n_local == 0  # FSDP: the same forward/backward calls as the other ranks, weight 0
@@ -552,7 +537,7 @@ class DiffusionGRPOTrainer:
         self.adapter.train(False)
         self._ema_update()
         out = {f"loss/nft_{k}" if k != "grad_norm" else k: sum(v) / max(1, len(v)) for k, v in stats.items()}
-        backward, nfe = self._all_reduce([backward, nfe])
+        backward, nfe = all_reduce_floats([backward, nfe])
         out.update({"backward": backward, "nfe_train": nfe})
         return out
 
@@ -578,14 +563,14 @@ class DiffusionGRPOTrainer:
         if self.dist.world_size == 1:
             return
         if self.fsdp:
-            if self._any(self.guard._pending is not None) and self.guard._pending is None:
+            if any_rank(self.guard._pending is not None) and self.guard._pending is None:
                 self.guard.flag("non-finite loss on another rank")
             return
         for p in self.params:  # a rank whose rows were all pruned still takes part in every all-reduce
             if p.grad is None:
                 p.grad = torch.zeros_like(p)
         average_gradients(self.params)
-        if self._any(self.guard._pending is not None) and self.guard._pending is None:
+        if any_rank(self.guard._pending is not None) and self.guard._pending is None:
             self.guard.flag("non-finite loss on another rank")
 
     def _optimizer_step(self, stats: dict[str, list[float]]) -> None:
@@ -698,9 +683,9 @@ class DiffusionGRPOTrainer:
         t_reward = t1 - t0 - t_roll
         self._phase("update")
         ok = self.guard.check("reward", rewards) & self.guard.check("log_prob", logps)
-        all_rewards = self._gather(rewards)
+        all_rewards = gather_cpu(rewards)
         self.last_rewards = all_rewards
-        if self._any(not ok) and ok:  # one rank's NaN skips the update everywhere
+        if any_rank(not ok) and ok:  # one rank's NaN skips the update everywhere
             self.guard.flag("non-finite reward or log-prob on another rank")
             ok = False
         if ok:
@@ -712,7 +697,7 @@ class DiffusionGRPOTrainer:
                 print(f"iteration {self.iteration}: rollout skipped ({reason}); no update applied")
             upd = {"backward": 0, "nfe_train": 0}
         self.iteration += 1
-        t_roll_max, nfe_roll = self._all_reduce([t_roll], "max")[0], self._all_reduce([ro.nfe])[0]
+        t_roll_max, nfe_roll = all_reduce_floats([t_roll], "max")[0], all_reduce_floats([ro.nfe])[0]
         scalars = {"reward/mean": float(all_rewards.nan_to_num().mean()), "reward/std": float(all_rewards.nan_to_num().std()),
                    "cost/nfe_rollout": nfe_roll, "cost/backward": upd.pop("backward"), "cost/nfe_train": upd.pop("nfe_train"),
                    "time/rollout_s": t_roll_max, "time/reward_s": t_reward, "time/update_s": time.perf_counter() - t1,
@@ -747,7 +732,7 @@ class DiffusionGRPOTrainer:
             for _ in bar:
                 last = self.step()
                 bar.set_postfix(reward=f"{last['reward/mean']:.3f}", nfe=int(last["cost/nfe_rollout"]))
-                if self._any(stop.requested is not None):  # every rank stops after the same iteration
+                if any_rank(stop.requested is not None):  # every rank stops after the same iteration
                     stopped = stop.requested or "a signal on another rank"
                     self.save()
                     if main:

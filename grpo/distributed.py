@@ -82,6 +82,34 @@ def all_gather_cat(t: torch.Tensor) -> torch.Tensor:
     return torch.cat([o[: int(s)] for o, s in zip(out, sizes)])
 
 
+def comm_device() -> torch.device:
+    """The device collectives run on: the current CUDA device under NCCL, the CPU under gloo (or one process)."""
+    if dist_info().world_size > 1 and dist.get_backend() == "nccl":
+        return torch.device("cuda", torch.cuda.current_device())
+    return torch.device("cpu")
+
+
+def gather_cpu(t: torch.Tensor) -> torch.Tensor:
+    """:func:`all_gather_cat` of ``t`` (moved to :func:`comm_device` for the collective), returned on the CPU."""
+    if dist_info().world_size == 1:
+        return t.cpu()
+    return all_gather_cat(t.to(comm_device())).cpu()
+
+
+def all_reduce_floats(values: list[float], op: str = "sum") -> list[float]:
+    """Element-wise sum (``op="sum"``) or max (``op="max"``) of a list of floats over ranks, in float64."""
+    if dist_info().world_size == 1:
+        return [float(v) for v in values]
+    t = torch.tensor(values, dtype=torch.float64, device=comm_device())
+    dist.all_reduce(t, op=dist.ReduceOp.MAX if op == "max" else dist.ReduceOp.SUM)
+    return t.cpu().tolist()
+
+
+def any_rank(flag: bool) -> bool:
+    """True on every rank if ``flag`` is true on any rank."""
+    return all_reduce_floats([float(bool(flag))], "max")[0] > 0
+
+
 def gathered_advantages(
     fn: Callable[[torch.Tensor, torch.Tensor, dict[str, torch.Tensor] | None], Advantages],
     rewards: torch.Tensor,

@@ -62,6 +62,16 @@ class DistConfig:
             raise ValueError(f"dist.mixed_precision must be one of {MIXED_PRECISION}, got {self.mixed_precision!r}")
 
 
+def _mesh(model: torch.nn.Module):
+    """A 1-D device mesh over all ranks on the device type of ``model``'s parameters (CPU/gloo or CUDA/NCCL)."""
+    from torch.distributed.device_mesh import init_device_mesh
+
+    if not (dist.is_available() and dist.is_initialized()):
+        raise RuntimeError("dist.strategy=fsdp needs torch.distributed initialized (launch with torchrun / "
+                           "accelerate launch and more than one process)")
+    return init_device_mesh(next(model.parameters()).device.type, (dist.get_world_size(),))
+
+
 def block_lists(model: torch.nn.Module) -> list[str]:
     """Names of the model's direct ``nn.ModuleList`` children (the repeated transformer blocks)."""
     return [n for n, m in model.named_children() if isinstance(m, torch.nn.ModuleList) and len(m)]
@@ -73,19 +83,14 @@ def shard_model(model: torch.nn.Module, reshard_after_forward: bool = True,
 
     Must run after the parameters are final (LoRA injected, dtypes set) and before the optimizer is built: FSDP
     replaces the module's parameters by ``DTensor`` parameters. Needs an initialized process group."""
-    from torch.distributed.device_mesh import init_device_mesh
     from torch.distributed.fsdp import fully_shard
 
-    if not (dist.is_available() and dist.is_initialized()):
-        raise RuntimeError("dist.strategy=fsdp needs torch.distributed initialized (launch with torchrun / "
-                           "accelerate launch and more than one process)")
+    mesh = _mesh(model)
     names = block_lists(model) if blocks is None else list(blocks)
     missing = [n for n in names if not isinstance(getattr(model, n, None), torch.nn.ModuleList)]
     if missing:
         raise ValueError(f"FSDP block list(s) {missing} are not nn.ModuleList children of {type(model).__name__}; "
                          f"it has {block_lists(model)}")
-    dev = next(model.parameters()).device
-    mesh = init_device_mesh(dev.type, (dist.get_world_size(),))
     for n in names:
         for block in getattr(model, n):
             fully_shard(block, mesh=mesh, reshard_after_forward=reshard_after_forward)
@@ -121,14 +126,9 @@ def shard_submodules(model: torch.nn.Module, reshard_after_forward: bool = True,
     (method, ...)}`` names other entry points that are called instead (e.g. a policy's ``chunk_log_prob``, an
     action head's ``log_prob``), registered with ``register_fsdp_forward_method`` (a unit or method the model
     lacks is skipped)."""
-    from torch.distributed.device_mesh import init_device_mesh
     from torch.distributed.fsdp import fully_shard, register_fsdp_forward_method
 
-    if not (dist.is_available() and dist.is_initialized()):
-        raise RuntimeError("dist.strategy=fsdp needs torch.distributed initialized (launch with torchrun / "
-                           "accelerate launch and more than one process)")
-    dev = next(model.parameters()).device
-    mesh = init_device_mesh(dev.type, (dist.get_world_size(),))
+    mesh = _mesh(model)
     units = submodule_units(model)
     for n in units:
         fully_shard(model.get_submodule(n), mesh=mesh, reshard_after_forward=reshard_after_forward)

@@ -151,9 +151,7 @@ class FlowMatchingActionHead(nn.Module):
         """``v_theta(x[B,K,A], sigma[B], ctx[B,C]) -> [B,K,A]`` fp32 (the net under autocast with ``autocast_dtype``)."""
         b = x.shape[0]
         h = torch.cat([x.reshape(b, -1), sigma_features(sigma), ctx], dim=-1)
-        if self.autocast_dtype is None:
-            return self.net(h).reshape(b, self.chunk_size, self.action_dim)
-        with autocast(self.autocast_dtype, h.device):
+        with autocast(self.autocast_dtype, h.device):  # a no-op context in fp32 (.float() is then the identity)
             v = self.net(h)
         return v.float().reshape(b, self.chunk_size, self.action_dim)
 
@@ -265,9 +263,7 @@ class GaussianActionHead(nn.Module):
 
     def mean(self, ctx: torch.Tensor) -> torch.Tensor:
         """``mu_theta(ctx[B,C]) -> [B,K,A]`` fp32 (the net under autocast with ``autocast_dtype``)."""
-        if self.autocast_dtype is None:
-            return self.net(ctx).reshape(-1, self.chunk_size, self.action_dim)
-        with autocast(self.autocast_dtype, ctx.device):
+        with autocast(self.autocast_dtype, ctx.device):  # a no-op context in fp32 (.float() is then the identity)
             mu = self.net(ctx)
         return mu.float().reshape(-1, self.chunk_size, self.action_dim)
 

@@ -64,13 +64,13 @@ from typing import Any, Literal
 
 import numpy as np
 import torch
+import torch.distributed as tdist
 from tqdm.auto import tqdm
 
 from grpo.checkpoint import capture_rng_state, latest_checkpoint, load_checkpoint, restore_rng_state, save_checkpoint
 from grpo.config import check_resume_config, config_to_dict
-import torch.distributed as tdist
-
-from grpo.distributed import all_gather_cat, average_gradients, barrier, init_distributed, keyed_generator, shard_range
+from grpo.distributed import (all_reduce_floats, any_rank, average_gradients, barrier, gather_cpu, init_distributed,
+                              keyed_generator, shard_range)
 from grpo.fsdp import (DistConfig, copy_full_parameters, full_optimizer_state_dict, load_full_optimizer_state_dict,
                        shard_submodules)
 from grpo.loss import clipped_pg_loss, flow_kl, k3_kl
@@ -237,25 +237,6 @@ class VLARLTrainer:
             tqdm.write(" ".join(str(x) for x in a))
 
     # ---- collectives (no-ops in one process) ---------------------------------------------------
-    def _gather(self, t: torch.Tensor) -> torch.Tensor:
-        """``all_gather_cat`` over ranks (rank order = global episode order), on the CPU."""
-        if self.dist.world_size == 1:
-            return t
-        comm = torch.device("cuda", torch.cuda.current_device()) if tdist.get_backend() == "nccl" else torch.device("cpu")
-        return all_gather_cat(t.to(comm)).cpu()
-
-    def _all_sum(self, values: list[float]) -> list[float]:
-        if self.dist.world_size == 1:
-            return [float(v) for v in values]
-        comm = torch.device("cuda", torch.cuda.current_device()) if tdist.get_backend() == "nccl" else torch.device("cpu")
-        t = torch.tensor(values, dtype=torch.float64, device=comm)
-        tdist.all_reduce(t)
-        return t.cpu().tolist()
-
-    def _any(self, flag: bool) -> bool:
-        """True on every rank if ``flag`` is true on any rank."""
-        return self._all_sum([float(bool(flag))])[0] > 0
-
     def _broadcast_obj(self, obj: Any) -> Any:
         """Rank 0's ``obj`` on every rank (picklable objects)."""
         if self.dist.world_size == 1:
@@ -276,7 +257,7 @@ class VLARLTrainer:
         if self.dist.world_size == 1:
             return
         sums = torch.stack([v.detach().double().sum() for v in self.policy.state_dict().values()])  # [tensors]
-        every = self._gather(sums[None]).double()  # [world, tensors]
+        every = gather_cpu(sums[None]).double()  # [world, tensors]
         diff = float((every - every[0]).abs().max())
         if diff != 0.0:
             raise RuntimeError(f"the ranks' policy weights differ {where} (max checksum difference {diff:.3g}); every "
@@ -387,12 +368,12 @@ class VLARLTrainer:
         rank; ``batch`` holds this rank's episodes (with ``specs=None``: the whole batch, one process)."""
         specs = specs if specs is not None else [e.spec for e in batch.episodes]
         tasks = [s.env_name for s in specs]
-        success = self._gather(batch.success)
+        success = gather_cpu(batch.success)
         if len(success) != len(specs):
             raise RuntimeError(f"gathered {len(success)} episodes for a global batch of {len(specs)}")
         if self.cfg.rl.reward == "srpo":
             emb = self.srpo.embed([np.stack(e.frames) for e in batch.episodes])  # [local E, D]
-            return self.srpo.from_embeddings(self._gather(emb), tasks, success, [s.group_id for s in specs])
+            return self.srpo.from_embeddings(gather_cpu(emb), tasks, success, [s.group_id for s in specs])
         return binary_reward([], tasks, success)
 
     def global_rows(self, batch: RolloutBatch, first_episode: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -404,7 +385,7 @@ class VLARLTrainer:
         if batch.chunk_of is None:
             raise ValueError("the rollout batch has no chunk_of (decision-point indices); build it with run_episodes")
         counts = torch.bincount(batch.episode_of, minlength=len(batch.episodes))  # [local E] decision points each
-        all_counts = self._gather(counts)  # [E]
+        all_counts = gather_cpu(counts)  # [E]
         offsets = torch.cumsum(all_counts, 0) - all_counts
         gid = offsets[first_episode + batch.episode_of] + batch.chunk_of
         return gid, torch.repeat_interleave(torch.arange(len(all_counts)), all_counts)
@@ -441,7 +422,7 @@ class VLARLTrainer:
             # loss denominators of the global minibatches (tokens or samples), for the world-size-exact scaling
             local_den = [den_of(mb) for mb in mbs]
             local_tok = [float(mask[mb].sum()) for mb in mbs]
-            den = self._all_sum(local_den + local_tok)
+            den = all_reduce_floats(local_den + local_tok)
             global_den, global_tok = den[:len(mbs)], den[len(mbs):]
             for j, mb in enumerate(mbs):
                 diag = [0.0] * 5  # global loss and token-weighted clip_frac, approx_kl, ratio, kl
@@ -452,24 +433,20 @@ class VLARLTrainer:
                             self._backward(self._minibatch_loss(batch, mb.new_zeros(1), row_adv[gid[:1]]).loss * 0.0)
                         continue
                     out = self._minibatch_loss(batch, micro, row_adv[gid[micro]])
-                    mden = local_den[j] if micro is mb else den_of(micro)
-                    scale = ws * mden / global_den[j] if global_den[j] > 0 else float(ws)
+                    scale = ws * den_of(micro) / global_den[j] if global_den[j] > 0 else float(ws)
                     self._backward(out.loss * scale)
-                    w = (local_tok[j] if micro is mb else float(mask[micro].sum())) / max(global_tok[j], 1.0)
+                    w = float(mask[micro].sum()) / max(global_tok[j], 1.0)
                     d = [float(out.loss.detach()) * scale / ws] + [
                         float(v.detach() if isinstance(v, torch.Tensor) else v) * w
                         for v in (out.clip_frac, out.approx_kl, out.ratio_mean, out.kl)]
                     diag = [a + b for a, b in zip(diag, d)]
-                if self.fsdp:  # FSDP's backward already reduce-scattered the (rank-averaged) gradients
-                    diag = self._all_sum(diag + [float(self.guard._pending is not None)])
-                    if diag.pop() > 0 and self.guard._pending is None:
-                        self.guard.flag("non-finite loss on another rank")
-                elif ws > 1:
-                    for p in params:  # a rank without rows in this minibatch still joins every all-reduce
-                        if p.grad is None:
-                            p.grad = torch.zeros_like(p)
-                    average_gradients(params)
-                    diag = self._all_sum(diag + [float(self.guard._pending is not None)])
+                if ws > 1:
+                    if not self.fsdp:  # (FSDP's backward already reduce-scattered the rank-averaged gradients)
+                        for p in params:  # a rank without rows in this minibatch still joins every all-reduce
+                            if p.grad is None:
+                                p.grad = torch.zeros_like(p)
+                        average_gradients(params)
+                    diag = all_reduce_floats(diag + [float(self.guard._pending is not None)])
                     if diag.pop() > 0 and self.guard._pending is None:
                         self.guard.flag("non-finite loss on another rank")
                 st = guarded_step(params, self.optimizer, g.max_grad_norm, self.guard)
@@ -594,10 +571,10 @@ class VLARLTrainer:
                 rew = self.rewards(batch, specs)  # global [E], identical on every rank
                 t_rew = time.time() - t0 - t_roll
                 gids = torch.tensor([s.group_id for s in specs], dtype=torch.long)
-                succ = self._gather(batch.success)
-                lengths = self._gather(torch.tensor([e.length for e in batch.episodes], dtype=torch.float32))
-                env_steps = int(self._all_sum([batch.env_steps])[0])
-                t_roll_max = float(self._gather(torch.tensor([t_roll], dtype=torch.float64)).max())  # slowest rank
+                succ = gather_cpu(batch.success)
+                lengths = gather_cpu(torch.tensor([e.length for e in batch.episodes], dtype=torch.float32))
+                env_steps = int(all_reduce_floats([batch.env_steps])[0])
+                t_roll_max = float(gather_cpu(torch.tensor([t_roll], dtype=torch.float64)).max())  # slowest rank
                 keep, kept = (group_keep_mask(succ, gids, cfg.rl.success_band) if cfg.rl.dynamic_sampling
                               else (torch.ones_like(succ), int(gids.unique().numel())))
                 scal: dict[str, float] = {
@@ -612,7 +589,7 @@ class VLARLTrainer:
                     if fail.any():
                         scal["reward/srpo_failure_mean"] = float(rew.total[fail].mean())
                     if int(fail.sum()) >= 3:  # diagnostic only: does SRPO's latent progress agree with the env's?
-                        env_prog = self._gather(torch.tensor([e.progress for e in batch.episodes], dtype=torch.float32))
+                        env_prog = gather_cpu(torch.tensor([e.progress for e in batch.episodes], dtype=torch.float32))
                         scal["reward/srpo_vs_env_progress_spearman"] = spearman(rew.total[fail], env_prog[fail])
                 # a NaN/inf reward or stored log-prob skips this iteration's update (logged), never reaches the
                 # advantages; grpo.train_step.NonFiniteGuard aborts after grpo.max_nonfinite skips in a row.
@@ -621,7 +598,7 @@ class VLARLTrainer:
                 for name, comp in rew.components.items():
                     finite &= self.guard.check(f"reward component {name!r}", comp)
                 finite &= self.guard.check("rollout log-prob", batch.old_logp)
-                if self._any(not finite):
+                if any_rank(not finite):
                     if finite:
                         self.guard.flag("non-finite rollout log-prob on another rank")
                     reason = self.guard.end_step()
@@ -651,7 +628,7 @@ class VLARLTrainer:
                 if cfg.rl.eval_every > 0 and (it + 1) % cfg.rl.eval_every == 0 and it + 1 < cfg.rl.iterations:
                     bar.set_description("grpo[eval]")
                     self._eval_everywhere(f"iter_{it + 1}", it + 1, videos=False)
-                if self._any(stop.requested is not None):  # every rank stops after the same iteration
+                if any_rank(stop.requested is not None):  # every rank stops after the same iteration
                     self.save()
                     stopped = stop.requested or "a signal on another rank"
                     self._print(f"stopped by {stopped} after iteration {it + 1}; checkpoint saved, rerun to resume")
