@@ -36,15 +36,25 @@ def _shapes():
 
 
 def pretrain(out: str | Path = DEFAULT_DIR, steps: int = 1500, size: int = 32, batch: int = 32, lr: float = 1e-3,
-             seed: int = 0, hidden: int = 64, layers: int = 3, log_every: int = 100) -> Path:
+             seed: int = 0, hidden: int = 64, layers: int = 3, log_every: int = 100, init: str | Path | None = None
+             ) -> Path:
+    """Train and save the model; ``init``: continue from a saved shapes pipeline (its architecture; ``hidden`` and
+    ``layers`` are then ignored) instead of a fresh one."""
     from .adapters import ModelConfig, SD3Adapter
     from .tiny_models import tiny_sd3_pipeline
 
     shapes = _shapes()
     rng = random.Random(seed)
-    words = sorted({w for p in shapes.sample_prompts(2000, rng=random.Random(seed + 1)) for w in p.lower().split()})
-    pipe = tiny_sd3_pipeline(words=words, seed=seed, hidden=hidden, layers=layers, sample_size=size, with_vae=False,
-                             with_t5=False, patch_size=2 if size <= 16 else 4, max_length=16)
+    if init is not None:
+        from diffusers import StableDiffusion3Pipeline
+
+        if not (Path(init) / "model_index.json").is_file():
+            raise FileNotFoundError(f"--init {init}: no saved pipeline (model_index.json) there")
+        pipe = StableDiffusion3Pipeline.from_pretrained(init)
+    else:
+        words = sorted({w for p in shapes.sample_prompts(2000, rng=random.Random(seed + 1)) for w in p.lower().split()})
+        pipe = tiny_sd3_pipeline(words=words, seed=seed, hidden=hidden, layers=layers, sample_size=size, with_vae=False,
+                                 with_t5=False, patch_size=2 if size <= 16 else 4, max_length=16)
     adapter = SD3Adapter(pipe, ModelConfig(kind="sd3", height=size, width=size, max_sequence_length=1))
     modules = [pipe.transformer, pipe.text_encoder, pipe.text_encoder_2]
     params = [p for m in modules for p in m.parameters()]
@@ -68,7 +78,7 @@ def pretrain(out: str | Path = DEFAULT_DIR, steps: int = 1500, size: int = 32, b
         opt.step()
         sched.step()
         if log_every and (it % log_every == 0 or it == steps - 1):
-            print(f"pretrain step {it:5d}/{steps}  flow-matching loss {float(loss):.4f}  ({time.time() - t0:.0f}s)", flush=True)
+            print(f"pretrain step {it:5d}/{steps}  flow-matching loss {loss.item():.4f}  ({time.time() - t0:.0f}s)", flush=True)
     for m in modules:
         m.requires_grad_(False).eval()
     out = Path(out)
@@ -92,9 +102,14 @@ def main(argv=None) -> int:
     ap.add_argument("--size", type=int, default=32)
     ap.add_argument("--batch", type=int, default=32)
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--lr", type=float, default=1e-3, help="peak learning rate (one-cycle schedule)")
+    ap.add_argument("--hidden", type=int, default=64, help="transformer width")
+    ap.add_argument("--layers", type=int, default=3, help="transformer blocks")
+    ap.add_argument("--init", default=None, help="continue training a saved shapes pipeline directory")
     a = ap.parse_args(argv)
     torch.set_num_threads(int(os.environ.get("OMP_NUM_THREADS", "2")))
-    print(f"saved to {pretrain(a.out, a.steps, a.size, a.batch, seed=a.seed)}")
+    out = pretrain(a.out, a.steps, a.size, a.batch, lr=a.lr, seed=a.seed, hidden=a.hidden, layers=a.layers, init=a.init)
+    print(f"saved to {out}")
     return 0
 
 
