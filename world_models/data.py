@@ -15,8 +15,9 @@ actions ``[T, A]``, the simulator's success flag and progress per frame ``[T+1]`
 ``[T+1, D]``. :func:`collect_policy_episodes` records the same arrays for a VLA policy (the World-VLA-Loop
 adds them to the data), :func:`wm_windows` cuts (context, action chunk, future, success) windows for the
 video world model (the first frame is repeated ``context_frames - 1`` times with zero actions so that a
-rollout can start from a single real observation), and :class:`StatePredictor` is the proprio-state half
-of the state-aware world model (``state_{t+1} = state_t + f(state_t, a_t)``).
+rollout can start from a single real observation), and :class:`StatePredictor` is the state half of the
+state-aware world model (``state_{t+1} = state_t + f(state_t, a_t)``; :func:`predict_states` rolls it out
+open-loop, which is what the state-aware success head reads in the world-model env).
 
 ``sims`` is numpy-only; this module is where frames become tensors.
 """
@@ -213,28 +214,44 @@ def collect_policy_episodes(policy, task: str, init_seeds: Sequence[int], horizo
     return _stack_episodes(eps)
 
 
-def wm_windows(data: Trajectories, context_frames: int, chunk: int, stride: int = 1, text_dim: int = 0):
+def wm_windows(data: Trajectories, context_frames: int, chunk: int, stride: int = 1, text_dim: int = 0,
+               state: bool = False):
     """(context ``[W, Tc, 3, H, W]``, actions ``[W, K, A]``, future ``[W, K, 3, H, W]``, success ``[W, K]``)
     windows, floats in [0, 1]; the first frame is repeated ``context_frames - 1`` times (zero actions).
-    With ``text_dim > 0`` a fifth tensor holds each window's instruction features ``[W, text_dim]``."""
+    With ``text_dim > 0`` a fifth tensor holds each window's instruction features ``[W, text_dim]``. With
+    ``state=True`` the tuple always has seven entries: the fifth is the text features or None, the sixth the
+    simulator state at each future frame ``[W, K, D]`` and the seventh the episode's first real frame
+    ``[W, 3, H, W]`` (for a state-aware success head and its instruction grounding)."""
     from .video_wm import WorldModelConfig, instruction_features, window_dataset
 
     v = data.videos
     a, s = data.actions, data.success
+    st = data.state
+    if state and (st is None or st.dim() != 3 or st.shape[-1] == 0):
+        raise ValueError("state=True needs trajectories with a state [N, T+1, D] (D > 0)")
     pad = context_frames - 1
     if pad:
         v = torch.cat([v[:, :1].expand(-1, pad, -1, -1, -1), v], dim=1)
         a = torch.cat([torch.zeros(a.shape[0], pad, a.shape[2]), a], dim=1)
         s = torch.cat([s[:, :1].expand(-1, pad), s], dim=1)
+        if state:
+            st = torch.cat([st[:, :1].expand(-1, pad, -1), st], dim=1)
     cfg = WorldModelConfig(image_size=v.shape[-1], context_frames=context_frames, chunk=chunk, action_dim=a.shape[-1],
                            patch=1)
     out = list(window_dataset(v, a, s, cfg))
     n = v.shape[0]
     if text_dim:  # window_dataset orders windows start-major, episodes inner
         out.append(instruction_features(data.instructions, text_dim).repeat(out[0].shape[0] // n, 1))
+    elif state:
+        out.append(None)
+    if state:  # the same start-major cut as window_dataset's futures
+        t = v.shape[1]
+        starts = range(0, t - context_frames - chunk + 1)
+        out.append(torch.cat([st[:, start + context_frames:start + context_frames + chunk] for start in starts]).float())
+        out.append(data.videos[:, 0].repeat(len(starts), 1, 1, 1))
     if stride > 1:  # keep every stride-th start
         keep = torch.arange(out[0].shape[0]).reshape(-1, n)[::stride].flatten()
-        out = [x[keep] for x in out]
+        out = [None if x is None else x[keep] for x in out]
     return tuple(out)
 
 
@@ -252,6 +269,17 @@ class StatePredictor(nn.Module):
     def forward(self, state: torch.Tensor, action: torch.Tensor) -> torch.Tensor:
         x = torch.cat([(state - self.mu) / self.sigma, action.float()], dim=-1)
         return state + self.net(x) * self.dsigma
+
+
+@torch.no_grad()
+def predict_states(model: nn.Module, first: torch.Tensor, actions: torch.Tensor) -> torch.Tensor:
+    """Open-loop state rollout: ``first[N, D]`` + ``actions[N, T, A]`` -> the predicted state after each action
+    ``[N, T, D]`` (entry ``t`` goes with frame ``t + 1``), as the world-model env advances its state."""
+    s, out = first.float(), []
+    for t in range(actions.shape[1]):
+        s = model(s, actions[:, t].float())
+        out.append(s)
+    return torch.stack(out, dim=1) if out else torch.zeros(first.shape[0], 0, first.shape[-1])
 
 
 def _transitions(data: Trajectories):

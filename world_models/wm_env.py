@@ -13,6 +13,11 @@ advanced together in one batched model call (GPU-friendly: no per-env Python loo
 
 Observations match ``sims``: ``{"images": {"agentview": uint8[B, H, W, 3]}, "instruction": tuple[str]}``, so
 a policy trained in the simulator runs here unchanged. For a fixed seed the env is deterministic.
+
+With a state-aware success head (``wm.cfg.state_dim > 0``) both envs advance the state with the state model
+every action and pass the chunk's per-step predicted states to ``wm.predict(state=[B, K, D])``
+(``WorldModelVecEnv`` then needs ``state_model`` and ``start_states[N, D]``); a grounding head
+(``wm.cfg.state_camera``) also gets the episode's real start frame (``ref``).
 """
 
 from __future__ import annotations
@@ -39,14 +44,22 @@ def _advance(context: torch.Tensor, frames: torch.Tensor) -> torch.Tensor:
 
 class WorldModelVecEnv(VectorEnv):
     def __init__(self, wm: VideoWorldModel, start_frames: torch.Tensor, instructions: list[str], num_envs: int,
-                 max_chunks: int = 10, threshold: float = 0.5, sde: str = "ode"):
+                 max_chunks: int = 10, threshold: float = 0.5, sde: str = "ode", state_model: torch.nn.Module | None = None,
+                 start_states: torch.Tensor | None = None):
         cfg = wm.cfg
+        if cfg.state_dim and (state_model is None or start_states is None
+                              or tuple(start_states.shape) != (start_frames.shape[0], cfg.state_dim)):
+            raise ValueError(f"a state-aware world model (state_dim={cfg.state_dim}) needs state_model and start_states "
+                             f"[N={start_frames.shape[0]}, {cfg.state_dim}], got "
+                             f"{None if start_states is None else tuple(start_states.shape)}")
         if start_frames.dim() != 5 or start_frames.shape[1:] != (cfg.context_frames, 3, cfg.image_size, cfg.image_size):
             raise ValueError(f"start_frames must be [N, {cfg.context_frames}, 3, {cfg.image_size}, {cfg.image_size}], "
                              f"got {tuple(start_frames.shape)}")
         if len(instructions) != start_frames.shape[0]:
             raise ValueError(f"{len(instructions)} instructions for {start_frames.shape[0]} start clips")
         self.wm = wm.eval()
+        self.state_model = None if state_model is None else state_model.eval()
+        self.start_states = None if start_states is None else torch.as_tensor(start_states).float()
         self.starts = start_frames.float()
         self.instructions_pool = list(instructions)
         self.num_envs = num_envs
@@ -63,7 +76,9 @@ class WorldModelVecEnv(VectorEnv):
         self.action_space = gym.spaces.Box(-1.0, 1.0, (num_envs, cfg.chunk, cfg.action_dim), np.float32)
         self._gen = torch.Generator().manual_seed(0)
         self.context = torch.zeros(num_envs, cfg.context_frames, 3, s, s)
+        self.ref = self.context[:, 0]
         self.instr: list[str] = [""] * num_envs
+        self.state = None if self.start_states is None else torch.zeros(num_envs, self.start_states.shape[1])
         self.t = np.zeros(num_envs, dtype=np.int64)
 
     def _obs(self) -> dict[str, Any]:
@@ -79,6 +94,9 @@ class WorldModelVecEnv(VectorEnv):
         if idx.shape != (self.num_envs,):
             raise ValueError(f"options['starts'] must hold {self.num_envs} start indices, got shape {tuple(idx.shape)}")
         self.context = self.starts[idx].clone()
+        self.ref = self.context[:, 0].clone()
+        if self.start_states is not None:
+            self.state = self.start_states[idx].clone()
         self.instr = [self.instructions_pool[i] for i in idx.tolist()]
         self.t[:] = 0
         return self._obs(), {"start_index": idx.numpy()}
@@ -89,7 +107,16 @@ class WorldModelVecEnv(VectorEnv):
             raise ValueError(f"actions must have shape {self.action_space.shape}, got {tuple(a.shape)}")
         if not torch.isfinite(a).all():
             raise ValueError("non-finite actions passed to the world-model env")
-        frames, logits = self.wm.predict(self.context, a.clamp(-1, 1), generator=self._gen, sde=self.sde, text=self.instr)
+        a = a.clamp(-1, 1)
+        states = None
+        if self.state_model is not None:  # per-step states of the chunk (the state at each predicted frame)
+            from .data import predict_states
+
+            states = predict_states(self.state_model, self.state, a)
+            self.state = states[:, -1]
+        frames, logits = self.wm.predict(self.context, a, generator=self._gen, sde=self.sde, text=self.instr,
+                                         state=states if self.wm.cfg.state_dim else None,
+                                         ref=self.ref if self.wm.cfg.state_camera else None)
         success = (torch.sigmoid(logits) > self.threshold).any(dim=1).numpy()
         self.context = _advance(self.context, frames)
         self.t += 1
@@ -142,7 +169,8 @@ class WorldModelEnv(gym.Env):
       end), then one world-model call predicts the chunk's frames. Observations in between repeat the last
       predicted frame (a chunking policy only looks at the frame after its chunk; recorded videos show the
       model at chunk boundaries).
-    * Reward/termination: the success head's probability on the predicted frames; success when it exceeds
+    * Reward/termination: the success head's probability on the predicted frames (a state-aware head also
+      reads the state model's state after each action of the chunk); success when it exceeds
       ``threshold`` at any executed frame (sparse reward 1, ``terminated``), ``truncated`` after ``max_steps``.
     """
 
@@ -160,6 +188,9 @@ class WorldModelEnv(gym.Env):
         self.sampling_steps = sampling_steps
         s = cfg.image_size
         d = starts.states.shape[1]
+        if cfg.state_dim and cfg.state_dim != d:
+            raise ValueError(f"the state-aware success head reads state [B, K, {cfg.state_dim}], the start pool's states "
+                             f"have {d} values (collect them with the same env kwargs, e.g. object_state)")
         self.observation_space = gym.spaces.Dict({
             "images": gym.spaces.Dict({camera: gym.spaces.Box(0, 255, (s, s, 3), np.uint8)}),
             "state": gym.spaces.Box(-np.inf, np.inf, (d,), np.float32),
@@ -168,9 +199,11 @@ class WorldModelEnv(gym.Env):
         self.action_space = gym.spaces.Box(-1.0, 1.0, (cfg.action_dim,), np.float32)
         self._gen = torch.Generator().manual_seed(seed)
         self.context = torch.zeros(1, cfg.context_frames, 3, s, s)
+        self.ref = self.context[:, 0]
         self.state = np.zeros(d, np.float32)
         self.instruction, self.init_seed, self.t = "", -1, 0
         self._buf: list[np.ndarray] = []
+        self._sbuf: list[np.ndarray] = []  # the state after each buffered action
         self._prob = 0.0
 
     def _obs(self) -> dict[str, Any]:
@@ -197,9 +230,10 @@ class WorldModelEnv(gym.Env):
         i = self.init_seed % len(self.starts)
         frame = torch.as_tensor(self.starts.frames[i]).permute(2, 0, 1).float() / 255.0
         self.context = frame[None, None].expand(1, self.wm.cfg.context_frames, -1, -1, -1).clone()
+        self.ref = frame[None].clone()  # the real start frame (the success head's instruction grounding)
         self.state = self.starts.states[i].copy()
         self.instruction = self.starts.instructions[i]
-        self.t, self._buf, self._prob = 0, [], 0.0
+        self.t, self._buf, self._sbuf, self._prob = 0, [], [], 0.0
         return self._obs(), self._info(False)
 
     @torch.no_grad()
@@ -210,19 +244,25 @@ class WorldModelEnv(gym.Env):
         a = np.clip(a, -1.0, 1.0)
         self.state = self.state_model(torch.as_tensor(self.state)[None], torch.as_tensor(a)[None])[0].numpy().astype(np.float32)
         self._buf.append(a)
+        self._sbuf.append(self.state)
         self.t += 1
         success = False
         if len(self._buf) == self.wm.cfg.chunk or self.t >= self.max_steps:
             n = len(self._buf)
             chunk = np.zeros((self.wm.cfg.chunk, a.shape[0]), np.float32)
             chunk[:n] = np.stack(self._buf)
+            states = None
+            if self.wm.cfg.state_dim:  # the state at each of the chunk's frames (the last one repeats as padding)
+                st = np.stack(self._sbuf + [self._sbuf[-1]] * (self.wm.cfg.chunk - n))
+                states = torch.as_tensor(st)[None]
             frames, logits = self.wm.predict(self.context, torch.as_tensor(chunk)[None], generator=self._gen,
-                                             steps=self.sampling_steps, text=[self.instruction])
+                                             steps=self.sampling_steps, text=[self.instruction], state=states,
+                                             ref=self.ref if self.wm.cfg.state_camera else None)
             prob = torch.sigmoid(logits[0, :n])
             self._prob = float(prob.max())
             success = bool((prob > self.threshold).any())
             self.context = _advance(self.context, frames[:, :n])
-            self._buf = []
+            self._buf, self._sbuf = [], []
         truncated = self.t >= self.max_steps and not success
         return self._obs(), float(success), success, truncated, self._info(success)
 
