@@ -20,6 +20,8 @@ e.g. ``"a red circle left of a blue square"``; the two objects of a relation hav
   colors present), ``shape`` (present objects of the right shape), ``relation`` (two-object prompts;
   1 for single-object prompts); ``total`` is the mean of color, shape and relation over the ones that apply
   (single-object prompts: ``(color + shape) / 2``). Detail ``accuracy``: 1 iff everything is right.
+  ``shape_width > 0`` makes the shape component graded (:func:`shape_credit`: partial credit for a blob whose fill
+  ratio is within ``shape_width`` of the asked class), a denser RL signal; ``accuracy`` stays exact.
 """
 
 from __future__ import annotations
@@ -146,6 +148,27 @@ def render(prompts: list[str], size: int = 32, rng: random.Random | None = None,
 
 
 # ---- verification ----------------------------------------------------------------------------
+FILL_CLASSES = {"square": (0.89, np.inf), "circle": (0.67, 0.89), "triangle": (-np.inf, 0.67)}  # fill-ratio intervals
+
+
+def fill_ratio(mask: np.ndarray, alpha: np.ndarray | None = None) -> float:
+    """A blob's fill ratio of its bounding box (sub-pixel with ``alpha``, see :func:`classify_shape`)."""
+    if alpha is None:
+        ys, xs = np.nonzero(mask)
+        return float(mask.sum() / ((ys.max() - ys.min() + 1) * (xs.max() - xs.min() + 1)))
+    return float(alpha.sum() / max(alpha.max(axis=0).sum() * alpha.max(axis=1).sum(), 1e-6))
+
+
+def shape_credit(fill: float, shape: str, width: float = 0.2) -> float:
+    """Graded shape credit in [0, 1]: 1 when ``fill`` lies in ``shape``'s interval of :data:`FILL_CLASSES` (exactly
+    when :func:`classify_shape` says ``shape``), else ``max(0, 1 - d / width)`` with ``d`` the distance of ``fill``
+    to that interval -- a blob that is *almost* the asked shape earns part of the reward."""
+    if shape_of_fill(fill) == shape:
+        return 1.0
+    lo, hi = FILL_CLASSES[shape]
+    return max(0.0, 1.0 - max(lo - fill, fill - hi, 0.0) / width)
+
+
 def classify_shape(mask: np.ndarray, alpha: np.ndarray | None = None) -> str:
     """Shape of a blob from its fill ratio of its bounding box: square ~1, circle ~pi/4, triangle ~1/2.
 
@@ -156,11 +179,11 @@ def classify_shape(mask: np.ndarray, alpha: np.ndarray | None = None) -> str:
     which separates the classes at 32 px (rendered: square >= 0.97, circle 0.74-0.82, triangle <= 0.60);
     without it, the binary mask's pixel count over its bounding box is used.
     """
-    if alpha is None:
-        ys, xs = np.nonzero(mask)
-        fill = mask.sum() / ((ys.max() - ys.min() + 1) * (xs.max() - xs.min() + 1))
-    else:
-        fill = alpha.sum() / max(alpha.max(axis=0).sum() * alpha.max(axis=1).sum(), 1e-6)
+    return shape_of_fill(fill_ratio(mask, alpha))
+
+
+def shape_of_fill(fill: float) -> str:
+    """The class of a fill ratio (the intervals of :data:`FILL_CLASSES`)."""
     if fill > 0.89:
         return "square"
     if fill > 0.67:
@@ -204,17 +227,21 @@ def find_blobs(image: np.ndarray, tol: float = 0.25, min_frac: float = 0.01) -> 
     return out
 
 
-def verify(image: torch.Tensor, spec: Spec, tol: float = 0.25) -> dict[str, float]:
-    """Components for one image ``[3, H, W]`` in [0, 1] against ``spec``."""
+def verify(image: torch.Tensor, spec: Spec, tol: float = 0.25, shape_width: float = 0.0) -> dict[str, float]:
+    """Components for one image ``[3, H, W]`` in [0, 1] against ``spec``. ``shape_width > 0``: the ``shape``
+    component is the graded :func:`shape_credit` (``accuracy`` still needs every shape exactly right)."""
     img = image.permute(1, 2, 0).cpu().numpy().astype(np.float32)
     blobs = find_blobs(img, tol)
     objects = np.zeros(img.shape[:2], dtype=bool)
     for m, _ in blobs.values():
         objects |= m
     present = [c in blobs for c, _ in spec.objects]
-    right_shape = [c in blobs and classify_shape(blobs[c][0], coverage(img, c, blobs[c][0], objects & ~blobs[c][0])) == s
-                   for c, s in spec.objects]
-    out = {"color": float(np.mean(present)), "shape": float(np.mean(right_shape))}
+    fills = [fill_ratio(blobs[c][0], coverage(img, c, blobs[c][0], objects & ~blobs[c][0])) if c in blobs else None
+             for c, _ in spec.objects]
+    exact = [f is not None and shape_of_fill(f) == s for f, (_, s) in zip(fills, spec.objects)]
+    graded = [0.0 if f is None else shape_credit(f, s, shape_width) if shape_width > 0 else float(e)
+              for f, e, (_, s) in zip(fills, exact, spec.objects)]
+    out = {"color": float(np.mean(present)), "shape": float(np.mean(graded))}
     parts = [out["color"], out["shape"]]
     if spec.relation is not None:
         (c1, _), (c2, _) = spec.objects
@@ -226,7 +253,7 @@ def verify(image: torch.Tensor, spec: Spec, tol: float = 0.25) -> dict[str, floa
         parts.append(rel)
     else:
         out["relation"] = 1.0  # nothing to relate; kept so every prompt reports the same components
-    out["accuracy"] = float(all(p == 1.0 for p in parts))
+    out["accuracy"] = float(all(p == 1.0 for p in parts) and all(exact))
     out["total"] = float(np.mean(parts))
     return out
 
@@ -236,7 +263,7 @@ class ShapesVerifier(ImageReward):
 
     name = "shapes_verifier"
 
-    def __init__(self, tol: float = 0.25, nonfinite: str = "warn", accuracy_weight: float = 0.0):
+    def __init__(self, tol: float = 0.25, nonfinite: str = "warn", accuracy_weight: float = 0.0, shape_width: float = 0.0):
         if not 0 < tol < 1.8:
             raise ValueError(f"tol is an RGB distance in (0, 1.8), got {tol}")
         if not 0 <= accuracy_weight <= 1:
@@ -245,11 +272,14 @@ class ShapesVerifier(ImageReward):
         # > 0: total = (1 - w) * verifier + w * accuracy (all-correct), so partial credit alone cannot carry the
         # reward; the unweighted verifier score stays in details["verifier"]
         self.accuracy_weight = accuracy_weight
+        if shape_width < 0:
+            raise ValueError(f"shape_width is a fill-ratio distance >= 0 (0: exact shape credit), got {shape_width}")
+        self.shape_width = shape_width  # > 0: graded shape credit (verify(shape_width=...)); accuracy stays exact
         self.nonfinite = nonfinite  # type: ignore[assignment]
 
     def score(self, images, prompts, metadata) -> RewardOutput:
         specs = [parse_prompt(p) for p in prompts]  # malformed prompts fail before any work
-        rows = [verify(img, spec, self.tol) for img, spec in zip(images.cpu(), specs)]
+        rows = [verify(img, spec, self.tol, self.shape_width) for img, spec in zip(images.cpu(), specs)]
 
         def col(k: str) -> torch.Tensor:
             return torch.tensor([r[k] for r in rows], dtype=torch.float32, device=images.device)

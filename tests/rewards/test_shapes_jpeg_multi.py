@@ -116,3 +116,23 @@ def test_accuracy_weight_mixes_in_the_all_correct_score():
     assert torch.equal(w.components["relation"], base.components["relation"])
     with pytest.raises(ValueError, match="accuracy_weight"):
         build_reward("shapes_verifier", accuracy_weight=1.5)
+
+
+def test_graded_shape_credit_keeps_exact_accuracy():
+    from rewards.shapes import FILL_CLASSES, shape_credit, shape_of_fill
+
+    for shape, (lo, hi) in FILL_CLASSES.items():  # inside its interval: full credit, exactly what the classifier says
+        mid = 0.95 if hi == float("inf") else 0.4 if lo == float("-inf") else (lo + hi) / 2
+        assert shape_of_fill(mid) == shape and shape_credit(mid, shape) == 1.0
+    assert shape_credit(0.80, "square", width=0.2) == pytest.approx(1 - 0.09 / 0.2)  # a circle-ish blob asked square
+    assert shape_credit(0.60, "square", width=0.2) == 0.0 and shape_credit(0.70, "triangle", width=0.2) == pytest.approx(0.85)
+    # renders of other shapes: exact credit 0, graded credit in (0, 1), all-correct accuracy identical
+    prompts = [f"a red {s}" for s in ("circle", "square", "triangle")]
+    imgs = render([f"a red {s}" for s in ("square", "circle", "circle")], 32, seed=0)
+    exact = build_reward("shapes_verifier")(RewardBatch(images=imgs, prompts=prompts))
+    graded = build_reward("shapes_verifier", shape_width=0.3)(RewardBatch(images=imgs, prompts=prompts))
+    assert torch.equal(exact.components["shape"], torch.zeros(3))
+    assert bool(((graded.components["shape"] > 0) & (graded.components["shape"] < 1)).all())
+    assert torch.equal(graded.details["accuracy"], exact.details["accuracy"]) and float(exact.details["accuracy"].sum()) == 0
+    with pytest.raises(ValueError, match="shape_width"):
+        build_reward("shapes_verifier", shape_width=-0.1)
