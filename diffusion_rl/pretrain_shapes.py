@@ -11,7 +11,7 @@ prompts from the colors-and-shapes grammar (``rewards.shapes``); the objective i
 with the text encoders trained jointly. The result is saved with ``save_pretrained`` (safetensors) and is loaded
 back through ``StableDiffusion3Pipeline.from_pretrained`` like any SD3 checkpoint.
 
-    python -m diffusion_rl.pretrain_shapes [--out DIR] [--steps 1500] [--size 32]
+    python -m diffusion_rl.pretrain_shapes [--out DIR] [--steps 4000] [--hidden 128 --layers 4] [--size 32]
 """
 
 from __future__ import annotations
@@ -35,8 +35,8 @@ def _shapes():
     return shapes
 
 
-def pretrain(out: str | Path = DEFAULT_DIR, steps: int = 1500, size: int = 32, batch: int = 32, lr: float = 1e-3,
-             seed: int = 0, hidden: int = 64, layers: int = 3, log_every: int = 100, init: str | Path | None = None
+def pretrain(out: str | Path = DEFAULT_DIR, steps: int = 4000, size: int = 32, batch: int = 32, lr: float = 1e-3,
+             seed: int = 0, hidden: int = 128, layers: int = 4, log_every: int = 100, init: str | Path | None = None
              ) -> Path:
     """Train and save the model; ``init``: continue from a saved shapes pipeline (its architecture; ``hidden`` and
     ``layers`` are then ignored) instead of a fresh one."""
@@ -46,11 +46,9 @@ def pretrain(out: str | Path = DEFAULT_DIR, steps: int = 1500, size: int = 32, b
     shapes = _shapes()
     rng = random.Random(seed)
     if init is not None:
-        from diffusers import StableDiffusion3Pipeline
+        from .adapters import load_pipeline
 
-        if not (Path(init) / "model_index.json").is_file():
-            raise FileNotFoundError(f"--init {init}: no saved pipeline (model_index.json) there")
-        pipe = StableDiffusion3Pipeline.from_pretrained(init)
+        pipe = load_pipeline(ModelConfig(kind="sd3", path=str(init)))  # the same loader (and errors) as a run
     else:
         words = sorted({w for p in shapes.sample_prompts(2000, rng=random.Random(seed + 1)) for w in p.lower().split()})
         pipe = tiny_sd3_pipeline(words=words, seed=seed, hidden=hidden, layers=layers, sample_size=size, with_vae=False,
@@ -98,13 +96,13 @@ def ensure_pretrained(path: str | Path = DEFAULT_DIR, **kw) -> Path:
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--out", default=str(DEFAULT_DIR))
-    ap.add_argument("--steps", type=int, default=1500)
+    ap.add_argument("--steps", type=int, default=4000)
     ap.add_argument("--size", type=int, default=32)
     ap.add_argument("--batch", type=int, default=32)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--lr", type=float, default=1e-3, help="peak learning rate (one-cycle schedule)")
-    ap.add_argument("--hidden", type=int, default=64, help="transformer width")
-    ap.add_argument("--layers", type=int, default=3, help="transformer blocks")
+    ap.add_argument("--hidden", type=int, default=128, help="transformer width")
+    ap.add_argument("--layers", type=int, default=4, help="transformer blocks")
     ap.add_argument("--init", default=None, help="continue training a saved shapes pipeline directory")
     a = ap.parse_args(argv)
     torch.set_num_threads(int(os.environ.get("OMP_NUM_THREADS", "2")))
