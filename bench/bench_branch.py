@@ -86,6 +86,8 @@ def main(argv=None) -> int:
                          "more prompts per update, P_mode = round(P * wall_flat / wall_mode), so every mode makes about "
                          "as many optimizer updates as flat GRPO; 'same' keeps P and spends it on more updates")
     ap.add_argument("--eval-prompts", type=int, default=64, help="fixed evaluation prompts (--model shapes)")
+    ap.add_argument("--shape-width", type=float, default=0.2,
+                    help="shapes_verifier graded shape credit, as the demo config (0: exact shape credit)")
     ap.add_argument("--tree-credit", choices=["depth", "parent"], default="depth",
                     help="depth: BranchGRPO Eq. 7 (the default of branch:); parent: adv_baseline=parent, adv_scale=leaf")
     args = ap.parse_args(argv)
@@ -112,7 +114,8 @@ def main(argv=None) -> int:
             train=__import__("diffusion_rl.trainer", fromlist=["TrainConfig"]).TrainConfig(
                 iterations=args.iterations, prompts_per_iter=args.prompts, lr=1e-3 if args.model == "shapes" else 1e-2,
                 log_images=False, save_every=10**9),
-            reward=RewardConfig(name=args.reward),
+            reward=RewardConfig(name=args.reward, kwargs={"shape_width": args.shape_width}
+                                if args.reward == "shapes_verifier" else {}),
             prompts=prompts)
         tr = DiffusionGRPOTrainer(cfg, reward_fn=redness if args.reward == "redness" else None)
         tr.step()  # warm-up (allocations, prompt cache), not timed
