@@ -157,6 +157,17 @@ def rollout_video(wm: VideoWorldModel, first: torch.Tensor, actions: torch.Tenso
     return torch.cat(vids), torch.cat(logs)
 
 
+def _open_loop_states(wm: VideoWorldModel, state_model: torch.nn.Module | None, data: Trajectories,
+                      purpose: str) -> torch.Tensor | None:
+    """What the env feeds a state-aware head: ``state_model``'s open-loop states ``[N, T, D]`` from each episode's
+    first real state under its recorded actions (None for a frames-only head)."""
+    if not wm.cfg.state_dim:
+        return None
+    if state_model is None:
+        raise ValueError(f"a state-aware success head (state_dim > 0) needs state_model for {purpose}")
+    return predict_states(state_model.eval(), data.state[:, 0], data.actions)
+
+
 @torch.no_grad()
 def imagined_success_samples(wm: VideoWorldModel, data: Trajectories, rollouts: int = 1, seed: int = 0,
                              steps: int | None = None, state_model: torch.nn.Module | None = None
@@ -178,11 +189,7 @@ def imagined_success_samples(wm: VideoWorldModel, data: Trajectories, rollouts: 
         raise ValueError(f"rollouts must be >= 1, got {rollouts}")
     from .video_wm import success_samples
 
-    states = None
-    if wm.cfg.state_dim:
-        if state_model is None:
-            raise ValueError("a state-aware success head (state_dim > 0) needs state_model for its imagined samples")
-        states = predict_states(state_model.eval(), data.state[:, 0], data.actions)
+    states = _open_loop_states(wm, state_model, data, "its imagined samples")
     text = wm.text_features(data.instructions) if wm.cfg.text_dim else None
     parts = []
     for r in range(rollouts):
@@ -207,11 +214,7 @@ def world_model_report(wm: VideoWorldModel, data: Trajectories, idm: InverseDyna
     env; ``episode_false_positive_rate``: share of the unsuccessful episodes the head calls successful (what
     the policy can exploit)."""
     real = data.videos
-    states = None
-    if wm.cfg.state_dim:
-        if state_model is None:
-            raise ValueError("a state-aware success head (state_dim > 0) needs state_model for the report")
-        states = predict_states(state_model.eval(), data.state[:, 0], data.actions)
+    states = _open_loop_states(wm, state_model, data, "the report")
     pred, logits = rollout_video(wm, real[:, 0], data.actions, seed=seed, steps=steps, instructions=data.instructions,
                                  states=states)
     t1 = real[:, 1:]

@@ -146,6 +146,12 @@ class SuccessHead(nn.Module):
         self.mlp = nn.Sequential(nn.Linear(c_in * cfg.reward_pool ** 2 + cfg.action_dim + cfg.text_dim
                                            + (feat + n_ground if self.state_dim else 0), 128), nn.SiLU(), nn.Linear(128, 1))
 
+    def point_offsets(self, state: torch.Tensor) -> torch.Tensor:
+        """``state[..., state_dim]`` -> each object point minus the grip point (``state_points[1:]`` minus
+        ``state_points[0]``), ``[..., P, 3]``."""
+        p0 = state[..., self.points[0]:self.points[0] + 3]
+        return torch.stack([state[..., q:q + 3] for q in self.points[1:]], dim=-2) - p0.unsqueeze(-2)
+
     def object_colours(self, frames: torch.Tensor, state: torch.Tensor) -> torch.Tensor:
         """Colour of each object point (``state_points[1:]``) where the camera sees it: ``frames[N, 3, H, W]``
         in [-1, 1], ``state[N, state_dim]`` -> ``[N, P, 3]`` (mean of 5 bilinear samples around the projection)."""
@@ -171,8 +177,7 @@ class SuccessHead(nn.Module):
         """``w = softmax(ground_logits)``; returns ``[N, 5]``: the expected grip-to-target distance and offset
         (``sum_i w_i (p_i - p_0)``, in 5 cm units) and ``max w``."""
         w = torch.softmax(self.ground_logits(ref, state, text), dim=-1)
-        p0 = state[:, self.points[0]:self.points[0] + 3]
-        rel = torch.stack([state[:, q:q + 3] for q in self.points[1:]], dim=1) - p0[:, None]  # [N, P, 3]
+        rel = self.point_offsets(state)  # [N, P, 3]
         dist = (w * rel.norm(dim=-1)).sum(-1, keepdim=True)
         return torch.cat([dist, (w[..., None] * rel).sum(1), w.max(-1, keepdim=True).values], dim=-1) / torch.tensor(
             [0.05, 0.05, 0.05, 0.05, 1.0])
@@ -181,9 +186,7 @@ class SuccessHead(nn.Module):
         """``state[..., state_dim]`` -> the state followed by the ``state_points`` distances (unnormalized)."""
         if len(self.points) < 2:
             return state
-        p0 = state[..., self.points[0]:self.points[0] + 3]
-        d = [(state[..., p:p + 3] - p0).norm(dim=-1, keepdim=True) for p in self.points[1:]]
-        return torch.cat([state, *d], dim=-1)
+        return torch.cat([state, self.point_offsets(state).norm(dim=-1)], dim=-1)
 
     @torch.no_grad()
     def fit_state_stats(self, state: torch.Tensor, force: bool = False) -> None:
@@ -192,19 +195,25 @@ class SuccessHead(nn.Module):
             return
         if state is None or state.shape[-1] != self.state_dim:
             raise ValueError(f"state must be [..., {self.state_dim}], got {None if state is None else tuple(state.shape)}")
-        s = self.state_features(state.reshape(-1, self.state_dim).float())
         if bool(self.state_fitted) and not force:
             return
+        s = self.state_features(state.reshape(-1, self.state_dim).float())
         self.state_mean.copy_(s.mean(0))
         self.state_std.copy_(s.std(0).clamp_min(1e-3) if s.shape[0] > 1 else torch.ones_like(self.state_std))
         self.state_fitted.fill_(1.0)
 
-    def _check_state(self, state: torch.Tensor | None, b: int, k: int) -> torch.Tensor:
+    def _check_state(self, state: torch.Tensor | None, b: int, k: int, ref: torch.Tensor | None = None,
+                     frame_shape: tuple[int, ...] = ()) -> torch.Tensor:
+        """The state-aware inputs: ``state[B, K, state_dim]`` and, for a grounding head, ``ref[B, *frame_shape]``."""
         if state is None:
             raise ValueError(f"this success head is state-aware (state_dim={self.state_dim}): pass state "
                              f"[B={b}, K={k}, {self.state_dim}] (the state at each frame)")
         if state.dim() != 3 or tuple(state.shape) != (b, k, self.state_dim):
             raise ValueError(f"state must be [B={b}, K={k}, {self.state_dim}], got {tuple(state.shape)}")
+        if hasattr(self, "ground") and (ref is None or tuple(ref.shape) != (b, *frame_shape)):
+            raise ValueError(f"a grounding success head (state_camera) needs ref [B={b}, "
+                             f"{', '.join(map(str, frame_shape))}] (the episode's first real frame), got "
+                             f"{None if ref is None else tuple(ref.shape)}")
         return state.float()
 
     def forward(self, frames: torch.Tensor, actions: torch.Tensor, text: torch.Tensor | None = None,
@@ -216,13 +225,9 @@ class SuccessHead(nn.Module):
             t = torch.zeros(b, self.text_dim) if text is None else text.float()
             parts.append(t[:, None].expand(-1, k, -1))
         if self.state_dim:
-            st = self._check_state(state, b, k)
+            st = self._check_state(state, b, k, ref, tuple(frames.shape[2:]))
             parts.append((self.state_features(st) - self.state_mean) / self.state_std)
             if hasattr(self, "ground"):
-                if ref is None or tuple(ref.shape) != (b, *frames.shape[2:]):
-                    raise ValueError(f"a grounding success head (state_camera) needs ref [B={b}, "
-                                     f"{', '.join(map(str, frames.shape[2:]))}] (the episode's first real frame), got "
-                                     f"{None if ref is None else tuple(ref.shape)}")
                 t = None if not self.text_dim or text is None else text.float().repeat_interleave(k, 0)
                 parts.append(self.grounding(ref.float().repeat_interleave(k, 0), st.flatten(0, 1), t).reshape(b, k, -1))
         return self.mlp(torch.cat(parts, dim=-1)).squeeze(-1)
@@ -315,10 +320,7 @@ class VideoWorldModel(nn.Module):
         self._check(context, actions)
         c = self.cfg
         if c.state_dim:  # fail before the sampling loop, not after it
-            self.success_head._check_state(state, context.shape[0], c.chunk)
-            if c.state_camera and (ref is None or ref.shape[0] != context.shape[0]):
-                raise ValueError(f"a grounding success head (state_camera) needs ref [B={context.shape[0]}, 3, "
-                                 f"{c.image_size}, {c.image_size}] (the episode's first real frame)")
+            self.success_head._check_state(state, context.shape[0], c.chunk, ref, (3, c.image_size, c.image_size))
         ctx = context.float() * 2 - 1
         b = ctx.shape[0]
         tokens = self._tokens(ctx, actions)
@@ -523,8 +525,7 @@ def train_success_head(wm: VideoWorldModel, data: tuple[torch.Tensor, ...], step
         loss = F.binary_cross_entropy_with_logits(logits, y, weight=torch.cat(ws))
         pos = y > 0.5
         if grounding and ground_weight > 0 and pos.any():  # the named object is the one the grip point is at
-            p0 = state[pos, head.points[0]:head.points[0] + 3]
-            near = torch.stack([(state[pos, q:q + 3] - p0).norm(dim=-1) for q in head.points[1:]], dim=-1).argmin(-1)
+            near = head.point_offsets(state[pos]).norm(dim=-1).argmin(-1)
             gl = head.ground_logits(ref[pos], state[pos], None if text is None else text[pos])
             loss = loss + ground_weight * F.cross_entropy(gl, near)
         opt.zero_grad()
