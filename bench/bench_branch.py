@@ -27,6 +27,7 @@ BranchGRPO then wanders below the pretrained model's).
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import os
 import sys
 import time
@@ -52,6 +53,13 @@ def redness(batch):
     """Bench-only closed-form reward (used when no reward registry is installed): red minus green/blue."""
     im = batch.images
     return types.SimpleNamespace(total=im[:, 0].mean((1, 2)) - im[:, 1:].mean((1, 2, 3)), components={})
+
+
+def _mse(x: torch.Tensor) -> str:
+    """``mean +- standard error`` of per-seed values (just the value for one seed)."""
+    if x.numel() == 1:
+        return f"{x.item():.3f}"
+    return f"{x.mean().item():.3f} +- {(x.std() / x.numel() ** 0.5).item():.3f}"
 
 
 def modes(steps: int, credit: str = "depth") -> dict[str, tuple[BranchConfig, dict]]:
@@ -85,6 +93,10 @@ def main(argv=None) -> int:
                     help="prompts per update in the equal-wall-clock phase: 'scaled' (default) spends a mode's saving on "
                          "more prompts per update, P_mode = round(P * wall_flat / wall_mode), so every mode makes about "
                          "as many optimizer updates as flat GRPO; 'same' keeps P and spends it on more updates")
+    ap.add_argument("--seeds", type=int, default=1,
+                    help="repeat the equal-wall-clock phase with seeds 0..N-1 (training noise, prompts, evaluation "
+                         "prompts and noise) and report the mean and standard error over seeds")
+    ap.add_argument("--model-path", default="builtin:shapes_sd3", help="the shapes pipeline (--model shapes)")
     ap.add_argument("--eval-prompts", type=int, default=64, help="fixed evaluation prompts (--model shapes)")
     ap.add_argument("--shape-width", type=float, default=0.2,
                     help="shapes_verifier graded shape credit, as the demo config (0: exact shape credit)")
@@ -99,7 +111,7 @@ def main(argv=None) -> int:
     flat_wall = 1.0
     for name, (bc, samp) in modes(args.steps, args.tree_credit).items():
         if args.model == "shapes":
-            model = ModelConfig(kind="sd3", path="builtin:shapes_sd3", height=32, width=32, max_sequence_length=1,
+            model = ModelConfig(kind="sd3", path=args.model_path, height=32, width=32, max_sequence_length=1,
                                 lora=LoraSettings(rank=8, alpha=16))
             prompts = PromptConfig(source="shapes", num_eval=args.eval_prompts)
         else:
@@ -126,24 +138,31 @@ def main(argv=None) -> int:
                          s["time/iter_s"], s["cost/nfe_train"]))
         if args.budget_s > 0:
             # the budget starts every mode from the same untrained LoRA (not from after its timed iterations, whose
-            # number of trained samples differs per mode), so "before" is the same number for every mode
+            # number of trained samples differs per mode), so "before" is the same number for every mode (per seed)
             tr.logger.close()
-            tr = DiffusionGRPOTrainer(cfg, reward_fn=redness if args.reward == "redness" else None)
-            before = tr.evaluate()
-            acc0 = tr.last_eval_components.get("eval/accuracy", float("nan"))
             wall = sum(r[4] for r in rows) / len(rows)
             if name == "flat GRPO":
                 flat_wall = wall
-            if args.budget_prompts == "scaled" and name != "flat GRPO":
-                tr.cfg.train.prompts_per_iter = max(1, round(args.prompts * flat_wall / wall))
-            t1 = time.perf_counter()
-            iters = 0
-            while time.perf_counter() - t1 < args.budget_s:
-                tr.step()
-                iters += 1
-            after = tr.evaluate()
-            results.setdefault("_budget", {})[name] = (before, after, iters, tr.cfg.train.prompts_per_iter, acc0,
-                                                       tr.last_eval_components.get("eval/accuracy", float("nan")))
+            for seed in range(args.seeds):
+                tr = DiffusionGRPOTrainer(dataclasses.replace(cfg, seed=seed),
+                                          reward_fn=redness if args.reward == "redness" else None)
+                if args.budget_prompts == "scaled" and name != "flat GRPO":
+                    tr.cfg.train.prompts_per_iter = max(1, round(args.prompts * flat_wall / wall))
+                before = tr.evaluate()
+                acc0 = tr.last_eval_components.get("eval/accuracy", float("nan"))
+                t1 = time.perf_counter()
+                iters = 0
+                while time.perf_counter() - t1 < args.budget_s:
+                    tr.step()
+                    iters += 1
+                after = tr.evaluate()
+                acc1 = tr.last_eval_components.get("eval/accuracy", float("nan"))
+                results.setdefault("_budget", {}).setdefault(name, []).append(
+                    (before, after, iters, tr.cfg.train.prompts_per_iter, acc0, acc1))
+                print(f"  {name} seed {seed}: {before:.3f} -> {after:.3f}, all-correct {acc0:.3f} -> {acc1:.3f} "
+                      f"({iters} updates)", flush=True)
+                if seed < args.seeds - 1:
+                    tr.logger.close()
         tr.logger.close()
         n = len(rows)
         results[name] = {"nfe": sum(r[2] for r in rows) / n, "backward": sum(r[3] for r in rows) / n,
@@ -169,9 +188,12 @@ def main(argv=None) -> int:
         n_eval = args.eval_prompts if args.model == "shapes" else 2
         print(f"\nequal wall clock: evaluation reward (ODE samples on {n_eval} fixed prompts) after {args.budget_s:.0f} s "
               f"of training per mode (prompts per update: {args.budget_prompts})")
-        for name, (b, a, it, p, acc0, acc1) in budget.items():
-            acc = f", all-correct {acc0:.3f} -> {acc1:.3f}" if acc0 == acc0 else ""
-            print(f"  {name:<13} {b:.3f} -> {a:.3f}  ({it} updates x {p} prompt(s){acc})")
+        for name, runs in budget.items():
+            b, a, it, p, acc0, acc1 = (torch.tensor([r[i] for r in runs], dtype=torch.float64) for i in range(6))
+            acc = f", all-correct {_mse(acc0)} -> {_mse(acc1)}" if bool((acc0 == acc0).all()) else ""
+            print(f"  {name:<13} {_mse(b)} -> {_mse(a)}  ({it.mean():.0f} updates x {p.mean():.0f} prompt(s){acc})")
+        if args.seeds > 1:
+            print(f"  (mean +- standard error over {args.seeds} seeds)")
     return 0
 
 

@@ -8,15 +8,34 @@ from diffusion_rl.cli import main
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def test_bench_prints_ratios(capsys):
+def _bench():
+    """bench/bench_branch.py as a module (bench/ is not a package)."""
     spec = importlib.util.spec_from_file_location("bench_branch", ROOT / "bench" / "bench_branch.py")
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
+    return mod
+
+
+def test_bench_prints_ratios(capsys):
+    mod = _bench()
     assert mod.main(["--iterations", "1", "--size", "8", "--out", str(ROOT / "runs" / "test_bench")]) == 0
     out = capsys.readouterr().out
     rows = {line.split("|")[1].strip(): line.split("|") for line in out.splitlines() if line.startswith("| ")}
     assert float(rows["BranchGRPO"][5]) >= 4.0  # NFE ratio to flat
     assert float(rows["Branch+prune"][6]) > float(rows["BranchGRPO"][6])  # pruning cuts backward passes
+
+
+def test_bench_equal_wall_clock_over_seeds(capsys):
+    mod = _bench()
+    assert mod.main(["--iterations", "1", "--size", "8", "--budget-s", "0.3", "--seeds", "2",
+                     "--out", str(ROOT / "runs" / "test_bench")]) == 0
+    out = capsys.readouterr().out
+    table = out.split("equal wall clock:")[1]
+    for name in ("flat GRPO", "BranchGRPO", "Branch+prune", "Branch-Mix"):
+        assert len([ln for ln in out.splitlines() if ln.startswith(f"  {name} seed ")]) == 2  # one run per seed
+        row = next(ln for ln in table.splitlines() if ln.startswith(f"  {name} "))
+        assert row.count("+-") == 2  # before and after as mean +- standard error
+    assert "over 2 seeds" in table
 
 
 def test_cli_dry_run(tmp_path, capsys):
