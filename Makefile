@@ -9,7 +9,7 @@ TORCH   ?= torch==2.13.0
 export OMP_NUM_THREADS ?= 1
 export MKL_NUM_THREADS ?= 1
 
-.PHONY: install sysdeps demo demo-vla vla-base test bench clean
+.PHONY: install sysdeps demo demo-vla demo-wm vla-base test bench clean
 
 # Headless MuJoCo rendering needs OSMesa (or a working EGL). Installed when missing and we are root;
 # otherwise print the command to run.
@@ -40,6 +40,11 @@ demo: install
 # The VLA demo: 5 reach_one demos fine-tune the shipped pretrained base, then GRPO + SRPO (~15 min on 2 cores).
 demo-vla: install
 	$(BIN)/vla-rl train configs/vla/tabletop_reach_one.yaml
+
+# The World-VLA-Loop demo: GRPO of the VLA only inside the learned world model, real-simulator success per cycle
+# (reach_one, 4 cycles, ~11 min on 2 cores: 0.30 -> 0.70).
+demo-wm: install
+	$(BIN)/python -m world_models.loop configs/world_models/loop_reach_one.yaml
 
 # Rebuild the shipped base VLA (vla_rl/assets/tabletop_base) from scripted demos of the other tabletop tasks.
 vla-base: install

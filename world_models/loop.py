@@ -1,7 +1,7 @@
 """World-VLA-Loop as one command: train the world model on simulator data, RL the VLA inside it, check the
 policy in the real simulator, add the policy's failures and near-successes to the data, fine-tune, repeat.
 
-    python -m world_models.loop configs/world_models/loop_reach.yaml [key=value ...]
+    python -m world_models.loop configs/world_models/loop_reach_one.yaml [key=value ...]   # the demo (make demo-wm)
 
 Stages (all logged to ``<output_dir>/metrics.jsonl`` and TensorBoard with ``grpo.metrics.MetricsLogger``;
 step = cycle)::
@@ -47,6 +47,9 @@ try:  # vla_rl is another frontend; the loop needs it, the world-model pieces ab
     from vla_rl.trainer import VLARLConfig
 except ImportError:  # pragma: no cover
     VLARLConfig = None  # type: ignore[assignment,misc]
+
+
+WM_CAMERA = "agentview"  # the one camera the data, the world model and its env use
 
 
 @dataclass
@@ -115,6 +118,11 @@ class LoopConfig:
             self.vla = _build(VLARLConfig, self.vla, "vla", "loop config")
         if self.cycles < 0 or self.rl_iterations < 0:
             raise ValueError("cycles and rl_iterations must be >= 0")
+        pol = self.vla.policy
+        if pol.use_images and list(pol.cameras) != [WM_CAMERA]:
+            raise ConfigError(f"vla.policy.cameras={list(pol.cameras)}: the world model imagines only the {WM_CAMERA!r} "
+                              f"camera, so the policy can read only [{WM_CAMERA}] (and the state: with "
+                              "vla.env.kwargs.object_state=true it holds the object positions too)")
 
 
 # ---- metrics ----------------------------------------------------------------------------------------
@@ -276,6 +284,9 @@ def success_state_config(m: ModelsConfig, train: Trajectories) -> WorldModelConf
         if d == 0:
             raise ValueError("models.success_state=true needs trajectories with a state [N, T+1, D]; this data has none "
                              "(collect it with the env kwarg object_state: true to include the object positions)")
+        if m.success_camera and not m.success_state_points:
+            raise ValueError(f"models.success_camera={m.success_camera} grounds the instruction in the objects of "
+                             "models.success_state_points, which is empty")
         if wcfg.state_dim not in (0, d):
             raise ValueError(f"models.wm.state_dim={wcfg.state_dim} does not match the data's state dim {d}")
         wcfg.state_dim = d
@@ -354,11 +365,13 @@ def run_loop(cfg: LoopConfig, quiet: bool = False) -> dict[str, Any]:
     # data + models
     t0 = time.time()
     sim_kw = {k: v for k, v in env_kwargs.items() if k not in ("image_size", "cameras")}  # e.g. object_state
-    train = collect_sans(d.task, d.train, d.horizon, d.image_size, cfg.seed, d.train_seed_offset, d.noise, env_kwargs=sim_kw)
-    test = collect_sans(d.task, d.test, d.horizon, d.image_size, cfg.seed + 1, d.test_seed_offset, d.noise, env_kwargs=sim_kw)
+    train = collect_sans(d.task, d.train, d.horizon, d.image_size, cfg.seed, d.train_seed_offset, d.noise, WM_CAMERA,
+                         env_kwargs=sim_kw)
+    test = collect_sans(d.task, d.test, d.horizon, d.image_size, cfg.seed + 1, d.test_seed_offset, d.noise, WM_CAMERA,
+                       env_kwargs=sim_kw)
     say(f"data: train {train.counts()}, held-out {test.counts()}, {time.time() - t0:.0f}s")
     models = fit_models(cfg, train, cfg.seed, say)
-    starts = StartPool.from_sim(d.task, range(d.start_pool), d.image_size, env_kwargs=sim_kw)
+    starts = StartPool.from_sim(d.task, range(d.start_pool), d.image_size, WM_CAMERA, env_kwargs=sim_kw)
     idm_err = idm_action_error(models["idm"], test.videos, test.actions)
     rep = world_model_report(models["wm"], test, models["idm"], m.success_threshold, cfg.seed, m.env_sampling_steps,
                              models["state"])
@@ -397,7 +410,7 @@ def run_loop(cfg: LoopConfig, quiet: bool = False) -> dict[str, Any]:
         rs = real_success(policy)
         seeds = [cfg.policy_seed_offset + c * 1000 + i for i in range(cfg.rollouts_per_cycle)]
         fresh = collect_policy_episodes(policy, d.task, seeds, d.horizon, d.image_size, stochastic=True, seed=cfg.seed + c,
-                                        env_kwargs=sim_kw)
+                                        camera=WM_CAMERA, env_kwargs=sim_kw)
         on_policy = world_model_report(models["wm"], fresh, models["idm"], m.success_threshold, cfg.seed,
                                        m.env_sampling_steps, models["state"])
         add = [i for i, k in enumerate(fresh.kinds) if not k.endswith("_success")]

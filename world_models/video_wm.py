@@ -73,7 +73,8 @@ class WorldModelConfig:
     # y axis xyz, vertical fov in degrees: MuJoCo's ``pos``/``xyaxes``/``fovy``) that projects each object point
     # into the episode's first real frame (``ref``; later frames hide the target under the gripper); the head
     # reads each object's colour there, scores it against the instruction (softmax over objects) and reads the
-    # expected grip-to-target distance. () = no grounding
+    # expected grip-to-target distance. () = no grounding (and with one object, e.g. reach_one's (0, 9), where
+    # the single grip-to-object distance is the target distance)
     state_camera: tuple[float, ...] = ()
 
     def __post_init__(self) -> None:
@@ -92,6 +93,10 @@ class WorldModelConfig:
         if self.state_camera and (len(self.state_camera) != 10 or len(self.state_points) < 2):
             raise ValueError(f"state_camera needs 10 numbers (pos xyz, x axis xyz, y axis xyz, fovy) and state_points, "
                              f"got {len(self.state_camera)} numbers, state_points={self.state_points}")
+        if self.state_camera and len(self.state_points) == 2:  # one object: nothing to pick between
+            raise ValueError(f"state_camera grounds the instruction among >= 2 objects, state_points={self.state_points} "
+                             "names one (the grip-to-object distance already is the target distance): leave state_camera "
+                             "empty")
         if self.context_frames < 1 or self.chunk < 1:
             raise ValueError(f"need context_frames >= 1 and chunk >= 1, got {self.context_frames}, {self.chunk}")
 

@@ -106,12 +106,17 @@ def test_world_model_env_runs_sims_api_and_vla_trainer_unchanged(sans, tmp_path)
     assert out["iterations"] == 1 and 0.0 <= out["final_success"] <= 1.0
 
 
-def test_world_vla_loop_tiny(tmp_path):
+@pytest.mark.parametrize("config,state_dim", [("loop_reach.yaml", 18), ("loop_reach_one.yaml", 12)])
+def test_world_vla_loop_tiny(tmp_path, config, state_dim):
+    """Both shipped loops, tiny: reach (3 balls, grounding head) and reach_one (one ball; the demo), whose policy
+    reads the state model's proprio + ball position inside the world model (state_dim 12)."""
+    from vla_rl.policy import SmallVLA
     from world_models.loop import LoopConfig, main, run_loop
     from grpo.config import load_config
 
-    assert main(["configs/world_models/loop_reach.yaml", "--dry-run"]) == 0
-    cfg = load_config(LoopConfig, "configs/world_models/loop_reach.yaml", [
+    path = f"configs/world_models/{config}"
+    assert main([path, "--dry-run"]) == 0
+    cfg = load_config(LoopConfig, path, [
         f"output_dir={tmp_path}", "cycles=1", "rl_iterations=1", "real_eval_episodes=2", "rollouts_per_cycle=2",
         "data.horizon=6", "data.train={success: 2, near: 1, failure: 1, random: 1}", "data.test={success: 1, near: 1}",
         "data.start_pool=4", f"models.wm={json.dumps(TINY_WM)}", "models.wm_steps=3", "models.wm_finetune_steps=2",
@@ -129,6 +134,9 @@ def test_world_vla_loop_tiny(tmp_path):
     lines = [json.loads(x) for x in (tmp_path / "metrics.jsonl").read_text().splitlines()]
     assert any("real_success" in x for x in lines) and (tmp_path / "cycle_1" / "world_model.pt").is_file()
     assert (tmp_path / "cycle_1" / "vla" / "policy").is_dir()
+    pol = SmallVLA.from_pretrained(res["policy_dir"])
+    assert pol.cfg.use_state and pol.cfg.state_dim == state_dim and pol.cfg.cameras == ["agentview"]
+    assert res["models"]["wm"].cfg.state_dim == state_dim
 
 
 def test_success_head_learns_on_the_models_own_frames(sans):
