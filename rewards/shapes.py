@@ -110,7 +110,11 @@ def _shape_mask(shape: str, cx: float, cy: float, r: float, xs: np.ndarray, ys: 
 
 
 def _positions(spec: Spec, size: int, rng: random.Random) -> list[tuple[float, float, float]]:
-    """(cx, cy, r) per object, inside the canvas, non-overlapping, satisfying the relation with a margin."""
+    """(cx, cy, r) per object, inside the canvas, non-overlapping, satisfying the relation with a margin.
+
+    Rejection sampling (uniform over the valid layouts) for up to 200 tries. At 32 px a try satisfies a relation
+    with p ~ 0.073, so all 200 fail for ~2.5e-7 of the relation prompts: rare, but it ended a pretraining run (about
+    300k rendered prompts in). Then :func:`_constructive_positions` places the pair directly."""
     for _ in range(200):
         objs = []
         for _o in spec.objects:
@@ -124,7 +128,26 @@ def _positions(spec: Spec, size: int, rng: random.Random) -> list[tuple[float, f
               "below": y1 - y2 >= sep}[spec.relation]  # type: ignore[index]
         if ok:
             return objs
-    raise RuntimeError(f"could not place {spec} on a {size}px canvas")
+    return _constructive_positions(spec, size, rng)
+
+
+def _constructive_positions(spec: Spec, size: int, rng: random.Random) -> list[tuple[float, float, float]]:
+    """A two-object layout that satisfies the relation by construction: the smallest radius, the first object's
+    coordinate along the relation's axis drawn from the range that leaves room for the second one (separation
+    ``r1 + r2 + 1``), the second's drawn beyond it; the other axis uniform."""
+    r = 0.14 * size
+    lo, hi = r + 1, size - r - 1
+    sep = 2 * r + 1
+    if hi - lo < sep:
+        raise RuntimeError(f"could not place {spec} on a {size}px canvas (needs >= {2 * lo + sep:.1f}px)")
+    a = rng.uniform(lo, hi - sep)
+    b = rng.uniform(a + sep, hi)
+    first_high = spec.relation in ("right of", "below")  # x1 - x2 >= sep or y1 - y2 >= sep
+    c1, c2 = (b, a) if first_high else (a, b)
+    o1, o2 = rng.uniform(lo, hi), rng.uniform(lo, hi)
+    if spec.relation in ("left of", "right of"):
+        return [(c1, o1, r), (c2, o2, r)]
+    return [(o1, c1, r), (o2, c2, r)]
 
 
 def render_spec(spec: Spec, size: int = 32, rng: random.Random | None = None, supersample: int = 4) -> torch.Tensor:

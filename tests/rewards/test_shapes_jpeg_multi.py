@@ -35,6 +35,32 @@ def test_verifier_scores_own_renders_high_and_wrong_images_low(size):
     assert float(r(RewardBatch(images=torch.rand(8, 3, 32, 32), prompts=prompts[:8])).total.max()) < 0.5
 
 
+class _Midpoint(random.Random):
+    """Every draw at the middle of its range: two objects land on the same spot, so no relation ever holds."""
+
+    def uniform(self, a, b):
+        return (a + b) / 2
+
+
+@pytest.mark.parametrize("relation", ["left of", "right of", "above", "below"])
+def test_layout_falls_back_to_a_constructive_one_when_rejection_sampling_fails(relation, monkeypatch):
+    from rewards import shapes
+
+    prompt = f"a red circle {relation} a blue square"
+    spec = parse_prompt(prompt)
+    img = shapes.render_spec(spec, 32, _Midpoint())  # 200 rejected tries, then the fallback (used to raise)
+    r = build_reward("shapes_verifier")
+    assert float(r(RewardBatch(images=img[None], prompts=[prompt])).details["accuracy"]) == 1.0
+    # the fallback's random layouts: inside the canvas and the relation holds, per the verifier
+    rng = random.Random(0)
+    for _ in range(8):
+        assert all(rad + 1 <= c <= 31 - rad for (cx, cy, rad) in shapes._constructive_positions(spec, 32, rng)
+                   for c in (cx, cy))
+    monkeypatch.setattr(shapes, "_positions", shapes._constructive_positions)
+    imgs = torch.stack([shapes.render_spec(spec, 32, random.Random(i)) for i in range(8)])
+    assert float(r(RewardBatch(images=imgs, prompts=[prompt] * 8)).details["accuracy"].mean()) == 1.0
+
+
 def test_perturbed_renders_fail_the_right_component():
     r = build_reward("shapes_verifier")
     prompts = sample_prompts(200, random.Random(3), p_relation=1.0)
