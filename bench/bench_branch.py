@@ -98,7 +98,7 @@ def main(argv=None) -> int:
                          "prompts and noise) and report the mean and standard error over seeds")
     ap.add_argument("--model-path", default="builtin:shapes_sd3", help="the shapes pipeline (--model shapes)")
     ap.add_argument("--eval-prompts", type=int, default=64, help="fixed evaluation prompts (--model shapes)")
-    ap.add_argument("--shape-width", type=float, default=0.2,
+    ap.add_argument("--shape-width", type=float, default=0.0,
                     help="shapes_verifier graded shape credit, as the demo config (0: exact shape credit)")
     ap.add_argument("--tree-credit", choices=["depth", "parent"], default="depth",
                     help="depth: BranchGRPO Eq. 7 (the default of branch:); parent: adv_baseline=parent, adv_scale=leaf")
@@ -124,7 +124,7 @@ def main(argv=None) -> int:
             sampler=SamplerConfig(num_steps=args.steps, eta=0.7, **samp), branch=bc,
             grpo=GRPOConfig(group_size=args.leaves, clip_low=0.2),
             train=__import__("diffusion_rl.trainer", fromlist=["TrainConfig"]).TrainConfig(
-                iterations=args.iterations, prompts_per_iter=args.prompts, lr=1e-3 if args.model == "shapes" else 1e-2,
+                iterations=args.iterations, prompts_per_iter=args.prompts, lr=5e-4 if args.model == "shapes" else 1e-2,
                 log_images=False, save_every=10**9),
             reward=RewardConfig(name=args.reward, kwargs={"shape_width": args.shape_width}
                                 if args.reward == "shapes_verifier" else {}),

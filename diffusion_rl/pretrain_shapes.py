@@ -12,6 +12,21 @@ with the text encoders trained jointly. The result is saved with ``save_pretrain
 back through ``StableDiffusion3Pipeline.from_pretrained`` like any SD3 checkpoint.
 
     python -m diffusion_rl.pretrain_shapes [--out DIR] [--steps 4000] [--hidden 128 --layers 4] [--size 32]
+
+Every ``--save-every`` steps the whole training state (weights, AdamW, the one-cycle schedule, the RNG streams)
+is written atomically to ``DIR.ckpt/`` (``grpo.checkpoint``); rerunning the same command resumes from it and
+produces the same weights as an uninterrupted run. It is removed once ``DIR`` is saved.
+
+The shipped ``diffusion_rl/assets/shapes_sd3`` is three stages (~1 h 40 min on 2 CPU cores in all)::
+
+    python -m diffusion_rl.pretrain_shapes --out s1                                       # 4000 steps, lr 1e-3
+    python -m diffusion_rl.pretrain_shapes --out s2 --init s1 --lr 3e-4 --seed 1          # +4000
+    python -m diffusion_rl.pretrain_shapes --out s3 --init s2 --lr 3e-4 --seed 2          # +4000
+
+Verifier on 256 prompts (10 ODE steps), all-correct / graded shape credit (shape_width 0.2): s1 0.184 / 0.575, s2
+0.301 / 0.693, s3 0.398 / 0.759 (exact shape 0.57, colour 0.97, relation 0.98). The shipped stages predate
+seeded layouts (the renderer drew them from OS entropy), so a rerun gives a model like it, not a bit-identical
+one; runs are reproducible now.
 """
 
 from __future__ import annotations
@@ -19,6 +34,7 @@ from __future__ import annotations
 import argparse
 import os
 import random
+import shutil
 import time
 from pathlib import Path
 
@@ -36,10 +52,13 @@ def _shapes():
 
 
 def pretrain(out: str | Path = DEFAULT_DIR, steps: int = 4000, size: int = 32, batch: int = 32, lr: float = 1e-3,
-             seed: int = 0, hidden: int = 128, layers: int = 4, log_every: int = 100, init: str | Path | None = None
-             ) -> Path:
+             seed: int = 0, hidden: int = 128, layers: int = 4, log_every: int = 100, init: str | Path | None = None,
+             save_every: int = 500) -> Path:
     """Train and save the model; ``init``: continue from a saved shapes pipeline (its architecture; ``hidden`` and
-    ``layers`` are then ignored) instead of a fresh one."""
+    ``layers`` are then ignored) instead of a fresh one. A training state in ``<out>.ckpt`` (see the module
+    docstring) is resumed; ``save_every=0`` writes none."""
+    from grpo.checkpoint import capture_rng_state, latest_checkpoint, load_checkpoint, restore_rng_state, save_checkpoint
+
     from .adapters import ModelConfig, SD3Adapter
     from .tiny_models import tiny_sd3_pipeline
 
@@ -61,10 +80,27 @@ def pretrain(out: str | Path = DEFAULT_DIR, steps: int = 4000, size: int = 32, b
     opt = torch.optim.AdamW(params, lr=lr, weight_decay=0.0)
     sched = torch.optim.lr_scheduler.OneCycleLR(opt, max_lr=lr, total_steps=steps, pct_start=0.05)
     g = torch.Generator().manual_seed(seed)
+    ckpt_root = Path(str(Path(out)) + ".ckpt")
+    start = 0
+    if (last := latest_checkpoint(ckpt_root)) is not None:
+        st = load_checkpoint(last)
+        if st["meta"] != {"steps": steps, "batch": batch, "size": size, "lr": lr, "seed": seed}:
+            raise ValueError(f"{ckpt_root} was written by a run with {st['meta']}, not steps={steps} batch={batch} "
+                             f"size={size} lr={lr} seed={seed}: rerun with those settings or delete it")
+        for name, m in zip(("transformer", "text_encoder", "text_encoder_2"), modules):
+            m.load_state_dict(st[name])
+        opt.load_state_dict(st["optimizer"])
+        sched.load_state_dict(st["scheduler"])
+        py = st["rng"]["data"]
+        rng.setstate((py[0], tuple(py[1]), py[2]))
+        g.set_state(st["rng"]["noise"])
+        restore_rng_state(st["rng"]["global"])
+        start = st["step"]
+        print(f"resuming {ckpt_root} at step {start}/{steps}", flush=True)
     t0 = time.time()
-    for it in range(steps):
+    for it in range(start, steps):
         prompts = shapes.sample_prompts(batch, rng=rng)
-        x0 = shapes.render(prompts, size=size) * 2 - 1
+        x0 = shapes.render(prompts, size=size, rng=rng) * 2 - 1  # seeded layouts: reproducible, resumable
         cond = adapter._encode(prompts)
         eps = torch.randn(x0.shape, generator=g)
         s = torch.sigmoid(torch.randn(batch, generator=g))
@@ -77,10 +113,19 @@ def pretrain(out: str | Path = DEFAULT_DIR, steps: int = 4000, size: int = 32, b
         sched.step()
         if log_every and (it % log_every == 0 or it == steps - 1):
             print(f"pretrain step {it:5d}/{steps}  flow-matching loss {loss.item():.4f}  ({time.time() - t0:.0f}s)", flush=True)
+        if save_every and (it + 1) % save_every == 0 and it + 1 < steps:
+            py = rng.getstate()
+            save_checkpoint(ckpt_root, it + 1, {
+                **{name: m.state_dict() for name, m in zip(("transformer", "text_encoder", "text_encoder_2"), modules)},
+                "optimizer": opt.state_dict(), "scheduler": sched.state_dict(), "step": it + 1,
+                "meta": {"steps": steps, "batch": batch, "size": size, "lr": lr, "seed": seed},
+                "rng": {"data": [py[0], list(py[1]), py[2]], "noise": g.get_state(), "global": capture_rng_state()},
+            }, keep_last=1)
     for m in modules:
         m.requires_grad_(False).eval()
     out = Path(out)
     pipe.save_pretrained(out, safe_serialization=True)
+    shutil.rmtree(ckpt_root, ignore_errors=True)
     return out
 
 
@@ -104,9 +149,11 @@ def main(argv=None) -> int:
     ap.add_argument("--hidden", type=int, default=128, help="transformer width")
     ap.add_argument("--layers", type=int, default=4, help="transformer blocks")
     ap.add_argument("--init", default=None, help="continue training a saved shapes pipeline directory")
+    ap.add_argument("--save-every", type=int, default=500, help="steps between resumable checkpoints in OUT.ckpt (0: none)")
     a = ap.parse_args(argv)
     torch.set_num_threads(int(os.environ.get("OMP_NUM_THREADS", "2")))
-    out = pretrain(a.out, a.steps, a.size, a.batch, lr=a.lr, seed=a.seed, hidden=a.hidden, layers=a.layers, init=a.init)
+    out = pretrain(a.out, a.steps, a.size, a.batch, lr=a.lr, seed=a.seed, hidden=a.hidden, layers=a.layers, init=a.init,
+                   save_every=a.save_every)
     print(f"saved to {out}")
     return 0
 
