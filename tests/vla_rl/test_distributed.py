@@ -45,6 +45,18 @@ def _cli2(out, *extra):
     return res
 
 
+def assert_same_weights(b: dict, a: dict, what: str, lr: float = 1e-4) -> None:
+    """``b`` holds ``a``'s weights up to float rounding, as far as Adam lets it: Adam moves an element by about
+    ``lr * m / sqrt(v)``, so where an element's gradient is ~0 the rounding of a 2-rank allreduce (vs a 1-rank sum)
+    decides the sign of a step of up to ``lr`` (measured: 2 of 29824 elements off by 3.4e-5). Single elements may
+    differ by ``lr``; the mean difference must stay at float precision."""
+    assert a.keys() == b.keys()
+    for k, v in a.items():
+        d = (b[k].float() - v.float()).abs()
+        assert float(d.max()) <= lr and float(d.mean()) < 1e-6, \
+            f"{k} {what}: max difference {float(d.max()):.3g} (allowed {lr}), mean {float(d.mean()):.3g} (allowed 1e-6)"
+
+
 def _rl_rows(out):
     return [r for r in read_jsonl(Path(out) / "metrics.jsonl") if "rollout/success_rate" in r]
 
@@ -64,8 +76,7 @@ def test_two_processes_match_one_process_and_resume_in_one(tmp_path):
         assert torch.equal(la["success"], lb["success"]) and torch.equal(la["keep"], lb["keep"])
         torch.testing.assert_close(lb["rewards"], la["rewards"], atol=1e-5, rtol=1e-5)
         torch.testing.assert_close(lb["advantages"], la["advantages"], atol=1e-5, rtol=1e-5)
-        for k, v in a["model"].items():
-            torch.testing.assert_close(b["model"][k], v, atol=1e-5, rtol=1e-5, msg=f"{k} after iteration {step}")
+        assert_same_weights(b["model"], a["model"], f"after iteration {step}")
         for k, v in a["optimizer"]["state"].items():
             torch.testing.assert_close(b["optimizer"]["state"][k]["exp_avg"], v["exp_avg"], atol=1e-5, rtol=1e-4)
     assert ck("one", 2)["last_iteration"]["advantages"].abs().sum() > 0  # the comparison covers a real update
@@ -78,9 +89,7 @@ def test_two_processes_match_one_process_and_resume_in_one(tmp_path):
     # the 2-process checkpoint resumes in one process and lands where the 1-process run did
     res = VLARLTrainer(_cfg(tmp_path / "two", "rl.iterations=3"), quiet=True).train()
     assert res["resumed"] and res["iterations"] == 3 and res["world_size"] == 1
-    final = one.policy.state_dict()
-    for k, v in res["policy"].state_dict().items():
-        torch.testing.assert_close(v, final[k], atol=1e-5, rtol=1e-5)
+    assert_same_weights(res["policy"].state_dict(), one.policy.state_dict(), "after the resumed iteration 3")
 
 
 def test_keyed_noise_an_episode_rolls_out_the_same_in_any_batch():

@@ -12,17 +12,11 @@ from grpo.checkpoint import load_checkpoint
 from grpo.fsdp import submodule_units
 from vla_rl.trainer import VLARLTrainer
 
-from .test_distributed import _cfg, _cli2, _rl_rows
+from .test_distributed import _cfg, _cli2, _rl_rows, assert_same_weights
 
 
 def _ck(out, step):
     return load_checkpoint(out / "checkpoints" / f"step_{step:06d}")
-
-
-def _same_model(a, b, what):
-    assert a.keys() == b.keys()
-    for k, v in a.items():
-        torch.testing.assert_close(b[k], v, atol=1e-5, rtol=1e-5, msg=f"{k} {what}")
 
 
 def test_fsdp_two_processes_match_one_process_grad_accum_and_resume_in_one(tmp_path):
@@ -35,7 +29,7 @@ def test_fsdp_two_processes_match_one_process_grad_accum_and_resume_in_one(tmp_p
         a, b = _ck(tmp_path / "one", step), _ck(tmp_path / "two", step)
         assert b["config"]["dist"]["strategy"] == "fsdp"
         torch.testing.assert_close(b["last_iteration"]["advantages"], a["last_iteration"]["advantages"], atol=1e-5, rtol=1e-5)
-        _same_model(a["model"], b["model"], f"after iteration {step}")
+        assert_same_weights(b["model"], a["model"], f"after iteration {step}")
         # the optimizer state is gathered FULL, in the unsharded optimizer.state_dict() format
         assert b["optimizer"]["state"].keys() == a["optimizer"]["state"].keys()
         assert [g["params"] for g in b["optimizer"]["param_groups"]] == [g["params"] for g in a["optimizer"]["param_groups"]]
@@ -50,11 +44,11 @@ def test_fsdp_two_processes_match_one_process_grad_accum_and_resume_in_one(tmp_p
     # the full checkpoint (with Adam state now) resumes sharded: the optimizer state is sharded onto the ranks
     log = _cli2(tmp_path / "two", "rl.iterations=3", "dist.strategy=fsdp").stdout
     assert "resumed from" in log
-    _same_model(_ck(tmp_path / "one", 3)["model"], _ck(tmp_path / "two", 3)["model"], "after a sharded resume")
+    assert_same_weights(_ck(tmp_path / "two", 3)["model"], _ck(tmp_path / "one", 3)["model"], "after a sharded resume")
     # the sharded run's full checkpoint resumes in 1 process (no strategy, no accumulation) where one process lands
     res = VLARLTrainer(_cfg(tmp_path / "two", "rl.iterations=4"), quiet=True).train()
     assert res["resumed"] and res["iterations"] == 4 and res["world_size"] == 1
-    _same_model(one.policy.state_dict(), res["policy"].state_dict(), "after resuming in 1 process")
+    assert_same_weights(res["policy"].state_dict(), one.policy.state_dict(), "after resuming in 1 process")
     # gradient accumulation alone, 1 process: redo iteration 2 of the 1-process run from its checkpoint of iteration 1
     # with 3 micro-batches per minibatch (same SFT start, same rollout; the same update within fp tolerance)
     one_ck, ref = tmp_path / "one" / "checkpoints", tmp_path / "ref"
@@ -64,7 +58,7 @@ def test_fsdp_two_processes_match_one_process_grad_accum_and_resume_in_one(tmp_p
     n_rows = len(_rl_rows(tmp_path / "one"))
     res = VLARLTrainer(_cfg(tmp_path / "one", "rl.iterations=2", "rl.grad_accum=3"), quiet=True).train()
     assert res["resumed"] and res["iterations"] == 2
-    _same_model(load_checkpoint(ref / "step_000002")["model"], _ck(tmp_path / "one", 2)["model"], "with rl.grad_accum=3")
+    assert_same_weights(_ck(tmp_path / "one", 2)["model"], load_checkpoint(ref / "step_000002")["model"], "with rl.grad_accum=3")
     x, y = _rl_rows(tmp_path / "one")[1], _rl_rows(tmp_path / "one")[n_rows]
     assert y["loss/rows"] == x["loss/rows"] > 0
     for k in ("loss/loss", "loss/clip_frac", "loss/grad_norm"):
