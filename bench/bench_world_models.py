@@ -39,7 +39,7 @@ import torch  # noqa: E402
 from grpo.config import load_config  # noqa: E402
 from world_models.loop import LoopConfig, run_loop  # noqa: E402
 
-CONFIG = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "configs/world_models/loop_reach.yaml")
+CONFIG = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "configs/world_models/loop_reach_one.yaml")
 
 
 def fmt(d: dict, keys=None) -> str:
@@ -47,11 +47,34 @@ def fmt(d: dict, keys=None) -> str:
     return ", ".join(f"{k} {d[k]:.4f}" if isinstance(d[k], float) else f"{k} {d[k]}" for k in keys if k in d)
 
 
+def _bench_wm_rollouts(cfg, policy_dir: str, groups: int = 16) -> None:
+    """Rollouts of the final policy inside the world model (the loop's last ``wm/<task>`` env), batched (one
+    world-model call per chunk for all envs: ``WorldModelEnv.step_batch``) vs one env at a time, side by side."""
+    from vla_rl.policy import SmallVLA
+    from vla_rl.rollout import EnvPool, EpisodeSpec, run_episodes
+
+    policy = SmallVLA.from_pretrained(policy_dir)
+    name = "wm/" + cfg.data.task.split("/", 1)[-1]
+    g = cfg.vla.grpo.group_size
+    specs = [EpisodeSpec(name, init_seed=i, group_id=i, seed=j) for i in range(groups) for j in range(g)]
+    pool = EnvPool(dict(cfg.vla.env.kwargs, image_size=cfg.data.image_size), cfg.vla.env.video_camera)
+    out = {}
+    for batched in (True, False):
+        t = time.time()
+        r = run_episodes(policy, pool, specs, cfg.vla.env.max_episode_steps, noise_key=(0, 0), batch_envs=batched)
+        out[batched] = (time.time() - t, r.env_steps, float(r.success.float().mean()))
+    (tb, nb, sb), (tu, nu, su) = out[True], out[False]
+    print(f"== rollouts inside the world model ({groups} groups x {g} episodes, final policy): batched {tb:.1f}s "
+          f"({nb / tb:.0f} env steps/s, success {sb:.3f}) vs one env at a time {tu:.1f}s ({nu / tu:.0f} env steps/s, "
+          f"success {su:.3f}): {tu / tb:.1f}x faster")
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--cycles", type=int, default=2)
-    p.add_argument("--rl-iterations", type=int, default=5)
-    p.add_argument("--wm-steps", type=int, default=1000)
+    p.add_argument("--config", default=CONFIG, help="a world_models.loop config (default: the make demo-wm loop)")
+    p.add_argument("--cycles", type=int, default=None, help="default: the config's")
+    p.add_argument("--rl-iterations", type=int, default=None, help="default: the config's")
+    p.add_argument("--wm-steps", type=int, default=None, help="default: the config's models.wm_steps")
     p.add_argument("--encoder-steps", type=int, default=200)
     p.add_argument("--align-iterations", type=int, default=40)
     p.add_argument("--output-dir", default=None)
@@ -59,12 +82,13 @@ def main() -> None:
     torch.set_num_threads(max(1, min(2, os.cpu_count() or 1)))
     out = args.output_dir or tempfile.mkdtemp(prefix="bench_wm_")
     t0 = time.time()
-    cfg = load_config(LoopConfig, CONFIG, [f"output_dir={out}/loop", f"cycles={args.cycles}",
-                                           f"rl_iterations={args.rl_iterations}", f"models.wm_steps={args.wm_steps}"])
+    over = [f"output_dir={out}/loop"] + [f"{k}={v}" for k, v in (("cycles", args.cycles), ("rl_iterations", args.rl_iterations),
+                                                                  ("models.wm_steps", args.wm_steps)) if v is not None]
+    cfg = load_config(LoopConfig, args.config, over)
     res = run_loop(cfg, quiet=True)
     hist, models, train, test = res["history"], res["models"], res["train"], res["test"]
     h0 = hist[0]
-    print(f"== data (tabletop/reach, {cfg.data.image_size}px, horizon {cfg.data.horizon}): initial train "
+    print(f"== data ({cfg.data.task}, {cfg.data.image_size}px, horizon {cfg.data.horizon}): initial train "
           f"{h0['data/episodes']} episodes, held-out {test.counts()}")
     from world_models.idm import idm_action_error
 
@@ -92,7 +116,7 @@ def main() -> None:
             "success_balanced_acc", "episode_success_agreement", "action_following_mse", "idm_on_real_mse", "action_var"]
     print("== world model, held-out, before the loop: " + fmt({k[11:]: v for k, v in h0.items() if k.startswith("wm_heldout/")}, keys)
           + f", state model MSE {h0['wm_heldout/state_mse']:.5f} (copy {h0['wm_heldout/state_copy_mse']:.5f})")
-    print(f"== World-VLA-Loop ({args.cycles} cycles x {args.rl_iterations} GRPO iterations in the world model)")
+    print(f"== World-VLA-Loop ({cfg.cycles} cycles x {cfg.rl_iterations} GRPO iterations in the world model)")
     print("cycle | real-sim success | WM success before->after RL | on-policy frame MSE (copy) | on-policy action-following MSE"
           " (IDM on real) | on-policy success agreement (episode) | held-out frame MSE | +episodes")
     for h in hist:
@@ -105,6 +129,8 @@ def main() -> None:
               f"| {h['wm_on_policy/action_following_mse']:.4f} ({h['wm_on_policy/idm_on_real_mse']:.4f})                  "
               f"| {h['wm_on_policy/success_agreement']:.3f} ({h['wm_on_policy/episode_success_agreement']:.3f})"
               f"                         | {h['wm_heldout/frame_mse']:.4f}             | {h['data/added']}")
+
+    _bench_wm_rollouts(cfg, res["policy_dir"])
 
     from rewards.eva import EVAConfig, EmbodimentLimits
     from world_models.data import wm_windows

@@ -135,11 +135,35 @@ class EnvPool:
         self._free.clear()
 
 
+def step_envs(envs: Sequence[Any], actions: Sequence[np.ndarray], batch: bool = True) -> list[Any]:
+    """One step of each env: ``env.step(a)``'s 5-tuple, or the exception it raised, per env.
+
+    When all envs are of one class that defines ``step_batch(envs, actions)`` (the world-model env: one state-model
+    and one world-model call for the whole batch instead of one per env), that is used; its contract is to raise
+    before changing any env, so on an error the envs are stepped one by one to pin the fault on its env.
+    ``batch=False`` always steps one by one."""
+    cls = type(envs[0])
+    if batch and len(envs) > 1 and hasattr(cls, "step_batch") and all(type(e) is cls for e in envs):
+        try:
+            return list(cls.step_batch(envs, actions))
+        except Exception:  # noqa: BLE001 - retried per env below, where the faulty one is identified
+            pass
+    out: list[Any] = []
+    for env, a in zip(envs, actions):
+        try:
+            out.append(env.step(a))
+        except Exception as e:  # noqa: BLE001
+            out.append(e)
+    return out
+
+
 @torch.no_grad()
 def run_episodes(policy, pool: EnvPool, specs: Sequence[EpisodeSpec], max_steps: int, stochastic: bool = True,
                  generator: torch.Generator | None = None, record_frames: bool = True,
-                 stop_on_success: bool = True, noise_key: Sequence[int] | None = None) -> RolloutBatch:
-    """Run ``specs`` in lockstep with chunked actions; see the module docstring.
+                 stop_on_success: bool = True, noise_key: Sequence[int] | None = None, batch_envs: bool = True
+                 ) -> RolloutBatch:
+    """Run ``specs`` in lockstep with chunked actions; see the module docstring. ``batch_envs``: step envs that
+    can be stepped together (:func:`step_envs`) in one call.
 
     ``noise_key`` (e.g. ``(seed, iteration)``): per-episode noise keyed by the episode's identity (module
     docstring); it replaces ``generator``."""
@@ -184,18 +208,21 @@ def run_episodes(policy, pool: EnvPool, specs: Sequence[EpisodeSpec], max_steps:
         masks.append(sample.step_mask)
         owners.append(torch.tensor(active))
         chunk = sample.actions.clamp(-1.0, 1.0).cpu().numpy()
-        still = []
-        for row, i in enumerate(active):
-            ep, env, done = episodes[i], envs[i], False
-            for k in range(cfg.n_action_steps):
-                try:
-                    o, _, terminated, truncated, info = env.step(chunk[row, k])
-                except Exception as e:  # noqa: BLE001 - a simulator fault ends this episode as failed, never the run
-                    ep.failed, ep.error, done = True, f"{type(e).__name__}: {e}", True
+        done = dict.fromkeys(active, False)
+        for k in range(cfg.n_action_steps):  # action k of every running env's chunk, batched where the env can
+            running = [(row, i) for row, i in enumerate(active) if not done[i]]
+            if not running:
+                break
+            results = step_envs([envs[i] for _, i in running], [chunk[row, k] for row, _ in running], batch_envs)
+            for (row, i), res in zip(running, results):
+                ep, env = episodes[i], envs[i]
+                if isinstance(res, Exception):  # a simulator fault ends this episode as failed, never the run
+                    ep.failed, ep.error, done[i] = True, f"{type(res).__name__}: {res}", True
                     warnings.warn(f"{ep.spec.env_name} (init_seed {ep.spec.init_seed}) raised at step {ep.length}: "
                                   f"{ep.error}; episode counted as failed, env replaced", RuntimeWarning, stacklevel=2)
                     pool.discard(ep.spec.env_name, env)
-                    break
+                    continue
+                o, _, terminated, truncated, info = res
                 env_steps += 1
                 ep.length += 1
                 obs[i] = o
@@ -205,11 +232,8 @@ def run_episodes(policy, pool: EnvPool, specs: Sequence[EpisodeSpec], max_steps:
                 ep.failed = bool(info.get("failed", False))
                 ep.progress = float(info.get("progress", 0.0))
                 if terminated or truncated or ep.length >= max_steps or (stop_on_success and ep.success):
-                    done = True
-                    break
-            if not done:
-                still.append(i)
-        active = still
+                    done[i] = True
+        active = [i for i in active if not done[i]]
     obs_cat: dict[str, Any] = {}
     for k in obs_rows[0]:
         obs_cat[k] = (sum((r[k] for r in obs_rows), []) if isinstance(obs_rows[0][k], list)

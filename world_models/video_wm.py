@@ -318,10 +318,13 @@ class VideoWorldModel(nn.Module):
     @torch.no_grad()
     def predict(self, context: torch.Tensor, actions: torch.Tensor, generator: torch.Generator | None = None,
                 steps: int | None = None, sde: str = "ode", eta: float = 0.0, text=None,
-                state: torch.Tensor | None = None, ref: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+                state: torch.Tensor | None = None, ref: torch.Tensor | None = None, noise: torch.Tensor | None = None
+                ) -> tuple[torch.Tensor, torch.Tensor]:
         """Future frames ``[B, K, 3, H, W]`` in [0,1] and success logits ``[B, K]`` (read from the predicted frames
         and, with ``cfg.state_dim > 0``, from ``state[B, K, state_dim]``, the (predicted) state at each future frame;
-        with ``cfg.state_camera`` also ``ref[B, 3, H, W]`` in [0, 1], the episode's first real frame)."""
+        with ``cfg.state_camera`` also ``ref[B, 3, H, W]`` in [0, 1], the episode's first real frame).
+        ``noise[B, 3, K, H, W]``: the initial noise (default: drawn from ``generator``), so rows drawn from separate
+        generators can be predicted in one batch."""
         self._check(context, actions)
         c = self.cfg
         if c.state_dim:  # fail before the sampling loop, not after it
@@ -329,11 +332,17 @@ class VideoWorldModel(nn.Module):
         ctx = context.float() * 2 - 1
         b = ctx.shape[0]
         tokens = self._tokens(ctx, actions)
-        x = torch.randn((b, 3, c.chunk, c.image_size, c.image_size), generator=generator)
+        shape = (b, 3, c.chunk, c.image_size, c.image_size)
+        if noise is not None and tuple(noise.shape) != shape:
+            raise ValueError(f"noise must be {list(shape)}, got {list(noise.shape)}")
+        x = torch.randn(shape, generator=generator) if noise is None else noise.float()
         sig = flow_sigmas(steps or c.sampling_steps)
+        # zero-variance steps draw nothing: a generator serves the initial noise only, so ``noise`` can stand in for it
+        deterministic = sde == "ode" or eta == 0
         for i in range(len(sig) - 1):
             v = self.velocity(x, sig[i].expand(b), ctx, actions, tokens)
-            x = sde_step(v, x, sig[i], sig[i + 1], kind=sde, eta=eta, generator=generator).prev_sample  # type: ignore[arg-type]
+            x = sde_step(v, x, sig[i], sig[i + 1], kind=sde, eta=eta, generator=generator,  # type: ignore[arg-type]
+                         noise=torch.zeros_like(x) if deterministic else None).prev_sample
         frames = (context[:, -1:].float() + x.permute(0, 2, 1, 3, 4) / 2).clamp(0, 1)
         return frames, self.success_head(frames * 2 - 1, actions, self.text_features(text), state,
                                          None if ref is None else ref.float() * 2 - 1)

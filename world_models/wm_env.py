@@ -236,35 +236,88 @@ class WorldModelEnv(gym.Env):
         self.t, self._buf, self._sbuf, self._prob = 0, [], [], 0.0
         return self._obs(), self._info(False)
 
-    @torch.no_grad()
-    def step(self, action):
+    def _check_action(self, action) -> np.ndarray:
         a = np.asarray(action, dtype=np.float32)
         if a.shape != self.action_space.shape or not np.isfinite(a).all():
             raise ValueError(f"action must be {self.action_space.shape[0]} finite numbers, got {action!r}")
-        a = np.clip(a, -1.0, 1.0)
-        self.state = self.state_model(torch.as_tensor(self.state)[None], torch.as_tensor(a)[None])[0].numpy().astype(np.float32)
+        return np.clip(a, -1.0, 1.0)
+
+    def _push(self, a: np.ndarray, state: np.ndarray) -> bool:
+        """Record one action and the state after it; True when the frame chunk is due (full, or the episode ends)."""
+        self.state = state.astype(np.float32)
         self._buf.append(a)
         self._sbuf.append(self.state)
         self.t += 1
-        success = False
-        if len(self._buf) == self.wm.cfg.chunk or self.t >= self.max_steps:
-            n = len(self._buf)
-            chunk = np.zeros((self.wm.cfg.chunk, a.shape[0]), np.float32)
-            chunk[:n] = np.stack(self._buf)
-            states = None
-            if self.wm.cfg.state_dim:  # the state at each of the chunk's frames (the last one repeats as padding)
-                st = np.stack(self._sbuf + [self._sbuf[-1]] * (self.wm.cfg.chunk - n))
-                states = torch.as_tensor(st)[None]
-            frames, logits = self.wm.predict(self.context, torch.as_tensor(chunk)[None], generator=self._gen,
-                                             steps=self.sampling_steps, text=[self.instruction], state=states,
-                                             ref=self.ref if self.wm.cfg.state_camera else None)
-            prob = torch.sigmoid(logits[0, :n])
-            self._prob = float(prob.max())
-            success = bool((prob > self.threshold).any())
-            self.context = _advance(self.context, frames[:, :n])
-            self._buf, self._sbuf = [], []
+        return len(self._buf) == self.wm.cfg.chunk or self.t >= self.max_steps
+
+    def _chunk_inputs(self) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """The buffered actions padded to ``[1, K, A]`` and, for a state-aware head, the states ``[1, K, D]``
+        (the last one repeats as padding)."""
+        k, n = self.wm.cfg.chunk, len(self._buf)
+        chunk = np.zeros((k, self._buf[0].shape[0]), np.float32)
+        chunk[:n] = np.stack(self._buf)
+        states = None
+        if self.wm.cfg.state_dim:
+            states = torch.as_tensor(np.stack(self._sbuf + [self._sbuf[-1]] * (k - n)))[None]
+        return torch.as_tensor(chunk)[None], states
+
+    def _noise(self) -> torch.Tensor:
+        """This env's initial noise for the next chunk ``[1, 3, K, H, W]`` (what ``predict`` would draw from it)."""
+        c = self.wm.cfg
+        return torch.randn((1, 3, c.chunk, c.image_size, c.image_size), generator=self._gen)
+
+    def _take_chunk(self, frames: torch.Tensor, logits: torch.Tensor) -> bool:
+        """Advance by the predicted ``frames[K, 3, H, W]`` / ``logits[K]`` of the buffered actions; the success."""
+        n = len(self._buf)
+        prob = torch.sigmoid(logits[:n])
+        self._prob = float(prob.max())
+        self.context = _advance(self.context, frames[None, :n])
+        self._buf, self._sbuf = [], []
+        return bool((prob > self.threshold).any())
+
+    def _result(self, success: bool):
         truncated = self.t >= self.max_steps and not success
         return self._obs(), float(success), success, truncated, self._info(success)
+
+    @torch.no_grad()
+    def step(self, action):
+        a = self._check_action(action)
+        state = self.state_model(torch.as_tensor(self.state)[None], torch.as_tensor(a)[None])[0].numpy()
+        success = False
+        if self._push(a, state):
+            chunk, states = self._chunk_inputs()
+            frames, logits = self.wm.predict(self.context, chunk, noise=self._noise(), steps=self.sampling_steps,
+                                             text=[self.instruction], state=states,
+                                             ref=self.ref if self.wm.cfg.state_camera else None)
+            success = self._take_chunk(frames[0], logits[0])
+        return self._result(success)
+
+    @classmethod
+    @torch.no_grad()
+    def step_batch(cls, envs: list["WorldModelEnv"], actions) -> list[tuple]:
+        """``[env.step(a) for env, a in zip(envs, actions)]`` with one state-model call for all envs and one
+        world-model call for all whose chunk is due (each env's noise still comes from its own generator, so the
+        result matches stepping them one by one up to float rounding of the batched model). Envs over other
+        models or sampling steps are stepped one by one. Raises before changing any env on a bad action."""
+        acts = [e._check_action(a) for e, a in zip(envs, actions)]  # all checked before any env changes
+        e0 = envs[0]
+        if any(e.wm is not e0.wm or e.state_model is not e0.state_model or e.sampling_steps != e0.sampling_steps
+               for e in envs):
+            return [e.step(a) for e, a in zip(envs, acts)]
+        states = e0.state_model(torch.as_tensor(np.stack([e.state for e in envs])), torch.as_tensor(np.stack(acts))).numpy()
+        due = [j for j, (e, a, s) in enumerate(zip(envs, acts, states)) if e._push(a, s)]
+        success = [False] * len(envs)
+        if due:
+            inputs = [envs[j]._chunk_inputs() for j in due]
+            st = torch.cat([s for _, s in inputs]) if e0.wm.cfg.state_dim else None
+            frames, logits = e0.wm.predict(
+                torch.cat([envs[j].context for j in due]), torch.cat([c for c, _ in inputs]),
+                noise=torch.cat([envs[j]._noise() for j in due]), steps=e0.sampling_steps,
+                text=[envs[j].instruction for j in due], state=st,
+                ref=torch.cat([envs[j].ref for j in due]) if e0.wm.cfg.state_camera else None)
+            for row, j in enumerate(due):
+                success[j] = envs[j]._take_chunk(frames[row], logits[row])
+        return [e._result(s) for e, s in zip(envs, success)]
 
 
 def register_world_model_env(name: str, wm: VideoWorldModel, state_model: torch.nn.Module, starts: StartPool,
