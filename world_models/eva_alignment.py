@@ -137,7 +137,7 @@ def calibrate_on_pretrained(wm: VideoWorldModel, idm: InverseDynamicsModel, tabl
     """``P0 = 1 + median penalty`` of the pretrained world model's own predictions on the table (EVA Eq. 7)."""
     from rewards.eva import calibrate_p0
 
-    frames, _ = wm.predict(table.context, table.actions, generator=torch.Generator().manual_seed(seed))
+    frames = wm.sample_frames(table.context, table.actions, generator=torch.Generator().manual_seed(seed))
     pen, _ = executability_penalty(idm.decode_video(torch.cat([table.context, frames], dim=1)), eva)
     return EVAConfig(**{**eva.__dict__, "p0": calibrate_p0(pen)})
 
@@ -148,7 +148,7 @@ def alignment_report(wm: VideoWorldModel, idm: InverseDynamicsModel, table: Cond
     """Deterministic (ODE) predictions of ``wm`` on every row of ``table``: mean EVA reward, median penalty,
     smoothness of the IDM-decoded actions (mean |acceleration| and |jerk| per step, in action units) and
     the frame MSE against the simulator's frames for the same actions (fidelity must not drop)."""
-    frames, _ = wm.predict(table.context, table.actions, generator=torch.Generator().manual_seed(seed))
+    frames = wm.sample_frames(table.context, table.actions, generator=torch.Generator().manual_seed(seed))
     acts = idm.decode_video(torch.cat([table.context, frames], dim=1))
     pen, _ = executability_penalty(acts, eva)
     acc = acts[:, 1:] - acts[:, :-1]

@@ -316,19 +316,15 @@ class VideoWorldModel(nn.Module):
 
     # ---- inference -----------------------------------------------------------------------
     @torch.no_grad()
-    def predict(self, context: torch.Tensor, actions: torch.Tensor, generator: torch.Generator | None = None,
-                steps: int | None = None, sde: str = "ode", eta: float = 0.0, text=None,
-                state: torch.Tensor | None = None, ref: torch.Tensor | None = None, noise: torch.Tensor | None = None
-                ) -> tuple[torch.Tensor, torch.Tensor]:
-        """Future frames ``[B, K, 3, H, W]`` in [0,1] and success logits ``[B, K]`` (read from the predicted frames
-        and, with ``cfg.state_dim > 0``, from ``state[B, K, state_dim]``, the (predicted) state at each future frame;
-        with ``cfg.state_camera`` also ``ref[B, 3, H, W]`` in [0, 1], the episode's first real frame).
+    def sample_frames(self, context: torch.Tensor, actions: torch.Tensor, generator: torch.Generator | None = None,
+                      steps: int | None = None, sde: str = "ode", eta: float = 0.0, noise: torch.Tensor | None = None
+                      ) -> torch.Tensor:
+        """Future frames ``[B, K, 3, H, W]`` in [0, 1] of ``actions[B, K, A]`` after ``context[B, Tc, 3, H, W]``
+        (flow-matching sampling, ``steps`` Euler steps of kind ``sde``); no success head.
         ``noise[B, 3, K, H, W]``: the initial noise (default: drawn from ``generator``), so rows drawn from separate
         generators can be predicted in one batch."""
         self._check(context, actions)
         c = self.cfg
-        if c.state_dim:  # fail before the sampling loop, not after it
-            self.success_head._check_state(state, context.shape[0], c.chunk, ref, (3, c.image_size, c.image_size))
         ctx = context.float() * 2 - 1
         b = ctx.shape[0]
         tokens = self._tokens(ctx, actions)
@@ -343,7 +339,21 @@ class VideoWorldModel(nn.Module):
             v = self.velocity(x, sig[i].expand(b), ctx, actions, tokens)
             x = sde_step(v, x, sig[i], sig[i + 1], kind=sde, eta=eta, generator=generator,  # type: ignore[arg-type]
                          noise=torch.zeros_like(x) if deterministic else None).prev_sample
-        frames = (context[:, -1:].float() + x.permute(0, 2, 1, 3, 4) / 2).clamp(0, 1)
+        return (context[:, -1:].float() + x.permute(0, 2, 1, 3, 4) / 2).clamp(0, 1)
+
+    @torch.no_grad()
+    def predict(self, context: torch.Tensor, actions: torch.Tensor, generator: torch.Generator | None = None,
+                steps: int | None = None, sde: str = "ode", eta: float = 0.0, text=None,
+                state: torch.Tensor | None = None, ref: torch.Tensor | None = None, noise: torch.Tensor | None = None
+                ) -> tuple[torch.Tensor, torch.Tensor]:
+        """:meth:`sample_frames` and the success logits ``[B, K]`` read from the predicted frames and, with
+        ``cfg.state_dim > 0``, from ``state[B, K, state_dim]``, the (predicted) state at each future frame (with
+        ``cfg.state_camera`` also ``ref[B, 3, H, W]`` in [0, 1], the episode's first real frame)."""
+        self._check(context, actions)
+        c = self.cfg
+        if c.state_dim:  # fail before the sampling loop, not after it
+            self.success_head._check_state(state, context.shape[0], c.chunk, ref, (3, c.image_size, c.image_size))
+        frames = self.sample_frames(context, actions, generator, steps, sde, eta, noise)
         return frames, self.success_head(frames * 2 - 1, actions, self.text_features(text), state,
                                          None if ref is None else ref.float() * 2 - 1)
 

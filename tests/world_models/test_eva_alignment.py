@@ -1,7 +1,7 @@
 import torch
 
 from rewards.eva import EVAConfig, EmbodimentLimits
-from world_models.eva_alignment import ConditionTable, align_world_model, calibrate_on_pretrained
+from world_models.eva_alignment import ConditionTable, align_world_model, alignment_report, calibrate_on_pretrained
 from world_models.idm import IDMConfig, InverseDynamicsModel, train_idm
 from world_models.video_wm import VideoWorldModel, WorldModelConfig, train_world_model, window_dataset
 
@@ -21,6 +21,13 @@ def test_eva_alignment_through_diffusion_trainer(tmp_path):
     table = ConditionTable(*[t[:8] for t in data[:3]])
     eva = calibrate_on_pretrained(wm, idm, table, EVAConfig(dt=1.0, limits=EmbodimentLimits(v_max=1.0)))
     assert eva.p0 > 1.0
+    # a state-aware world model (the loop's) is calibrated and judged on its frames alone: same frames, same P0
+    ws = VideoWorldModel(WorldModelConfig(**{**cfg.__dict__, "state_dim": 3}))
+    missing, unexpected = ws.load_state_dict({k: t for k, t in wm.state_dict().items()
+                                              if not k.startswith("success_head.")}, strict=False)
+    assert not unexpected and missing and all(k.startswith("success_head.") for k in missing)
+    assert calibrate_on_pretrained(ws, idm, table, EVAConfig(dt=1.0, limits=EmbodimentLimits(v_max=1.0))).p0 == eva.p0
+    assert alignment_report(ws, idm, table, eva) == alignment_report(wm, idm, table, eva)
     w0 = {k: p.detach().clone() for k, p in wm.transformer.named_parameters()}
     res = align_world_model(wm, idm, table, eva, str(tmp_path), ["train.iterations=3", "train.prompts_per_iter=2",
                                                                   "grpo.group_size=4", "train.lr=1e-3"])
