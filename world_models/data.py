@@ -5,10 +5,15 @@ World-VLA-Loop do) the data mixes four kinds of episodes of one ``sims`` task, a
 horizon ``T`` (the simulator keeps stepping after success; the expert holds its position)::
 
     success   the scripted expert with a little motion noise
-    near      the expert until it has covered a random fraction (50-85 %) of the distance, then hovering
-              with small random motions: close to the goal, mostly unsuccessful
-    failure   the expert working on the wrong object (plausible, smooth, unsuccessful)
+    near      the expert until the task's progress reaches a random level (``near_progress``, 50-85 % by
+              default), then hovering with small random motions: close to the goal, mostly unsuccessful
+    failure   the expert working on the wrong object (plausible, smooth, unsuccessful); on simulators
+              without one (robosuite: one object, ``expert_action`` only) the expert with its gripper
+              held open (the last action component -1 opens in every ``sims`` env): it never grasps
     random    smooth random actions (AR(1) noise)
+
+Actions have the env's own dimension ``A`` (tabletop 4, robosuite 7); the near-success's hover and the
+random actions move the first three (translation) components only.
 
 Every episode stores frames ``uint8 [T+1, 3, H, W]`` (frame ``t`` is the observation before action ``t``),
 actions ``[T, A]``, the simulator's success flag and progress per frame ``[T+1]`` and the proprio state
@@ -106,12 +111,16 @@ def _stack_episodes(eps: list[dict]) -> Trajectories:
 
 
 def run_episode(env, act, init_seed: int, horizon: int, camera: str = "agentview", kind: str = "") -> dict:
-    """``horizon`` steps of ``act(env, obs, t) -> action`` from ``init_seed`` (no early stop on success)."""
+    """``horizon`` steps of ``act(env, obs, t, info) -> action[A]`` from ``init_seed`` (no early stop on success;
+    ``info``: the last reset/step info). Frames ``[T+1, H, W, 3]`` of ``camera``, actions ``[T, A]``, state
+    ``[T+1, D]``, success / progress ``[T+1]``."""
     obs, info = env.reset(seed=int(init_seed), options={"init_seed": int(init_seed)})
+    if camera not in obs["images"]:
+        raise ValueError(f"camera {camera!r} is not among the env's images {sorted(obs['images'])}")
     frames, states, acts = [obs["images"][camera]], [obs["state"]], []
     succ, prog = [float(info.get("success", False))], [float(info.get("progress", 0.0))]
     for t in range(horizon):
-        a = np.clip(np.asarray(act(env, obs, t), dtype=np.float32), -1.0, 1.0)
+        a = np.clip(np.asarray(act(env, obs, t, info), dtype=np.float32), -1.0, 1.0)
         obs, _, _, _, info = env.step(a)
         acts.append(a)
         frames.append(obs["images"][camera])
@@ -123,34 +132,54 @@ def run_episode(env, act, init_seed: int, horizon: int, camera: str = "agentview
             "instruction": obs["instruction"], "init_seed": int(init_seed), "kind": kind}
 
 
-def _actor(kind: str, rng: np.random.Generator, noise: float):
-    from sims import ScriptedExpert
+def _progress(env, info: dict) -> float:
+    """The task's progress in [0, 1] now: tabletop's own ``task.progress(env)``, else the last step's
+    ``info["progress"]`` (robosuite: its shaped reward, normalised)."""
+    u = getattr(env, "unwrapped", env)
+    task = getattr(u, "task", None)
+    if task is not None and hasattr(task, "progress"):
+        return float(task.progress(u))
+    return float(info.get("progress", 0.0))
+
+
+def _actor(kind: str, rng: np.random.Generator, noise: float, action_dim: int = 4,
+           near_progress: tuple[float, float] = (0.5, 0.85)):
+    """``act(env, obs, t, info) -> float32[action_dim]`` for one episode of ``kind`` (module docstring)."""
+    from sims import ScriptedExpert, TabletopEnv
 
     if kind == "success":
-        return lambda env, obs, t: env.expert_action(rng=rng, noise=noise)
+        return lambda env, obs, t, info: env.expert_action(rng=rng, noise=noise)
     if kind == "failure":
         ex = ScriptedExpert(noise=noise, wrong_object=True, seed=int(rng.integers(2**31)))
-        return lambda env, obs, t: ex.act(env)
+
+        def failure(env, obs, t, info):
+            if isinstance(getattr(env, "unwrapped", env), TabletopEnv):
+                return ex.act(env)
+            a = np.array(env.expert_action(rng=rng, noise=noise), dtype=np.float32)
+            a[-1] = -1.0  # gripper held open: the expert never grasps
+            return a
+
+        return failure
     if kind == "near":
-        stop_at = float(rng.uniform(0.5, 0.85))
+        lo, hi = near_progress
+        stop_at = float(rng.uniform(lo, hi))
         state = {"hover": False}
 
-        def near(env, obs, t):
-            info_prog = env.unwrapped.task.progress(env.unwrapped) if hasattr(env, "unwrapped") else 0.0
-            if info_prog >= stop_at:
+        def near(env, obs, t, info):
+            if _progress(env, info) >= stop_at:
                 state["hover"] = True
             if state["hover"]:
-                a = np.zeros(4, np.float32)
+                a = np.zeros(action_dim, np.float32)
                 a[:3] = 0.15 * rng.standard_normal(3)
                 return a
             return env.expert_action(rng=rng, noise=noise)
 
         return near
     if kind == "random":
-        prev = {"a": rng.uniform(-1, 1, 4)}
+        prev = {"a": rng.uniform(-1, 1, action_dim)}
 
-        def rand(env, obs, t):
-            prev["a"] = np.clip(0.7 * prev["a"] + 0.5 * rng.standard_normal(4), -1, 1)
+        def rand(env, obs, t, info):
+            prev["a"] = np.clip(0.7 * prev["a"] + 0.5 * rng.standard_normal(action_dim), -1, 1)
             return prev["a"]
 
         return rand
@@ -159,23 +188,30 @@ def _actor(kind: str, rng: np.random.Generator, noise: float):
 
 def collect_sans(task: str = "tabletop/reach", counts: dict[str, int] | None = None, horizon: int = 16,
                  image_size: int = 32, seed: int = 0, seed_offset: int = 0, noise: float = 0.1,
-                 camera: str = "agentview", env_kwargs: dict | None = None) -> Trajectories:
+                 camera: str = "agentview", env_kwargs: dict | None = None,
+                 near_progress: tuple[float, float] = (0.5, 0.85)) -> Trajectories:
     """A SANS-style mix (module docstring) of ``counts`` episodes per kind; initial states are
     ``seed_offset + i`` (use disjoint offsets for training and held-out data); ``env_kwargs`` go to
-    ``sims.make`` (e.g. ``object_state=True``)."""
+    ``sims.make`` (e.g. ``object_state=True``); ``near_progress``: the range of task progress at which a
+    near-success stops following the expert (the task's progress scale: robosuite Lift's shaped progress is
+    ~0.4 over the cube and 0.5 once grasped, so it needs ~(0.25, 0.5) where tabletop uses (0.5, 0.85))."""
     import sims
 
     counts = dict(counts or {"success": 16, "near": 16, "failure": 8, "random": 8})
     bad = sorted(set(counts) - set(KINDS))
     if bad:
         raise ValueError(f"unknown episode kind(s) {bad}; expected {KINDS}")
+    lo, hi = (float(x) for x in near_progress)
+    if not 0.0 <= lo <= hi <= 1.0:
+        raise ValueError(f"near_progress must be (low, high) with 0 <= low <= high <= 1, got {tuple(near_progress)}")
     env = sims.make(task, **{**dict(env_kwargs or {}), "image_size": image_size, "cameras": (camera,)})
     rng = np.random.default_rng([seed, seed_offset])
     eps, s = [], seed_offset
+    a_dim = int(env.action_space.shape[0])
     try:
         for kind in KINDS:
             for _ in range(int(counts.get(kind, 0))):
-                eps.append(run_episode(env, _actor(kind, rng, noise), s, horizon, camera, kind))
+                eps.append(run_episode(env, _actor(kind, rng, noise, a_dim, (lo, hi)), s, horizon, camera, kind))
                 s += 1
     finally:
         env.close()
@@ -197,7 +233,7 @@ def collect_policy_episodes(policy, task: str, init_seeds: Sequence[int], horizo
     env = sims.make(task, **{**dict(env_kwargs or {}), "image_size": image_size, "cameras": (camera,)})
     gen = torch.Generator().manual_seed(seed)
 
-    def act(env, obs, t):  # LeRobot's interface: a new chunk when the policy's action queue runs dry
+    def act(env, obs, t, info):  # LeRobot's interface: a new chunk when the policy's action queue runs dry
         batch = obs_to_batch([obs], policy.cfg.cameras, policy.cfg.use_images)
         return policy.select_action(batch, stochastic=stochastic, generator=gen)[0].clamp(-1, 1).numpy()
 

@@ -63,6 +63,9 @@ class DataConfig:
     train_seed_offset: int = 200_000
     test_seed_offset: int = 300_000
     start_pool: int = 128  # real initial observations (init seeds 0..N-1) the world-model env starts from
+    # task progress at which a near-success stops following the expert (collect_sans; the task's own scale:
+    # tabletop (0.5, 0.85), robosuite Lift ~(0.25, 0.5): 0.4 over the cube, 0.5 once grasped)
+    near_progress: tuple[float, float] = (0.5, 0.85)
 
 
 @dataclass
@@ -300,6 +303,11 @@ def success_state_config(m: ModelsConfig, train: Trajectories) -> WorldModelConf
 def fit_models(cfg: LoopConfig | ModelsConfig, train: Trajectories, seed: int = 0, log=print) -> dict[str, Any]:
     """Train the world model, state model and IDM from scratch on ``train``; returns them with loss curves."""
     m = cfg.models if isinstance(cfg, LoopConfig) else cfg
+    a_dim = int(train.actions.shape[-1])
+    for name, got in (("models.wm.action_dim", m.wm.action_dim), ("models.idm.action_dim", m.idm.action_dim)):
+        if got != a_dim:
+            raise ValueError(f"{name}={got} but the data's actions have {a_dim} dims (the simulator's action space: "
+                             "tabletop 4, robosuite 7)")
     wcfg = success_state_config(m, train)
     torch.manual_seed(seed)
     t0 = time.time()
@@ -366,9 +374,9 @@ def run_loop(cfg: LoopConfig, quiet: bool = False) -> dict[str, Any]:
     t0 = time.time()
     sim_kw = {k: v for k, v in env_kwargs.items() if k not in ("image_size", "cameras")}  # e.g. object_state
     train = collect_sans(d.task, d.train, d.horizon, d.image_size, cfg.seed, d.train_seed_offset, d.noise, WM_CAMERA,
-                         env_kwargs=sim_kw)
+                         env_kwargs=sim_kw, near_progress=d.near_progress)
     test = collect_sans(d.task, d.test, d.horizon, d.image_size, cfg.seed + 1, d.test_seed_offset, d.noise, WM_CAMERA,
-                       env_kwargs=sim_kw)
+                       env_kwargs=sim_kw, near_progress=d.near_progress)
     say(f"data: train {train.counts()}, held-out {test.counts()}, {time.time() - t0:.0f}s")
     models = fit_models(cfg, train, cfg.seed, say)
     starts = StartPool.from_sim(d.task, range(d.start_pool), d.image_size, WM_CAMERA, env_kwargs=sim_kw)
