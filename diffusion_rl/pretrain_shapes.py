@@ -57,7 +57,8 @@ def pretrain(out: str | Path = DEFAULT_DIR, steps: int = 4000, size: int = 32, b
     """Train and save the model; ``init``: continue from a saved shapes pipeline (its architecture; ``hidden`` and
     ``layers`` are then ignored) instead of a fresh one. A training state in ``<out>.ckpt`` (see the module
     docstring) is resumed; ``save_every=0`` writes none."""
-    from grpo.checkpoint import capture_rng_state, latest_checkpoint, load_checkpoint, restore_rng_state, save_checkpoint
+    from grpo.checkpoint import (capture_rng_state, latest_checkpoint, load_checkpoint, random_state_from_json,
+                                 random_state_to_json, restore_rng_state, save_checkpoint)
 
     from .adapters import ModelConfig, SD3Adapter
     from .tiny_models import tiny_sd3_pipeline
@@ -81,18 +82,19 @@ def pretrain(out: str | Path = DEFAULT_DIR, steps: int = 4000, size: int = 32, b
     sched = torch.optim.lr_scheduler.OneCycleLR(opt, max_lr=lr, total_steps=steps, pct_start=0.05)
     g = torch.Generator().manual_seed(seed)
     ckpt_root = Path(str(Path(out)) + ".ckpt")
+    meta = {"steps": steps, "batch": batch, "size": size, "lr": lr, "seed": seed}  # what a resume must match
+    named = dict(zip(("transformer", "text_encoder", "text_encoder_2"), modules))
     start = 0
     if (last := latest_checkpoint(ckpt_root)) is not None:
         st = load_checkpoint(last)
-        if st["meta"] != {"steps": steps, "batch": batch, "size": size, "lr": lr, "seed": seed}:
+        if st["meta"] != meta:
             raise ValueError(f"{ckpt_root} was written by a run with {st['meta']}, not steps={steps} batch={batch} "
                              f"size={size} lr={lr} seed={seed}: rerun with those settings or delete it")
-        for name, m in zip(("transformer", "text_encoder", "text_encoder_2"), modules):
+        for name, m in named.items():
             m.load_state_dict(st[name])
         opt.load_state_dict(st["optimizer"])
         sched.load_state_dict(st["scheduler"])
-        py = st["rng"]["data"]
-        rng.setstate((py[0], tuple(py[1]), py[2]))
+        rng.setstate(random_state_from_json(st["rng"]["data"]))
         g.set_state(st["rng"]["noise"])
         restore_rng_state(st["rng"]["global"])
         start = st["step"]
@@ -114,12 +116,11 @@ def pretrain(out: str | Path = DEFAULT_DIR, steps: int = 4000, size: int = 32, b
         if log_every and (it % log_every == 0 or it == steps - 1):
             print(f"pretrain step {it:5d}/{steps}  flow-matching loss {loss.item():.4f}  ({time.time() - t0:.0f}s)", flush=True)
         if save_every and (it + 1) % save_every == 0 and it + 1 < steps:
-            py = rng.getstate()
             save_checkpoint(ckpt_root, it + 1, {
-                **{name: m.state_dict() for name, m in zip(("transformer", "text_encoder", "text_encoder_2"), modules)},
-                "optimizer": opt.state_dict(), "scheduler": sched.state_dict(), "step": it + 1,
-                "meta": {"steps": steps, "batch": batch, "size": size, "lr": lr, "seed": seed},
-                "rng": {"data": [py[0], list(py[1]), py[2]], "noise": g.get_state(), "global": capture_rng_state()},
+                **{name: m.state_dict() for name, m in named.items()},
+                "optimizer": opt.state_dict(), "scheduler": sched.state_dict(), "step": it + 1, "meta": meta,
+                "rng": {"data": random_state_to_json(rng.getstate()), "noise": g.get_state(),
+                        "global": capture_rng_state()},
             }, keep_last=1)
     for m in modules:
         m.requires_grad_(False).eval()

@@ -34,7 +34,7 @@ def capture_rng_state() -> dict[str, Any]:
     """States of python ``random``, numpy's global RNG, torch CPU and every CUDA device."""
     np_state = np.random.get_state()
     state: dict[str, Any] = {
-        "python": _py_state_to_json(random.getstate()),
+        "python": random_state_to_json(random.getstate()),
         "numpy": {"kind": np_state[0], "keys": np_state[1].astype(np.int64).tolist(), "pos": int(np_state[2]),
                   "has_gauss": int(np_state[3]), "cached_gaussian": float(np_state[4])},
         "torch": torch.get_rng_state(),
@@ -46,8 +46,7 @@ def capture_rng_state() -> dict[str, Any]:
 
 def restore_rng_state(state: Mapping[str, Any]) -> None:
     """Inverse of :func:`capture_rng_state`."""
-    py = state["python"]
-    random.setstate((py[0], tuple(py[1]), py[2]))
+    random.setstate(random_state_from_json(state["python"]))
     n = state["numpy"]
     np.random.set_state((n["kind"], np.asarray(n["keys"], dtype=np.uint32), n["pos"], n["has_gauss"], n["cached_gaussian"]))
     torch.set_rng_state(state["torch"].to(torch.uint8))
@@ -59,8 +58,14 @@ def generator_state(gen: torch.Generator) -> torch.Tensor:
     return gen.get_state()
 
 
-def _py_state_to_json(st: tuple) -> list:
+def random_state_to_json(st: tuple) -> list:
+    """A ``random.Random().getstate()`` tuple as JSON-able ``[version, [625 ints], gauss]``."""
     return [st[0], list(st[1]), st[2]]
+
+
+def random_state_from_json(js: list) -> tuple:
+    """Inverse of :func:`random_state_to_json`, for ``random.setstate`` / ``Random.setstate``."""
+    return (js[0], tuple(js[1]), js[2])
 
 
 # ---- (de)serialization of nested state --------------------------------------------------------

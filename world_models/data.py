@@ -132,6 +132,9 @@ def run_episode(env, act, init_seed: int, horizon: int, camera: str = "agentview
             "instruction": obs["instruction"], "init_seed": int(init_seed), "kind": kind}
 
 
+NEAR_PROGRESS = (0.5, 0.85)  # tabletop's: task progress at which a near-success stops following the expert
+
+
 def _progress(env, info: dict) -> float:
     """The task's progress in [0, 1] now: tabletop's own ``task.progress(env)``, else the last step's
     ``info["progress"]`` (robosuite: its shaped reward, normalised)."""
@@ -143,7 +146,7 @@ def _progress(env, info: dict) -> float:
 
 
 def _actor(kind: str, rng: np.random.Generator, noise: float, action_dim: int = 4,
-           near_progress: tuple[float, float] = (0.5, 0.85)):
+           near_progress: tuple[float, float] = NEAR_PROGRESS):
     """``act(env, obs, t, info) -> float32[action_dim]`` for one episode of ``kind`` (module docstring)."""
     from sims import ScriptedExpert, TabletopEnv
 
@@ -189,7 +192,7 @@ def _actor(kind: str, rng: np.random.Generator, noise: float, action_dim: int = 
 def collect_sans(task: str = "tabletop/reach", counts: dict[str, int] | None = None, horizon: int = 16,
                  image_size: int = 32, seed: int = 0, seed_offset: int = 0, noise: float = 0.1,
                  camera: str = "agentview", env_kwargs: dict | None = None,
-                 near_progress: tuple[float, float] = (0.5, 0.85)) -> Trajectories:
+                 near_progress: tuple[float, float] = NEAR_PROGRESS) -> Trajectories:
     """A SANS-style mix (module docstring) of ``counts`` episodes per kind; initial states are
     ``seed_offset + i`` (use disjoint offsets for training and held-out data); ``env_kwargs`` go to
     ``sims.make`` (e.g. ``object_state=True``); ``near_progress``: the range of task progress at which a

@@ -38,7 +38,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from .data import StatePredictor, Trajectories, collect_policy_episodes, collect_sans, predict_states, \
+from .data import NEAR_PROGRESS, StatePredictor, Trajectories, collect_policy_episodes, collect_sans, predict_states, \
     state_predictor_error, train_state_predictor, wm_windows
 from .idm import IDMConfig, InverseDynamicsModel, idm_action_error, train_idm
 from .video_wm import VideoWorldModel, WorldModelConfig, train_success_head, train_world_model
@@ -65,7 +65,7 @@ class DataConfig:
     start_pool: int = 128  # real initial observations (init seeds 0..N-1) the world-model env starts from
     # task progress at which a near-success stops following the expert (collect_sans; the task's own scale:
     # tabletop (0.5, 0.85), robosuite Lift ~(0.25, 0.5): 0.4 over the cube, 0.5 once grasped)
-    near_progress: tuple[float, float] = (0.5, 0.85)
+    near_progress: tuple[float, float] = NEAR_PROGRESS
 
 
 @dataclass

@@ -262,7 +262,7 @@ class WorldModelEnv(gym.Env):
         return torch.as_tensor(chunk)[None], states
 
     def _noise(self) -> torch.Tensor:
-        """This env's initial noise for the next chunk ``[1, 3, K, H, W]`` (what ``predict`` would draw from it)."""
+        """This env's initial noise for the next chunk ``[1, 3, K, H, W]``, from its own generator."""
         c = self.wm.cfg
         return torch.randn((1, 3, c.chunk, c.image_size, c.image_size), generator=self._gen)
 
@@ -279,18 +279,8 @@ class WorldModelEnv(gym.Env):
         truncated = self.t >= self.max_steps and not success
         return self._obs(), float(success), success, truncated, self._info(success)
 
-    @torch.no_grad()
     def step(self, action):
-        a = self._check_action(action)
-        state = self.state_model(torch.as_tensor(self.state)[None], torch.as_tensor(a)[None])[0].numpy()
-        success = False
-        if self._push(a, state):
-            chunk, states = self._chunk_inputs()
-            frames, logits = self.wm.predict(self.context, chunk, noise=self._noise(), steps=self.sampling_steps,
-                                             text=[self.instruction], state=states,
-                                             ref=self.ref if self.wm.cfg.state_camera else None)
-            success = self._take_chunk(frames[0], logits[0])
-        return self._result(success)
+        return type(self).step_batch([self], [action])[0]
 
     @classmethod
     @torch.no_grad()
@@ -298,12 +288,13 @@ class WorldModelEnv(gym.Env):
         """``[env.step(a) for env, a in zip(envs, actions)]`` with one state-model call for all envs and one
         world-model call for all whose chunk is due (each env's noise still comes from its own generator, so the
         result matches stepping them one by one up to float rounding of the batched model). Envs over other
-        models or sampling steps are stepped one by one. Raises before changing any env on a bad action."""
+        models or sampling steps are stepped one by one. Raises before changing any env on a bad action.
+        :meth:`step` is this with one env."""
         acts = [e._check_action(a) for e, a in zip(envs, actions)]  # all checked before any env changes
         e0 = envs[0]
         if any(e.wm is not e0.wm or e.state_model is not e0.state_model or e.sampling_steps != e0.sampling_steps
                for e in envs):
-            return [e.step(a) for e, a in zip(envs, acts)]
+            return [cls.step_batch([e], [a])[0] for e, a in zip(envs, acts)]
         states = e0.state_model(torch.as_tensor(np.stack([e.state for e in envs])), torch.as_tensor(np.stack(acts))).numpy()
         due = [j for j, (e, a, s) in enumerate(zip(envs, acts, states)) if e._push(a, s)]
         success = [False] * len(envs)
