@@ -1,0 +1,68 @@
+"""Where models run: the ``device`` option of every trainer, and noise drawn the same on any device.
+
+    dev = resolve_device("auto")          # cuda (the current device under torchrun) if available, else cpu
+    model.to(dev); x = batch.to(dev)
+    eps = randn((B, C, H, W), generator=cpu_gen, device=dev)   # drawn on the generator's device, then moved
+
+Noise comes from CPU generators in this project (seeded per episode / per step), drawn on the CPU and moved:
+the same seed then gives the same noise on a CPU and on a GPU, so a run moves between devices with its
+randomness, and a fixed-seed world-model env or rollout is reproducible across them. The copy is small next
+to the model call that consumes it.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+
+def resolve_device(name: str | torch.device) -> torch.device:
+    """``"auto"`` -> ``cuda`` (``torch.cuda.current_device()``, which ``grpo.distributed.init_distributed`` sets to
+    ``LOCAL_RANK``) when CUDA is available, else ``cpu``; ``"cpu"``, ``"cuda"``, ``"cuda:1"``, ``"mps"`` as given.
+    A CUDA device without CUDA raises (it would otherwise fail at the first tensor, far from the config)."""
+    if isinstance(name, torch.device):
+        dev = name
+    elif not isinstance(name, str) or not name:
+        raise ValueError(f"device must be 'auto', 'cpu', 'cuda', 'cuda:<index>' or 'mps', got {name!r}")
+    elif name == "auto":
+        return torch.device("cuda", torch.cuda.current_device()) if torch.cuda.is_available() else torch.device("cpu")
+    else:
+        try:
+            dev = torch.device(name)
+        except RuntimeError as e:
+            raise ValueError(f"device {name!r} is not a torch device (expected 'auto', 'cpu', 'cuda', 'cuda:<index>' "
+                             f"or 'mps'): {e}") from None
+    if dev.type == "cuda" and not torch.cuda.is_available():
+        raise ValueError(f"device {name!r} asks for CUDA, but torch.cuda.is_available() is False on this machine "
+                         "(use device: auto or cpu)")
+    if dev.type == "cuda" and dev.index is not None and dev.index >= torch.cuda.device_count():
+        raise ValueError(f"device {name!r}: this machine has {torch.cuda.device_count()} CUDA device(s)")
+    if dev.type == "cuda" and dev.index is None:
+        dev = torch.device("cuda", torch.cuda.current_device())
+    return dev
+
+
+def module_device(module: nn.Module) -> torch.device:
+    """The device of ``module``'s first parameter (or buffer); CPU for a module with neither."""
+    for t in module.parameters():
+        return t.device
+    for t in module.buffers():
+        return t.device
+    return torch.device("cpu")
+
+
+def _draw_device(generator: torch.Generator | None, device: torch.device | str) -> torch.device | str:
+    return generator.device if generator is not None else device
+
+
+def randn(shape: tuple[int, ...] | torch.Size, generator: torch.Generator | None = None,
+          device: torch.device | str = "cpu", dtype: torch.dtype = torch.float32) -> torch.Tensor:
+    """``torch.randn(shape)`` drawn on ``generator``'s device (its own stream) and returned on ``device``."""
+    return torch.randn(tuple(shape), generator=generator, device=_draw_device(generator, device),
+                       dtype=dtype).to(device)
+
+
+def rand(shape: tuple[int, ...] | torch.Size, generator: torch.Generator | None = None,
+         device: torch.device | str = "cpu") -> torch.Tensor:
+    """``torch.rand(shape)`` (uniform [0, 1)) drawn on ``generator``'s device and returned on ``device``."""
+    return torch.rand(tuple(shape), generator=generator, device=_draw_device(generator, device)).to(device)
