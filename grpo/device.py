@@ -42,6 +42,20 @@ def resolve_device(name: str | torch.device) -> torch.device:
     return dev
 
 
+def check_device_name(name: str) -> str:
+    """The config-time check of a ``device`` option: ``"auto"`` or any string ``torch.device`` parses (whether that
+    device exists is checked when the run starts, :func:`resolve_device`, so a GPU config can be dry-run on a
+    laptop). Returns ``name``; raises ``ValueError`` naming it otherwise."""
+    if name == "auto":
+        return name
+    try:
+        torch.device(name)
+    except (RuntimeError, TypeError):
+        raise ValueError(f"device {name!r} is not a torch device: expected 'auto', 'cpu', 'cuda', 'cuda:<index>' "
+                         "or 'mps'") from None
+    return name
+
+
 def module_device(module: nn.Module) -> torch.device:
     """The device of ``module``'s first parameter (or buffer); CPU for a module with neither."""
     for t in module.parameters():

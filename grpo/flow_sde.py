@@ -48,6 +48,8 @@ from typing import Literal
 
 import torch
 
+from .device import randn
+
 SDEKind = Literal["flow_grpo", "dance_grpo", "cps", "ode"]
 SDE_KINDS: tuple[str, ...] = ("flow_grpo", "dance_grpo", "cps", "ode")
 _LOG_SQRT_2PI = 0.5 * math.log(2 * math.pi)
@@ -142,7 +144,7 @@ def sde_step(
 
     if prev_sample is None:
         if noise is None:
-            noise = torch.randn(x32.shape, generator=generator, device=x32.device, dtype=torch.float32)
+            noise = randn(x32.shape, generator, x32.device)  # on the generator's device, then moved
         elif noise.shape != x32.shape:
             raise ValueError(f"noise shape {tuple(noise.shape)} != sample shape {tuple(x32.shape)}")
         prev_sample = mean + std * noise.float()

@@ -38,6 +38,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from grpo.device import module_device
+
 KINDS = ("success", "near", "failure", "random")
 
 
@@ -65,7 +67,7 @@ class Trajectories:
         return self.success.amax(dim=1) > 0.5
 
     def subset(self, idx: Sequence[int] | torch.Tensor) -> "Trajectories":
-        idx = torch.as_tensor(idx, dtype=torch.long)
+        idx = torch.as_tensor(idx, dtype=torch.long, device="cpu")
         il = idx.tolist()
         return Trajectories(self.frames[idx], self.actions[idx], self.success[idx], self.progress[idx], self.state[idx],
                             [self.kinds[i] for i in il], [self.instructions[i] for i in il], [self.init_seeds[i] for i in il])
@@ -238,7 +240,7 @@ def collect_policy_episodes(policy, task: str, init_seeds: Sequence[int], horizo
 
     def act(env, obs, t, info):  # LeRobot's interface: a new chunk when the policy's action queue runs dry
         batch = obs_to_batch([obs], policy.cfg.cameras, policy.cfg.use_images)
-        return policy.select_action(batch, stochastic=stochastic, generator=gen)[0].clamp(-1, 1).numpy()
+        return policy.select_action(batch, stochastic=stochastic, generator=gen)[0].clamp(-1, 1).cpu().numpy()
 
     eps = []
     try:
@@ -271,7 +273,7 @@ def wm_windows(data: Trajectories, context_frames: int, chunk: int, stride: int 
     pad = context_frames - 1
     if pad:
         v = torch.cat([v[:, :1].expand(-1, pad, -1, -1, -1), v], dim=1)
-        a = torch.cat([torch.zeros(a.shape[0], pad, a.shape[2]), a], dim=1)
+        a = torch.cat([a.new_zeros(a.shape[0], pad, a.shape[2]), a], dim=1)
         s = torch.cat([s[:, :1].expand(-1, pad), s], dim=1)
         if state:
             st = torch.cat([st[:, :1].expand(-1, pad, -1), st], dim=1)
@@ -289,7 +291,7 @@ def wm_windows(data: Trajectories, context_frames: int, chunk: int, stride: int 
         out.append(torch.cat([st[:, start + context_frames:start + context_frames + chunk] for start in starts]).float())
         out.append(data.videos[:, 0].repeat(len(starts), 1, 1, 1))
     if stride > 1:  # keep every stride-th start
-        keep = torch.arange(out[0].shape[0]).reshape(-1, n)[::stride].flatten()
+        keep = torch.arange(out[0].shape[0], device="cpu").reshape(-1, n)[::stride].flatten()
         out = [None if x is None else x[keep] for x in out]
     return tuple(out)
 
@@ -314,11 +316,12 @@ class StatePredictor(nn.Module):
 def predict_states(model: nn.Module, first: torch.Tensor, actions: torch.Tensor) -> torch.Tensor:
     """Open-loop state rollout: ``first[N, D]`` + ``actions[N, T, A]`` -> the predicted state after each action
     ``[N, T, D]`` (entry ``t`` goes with frame ``t + 1``), as the world-model env advances its state."""
-    s, out = first.float(), []
+    dev = module_device(model)  # the result stays on the model's device
+    s, actions, out = first.float().to(dev), actions.to(dev), []
     for t in range(actions.shape[1]):
         s = model(s, actions[:, t].float())
         out.append(s)
-    return torch.stack(out, dim=1) if out else torch.zeros(first.shape[0], 0, first.shape[-1])
+    return torch.stack(out, dim=1) if out else torch.zeros(first.shape[0], 0, first.shape[-1], device=dev)
 
 
 def _transitions(data: Trajectories):
@@ -333,12 +336,14 @@ def train_state_predictor(model: StatePredictor, data: Trajectories, steps: int 
         model.mu.copy_(s0.mean(0))
         model.sigma.copy_(s0.std(0).clamp_min(1e-4))
         model.dsigma.copy_((s1 - s0).std(0).clamp_min(1e-4))
-    gen = torch.Generator().manual_seed(seed)
+    gen = torch.Generator().manual_seed(seed)  # batches drawn on the CPU, then moved to the model
+    dev = module_device(model)
     opt = torch.optim.Adam(model.parameters(), lr=lr)
     losses = []
     for _ in range(steps):
-        i = torch.randint(s0.shape[0], (min(batch, s0.shape[0]),), generator=gen)
-        loss = F.mse_loss((model(s0[i], a[i]) - s0[i]) / model.dsigma, (s1[i] - s0[i]) / model.dsigma)
+        i = torch.randint(s0.shape[0], (min(batch, s0.shape[0]),), generator=gen, device="cpu")
+        x0, x1 = s0[i].to(dev), s1[i].to(dev)
+        loss = F.mse_loss((model(x0, a[i].to(dev)) - x0) / model.dsigma, (x1 - x0) / model.dsigma)
         opt.zero_grad()
         loss.backward()
         opt.step()
@@ -350,4 +355,6 @@ def train_state_predictor(model: StatePredictor, data: Trajectories, steps: int 
 def state_predictor_error(model: StatePredictor, data: Trajectories) -> dict[str, float]:
     """One-step MSE of the predicted next state vs the simulator, and of "state unchanged"."""
     s0, a, s1 = _transitions(data)
-    return {"state_mse": float(((model(s0, a) - s1) ** 2).mean()), "state_copy_mse": float(((s0 - s1) ** 2).mean())}
+    dev = module_device(model)
+    pred = model(s0.to(dev), a.to(dev)).cpu()
+    return {"state_mse": float(((pred - s1) ** 2).mean()), "state_copy_mse": float(((s0 - s1) ** 2).mean())}

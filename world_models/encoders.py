@@ -15,7 +15,8 @@ One interface for all of them::
   default world-model encoder.
 
 The transformers wrappers load from a local directory (``from_pretrained(path)``); they normalize pixels in
-torch with the model's image mean/std and resize to the model's input size, so batches stay on device.
+torch with the model's image mean/std and resize to the model's input size, so batches stay on device. Every
+encoder takes videos on any device, moves them to its own and returns embeddings there.
 """
 
 from __future__ import annotations
@@ -27,6 +28,8 @@ from typing import Protocol, runtime_checkable
 import torch
 import torch.nn.functional as F
 from torch import nn
+
+from grpo.device import module_device
 
 IMAGENET_MEAN = (0.485, 0.456, 0.406)
 IMAGENET_STD = (0.229, 0.224, 0.225)
@@ -82,7 +85,7 @@ class SmallVideoEncoder(nn.Module):
         self.dim = self.cfg.dim
 
     def encode_frames(self, video: torch.Tensor) -> torch.Tensor:
-        video = check_video(video)
+        video = check_video(video).to(module_device(self))
         b, t = video.shape[:2]
         x = _normalize_resize(video.flatten(0, 1), self.cfg.image_size, (0.5,) * 3, (0.5,) * 3)
         return F.normalize(self.proj(self.conv(x)), dim=-1).reshape(b, t, -1)
@@ -113,7 +116,7 @@ def time_contrastive_loss(frame_emb: torch.Tensor, temperature: float = 0.1, win
     # exclude self and near-but-not-positive frames of the same video from the denominator
     invalid = same & (gap <= 2 * window)
     logits = sim[anchors].masked_fill(invalid[anchors], float("-inf"))
-    logits[torch.arange(anchors.numel()), pos] = sim[anchors, pos]
+    logits[torch.arange(anchors.numel(), device=z.device), pos] = sim[anchors, pos]
     return F.cross_entropy(logits, pos)
 
 
@@ -129,8 +132,8 @@ def train_small_encoder(encoder: SmallVideoEncoder, videos: torch.Tensor, steps:
     losses = []
     encoder.train()
     for _ in range(steps):
-        vi = torch.randint(n, (min(batch, n),), generator=gen)
-        starts = torch.randint(t - frames + 1, (vi.numel(),), generator=gen)
+        vi = torch.randint(n, (min(batch, n),), generator=gen, device="cpu")
+        starts = torch.randint(t - frames + 1, (vi.numel(),), generator=gen, device="cpu")
         clip = torch.stack([videos[v, s:s + frames] for v, s in zip(vi.tolist(), starts.tolist())])
         loss = time_contrastive_loss(encoder.encode_frames(clip), encoder.cfg.temperature)
         opt.zero_grad()
@@ -167,7 +170,7 @@ class DinoV2Encoder(nn.Module):
 
     @torch.no_grad()
     def encode_frames(self, video: torch.Tensor) -> torch.Tensor:
-        video = check_video(video)
+        video = check_video(video).to(module_device(self.model))
         b, t = video.shape[:2]
         x = _normalize_resize(video.flatten(0, 1), self.image_size, self.mean, self.std).to(self.model.dtype)
         cls_tok = self.model(pixel_values=x).last_hidden_state[:, 0]
@@ -196,10 +199,10 @@ class VJEPA2Encoder(nn.Module):
         return cls(VJEPA2Model.from_pretrained(_require_dir(path, "V-JEPA 2"), dtype=dtype))
 
     def _prep(self, video: torch.Tensor) -> torch.Tensor:
-        video = check_video(video)
+        video = check_video(video).to(module_device(self.model))
         b, t = video.shape[:2]
         if t > self.max_frames:
-            video = video[:, torch.linspace(0, t - 1, self.max_frames).round().long()]
+            video = video[:, torch.linspace(0, t - 1, self.max_frames, device=video.device).round().long()]
             t = self.max_frames
         pad = (-t) % self.tubelet
         if pad:

@@ -54,14 +54,16 @@ def make_world_model_adapter(wm: VideoWorldModel, table: ConditionTable, lora_ra
 
         def __init__(self) -> None:
             wm.requires_grad_(False).eval()
-            cfg = ModelConfig(kind="wan", lora=LoraSettings(rank=lora_rank, alpha=lora_alpha))
+            # the adapter keeps the world model where it is (the trainer's tensors follow adapter.device)
+            cfg = ModelConfig(kind="wan", lora=LoraSettings(rank=lora_rank, alpha=lora_alpha), device=str(wm.device))
             super().__init__(types.SimpleNamespace(transformer=wm.transformer), cfg)
             self.wm, self.table = wm, table
 
         def _encode(self, prompts: list[str]) -> dict[str, torch.Tensor]:
-            idx = torch.tensor([self.table.index(p) for p in prompts])
-            return {"context": self.table.context[idx] * 2 - 1, "actions": self.table.actions[idx].float(),
-                    "row": idx.float()}
+            idx = torch.tensor([self.table.index(p) for p in prompts], device="cpu")  # the table lives in CPU RAM
+            dev = self.wm.device
+            return {"context": self.table.context[idx].to(dev) * 2 - 1, "actions": self.table.actions[idx].to(dev).float(),
+                    "row": idx.to(dev).float()}
 
         @property
         def latent_shape(self) -> tuple[int, ...]:
@@ -87,14 +89,15 @@ class EVAVideoReward:
 
     @torch.no_grad()
     def __call__(self, batch):
-        idx = torch.tensor([self.table.index(p) for p in batch.prompts])
-        ctx = self.table.context[idx]
+        idx = torch.tensor([self.table.index(p) for p in batch.prompts], device="cpu")  # the table lives in CPU RAM
         delta = batch.images  # the adapter's raw latents [B, 3, K, H, W] (decode is identity, see below)
-        future = (ctx[:, -1:] + delta.permute(0, 2, 1, 3, 4) / 2).clamp(0, 1)
+        ctx = self.table.context[idx].to(delta.device)
+        future = (ctx[:, -1:] + delta.float().permute(0, 2, 1, 3, 4) / 2).clamp(0, 1)
         clip = torch.cat([ctx, future], dim=1)
-        pen, _ = executability_penalty(self.idm.decode_video(clip), self.cfg)
+        pen, _ = executability_penalty(self.idm.decode_video(clip), self.cfg)  # on the IDM's device
+        pen = pen.cpu()  # rewards go back to the CPU, where the trainer gathers them
         total = eva_reward_from_penalty(pen, self.cfg.p0, self.cfg.gamma)
-        mse = ((future - self.table.future[idx]) ** 2).mean(dim=(1, 2, 3, 4))
+        mse = ((future.cpu() - self.table.future[idx]) ** 2).mean(dim=(1, 2, 3, 4))
         from rewards.base import RewardOutput
 
         return RewardOutput(total=total, components={"eva": total}, details={"eva_penalty": pen, "frame_mse": mse})
@@ -137,8 +140,8 @@ def calibrate_on_pretrained(wm: VideoWorldModel, idm: InverseDynamicsModel, tabl
     """``P0 = 1 + median penalty`` of the pretrained world model's own predictions on the table (EVA Eq. 7)."""
     from rewards.eva import calibrate_p0
 
-    frames = wm.sample_frames(table.context, table.actions, generator=torch.Generator().manual_seed(seed))
-    pen, _ = executability_penalty(idm.decode_video(torch.cat([table.context, frames], dim=1)), eva)
+    frames = wm.sample_frames(table.context, table.actions, generator=torch.Generator().manual_seed(seed)).cpu()
+    pen, _ = executability_penalty(idm.decode_video(torch.cat([table.context, frames], dim=1)).cpu(), eva)
     return EVAConfig(**{**eva.__dict__, "p0": calibrate_p0(pen)})
 
 
@@ -148,8 +151,8 @@ def alignment_report(wm: VideoWorldModel, idm: InverseDynamicsModel, table: Cond
     """Deterministic (ODE) predictions of ``wm`` on every row of ``table``: mean EVA reward, median penalty,
     smoothness of the IDM-decoded actions (mean |acceleration| and |jerk| per step, in action units) and
     the frame MSE against the simulator's frames for the same actions (fidelity must not drop)."""
-    frames = wm.sample_frames(table.context, table.actions, generator=torch.Generator().manual_seed(seed))
-    acts = idm.decode_video(torch.cat([table.context, frames], dim=1))
+    frames = wm.sample_frames(table.context, table.actions, generator=torch.Generator().manual_seed(seed)).cpu()
+    acts = idm.decode_video(torch.cat([table.context, frames], dim=1)).cpu()
     pen, _ = executability_penalty(acts, eva)
     acc = acts[:, 1:] - acts[:, :-1]
     jerk = acc[:, 1:] - acc[:, :-1]

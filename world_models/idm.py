@@ -15,6 +15,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from grpo.device import module_device
+
 from .encoders import check_video
 
 
@@ -42,8 +44,8 @@ class InverseDynamicsModel(nn.Module):
         self.head = nn.Sequential(nn.Linear(c_in * 4, cfg.hidden), nn.SiLU(), nn.Linear(cfg.hidden, cfg.action_dim))
 
     def forward(self, frames: torch.Tensor) -> torch.Tensor:
-        """``frames[B, W, C, H, W']`` in [0, 1] -> ``[B, A]``."""
-        frames = check_video(frames)
+        """``frames[B, W, C, H, W']`` in [0, 1] (any device: moved to the model's) -> ``[B, A]`` on the model's device."""
+        frames = check_video(frames).to(module_device(self))
         if frames.shape[1] != self.cfg.window:
             raise ValueError(f"IDM expects windows of {self.cfg.window} frames, got {frames.shape[1]}")
         b, w = frames.shape[:2]
@@ -80,15 +82,16 @@ def train_idm(model: InverseDynamicsModel, videos: torch.Tensor, actions: torch.
         raise ValueError(f"actions must be [N={n}, T-1={t - 1}, A], got {tuple(actions.shape)}")
     # the window starting at frame i predicts the action at index i + w//2 - 1
     off = w // 2 - 1
-    gen = torch.Generator().manual_seed(seed)
+    gen = torch.Generator().manual_seed(seed)  # batches drawn on the CPU; the model moves them to its device
+    dev = module_device(model)
     opt = torch.optim.Adam(model.parameters(), lr=lr)
     losses = []
     model.train()
     for _ in range(steps):
-        vi = torch.randint(n, (batch,), generator=gen)
-        si = torch.randint(t - w + 1, (batch,), generator=gen)
+        vi = torch.randint(n, (batch,), generator=gen, device="cpu")
+        si = torch.randint(t - w + 1, (batch,), generator=gen, device="cpu")
         x = torch.stack([videos[v, s:s + w] for v, s in zip(vi.tolist(), si.tolist())])
-        y = actions[vi, si + off].float()
+        y = actions[vi, si + off].float().to(dev)
         loss = F.mse_loss(model(x), y)
         opt.zero_grad()
         loss.backward()
@@ -101,7 +104,7 @@ def train_idm(model: InverseDynamicsModel, videos: torch.Tensor, actions: torch.
 @torch.no_grad()
 def idm_action_error(model: InverseDynamicsModel, videos: torch.Tensor, actions: torch.Tensor) -> dict[str, float]:
     """Held-out error: MSE and mean absolute error per action dimension, and R^2 against predicting the mean."""
-    pred = model.decode_video(videos)
+    pred = model.decode_video(videos).cpu()
     off = model.cfg.window // 2 - 1
     target = actions[:, off:off + pred.shape[1]].float()
     mse = float(((pred - target) ** 2).mean())

@@ -38,6 +38,8 @@ from typing import Any
 import numpy as np
 import torch
 
+from grpo.device import check_device_name, resolve_device
+
 from .data import NEAR_PROGRESS, StatePredictor, Trajectories, collect_policy_episodes, collect_sans, predict_states, \
     state_predictor_error, train_state_predictor, wm_windows
 from .idm import IDMConfig, InverseDynamicsModel, idm_action_error, train_idm
@@ -101,6 +103,9 @@ class ModelsConfig:
 class LoopConfig:
     seed: int = 0
     output_dir: str = "runs/wm_loop"
+    # where the world model, state model, IDM and the VLA run ("auto": CUDA when available, else CPU; the VLA
+    # stages get vla.device set to the same); data, start pools and the loop's bookkeeping stay in CPU RAM
+    device: str = "auto"
     data: DataConfig = field(default_factory=DataConfig)
     models: ModelsConfig = field(default_factory=ModelsConfig)
     vla: Any = None  # a vla_rl.trainer.VLARLConfig (typed, see __post_init__)
@@ -119,6 +124,10 @@ class LoopConfig:
             self.vla = VLARLConfig()
         elif isinstance(self.vla, dict):
             self.vla = _build(VLARLConfig, self.vla, "vla", "loop config")
+        try:
+            check_device_name(self.device)
+        except ValueError as e:
+            raise ConfigError(f"device: {e}") from None
         if self.cycles < 0 or self.rl_iterations < 0:
             raise ValueError("cycles and rl_iterations must be >= 0")
         pol = self.vla.policy
@@ -142,10 +151,11 @@ def rollout_video(wm: VideoWorldModel, first: torch.Tensor, actions: torch.Tenso
                          f"{tuple(actions.shape)}, got {None if states is None else tuple(states.shape)}")
     c = wm.cfg
     n, t = actions.shape[:2]
-    gen = torch.Generator().manual_seed(seed)
+    gen = torch.Generator().manual_seed(seed)  # a CPU generator: the same noise on any device
+    dev = wm.device
     vids, logs = [], []
-    for i in range(0, n, batch):
-        f0, act = first[i:i + batch].float(), actions[i:i + batch].float()
+    for i in range(0, n, batch):  # inputs and outputs in CPU RAM, one batch at a time on the model's device
+        f0, act = first[i:i + batch].to(dev).float(), actions[i:i + batch].to(dev).float()
         ctx = f0[:, None].expand(-1, c.context_frames, -1, -1, -1)
         frames, logits = [f0[:, None]], []
         for s in range(0, t, c.chunk):
@@ -153,18 +163,18 @@ def rollout_video(wm: VideoWorldModel, first: torch.Tensor, actions: torch.Tenso
             k = a.shape[1]
             st = None
             if c.state_dim:  # pad like the env: the last state repeats
-                st = states[i:i + batch, s:s + c.chunk].float()
+                st = states[i:i + batch, s:s + c.chunk].to(dev).float()
                 st = torch.cat([st, st[:, -1:].expand(-1, c.chunk - k, -1)], dim=1)
             if k < c.chunk:
-                a = torch.cat([a, torch.zeros(a.shape[0], c.chunk - k, a.shape[2])], dim=1)
+                a = torch.cat([a, a.new_zeros(a.shape[0], c.chunk - k, a.shape[2])], dim=1)
             fut, lg = wm.predict(ctx, a, generator=gen, steps=steps,
                                  text=None if instructions is None else instructions[i:i + batch], state=st,
                                  ref=f0 if c.state_camera else None)
             frames.append(fut[:, :k])
             logits.append(lg[:, :k])
             ctx = torch.cat([ctx, fut[:, :k]], dim=1)[:, -c.context_frames:]
-        vids.append(torch.cat(frames, dim=1))
-        logs.append(torch.cat(logits, dim=1))
+        vids.append(torch.cat(frames, dim=1).cpu())
+        logs.append(torch.cat(logits, dim=1).cpu())
     return torch.cat(vids), torch.cat(logs)
 
 
@@ -176,7 +186,7 @@ def _open_loop_states(wm: VideoWorldModel, state_model: torch.nn.Module | None, 
         return None
     if state_model is None:
         raise ValueError(f"a state-aware success head (state_dim > 0) needs state_model for {purpose}")
-    return predict_states(state_model.eval(), data.state[:, 0], data.actions)
+    return predict_states(state_model.eval(), data.state[:, 0], data.actions).cpu()
 
 
 @torch.no_grad()
@@ -201,7 +211,7 @@ def imagined_success_samples(wm: VideoWorldModel, data: Trajectories, rollouts: 
     from .video_wm import success_samples
 
     states = _open_loop_states(wm, state_model, data, "its imagined samples")
-    text = wm.text_features(data.instructions) if wm.cfg.text_dim else None
+    text = wm.text_features(data.instructions).cpu() if wm.cfg.text_dim else None
     parts = []
     for r in range(rollouts):
         pred, _ = rollout_video(wm, data.videos[:, 0], data.actions, seed=seed + 7919 * r, steps=steps,
@@ -245,8 +255,8 @@ def world_model_report(wm: VideoWorldModel, data: Trajectories, idm: InverseDyna
     out["episode_false_positive_rate"] = float(guess.any(1)[neg].float().mean()) if neg.any() else float("nan")
     if idm is not None:
         a = data.actions
-        out["action_following_mse"] = float(((idm.decode_video(pred) - a) ** 2).mean())
-        out["idm_on_real_mse"] = float(((idm.decode_video(real) - a) ** 2).mean())
+        out["action_following_mse"] = float(((idm.decode_video(pred).cpu() - a) ** 2).mean())
+        out["idm_on_real_mse"] = float(((idm.decode_video(real).cpu() - a) ** 2).mean())
         out["action_var"] = float(((a - a.mean(dim=(0, 1))) ** 2).mean())
     return out
 
@@ -300,8 +310,10 @@ def success_state_config(m: ModelsConfig, train: Trajectories) -> WorldModelConf
     return wcfg
 
 
-def fit_models(cfg: LoopConfig | ModelsConfig, train: Trajectories, seed: int = 0, log=print) -> dict[str, Any]:
-    """Train the world model, state model and IDM from scratch on ``train``; returns them with loss curves."""
+def fit_models(cfg: LoopConfig | ModelsConfig, train: Trajectories, seed: int = 0, log=print,
+               device: str | torch.device = "cpu") -> dict[str, Any]:
+    """Train the world model, state model and IDM from scratch on ``train``, on ``device`` (the data stays in CPU
+    RAM, batches move); returns them with loss curves."""
     m = cfg.models if isinstance(cfg, LoopConfig) else cfg
     a_dim = int(train.actions.shape[-1])
     for name, got in (("models.wm.action_dim", m.wm.action_dim), ("models.idm.action_dim", m.idm.action_dim)):
@@ -309,17 +321,18 @@ def fit_models(cfg: LoopConfig | ModelsConfig, train: Trajectories, seed: int = 
             raise ValueError(f"{name}={got} but the data's actions have {a_dim} dims (the simulator's action space: "
                              "tabletop 4, robosuite 7)")
     wcfg = success_state_config(m, train)
-    torch.manual_seed(seed)
+    dev = resolve_device(device)
+    torch.manual_seed(seed)  # initial weights: drawn on the CPU, then moved, so the same on any device
     t0 = time.time()
     # the state model first: a state-aware success head trains on its open-loop predictions
-    sp = StatePredictor(train.state.shape[-1], train.actions.shape[-1])
+    sp = StatePredictor(train.state.shape[-1], train.actions.shape[-1]).to(dev)
     sp_loss = train_state_predictor(sp, train, m.state_steps, seed=seed)
-    wm = VideoWorldModel(wcfg)
+    wm = VideoWorldModel(wcfg).to(dev)
     win = wm_windows(train, m.wm.context_frames, m.wm.chunk, text_dim=m.wm.text_dim, state=bool(wcfg.state_dim))
     wm_loss = train_world_model(wm, win, m.wm_steps, m.wm_batch, m.wm_lr, seed)
     fit_success_head(wm, m, train, win, m.success_steps, seed, state_model=sp)
     t_wm = time.time() - t0
-    idm = InverseDynamicsModel(copy.deepcopy(m.idm))
+    idm = InverseDynamicsModel(copy.deepcopy(m.idm)).to(dev)
     idm_loss = train_idm(idm, train.videos, train.actions, m.idm_steps, batch=64, lr=2e-3, seed=seed)
     log(f"models: world model {m.wm_steps} steps ({t_wm:.0f}s, loss {np.mean(wm_loss[:20]):.3f} -> "
         f"{np.mean(wm_loss[-50:]):.3f}), state model loss {sp_loss[-1]:.4f}, IDM loss {np.mean(idm_loss[-20:]):.4f}, "
@@ -362,6 +375,7 @@ def run_loop(cfg: LoopConfig, quiet: bool = False) -> dict[str, Any]:
 
     say = (lambda *a: None) if quiet else (lambda *a: print(*a, flush=True))
     t_start = time.time()
+    dev = resolve_device(cfg.device)
     out = Path(cfg.output_dir)
     out.mkdir(parents=True, exist_ok=True)
     logger = MetricsLogger(out, config=config_to_dict(cfg))
@@ -378,7 +392,7 @@ def run_loop(cfg: LoopConfig, quiet: bool = False) -> dict[str, Any]:
     test = collect_sans(d.task, d.test, d.horizon, d.image_size, cfg.seed + 1, d.test_seed_offset, d.noise, WM_CAMERA,
                        env_kwargs=sim_kw, near_progress=d.near_progress)
     say(f"data: train {train.counts()}, held-out {test.counts()}, {time.time() - t0:.0f}s")
-    models = fit_models(cfg, train, cfg.seed, say)
+    models = fit_models(cfg, train, cfg.seed, say, device=dev)
     starts = StartPool.from_sim(d.task, range(d.start_pool), d.image_size, WM_CAMERA, env_kwargs=sim_kw)
     idm_err = idm_action_error(models["idm"], test.videos, test.actions)
     rep = world_model_report(models["wm"], test, models["idm"], m.success_threshold, cfg.seed, m.env_sampling_steps,
@@ -398,7 +412,7 @@ def run_loop(cfg: LoopConfig, quiet: bool = False) -> dict[str, Any]:
     def real_success(policy) -> float:
         return evaluate(policy, pool, [d.task], eval_seeds, max_steps, seed=cfg.seed).success_rate
 
-    policy = SmallVLA.from_pretrained(policy_dir)
+    policy = SmallVLA.from_pretrained(policy_dir).to(dev)
     history = [{"cycle": 0, "real_success": real_success(policy), **{f"wm_heldout/{k}": v for k, v in rep.items()},
                 "idm/heldout_mse": idm_err["mse"], "idm/heldout_r2": idm_err["r2"], "data/episodes": len(train)}]
     logger.log(0, {k: v for k, v in history[0].items() if k != "cycle"})

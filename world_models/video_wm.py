@@ -43,6 +43,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from grpo.device import module_device, rand, randn
 from grpo.flow_sde import flow_sigmas, sde_step
 
 
@@ -106,7 +107,7 @@ def instruction_features(texts, dim: int) -> torch.Tensor:
     head to know *which* object the instruction names without a text encoder."""
     import zlib
 
-    out = torch.zeros(len(texts), dim)
+    out = torch.zeros(len(texts), dim, device="cpu")
     for i, t in enumerate(texts):
         for w in str(t).lower().split():
             out[i, zlib.crc32(w.encode()) % dim] += 1.0
@@ -165,7 +166,7 @@ class SuccessHead(nn.Module):
         depth = (-d[..., 2]).clamp_min(1e-3)
         uv = torch.stack([d[..., 0], -d[..., 1]], dim=-1) * (2 * self.cam_f) / depth[..., None]  # [-1, 1] grid coords
         h = frames.shape[-1]
-        offs = torch.tensor([[0.0, 0.0], [1, 0], [-1, 0], [0, 1], [0, -1]]) * (2.0 / h)
+        offs = torch.tensor([[0.0, 0.0], [1, 0], [-1, 0], [0, 1], [0, -1]], device=frames.device) * (2.0 / h)
         grid = uv[:, :, None, :] + offs  # [N, P, 5, 2]
         col = F.grid_sample(frames.float(), grid, mode="bilinear", padding_mode="border", align_corners=False)
         return col.mean(-1).transpose(1, 2)  # [N, P, 3]
@@ -175,7 +176,7 @@ class SuccessHead(nn.Module):
         ``state[N, state_dim]``, ``text[N, text_dim]`` -> logits over the objects ``[N, P]`` (``g(colour_i, text)``)."""
         col = self.object_colours(ref, state)
         n, p = col.shape[:2]
-        t = torch.zeros(n, self.text_dim) if text is None else text.float()
+        t = torch.zeros(n, self.text_dim, device=col.device) if text is None else text.float()
         return self.ground(torch.cat([col, t[:, None].expand(-1, p, -1)], dim=-1)).squeeze(-1)
 
     def grounding(self, ref: torch.Tensor, state: torch.Tensor, text: torch.Tensor | None) -> torch.Tensor:
@@ -185,7 +186,7 @@ class SuccessHead(nn.Module):
         rel = self.point_offsets(state)  # [N, P, 3]
         dist = (w * rel.norm(dim=-1)).sum(-1, keepdim=True)
         return torch.cat([dist, (w[..., None] * rel).sum(1), w.max(-1, keepdim=True).values], dim=-1) / torch.tensor(
-            [0.05, 0.05, 0.05, 0.05, 1.0])
+            [0.05, 0.05, 0.05, 0.05, 1.0], device=dist.device)
 
     def state_features(self, state: torch.Tensor) -> torch.Tensor:
         """``state[..., state_dim]`` -> the state followed by the ``state_points`` distances (unnormalized)."""
@@ -202,7 +203,7 @@ class SuccessHead(nn.Module):
             raise ValueError(f"state must be [..., {self.state_dim}], got {None if state is None else tuple(state.shape)}")
         if bool(self.state_fitted) and not force:
             return
-        s = self.state_features(state.reshape(-1, self.state_dim).float())
+        s = self.state_features(state.reshape(-1, self.state_dim).float().to(self.state_mean.device))
         self.state_mean.copy_(s.mean(0))
         self.state_std.copy_(s.std(0).clamp_min(1e-3) if s.shape[0] > 1 else torch.ones_like(self.state_std))
         self.state_fitted.fill_(1.0)
@@ -227,7 +228,7 @@ class SuccessHead(nn.Module):
         f = self.conv(frames.flatten(0, 1)).reshape(b, k, -1)
         parts = [f, actions.float()]
         if self.text_dim:
-            t = torch.zeros(b, self.text_dim) if text is None else text.float()
+            t = torch.zeros(b, self.text_dim, device=f.device) if text is None else text.float()
             parts.append(t[:, None].expand(-1, k, -1))
         if self.state_dim:
             st = self._check_state(state, b, k, ref, tuple(frames.shape[2:]))
@@ -290,9 +291,21 @@ class VideoWorldModel(nn.Module):
     # ---- training ------------------------------------------------------------------------
     def text_features(self, text) -> torch.Tensor | None:
         """Instructions (list of str) or ready features ``[B, text_dim]`` -> features (None stays None)."""
-        if text is None or isinstance(text, torch.Tensor):
-            return text
-        return instruction_features(list(text), self.cfg.text_dim)
+        if text is None:
+            return None
+        if isinstance(text, torch.Tensor):
+            return text.to(self.device)
+        return instruction_features(list(text), self.cfg.text_dim).to(self.device)
+
+    @property
+    def device(self) -> torch.device:
+        """Where the model's parameters are: its public methods take inputs on any device and move them here;
+        outputs stay here."""
+        return module_device(self)
+
+    def _to_device(self, *tensors: torch.Tensor | None) -> tuple[torch.Tensor | None, ...]:
+        dev = self.device
+        return tuple(None if t is None else t.to(dev) for t in tensors)
 
     def loss(self, context: torch.Tensor, actions: torch.Tensor, future: torch.Tensor, success: torch.Tensor,
              generator: torch.Generator | None = None, success_weight: float = 0.5, text=None,
@@ -301,11 +314,12 @@ class VideoWorldModel(nn.Module):
         (``state[B, K, state_dim]``: the state at each future frame, required when ``cfg.state_dim > 0``;
         ``ref[B, 3, H, W]`` in [0, 1]: the episode's first real frame, required with ``cfg.state_camera``)."""
         self._check(context, actions)
+        context, actions, future, success, state, ref = self._to_device(context, actions, future, success, state, ref)
         ctx = context * 2 - 1
         x0 = (2 * (future - context[:, -1:])).permute(0, 2, 1, 3, 4)  # [B, 3, K, H, W], change from last frame
         b = x0.shape[0]
-        eps = torch.randn(x0.shape, generator=generator)
-        s = torch.rand(b, generator=generator)
+        eps = randn(x0.shape, generator, x0.device)
+        s = rand((b,), generator, x0.device)
         xs = (1 - s.view(-1, 1, 1, 1, 1)) * x0 + s.view(-1, 1, 1, 1, 1) * eps
         out = self.net(xs, s, ctx, actions)
         fm = F.mse_loss(out, eps - x0 if self.cfg.prediction == "velocity" else x0)
@@ -325,14 +339,15 @@ class VideoWorldModel(nn.Module):
         generators can be predicted in one batch."""
         self._check(context, actions)
         c = self.cfg
+        context, actions, noise = self._to_device(context, actions, noise)
         ctx = context.float() * 2 - 1
         b = ctx.shape[0]
         tokens = self._tokens(ctx, actions)
         shape = (b, 3, c.chunk, c.image_size, c.image_size)
         if noise is not None and tuple(noise.shape) != shape:
             raise ValueError(f"noise must be {list(shape)}, got {list(noise.shape)}")
-        x = torch.randn(shape, generator=generator) if noise is None else noise.float()
-        sig = flow_sigmas(steps or c.sampling_steps)
+        x = randn(shape, generator, ctx.device) if noise is None else noise.float()
+        sig = flow_sigmas(steps or c.sampling_steps, device=ctx.device)
         # zero-variance steps draw nothing: a generator serves the initial noise only, so ``noise`` can stand in for it
         deterministic = sde == "ode" or eta == 0
         for i in range(len(sig) - 1):
@@ -354,6 +369,7 @@ class VideoWorldModel(nn.Module):
         if c.state_dim:  # fail before the sampling loop, not after it
             self.success_head._check_state(state, context.shape[0], c.chunk, ref, (3, c.image_size, c.image_size))
         frames = self.sample_frames(context, actions, generator, steps, sde, eta, noise)
+        actions, state, ref = self._to_device(actions, state, ref)
         return frames, self.success_head(frames * 2 - 1, actions, self.text_features(text), state,
                                          None if ref is None else ref.float() * 2 - 1)
 
@@ -397,7 +413,7 @@ def train_world_model(wm: VideoWorldModel, data: tuple[torch.Tensor, ...], steps
     losses = []
     wm.train()
     for _ in range(steps):
-        idx = torch.randint(ctx.shape[0], (min(batch, ctx.shape[0]),), generator=gen)
+        idx = torch.randint(ctx.shape[0], (min(batch, ctx.shape[0]),), generator=gen, device="cpu")
         out = wm.loss(ctx[idx], act[idx], fut[idx], suc[idx], generator=gen, text=None if text is None else text[idx],
                       state=None if state is None else state[idx], ref=None if ref is None else ref[idx])
         opt.zero_grad()
@@ -410,11 +426,19 @@ def train_world_model(wm: VideoWorldModel, data: tuple[torch.Tensor, ...], steps
 
 
 @torch.no_grad()
-def world_model_metrics(wm: VideoWorldModel, data: tuple[torch.Tensor, ...], seed: int = 0) -> dict[str, float]:
-    """Held-out frame MSE vs the real simulator under the same actions, and success agreement (accuracy)."""
+def world_model_metrics(wm: VideoWorldModel, data: tuple[torch.Tensor, ...], seed: int = 0, batch: int = 64
+                        ) -> dict[str, float]:
+    """Held-out frame MSE vs the real simulator under the same actions, and success agreement (accuracy);
+    ``batch`` windows per model call."""
     ctx, act, fut, suc = data[:4]
-    pred, logits = wm.predict(ctx, act, generator=torch.Generator().manual_seed(seed), text=data[4] if len(data) > 4 else None,
-                              state=data[5] if len(data) > 5 else None, ref=data[6] if len(data) > 6 else None)
+    gen = torch.Generator().manual_seed(seed)
+    preds, logs = [], []
+    for i in range(0, ctx.shape[0], batch):  # inputs stay where they are (CPU RAM); batches go to the model
+        part = lambda j: None if len(data) <= j or data[j] is None else data[j][i:i + batch]  # noqa: E731
+        p, lg = wm.predict(ctx[i:i + batch], act[i:i + batch], generator=gen, text=part(4), state=part(5), ref=part(6))
+        preds.append(p.cpu())
+        logs.append(lg.cpu())
+    pred, logits = torch.cat(preds), torch.cat(logs)
     copy_last = ((ctx[:, -1:].expand_as(fut) - fut) ** 2).mean()
     return {
         "frame_mse": float(((pred - fut) ** 2).mean()),
@@ -450,13 +474,13 @@ def _augment_frames(x: torch.Tensor, gen: torch.Generator, shift: int = 2, flip:
     image no longer matches the x coordinates in its state."""
     b, _, h, w = x.shape
     if flip:
-        f = torch.rand(b, generator=gen) < 0.5
+        f = rand((b,), gen, x.device) < 0.5
         x = torch.where(f.view(-1, 1, 1, 1), x.flip(-1), x)
     pad = F.pad(x, (shift,) * 4, mode="replicate")
-    dy, dx = (torch.randint(0, 2 * shift + 1, (2, b), generator=gen))
-    rows = (dy.view(-1, 1) + torch.arange(h)).view(b, 1, h, 1).expand(-1, 3, -1, w + 2 * shift)
+    dy, dx = torch.randint(0, 2 * shift + 1, (2, b), generator=gen, device=gen.device).to(x.device)
+    rows = (dy.view(-1, 1) + torch.arange(h, device=x.device)).view(b, 1, h, 1).expand(-1, 3, -1, w + 2 * shift)
     x = pad.gather(2, rows)
-    cols = (dx.view(-1, 1) + torch.arange(w)).view(b, 1, 1, w).expand(-1, 3, h, -1)
+    cols = (dx.view(-1, 1) + torch.arange(w, device=x.device)).view(b, 1, 1, w).expand(-1, 3, h, -1)
     return x.gather(3, cols)
 
 
@@ -521,7 +545,8 @@ def train_success_head(wm: VideoWorldModel, data: tuple[torch.Tensor, ...], step
         y = src[2]
         pos = float(y.sum())
         pws.append((y.numel() - pos) / max(pos, 1.0) if balance else 1.0)
-    gen = torch.Generator().manual_seed(seed)
+    gen = torch.Generator().manual_seed(seed)  # batches are drawn and augmented on the CPU, then moved to the model
+    dev = wm.device
     opt = torch.optim.Adam(wm.success_head.parameters(), lr=lr)
     losses = []
     for _ in range(steps):
@@ -530,7 +555,7 @@ def train_success_head(wm: VideoWorldModel, data: tuple[torch.Tensor, ...], step
             if n <= 0:
                 continue
             frames, acts, y, txt = src[:4]
-            i = torch.randint(y.numel(), (n,), generator=gen)
+            i = torch.randint(y.numel(), (n,), generator=gen, device="cpu")
             fr.append(frames[i]), ac.append(acts[i]), ys.append(y[i]), ws.append(1.0 + (pw - 1.0) * y[i])
             if txt is not None:
                 tx.append(txt[i])
@@ -543,10 +568,12 @@ def train_success_head(wm: VideoWorldModel, data: tuple[torch.Tensor, ...], step
         x = torch.cat(fr).float()
         if augment:
             x = _augment_frames(x, gen, flip=not sd)
-        state = torch.cat(st) if sd else None
-        ref = torch.cat(rf).float() * 2 - 1 if grounding else None
-        logits = head(x[:, None] * 2 - 1, torch.cat(ac)[:, None], text, None if state is None else state[:, None], ref)[:, 0]
-        loss = F.binary_cross_entropy_with_logits(logits, y, weight=torch.cat(ws))
+        state = torch.cat(st).to(dev) if sd else None
+        ref = torch.cat(rf).to(dev).float() * 2 - 1 if grounding else None
+        x, y, text = x.to(dev), y.to(dev), None if text is None else text.to(dev)
+        logits = head(x[:, None] * 2 - 1, torch.cat(ac).to(dev)[:, None], text, None if state is None else state[:, None],
+                      ref)[:, 0]
+        loss = F.binary_cross_entropy_with_logits(logits, y, weight=torch.cat(ws).to(dev))
         pos = y > 0.5
         if grounding and ground_weight > 0 and pos.any():  # the named object is the one the grip point is at
             near = head.point_offsets(state[pos]).norm(dim=-1).argmin(-1)

@@ -29,12 +29,14 @@ import numpy as np
 import torch
 from gymnasium.vector import VectorEnv
 
+from grpo.device import module_device, randn
+
 from .video_wm import VideoWorldModel
 
 
 def _last_frame_uint8(context: torch.Tensor) -> np.ndarray:
     """The newest context frame as images: ``[B, Tc, 3, H, W]`` in [0, 1] -> uint8 ``[B, H, W, 3]``."""
-    return (context[:, -1].permute(0, 2, 3, 1) * 255).round().clamp(0, 255).to(torch.uint8).numpy()
+    return (context[:, -1].permute(0, 2, 3, 1) * 255).round().clamp(0, 255).to(torch.uint8).cpu().numpy()
 
 
 def _advance(context: torch.Tensor, frames: torch.Tensor) -> torch.Tensor:
@@ -58,8 +60,9 @@ class WorldModelVecEnv(VectorEnv):
         if len(instructions) != start_frames.shape[0]:
             raise ValueError(f"{len(instructions)} instructions for {start_frames.shape[0]} start clips")
         self.wm = wm.eval()
+        self.device = dev = wm.device  # the imagined state lives here; start pools stay in CPU RAM
         self.state_model = None if state_model is None else state_model.eval()
-        self.start_states = None if start_states is None else torch.as_tensor(start_states).float()
+        self.start_states = None if start_states is None else torch.as_tensor(start_states, device="cpu").float()
         self.starts = start_frames.float()
         self.instructions_pool = list(instructions)
         self.num_envs = num_envs
@@ -74,11 +77,11 @@ class WorldModelVecEnv(VectorEnv):
         self.single_action_space = gym.spaces.Box(-1.0, 1.0, (cfg.chunk, cfg.action_dim), np.float32)
         self.observation_space = self.single_observation_space
         self.action_space = gym.spaces.Box(-1.0, 1.0, (num_envs, cfg.chunk, cfg.action_dim), np.float32)
-        self._gen = torch.Generator().manual_seed(0)
-        self.context = torch.zeros(num_envs, cfg.context_frames, 3, s, s)
+        self._gen = torch.Generator().manual_seed(0)  # a CPU generator: the same noise on any device
+        self.context = torch.zeros(num_envs, cfg.context_frames, 3, s, s, device=dev)
         self.ref = self.context[:, 0]
         self.instr: list[str] = [""] * num_envs
-        self.state = None if self.start_states is None else torch.zeros(num_envs, self.start_states.shape[1])
+        self.state = None if self.start_states is None else torch.zeros(num_envs, self.start_states.shape[1], device=dev)
         self.t = np.zeros(num_envs, dtype=np.int64)
 
     def _obs(self) -> dict[str, Any]:
@@ -89,41 +92,43 @@ class WorldModelVecEnv(VectorEnv):
             self._gen.manual_seed(seed)
         idx = (options or {}).get("starts")
         if idx is None:
-            idx = torch.randint(self.starts.shape[0], (self.num_envs,), generator=self._gen)
-        idx = torch.as_tensor(idx, dtype=torch.long)
+            idx = torch.randint(self.starts.shape[0], (self.num_envs,), generator=self._gen, device="cpu")
+        idx = torch.as_tensor(idx, dtype=torch.long, device="cpu")
         if idx.shape != (self.num_envs,):
             raise ValueError(f"options['starts'] must hold {self.num_envs} start indices, got shape {tuple(idx.shape)}")
-        self.context = self.starts[idx].clone()
+        self.context = self.starts[idx].to(self.device)
         self.ref = self.context[:, 0].clone()
         if self.start_states is not None:
-            self.state = self.start_states[idx].clone()
+            self.state = self.start_states[idx].to(self.device)
         self.instr = [self.instructions_pool[i] for i in idx.tolist()]
         self.t[:] = 0
         return self._obs(), {"start_index": idx.numpy()}
 
     def step(self, actions):
-        a = torch.as_tensor(np.asarray(actions), dtype=torch.float32)
+        a = torch.as_tensor(np.asarray(actions), dtype=torch.float32, device="cpu")
         if a.shape != self.action_space.shape:
             raise ValueError(f"actions must have shape {self.action_space.shape}, got {tuple(a.shape)}")
         if not torch.isfinite(a).all():
             raise ValueError("non-finite actions passed to the world-model env")
-        a = a.clamp(-1, 1)
+        a = a.clamp(-1, 1).to(self.device)
         states = None
         if self.state_model is not None:  # per-step states of the chunk (the state at each predicted frame)
             from .data import predict_states
 
             states = predict_states(self.state_model, self.state, a)
             self.state = states[:, -1]
-        frames, logits = self.wm.predict(self.context, a, generator=self._gen, sde=self.sde, text=self.instr,
+        c = self.wm.cfg
+        noise = randn((self.num_envs, 3, c.chunk, c.image_size, c.image_size), self._gen, self.device)
+        frames, logits = self.wm.predict(self.context, a, noise=noise, sde=self.sde, text=self.instr,
                                          state=states if self.wm.cfg.state_dim else None,
                                          ref=self.ref if self.wm.cfg.state_camera else None)
-        success = (torch.sigmoid(logits) > self.threshold).any(dim=1).numpy()
+        prob = torch.sigmoid(logits).cpu()
+        success = (prob > self.threshold).any(dim=1).numpy()
         self.context = _advance(self.context, frames)
         self.t += 1
         truncated = (self.t >= self.max_chunks) & ~success
         obs = self._obs()
-        info = {"success": success.copy(), "success_prob": torch.sigmoid(logits).max(dim=1).values.numpy(),
-                "frames": frames}
+        info = {"success": success.copy(), "success_prob": prob.max(dim=1).values.numpy(), "frames": frames}
         return obs, success.astype(np.float32), success, truncated, info
 
 
@@ -197,8 +202,9 @@ class WorldModelEnv(gym.Env):
             "instruction": gym.spaces.Text(256),
         })
         self.action_space = gym.spaces.Box(-1.0, 1.0, (cfg.action_dim,), np.float32)
-        self._gen = torch.Generator().manual_seed(seed)
-        self.context = torch.zeros(1, cfg.context_frames, 3, s, s)
+        self._gen = torch.Generator().manual_seed(seed)  # a CPU generator: the same noise on any device
+        self.device = wm.device  # the imagined frames live here; observations go out as CPU numpy
+        self.context = torch.zeros(1, cfg.context_frames, 3, s, s, device=self.device)
         self.ref = self.context[:, 0]
         self.state = np.zeros(d, np.float32)
         self.instruction, self.init_seed, self.t = "", -1, 0
@@ -228,7 +234,7 @@ class WorldModelEnv(gym.Env):
         if seed is not None:
             self._gen.manual_seed(int(seed))
         i = self.init_seed % len(self.starts)
-        frame = torch.as_tensor(self.starts.frames[i]).permute(2, 0, 1).float() / 255.0
+        frame = torch.from_numpy(np.ascontiguousarray(self.starts.frames[i])).to(self.device).permute(2, 0, 1).float() / 255.0
         self.context = frame[None, None].expand(1, self.wm.cfg.context_frames, -1, -1, -1).clone()
         self.ref = frame[None].clone()  # the real start frame (the success head's instruction grounding)
         self.state = self.starts.states[i].copy()
@@ -258,18 +264,18 @@ class WorldModelEnv(gym.Env):
         chunk[:n] = np.stack(self._buf)
         states = None
         if self.wm.cfg.state_dim:
-            states = torch.as_tensor(np.stack(self._sbuf + [self._sbuf[-1]] * (k - n)))[None]
-        return torch.as_tensor(chunk)[None], states
+            states = torch.from_numpy(np.stack(self._sbuf + [self._sbuf[-1]] * (k - n)))[None].to(self.device)
+        return torch.from_numpy(chunk)[None].to(self.device), states
 
     def _noise(self) -> torch.Tensor:
         """This env's initial noise for the next chunk ``[1, 3, K, H, W]``, from its own generator."""
         c = self.wm.cfg
-        return torch.randn((1, 3, c.chunk, c.image_size, c.image_size), generator=self._gen)
+        return randn((1, 3, c.chunk, c.image_size, c.image_size), self._gen, self.device)
 
     def _take_chunk(self, frames: torch.Tensor, logits: torch.Tensor) -> bool:
         """Advance by the predicted ``frames[K, 3, H, W]`` / ``logits[K]`` of the buffered actions; the success."""
         n = len(self._buf)
-        prob = torch.sigmoid(logits[:n])
+        prob = torch.sigmoid(logits[:n]).cpu()
         self._prob = float(prob.max())
         self.context = _advance(self.context, frames[None, :n])
         self._buf, self._sbuf = [], []
@@ -295,7 +301,9 @@ class WorldModelEnv(gym.Env):
         if any(e.wm is not e0.wm or e.state_model is not e0.state_model or e.sampling_steps != e0.sampling_steps
                for e in envs):
             return [cls.step_batch([e], [a])[0] for e, a in zip(envs, acts)]
-        states = e0.state_model(torch.as_tensor(np.stack([e.state for e in envs])), torch.as_tensor(np.stack(acts))).numpy()
+        sdev = module_device(e0.state_model)
+        states = e0.state_model(torch.from_numpy(np.stack([e.state for e in envs])).to(sdev),
+                                torch.from_numpy(np.stack(acts)).to(sdev)).cpu().numpy()
         due = [j for j, (e, a, s) in enumerate(zip(envs, acts, states)) if e._push(a, s)]
         success = [False] * len(envs)
         if due:
