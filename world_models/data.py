@@ -262,38 +262,117 @@ def wm_windows(data: Trajectories, context_frames: int, chunk: int, stride: int 
     With ``text_dim > 0`` a fifth tensor holds each window's instruction features ``[W, text_dim]``. With
     ``state=True`` the tuple always has seven entries: the fifth is the text features or None, the sixth the
     simulator state at each future frame ``[W, K, D]`` and the seventh the episode's first real frame
-    ``[W, 3, H, W]`` (for a state-aware success head and its instruction grounding)."""
-    from .video_wm import WorldModelConfig, instruction_features, window_dataset
+    ``[W, 3, H, W]`` (for a state-aware success head and its instruction grounding).
 
-    v = data.videos
-    a, s = data.actions, data.success
-    st = data.state
-    if state and (st is None or st.dim() != 3 or st.shape[-1] == 0):
-        raise ValueError("state=True needs trajectories with a state [N, T+1, D] (D > 0)")
-    pad = context_frames - 1
-    if pad:
-        v = torch.cat([v[:, :1].expand(-1, pad, -1, -1, -1), v], dim=1)
-        a = torch.cat([a.new_zeros(a.shape[0], pad, a.shape[2]), a], dim=1)
-        s = torch.cat([s[:, :1].expand(-1, pad), s], dim=1)
-        if state:
-            st = torch.cat([st[:, :1].expand(-1, pad, -1), st], dim=1)
-    cfg = WorldModelConfig(image_size=v.shape[-1], context_frames=context_frames, chunk=chunk, action_dim=a.shape[-1],
-                           patch=1)
-    out = list(window_dataset(v, a, s, cfg))
-    n = v.shape[0]
-    if text_dim:  # window_dataset orders windows start-major, episodes inner
-        out.append(instruction_features(data.instructions, text_dim).repeat(out[0].shape[0] // n, 1))
-    elif state:
-        out.append(None)
-    if state:  # the same start-major cut as window_dataset's futures
-        t = v.shape[1]
-        starts = range(0, t - context_frames - chunk + 1)
-        out.append(torch.cat([st[:, start + context_frames:start + context_frames + chunk] for start in starts]).float())
-        out.append(data.videos[:, 0].repeat(len(starts), 1, 1, 1))
-    if stride > 1:  # keep every stride-th start
-        keep = torch.arange(out[0].shape[0], device="cpu").reshape(-1, n)[::stride].flatten()
-        out = [None if x is None else x[keep] for x in out]
-    return tuple(out)
+    Materialized: ``(Tc + K + 1)`` float frames per window. :class:`WindowSet` (the same windows, cut per batch)
+    is what the loop trains on."""
+    return WindowSet(data, context_frames, chunk, stride, text_dim, state).materialize()
+
+
+class WindowSet:
+    """:func:`wm_windows` without the copy: windows cut on the fly from the trajectories' uint8 frames.
+
+    Window ``w`` is the ``w``-th of :func:`wm_windows`' order (start-major, episodes inner, every ``stride``-th
+    start), and ``take(idx)`` returns exactly ``tuple(x[idx] for x in wm_windows(...))``: the same floats, so
+    training on either draws the same batches. Memory is the trajectories' (uint8 frames, ``T+1`` per episode)
+    instead of ``(context + chunk + 1)`` float frames per window: at 128 px with context 2 and chunk 4, 1.4 MB
+    a window, ~31 GB for loop_robosuite_lift.yaml's 288 episodes, against ~1.1 GB of episodes.
+
+    In padded time (the first frame repeated ``pad = context_frames - 1`` times, zero actions before it), the
+    window starting at ``s`` holds context frames ``s .. s+Tc-1``, actions ``s+Tc-1 .. s+Tc+K-2`` and future
+    frames / success / state ``s+Tc .. s+Tc+K-1``; in the episode's own time that is frames ``max(s+i-pad, 0)``,
+    actions ``s .. s+K-1`` and futures ``s+1 .. s+K``.
+
+    :meth:`frame_samples` gives the success head's per-frame samples of these windows (``success_samples``'
+    order: window-major, then the ``K`` future frames), also without copying."""
+
+    def __init__(self, data: Trajectories, context_frames: int, chunk: int, stride: int = 1, text_dim: int = 0,
+                 state: bool = False):
+        from .video_wm import instruction_features
+
+        st = data.state
+        if state and (st is None or st.dim() != 3 or st.shape[-1] == 0):
+            raise ValueError("state=True needs trajectories with a state [N, T+1, D] (D > 0)")
+        if context_frames < 1 or chunk < 1 or stride < 1:
+            raise ValueError(f"need context_frames, chunk, stride >= 1, got {context_frames}, {chunk}, {stride}")
+        n, t1 = data.frames.shape[:2]
+        if data.actions.shape[:2] != (n, t1 - 1) or data.success.shape != (n, t1):
+            raise ValueError(f"expected actions [N={n}, T={t1 - 1}, A] and success [N, T+1={t1}], got "
+                             f"{tuple(data.actions.shape)}, {tuple(data.success.shape)}")
+        self.data, self.tc, self.k, self.state = data, context_frames, chunk, state
+        n_starts = t1 + context_frames - 1 - context_frames - chunk + 1  # in padded time
+        if n_starts < 1:
+            raise ValueError(f"trajectories of {t1} frames are too short for {context_frames} context + {chunk} "
+                             "future frames")
+        starts = torch.arange(0, n_starts, stride, device="cpu")
+        self._start = starts.repeat_interleave(n)  # [W] padded start of each window
+        self._episode = torch.arange(n, device="cpu").repeat(len(starts))  # [W]
+        self.text = instruction_features(data.instructions, text_dim) if text_dim else None  # [N, text_dim]
+
+    def __len__(self) -> int:
+        return int(self._episode.shape[0])
+
+    def _index(self, idx) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+        """Episode ``[B]``, context frame indices ``[B, Tc]``, action indices ``[B, K]``, future indices ``[B, K]``."""
+        idx = torch.as_tensor(idx, dtype=torch.long, device="cpu")
+        e, s = self._episode[idx], self._start[idx]
+        pad = self.tc - 1
+        ctx_t = (s[:, None] + torch.arange(self.tc, device="cpu") - pad).clamp_min(0)
+        act_t = s[:, None] + torch.arange(self.k, device="cpu")
+        return e, ctx_t, act_t, act_t + 1
+
+    def take(self, idx) -> tuple[torch.Tensor | None, ...]:
+        """Windows ``idx`` (``[B]``): the entries of :func:`wm_windows` for them (context, actions, future, success,
+        then text features, and with ``state`` the future states and the first real frame; None where absent)."""
+        d = self.data
+        e, ctx_t, act_t, fut_t = self._index(idx)
+        ep = e[:, None]
+        out = [d.frames[ep, ctx_t].float() / 255.0, d.actions[ep, act_t], d.frames[ep, fut_t].float() / 255.0,
+               d.success[ep, fut_t]]
+        if self.text is not None:
+            out.append(self.text[e])
+        elif self.state:
+            out.append(None)
+        if self.state:
+            out += [d.state[ep, fut_t].float(), d.frames[e, 0].float() / 255.0]
+        return tuple(out)
+
+    def materialize(self) -> tuple[torch.Tensor | None, ...]:
+        """Every window at once (what :func:`wm_windows` returns)."""
+        return self.take(torch.arange(len(self), device="cpu"))
+
+    def future_states(self) -> torch.Tensor:
+        """The state at every window's future frames ``[W, K, D]`` (small: fits a state-aware head's normalizer)."""
+        e, _, _, fut_t = self._index(torch.arange(len(self), device="cpu"))
+        return self.data.state[e[:, None], fut_t].float()
+
+    def frame_samples(self) -> "WindowFrames":
+        return WindowFrames(self)
+
+
+class WindowFrames:
+    """The success head's samples of a :class:`WindowSet`: sample ``j`` is future frame ``j % K`` of window
+    ``j // K`` with the action that produced it, its success label (and text, state, first real frame), as
+    ``success_samples(*wm_windows(...))`` would flatten them. ``labels``: all ``W*K`` labels (for class weights)."""
+
+    def __init__(self, windows: WindowSet):
+        self.w = windows
+        e, _, act_t, fut_t = windows._index(torch.arange(len(windows), device="cpu"))
+        self.labels = windows.data.success[e[:, None], fut_t].flatten().float()
+
+    def take(self, idx) -> tuple[torch.Tensor | None, ...]:
+        """Samples ``idx`` ``[B]`` -> ``(frames[B, 3, H, W], actions[B, A], labels[B], text[B, D] or None)`` and with
+        ``state`` also ``(state[B, D], ref[B, 3, H, W])``."""
+        idx = torch.as_tensor(idx, dtype=torch.long, device="cpu")
+        w, j = idx // self.w.k, idx % self.w.k
+        d = self.w.data
+        e, _, act_t, fut_t = self.w._index(w)
+        a_t, f_t = act_t.gather(1, j[:, None])[:, 0], fut_t.gather(1, j[:, None])[:, 0]
+        out = (d.frames[e, f_t].float() / 255.0, d.actions[e, a_t].float(), d.success[e, f_t].float(),
+               None if self.w.text is None else self.w.text[e])
+        if not self.w.state:
+            return out
+        return out + (d.state[e, f_t].float(), d.frames[e, 0].float() / 255.0)
 
 
 # ---- proprio state model ---------------------------------------------------------------------------

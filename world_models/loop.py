@@ -40,8 +40,8 @@ import torch
 
 from grpo.device import check_device_name, resolve_device
 
-from .data import NEAR_PROGRESS, StatePredictor, Trajectories, collect_policy_episodes, collect_sans, predict_states, \
-    state_predictor_error, train_state_predictor, wm_windows
+from .data import NEAR_PROGRESS, StatePredictor, Trajectories, WindowSet, collect_policy_episodes, collect_sans, \
+    predict_states, state_predictor_error, train_state_predictor
 from .idm import IDMConfig, InverseDynamicsModel, idm_action_error, train_idm
 from .video_wm import VideoWorldModel, WorldModelConfig, train_success_head, train_world_model
 
@@ -262,7 +262,7 @@ def world_model_report(wm: VideoWorldModel, data: Trajectories, idm: InverseDyna
 
 
 # ---- model fitting -----------------------------------------------------------------------------------
-def fit_success_head(wm: VideoWorldModel, m: ModelsConfig, train: Trajectories, windows: tuple, steps: int,
+def fit_success_head(wm: VideoWorldModel, m: ModelsConfig, train: Trajectories, windows: tuple | WindowSet, steps: int,
                      seed: int, state_model: torch.nn.Module | None = None) -> list[float]:
     """Class-balanced training of the success head: on the real frames of ``windows`` and, with
     ``m.success_imagined``, on the world model's own rollouts of ``train`` (:func:`imagined_success_samples`,
@@ -328,7 +328,7 @@ def fit_models(cfg: LoopConfig | ModelsConfig, train: Trajectories, seed: int = 
     sp = StatePredictor(train.state.shape[-1], train.actions.shape[-1]).to(dev)
     sp_loss = train_state_predictor(sp, train, m.state_steps, seed=seed)
     wm = VideoWorldModel(wcfg).to(dev)
-    win = wm_windows(train, m.wm.context_frames, m.wm.chunk, text_dim=m.wm.text_dim, state=bool(wcfg.state_dim))
+    win = WindowSet(train, m.wm.context_frames, m.wm.chunk, text_dim=m.wm.text_dim, state=bool(wcfg.state_dim))
     wm_loss = train_world_model(wm, win, m.wm_steps, m.wm_batch, m.wm_lr, seed)
     fit_success_head(wm, m, train, win, m.success_steps, seed, state_model=sp)
     t_wm = time.time() - t0
@@ -341,8 +341,8 @@ def fit_models(cfg: LoopConfig | ModelsConfig, train: Trajectories, seed: int = 
 
 
 def finetune(models: dict, cfg: ModelsConfig, train: Trajectories, steps: int, seed: int) -> list[float]:
-    w = wm_windows(train, cfg.wm.context_frames, cfg.wm.chunk, text_dim=cfg.wm.text_dim,
-                   state=bool(models["wm"].cfg.state_dim))
+    w = WindowSet(train, cfg.wm.context_frames, cfg.wm.chunk, text_dim=cfg.wm.text_dim,
+                  state=bool(models["wm"].cfg.state_dim))
     train_state_predictor(models["state"], train, max(steps, 100), seed=seed, fit_normalizers=False)
     losses = train_world_model(models["wm"], w, steps, cfg.wm_batch, cfg.wm_lr * 0.5, seed)
     fit_success_head(models["wm"], cfg, train, w, cfg.success_steps // 3, seed, state_model=models["state"])

@@ -38,6 +38,7 @@ Shapes: frames are float ``[B, T, 3, H, W]`` in [0, 1] at the API; internally ``
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import torch
 import torch.nn.functional as F
@@ -45,6 +46,9 @@ from torch import nn
 
 from grpo.device import module_device, rand, randn
 from grpo.flow_sde import flow_sigmas, sde_step
+
+if TYPE_CHECKING:  # data.py imports this module's helpers lazily; the reverse only for types
+    from .data import WindowSet
 
 
 @dataclass
@@ -397,15 +401,34 @@ def window_dataset(videos: torch.Tensor, actions: torch.Tensor, success: torch.T
     return torch.cat(ctx), torch.cat(act), torch.cat(fut), torch.cat(suc)
 
 
-def train_world_model(wm: VideoWorldModel, data: tuple[torch.Tensor, ...], steps: int, batch: int = 16,
+def _num_windows(data) -> int:
+    return len(data) if hasattr(data, "take") else int(data[0].shape[0])
+
+
+def _window_rows(data, idx) -> tuple[torch.Tensor | None, ...]:
+    """Rows ``idx`` of every entry: a :class:`~world_models.data.WindowSet` cuts them, a tuple is indexed."""
+    return data.take(idx) if hasattr(data, "take") else tuple(None if x is None else x[idx] for x in data)
+
+
+def _entry(rows: tuple, j: int) -> torch.Tensor | None:
+    return rows[j] if len(rows) > j else None
+
+
+def _future_states(data) -> torch.Tensor | None:
+    """All windows' future states ``[W, K, D]`` (None without states)."""
+    if hasattr(data, "future_states"):
+        return data.future_states() if data.state else None
+    return _entry(data, 5)
+
+
+def train_world_model(wm: VideoWorldModel, data: tuple[torch.Tensor | None, ...] | WindowSet, steps: int, batch: int = 16,
                       lr: float = 1e-3, seed: int = 0) -> list[float]:
-    """Adam on random windows of ``data = window_dataset(...)`` or ``wm_windows(...)`` (``data[4]``: instruction
-    features or None, ``data[5]``: future states ``[N, K, D]``, needed by a state-aware head, whose normalizer
-    is fit on them the first time); returns the loss curve."""
-    ctx, act, fut, suc = data[:4]
-    text = data[4] if len(data) > 4 else None  # instruction features [N, text_dim] per window
-    state = data[5] if len(data) > 5 else None
-    ref = data[6] if len(data) > 6 else None  # the episode's first real frame per window [N, 3, H, W]
+    """Adam on random windows of ``data``: a ``world_models.data.WindowSet`` (cut per batch) or the tuple of
+    ``window_dataset(...)`` / ``wm_windows(...)`` (entry 4: instruction features or None, 5: future states
+    ``[N, K, D]``, needed by a state-aware head, whose normalizer is fit on them the first time, 6: the
+    episode's first real frame); the two give the same batches. Returns the loss curve."""
+    n = _num_windows(data)
+    state = _future_states(data)
     if wm.cfg.state_dim and state is not None:
         wm.success_head.fit_state_stats(state)
     gen = torch.Generator().manual_seed(seed)
@@ -413,9 +436,9 @@ def train_world_model(wm: VideoWorldModel, data: tuple[torch.Tensor, ...], steps
     losses = []
     wm.train()
     for _ in range(steps):
-        idx = torch.randint(ctx.shape[0], (min(batch, ctx.shape[0]),), generator=gen, device="cpu")
-        out = wm.loss(ctx[idx], act[idx], fut[idx], suc[idx], generator=gen, text=None if text is None else text[idx],
-                      state=None if state is None else state[idx], ref=None if ref is None else ref[idx])
+        idx = torch.randint(n, (min(batch, n),), generator=gen, device="cpu")
+        rows = _window_rows(data, idx)
+        out = wm.loss(*rows[:4], generator=gen, text=_entry(rows, 4), state=_entry(rows, 5), ref=_entry(rows, 6))
         opt.zero_grad()
         out["loss"].backward()
         torch.nn.utils.clip_grad_norm_(wm.parameters(), 1.0)
@@ -426,24 +449,26 @@ def train_world_model(wm: VideoWorldModel, data: tuple[torch.Tensor, ...], steps
 
 
 @torch.no_grad()
-def world_model_metrics(wm: VideoWorldModel, data: tuple[torch.Tensor, ...], seed: int = 0, batch: int = 64
-                        ) -> dict[str, float]:
-    """Held-out frame MSE vs the real simulator under the same actions, and success agreement (accuracy);
-    ``batch`` windows per model call."""
-    ctx, act, fut, suc = data[:4]
+def world_model_metrics(wm: VideoWorldModel, data: tuple[torch.Tensor | None, ...] | WindowSet, seed: int = 0,
+                        batch: int = 64) -> dict[str, float]:
+    """Held-out frame MSE vs the real simulator under the same actions (and of the copy-last-frame baseline), and
+    success agreement (accuracy); ``batch`` windows per model call, windows as for :func:`train_world_model`."""
     gen = torch.Generator().manual_seed(seed)
-    preds, logs = [], []
-    for i in range(0, ctx.shape[0], batch):  # inputs stay where they are (CPU RAM); batches go to the model
-        part = lambda j: None if len(data) <= j or data[j] is None else data[j][i:i + batch]  # noqa: E731
-        p, lg = wm.predict(ctx[i:i + batch], act[i:i + batch], generator=gen, text=part(4), state=part(5), ref=part(6))
-        preds.append(p.cpu())
-        logs.append(lg.cpu())
-    pred, logits = torch.cat(preds), torch.cat(logs)
-    copy_last = ((ctx[:, -1:].expand_as(fut) - fut) ** 2).mean()
+    n = _num_windows(data)
+    sq = copy_sq = agree = 0.0
+    n_values = n_flags = 0
+    for i in range(0, n, batch):  # inputs stay in CPU RAM; batches go to the model
+        rows = _window_rows(data, torch.arange(i, min(i + batch, n), device="cpu"))
+        ctx, act, fut, suc = rows[:4]
+        p, lg = wm.predict(ctx, act, generator=gen, text=_entry(rows, 4), state=_entry(rows, 5), ref=_entry(rows, 6))
+        sq += float(((p.cpu() - fut) ** 2).sum())
+        copy_sq += float(((ctx[:, -1:].expand_as(fut) - fut) ** 2).sum())
+        agree += float(((lg.cpu() > 0) == (suc > 0.5)).sum())
+        n_values, n_flags = n_values + fut.numel(), n_flags + suc.numel()
     return {
-        "frame_mse": float(((pred - fut) ** 2).mean()),
-        "copy_last_frame_mse": float(copy_last),  # baseline: predict no motion
-        "success_agreement": float(((logits > 0) == (suc > 0.5)).float().mean()),
+        "frame_mse": sq / n_values,
+        "copy_last_frame_mse": copy_sq / n_values,  # baseline: predict no motion
+        "success_agreement": agree / n_flags,
     }
 
 
@@ -467,6 +492,17 @@ def success_samples(frames: torch.Tensor, actions: torch.Tensor, success: torch.
     return out if ref is None else out + (ref.repeat_interleave(k, 0),)
 
 
+class _Samples:
+    """Per-frame samples held as tensors (:func:`success_samples`' tuple) behind ``WindowFrames``' interface:
+    ``labels`` and ``take(idx)``."""
+
+    def __init__(self, tensors: tuple[torch.Tensor | None, ...]):
+        self.tensors, self.labels = tensors, tensors[2]
+
+    def take(self, idx: torch.Tensor) -> tuple[torch.Tensor | None, ...]:
+        return tuple(None if x is None else x[idx] for x in self.tensors)
+
+
 def _augment_frames(x: torch.Tensor, gen: torch.Generator, shift: int = 2, flip: bool = True) -> torch.Tensor:
     """Label-preserving augmentation of ``x[B, 3, H, W]`` for the success head: a random horizontal flip
     (``flip``) and a random translation of up to ``shift`` pixels (edge-replicated), both of which keep the
@@ -484,7 +520,7 @@ def _augment_frames(x: torch.Tensor, gen: torch.Generator, shift: int = 2, flip:
     return x.gather(3, cols)
 
 
-def train_success_head(wm: VideoWorldModel, data: tuple[torch.Tensor, ...], steps: int, batch: int = 64,
+def train_success_head(wm: VideoWorldModel, data: tuple[torch.Tensor | None, ...] | WindowSet, steps: int, batch: int = 64,
                        lr: float = 1e-3, seed: int = 0, balance: bool = True,
                        imagined: tuple[torch.Tensor, ...] | None = None, imagined_fraction: float = 0.5,
                        augment: bool = False, ground_weight: float = 1.0) -> list[float]:
@@ -516,33 +552,37 @@ def train_success_head(wm: VideoWorldModel, data: tuple[torch.Tensor, ...], step
     (``ref``), and on every successful sample the grounding logits also get a cross-entropy towards the
     object nearest to the grip point (success = the grip point at the named object), weight ``ground_weight``.
     Returns the loss curve."""
-    _, act, fut, suc = data[:4]
     head = wm.success_head
     sd = wm.cfg.state_dim
     grounding = bool(sd and wm.cfg.state_camera)
     want = 4 + (1 if sd else 0) + (1 if grounding else 0)
     need = 7 if grounding else 6 if sd else 4
-    if len(data) < need or any(x is None for x in data[5:need]):
+    lazy = hasattr(data, "frame_samples")
+    if (lazy and sd and not data.state) or (not lazy and (len(data) < need or any(x is None for x in data[5:need]))):
         raise ValueError(f"the success head is state-aware (state_dim={sd}): data needs the future states "
                          f"[N, K, {sd}] as data[5]" + (" and the first real frames [N, 3, H, W] as data[6]" if grounding
-                                                        else "") + " (wm_windows(..., state=True))")
-    sources = [success_samples(fut, act, suc, data[4] if len(data) > 4 else None, data[5] if sd else None,
-                               data[6] if grounding else None)]
+                                                        else "") + " (wm_windows(..., state=True) / WindowSet(state=True))")
+    if lazy:  # per-frame samples cut on the fly, in success_samples' order
+        sources = [data.frame_samples()]
+    else:
+        _, act, fut, suc = data[:4]
+        sources = [_Samples(success_samples(fut, act, suc, _entry(data, 4), data[5] if sd else None,
+                                            data[6] if grounding else None))]
     if sd:
-        head.fit_state_stats(data[5])
+        head.fit_state_stats(_future_states(data))
     if imagined is not None:
         if not 0.0 <= imagined_fraction <= 1.0:
             raise ValueError(f"imagined_fraction must be in [0, 1], got {imagined_fraction}")
         if len(imagined) < want or imagined[0].dim() != 4 or imagined[0].shape[0] != imagined[2].shape[0]:
             raise ValueError("imagined must be (frames [M, 3, H, W], actions [M, A], labels [M], text [M, D] or None"
                              + (f", state [M, {sd}]" if sd else "") + (", ref [M, 3, H, W]" if grounding else "") + ")")
-        sources.append(tuple(imagined)[:want])
+        sources.append(_Samples(tuple(imagined)[:want]))
     fractions = [1.0] if imagined is None else [1.0 - imagined_fraction, imagined_fraction]
     counts = [int(round(f * batch)) for f in fractions]
     counts[0] = batch - sum(counts[1:])
     pws = []
     for src in sources:
-        y = src[2]
+        y = src.labels
         pos = float(y.sum())
         pws.append((y.numel() - pos) / max(pos, 1.0) if balance else 1.0)
     gen = torch.Generator().manual_seed(seed)  # batches are drawn and augmented on the CPU, then moved to the model
@@ -554,15 +594,16 @@ def train_success_head(wm: VideoWorldModel, data: tuple[torch.Tensor, ...], step
         for src, n, pw in zip(sources, counts, pws):
             if n <= 0:
                 continue
-            frames, acts, y, txt = src[:4]
-            i = torch.randint(y.numel(), (n,), generator=gen, device="cpu")
-            fr.append(frames[i]), ac.append(acts[i]), ys.append(y[i]), ws.append(1.0 + (pw - 1.0) * y[i])
+            i = torch.randint(src.labels.numel(), (n,), generator=gen, device="cpu")
+            rows = src.take(i)
+            frames, acts, y, txt = rows[:4]
+            fr.append(frames), ac.append(acts), ys.append(y), ws.append(1.0 + (pw - 1.0) * y)
             if txt is not None:
-                tx.append(txt[i])
+                tx.append(txt)
             if sd:
-                st.append(src[4][i])
+                st.append(rows[4])
             if grounding:
-                rf.append(src[5][i])
+                rf.append(rows[5])
         text = torch.cat(tx) if tx and len(tx) == len(fr) else None
         y = torch.cat(ys)
         x = torch.cat(fr).float()

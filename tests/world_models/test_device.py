@@ -15,7 +15,7 @@ import torch
 from grpo.config import ConfigError
 from grpo.device import check_device_name, module_device, resolve_device
 from tests.strict_device import strict_device
-from world_models.data import StatePredictor, collect_sans, predict_states, state_predictor_error, train_state_predictor, \
+from world_models.data import StatePredictor, WindowSet, collect_sans, predict_states, state_predictor_error, train_state_predictor, \
     wm_windows
 from world_models.encoders import SmallEncoderConfig, SmallVideoEncoder, train_small_encoder
 from world_models.eva_alignment import ConditionTable, EVAVideoReward, alignment_report, calibrate_on_pretrained
@@ -58,7 +58,7 @@ def _run_every_stage(reach, wm, sp, idm, enc) -> dict:
     out["state_loss"] = train_state_predictor(sp, train, steps=3, batch=16)
     out["states"] = predict_states(sp, train.state[:, 0], train.actions)
     out["state_err"] = state_predictor_error(sp, test)
-    win = wm_windows(train, 2, 2, text_dim=wm.cfg.text_dim, state=True)
+    win = WindowSet(train, 2, 2, text_dim=wm.cfg.text_dim, state=True)  # the loop's windows, cut per batch
     held = wm_windows(test, 2, 2, text_dim=wm.cfg.text_dim, state=True)
     out["wm_loss"] = train_world_model(wm, win, steps=2, batch=4)
     out["wm_metrics"] = world_model_metrics(wm, held, batch=8)

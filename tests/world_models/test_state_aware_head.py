@@ -1,6 +1,5 @@
 """The state-aware success head: it reads the (predicted) simulator state at each frame next to the frames."""
 
-
 import numpy as np
 import pytest
 import torch

@@ -1,0 +1,85 @@
+"""WindowSet: the world model's training windows cut per batch from the trajectories, equal to the materialized ones."""
+
+import copy
+
+import pytest
+import torch
+
+from world_models.data import WindowSet, collect_sans, wm_windows
+from world_models.video_wm import VideoWorldModel, WorldModelConfig, success_samples, train_success_head, \
+    train_world_model, world_model_metrics
+
+TINY_WM = dict(image_size=16, context_frames=2, chunk=2, action_dim=4, sampling_steps=2, layers=1, ffn_dim=32, patch=4)
+
+
+@pytest.fixture(scope="module")
+def reach():
+    return collect_sans("tabletop/reach", {"success": 2, "near": 1, "failure": 1, "random": 1}, horizon=9, image_size=16,
+                        env_kwargs={"object_state": True})
+
+
+def _old_windows(data, tc, k, stride, text_dim, state):
+    """The materialized cut as wm_windows made it before WindowSet (padded tensors + video_wm.window_dataset)."""
+    from world_models.video_wm import instruction_features, window_dataset
+
+    v, a, s, st = data.videos, data.actions, data.success, data.state
+    pad = tc - 1
+    if pad:
+        v = torch.cat([v[:, :1].expand(-1, pad, -1, -1, -1), v], dim=1)
+        a = torch.cat([a.new_zeros(a.shape[0], pad, a.shape[2]), a], dim=1)
+        s = torch.cat([s[:, :1].expand(-1, pad), s], dim=1)
+        st = torch.cat([st[:, :1].expand(-1, pad, -1), st], dim=1)
+    out = list(window_dataset(v, a, s, WorldModelConfig(image_size=v.shape[-1], context_frames=tc, chunk=k, patch=1)))
+    n, t = v.shape[:2]
+    starts = range(0, t - tc - k + 1)
+    if text_dim:
+        out.append(instruction_features(data.instructions, text_dim).repeat(len(starts), 1))
+    elif state:
+        out.append(None)
+    if state:
+        out.append(torch.cat([st[:, s0 + tc:s0 + tc + k] for s0 in starts]))
+        out.append(data.videos[:, 0].repeat(len(starts), 1, 1, 1))
+    keep = torch.arange(out[0].shape[0]).reshape(-1, n)[::stride].flatten()
+    return tuple(None if x is None else x[keep] for x in out)
+
+
+@pytest.mark.parametrize("tc,k,stride,text_dim,state", [(2, 2, 1, 8, True), (2, 3, 2, 0, True), (1, 4, 1, 0, False),
+                                                         (3, 2, 3, 4, False)])
+def test_windows_equal_the_materialized_cut(reach, tc, k, stride, text_dim, state):
+    ws = WindowSet(reach, tc, k, stride, text_dim, state)
+    old = _old_windows(reach, tc, k, stride, text_dim, state)
+    new = ws.materialize()
+    assert len(ws) == old[0].shape[0] and len(new) == len(old)
+    assert all((a is None and b is None) or torch.equal(a, b) for a, b in zip(old, new))
+    assert all((a is None and b is None) or torch.equal(a, b) for a, b in zip(new, wm_windows(reach, tc, k, stride,
+                                                                                                text_dim, state)))
+    idx = torch.tensor([len(ws) - 1, 0, 3, 3])
+    assert all((a is None and b is None) or torch.equal(a[idx], b) for a, b in zip(old, ws.take(idx)))
+    # the success head's per-frame samples, in success_samples' order
+    flat = success_samples(old[2], old[1], old[3], old[4] if len(old) > 4 else None, old[5] if state else None,
+                           old[6] if state else None)
+    fs = ws.frame_samples()
+    assert torch.equal(fs.labels, flat[2])
+    j = torch.tensor([0, 5, len(fs.labels) - 1])
+    assert all((a is None and b is None) or torch.equal(a[j], b) for a, b in zip(flat, fs.take(j)))
+    assert ws.data.frames is reach.frames  # no copy of the frames: windows are cut per batch
+
+
+def test_training_on_windowset_equals_training_on_tensors(reach):
+    """Same batches, same floats: a world model and its success head trained on either end bit-identical."""
+    torch.manual_seed(0)
+    base = VideoWorldModel(WorldModelConfig(**TINY_WM, state_dim=18))
+    runs = []
+    for data in (wm_windows(reach, 2, 2, text_dim=base.cfg.text_dim, state=True),
+                 WindowSet(reach, 2, 2, text_dim=base.cfg.text_dim, state=True)):
+        wm = copy.deepcopy(base)
+        losses = train_world_model(wm, data, steps=3, batch=4)
+        head = train_success_head(wm, data, steps=3, batch=8, augment=True)
+        runs.append((losses, head, wm.state_dict(), world_model_metrics(wm, data, batch=5)))
+    (l0, h0, s0, m0), (l1, h1, s1, m1) = runs
+    assert l0 == l1 and h0 == h1 and all(torch.equal(s0[k], s1[k]) for k in s0)
+    assert m0 == pytest.approx(m1, rel=1e-6)
+    with pytest.raises(ValueError, match="state-aware"):
+        train_success_head(wm, WindowSet(reach, 2, 2), steps=1)
+    with pytest.raises(ValueError, match="too short"):
+        WindowSet(reach, 2, 20)
