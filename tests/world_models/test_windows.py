@@ -83,3 +83,18 @@ def test_training_on_windowset_equals_training_on_tensors(reach):
         train_success_head(wm, WindowSet(reach, 2, 2), steps=1)
     with pytest.raises(ValueError, match="too short"):
         WindowSet(reach, 2, 20)
+
+
+def test_bench_windows_runs_and_the_losses_agree(capsys):
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("bench_windows", "bench/bench_windows.py")
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    assert bench.main(["--episodes", "8", "--steps", "8", "--image-size", "16", "--batches", "3"]) == 0
+    out = capsys.readouterr().out
+    assert "same losses on both: True" in out
+    # the byte formula the full-size extrapolation uses matches what this run held
+    held = [line for line in out.splitlines() if line.startswith("bytes held")][0].split()
+    formula = out.split("the formula on this run's data: ")[1].split()
+    assert held[2] == formula[0] + "MB" and held[3] == formula[3] + "MB"
