@@ -3,12 +3,14 @@
 Modules: ``advantages`` (GRPO, MC-GRPO, GDPO, per-prompt tracker), ``loss`` (clipped PG + KL),
 ``flow_sde`` (the SDE step with log-prob for diffusion latents and robot action chunks alike),
 ``tree`` (BranchGRPO rollout trees), ``selection`` (pool-then-train subsets), ``train_step``
-(config + guarded update), ``checkpoint``, ``metrics``, ``config``.
+(config + guarded update), ``checkpoint``, ``metrics``, ``config``, ``device`` (the ``device`` option and
+noise drawn the same on any device).
 """
 
 from .advantages import Advantages, PerPromptStatTracker, clip_advantages, decoupled_advantages, group_advantages
 from .checkpoint import capture_rng_state, latest_checkpoint, load_checkpoint, restore_rng_state, save_checkpoint
 from .config import ConfigError, load_config
+from .device import module_device, resolve_device
 from .flow_sde import SDEStepOutput, flow_sigmas, gaussian_log_prob, sde_step
 from .loss import PGLossOutput, clipped_pg_loss, flow_kl, k3_kl
 from .selection import select_per_group, select_subset
