@@ -56,7 +56,8 @@ import torch
 from tqdm.auto import tqdm
 
 from grpo.advantages import PerPromptStatTracker, clip_advantages
-from grpo.checkpoint import capture_rng_state, latest_checkpoint, load_checkpoint, restore_rng_state, save_checkpoint
+from grpo.checkpoint import (capture_rng_state, latest_checkpoint, load_checkpoint, random_state_from_json,
+                             random_state_to_json, restore_rng_state, save_checkpoint)
 from grpo.config import check_resume_config, config_to_dict
 from grpo.distributed import (all_reduce_floats, any_rank, average_gradients, barrier, comm_device,
                               gather_cpu, gathered_advantages, init_distributed, keyed_generator, shard_range)
@@ -629,8 +630,9 @@ class DiffusionGRPOTrainer:
         if self.dist.is_main:
             state = {"trainable": trainable, "optimizer": optim,
                      "tracker": self.tracker.state_dict() if self.tracker else None, "guard": self.guard.state_dict(),
-                     "rng": capture_rng_state(), "generator": self.gen.get_state(), "py_rng": list(self.rng.getstate()[1]),
-                     "py_rng_pos": self.rng.getstate()[2], "iteration": self.iteration, "eval_before": self.eval_before,
+                     "rng": capture_rng_state(), "generator": self.gen.get_state(),
+                     "data_rng": random_state_to_json(self.rng.getstate()), "iteration": self.iteration,
+                     "eval_before": self.eval_before,
                      "config": config_to_dict(self.cfg)}
             if ema is not None:
                 state["ema"] = ema
@@ -657,7 +659,10 @@ class DiffusionGRPOTrainer:
         self.guard.load_state_dict(state["guard"])
         restore_rng_state(state["rng"])
         self.gen.set_state(state["generator"])
-        self.rng.setstate((3, tuple(state["py_rng"]), state["py_rng_pos"]))
+        if "data_rng" in state:
+            self.rng.setstate(random_state_from_json(state["data_rng"]))
+        else:  # checkpoints before the shared format: the state's ints and gauss_next under py_rng / py_rng_pos
+            self.rng.setstate((3, tuple(state["py_rng"]), state["py_rng_pos"]))
         if self.ema is not None and "ema" in state:
             like = dict(self._named_trainable())
             self.ema = {k: shard_like(v.clone(), like[k]) for k, v in state["ema"].items()}

@@ -75,6 +75,18 @@ def test_checkpoint_resume_and_eval(tmp_path, capsys):
 
     tr2.load(latest_checkpoint(tmp_path / "run" / "checkpoints"))
     assert tr2.iteration == 2 and all(torch.equal(w[k], v) for k, v in tr2.adapter.trainable_state_dict().items())
+    assert tr2.rng.getstate() == tr.rng.getstate()  # the prompt sampler's stream resumes where it stopped
+    # a checkpoint written before the shared python-random format (py_rng / py_rng_pos) still resumes
+    from grpo.checkpoint import load_checkpoint, save_checkpoint
+
+    legacy = load_checkpoint(latest_checkpoint(tmp_path / "run" / "checkpoints"))
+    st = legacy.pop("data_rng")
+    legacy.pop("__path__", None)
+    legacy.update(py_rng=st[1], py_rng_pos=st[2])
+    path = save_checkpoint(tmp_path / "legacy", 2, legacy)
+    tr3 = DiffusionGRPOTrainer(cfg, reward_fn=redness)
+    tr3.load(path)
+    assert tr3.rng.getstate() == tr.rng.getstate() and tr3.iteration == 2
     cfg.sampler.num_steps = 7
     with pytest.raises(ValueError, match="config differs"):
         DiffusionGRPOTrainer(cfg, reward_fn=redness).load(tmp_path / "run" / "checkpoints")
