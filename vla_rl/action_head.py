@@ -40,6 +40,7 @@ from typing import Literal, Sequence
 import torch
 from torch import nn
 
+from grpo.device import rand, randn
 from grpo.flow_sde import SDE_KINDS, flow_sigmas, gaussian_log_prob, sde_step
 
 NoiseMode = Literal["all", "one"]
@@ -57,17 +58,20 @@ def _per_row(generator: Generators, b: int) -> bool:
 
 
 def _randn(shape: tuple[int, ...], generator: Generators, device) -> torch.Tensor:
-    """``randn(shape)``; with per-row generators row ``i`` of ``[B, ...]`` comes from ``generator[i]`` (drawn on CPU)."""
+    """``randn(shape)`` on ``device``, drawn on the generator's device (a CPU generator draws the same numbers for a
+    CUDA policy, :mod:`grpo.device`); with per-row generators row ``i`` of ``[B, ...]`` comes from ``generator[i]``."""
     if _per_row(generator, shape[0]):
-        return torch.stack([torch.randn(shape[1:], generator=g) for g in generator]).to(device)
-    return torch.randn(shape, generator=generator, device=device)
+        return torch.stack([randn(shape[1:], g, g.device) for g in generator]).to(device)
+    return randn(shape, generator, device)
 
 
 def _randint(high: int, b: int, generator: Generators, device) -> torch.Tensor:
-    """``[B]`` integers in ``[0, high)``, per row from ``generator[i]`` when given a list."""
+    """``[B]`` integers in ``[0, high)`` on ``device`` (drawn on the generator's device), per row from
+    ``generator[i]`` when given a list."""
     if _per_row(generator, b):
-        return torch.cat([torch.randint(high, (1,), generator=g) for g in generator]).to(device)
-    return torch.randint(high, (b,), generator=generator, device=device)
+        return torch.cat([torch.randint(high, (1,), generator=g, device=g.device) for g in generator]).to(device)
+    draw = generator.device if generator is not None else device
+    return torch.randint(high, (b,), generator=generator, device=draw).to(device)
 
 
 @dataclass
@@ -159,8 +163,8 @@ class FlowMatchingActionHead(nn.Module):
              generator: torch.Generator | None = None) -> torch.Tensor:
         """Flow-matching loss (module docstring); ``actions[B,K,A]``, ``action_mask[B,K]`` (False = padding)."""
         b = actions.shape[0]
-        eps = torch.randn(actions.shape, generator=generator, device=actions.device)
-        u = torch.rand(b, generator=generator, device=actions.device)
+        eps = randn(actions.shape, generator, actions.device)
+        u = rand((b,), generator, actions.device)
         sigma = u ** (1.0 / 1.5)  # inverse CDF of Beta(1.5, 1)
         sigma = sigma.clamp(1e-3, 1.0)
         s = sigma[:, None, None]

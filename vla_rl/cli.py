@@ -2,7 +2,10 @@
 
     vla-rl train configs/vla/tabletop_reach.yaml [key=value ...]      # resumes from the latest checkpoint
     vla-rl train configs/vla/tabletop_reach.yaml --dry-run            # resolved config + cost per iteration
-    vla-rl eval runs/vla_reach [--episodes 32] [--video]              # held-out success of the latest checkpoint
+    vla-rl eval runs/vla_reach [--episodes 32] [--video] [--device cpu]  # held-out success of the latest checkpoint
+
+Devices: ``device=auto`` (the default: ``cuda`` if available, else ``cpu``), ``device=cpu``, ``device=cuda:1`` as a
+training override; ``eval --device`` (default ``auto``) places the evaluated policy, whatever device the run trained on.
 
 Scale-out: one process per device, ``torchrun --nproc_per_node 2 -m vla_rl.cli train cfg.yaml`` or ``accelerate
 launch -m vla_rl.cli train cfg.yaml``; each rank rolls out its share of the episodes (vla_rl.trainer's docstring).
@@ -58,7 +61,8 @@ def cmd_train(args: argparse.Namespace) -> int:
 
 def cmd_eval(args: argparse.Namespace) -> int:
     from grpo.checkpoint import load_checkpoint
-    from grpo.config import load_config
+    from grpo.config import ConfigError, load_config
+    from grpo.device import resolve_device
     from grpo.metrics import MetricsLogger
 
     from .policy import SmallVLA, policy_config_from_dict
@@ -81,10 +85,16 @@ def cmd_eval(args: argparse.Namespace) -> int:
 
     with tempfile.NamedTemporaryFile("w", suffix=".yaml", delete=False) as f:
         yaml.safe_dump(st["config"], f)
-    cfg = load_config(VLARLConfig, f.name)
-    os.unlink(f.name)
+    try:  # the device is this evaluation's, not the run's (a GPU run's checkpoint evaluates on a CPU machine)
+        cfg = load_config(VLARLConfig, f.name, [f"device={args.device}"])
+    except ConfigError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    finally:
+        os.unlink(f.name)
     policy = SmallVLA(policy_config_from_dict(st["policy_config"]), WordTokenizer(st["vocab"]))
-    policy.load_state_dict(st["model"])
+    policy.load_state_dict(st["model"])  # the checkpoint's CPU tensors
+    policy.to(resolve_device(cfg.device))
     policy.set_mixed_precision(cfg.dist.mixed_precision)
     policy.eval()
     n = args.episodes or cfg.rl.eval_episodes
@@ -114,6 +124,7 @@ def main(argv: list[str] | None = None) -> int:
     e.add_argument("checkpoint", help="a run directory, its checkpoints/ folder, or one step_* checkpoint")
     e.add_argument("--episodes", type=int, default=0, help="held-out episodes per task (default: the config's)")
     e.add_argument("--video", action="store_true", help="also write a video of the first episodes")
+    e.add_argument("--device", default="auto", help="where the policy runs: auto (cuda if available), cpu, cuda, cuda:<i>")
     args, extra = p.parse_known_args(argv)  # key=value overrides may follow --dry-run
     bad = [e for e in extra if e.startswith("-") or args.cmd != "train"]
     if bad:

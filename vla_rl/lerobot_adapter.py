@@ -16,6 +16,9 @@ gradient reaches the action expert only (the VLM is then frozen for RL, as in se
 
 The LeRobot batch must already be preprocessed (normalized, tokenized) by the policy's preprocessor,
 passed as ``preprocessor``; ``postprocessor`` (un-normalization) is applied to actions sent to the env.
+Devices: the adapter runs where the LeRobot policy is (``policy.to(device)``; :attr:`LeRobotFlowAdapter.device`,
+which ``vla_rl.rollout`` moves observation batches to). The SDE noise and step indices are drawn from the (CPU)
+generator and moved, the step masks are CPU tensors, the chain and log-probs are on the policy's device.
 Not exercised in this repository's CI (lerobot is optional); the tests skip cleanly without it.
 """
 
@@ -27,6 +30,7 @@ from typing import Any, Callable
 
 import torch
 
+from grpo.device import module_device, randn
 from grpo.flow_sde import flow_sigmas, sde_step
 
 from .action_head import FlowHeadConfig, HeadLogProb, HeadSample
@@ -72,6 +76,11 @@ class LeRobotFlowAdapter:
         self.post = postprocessor or (lambda a: a)
         self.cfg = lcfg
         self._queue: deque[torch.Tensor] = deque()
+
+    @property
+    def device(self) -> torch.device:
+        """The LeRobot policy's device (its parameters')."""
+        return module_device(self.model)
 
     # LeRobot's own interface, delegated
     def reset(self) -> None:
@@ -140,13 +149,14 @@ class LeRobotFlowAdapter:
             b = x_t.shape[0]
             if i == 0:
                 chain.append(x_t.detach().float().clone())
-                state["j"] = torch.randint(self.num_steps, (b,), generator=generator)
-            m = torch.full((b,), stochastic and self.flow.eta > 0, dtype=torch.bool)
+                draw = generator.device if generator is not None else "cpu"
+                state["j"] = torch.randint(self.num_steps, (b,), generator=generator, device=draw).cpu()
+            m = torch.full((b,), stochastic and self.flow.eta > 0, dtype=torch.bool, device="cpu")
             if one:
                 m &= state["j"] == i
             s, sn = self.sigmas[i], self.sigmas[i + 1]
             ode = x_t.float() + v.float() * (sn - s)
-            out = sde_step(v, x_t, s, sn, noise=torch.randn(x_t.shape, generator=generator).to(x_t.device), **self._sde_kwargs())
+            out = sde_step(v, x_t, s, sn, noise=randn(x_t.shape, generator, x_t.device), **self._sde_kwargs())
             x_next = torch.where(m[:, None, None].to(x_t.device), out.prev_sample, ode)
             chain.append(x_next.clone())
             logps.append(torch.where(m.to(x_t.device), out.log_prob, torch.zeros_like(out.log_prob)))

@@ -13,7 +13,10 @@ expert or the Gaussian head of :mod:`vla_rl.action_head`.
 
 Batches use LeRobot's keys: ``"observation.images.<camera>"`` float ``[B, 3, H, W]`` in [0, 1] (uint8 is
 accepted), ``"observation.state"`` ``[B, D]``, ``"task"`` ``list[str]``, and for training ``"action"``
-``[B, K, A]`` with ``"action_is_pad"`` ``[B, K]``. LeRobot's methods:
+``[B, K, A]`` with ``"action_is_pad"`` ``[B, K]``. As in LeRobot, the caller puts a batch's tensors on the policy's
+device (:func:`batch_to`; ``model.to(device)`` places the policy); the outputs are on that device, and noise drawn
+from a CPU generator is drawn on the CPU and moved (:mod:`grpo.device`), so a seed samples the same on any device.
+LeRobot's methods:
 
 * ``select_action(batch) -> [B, A]``: pops the action queue, refilled with the first ``n_action_steps``
   actions of a freshly predicted chunk when empty;
@@ -132,6 +135,11 @@ class ImageEncoder(nn.Module):
         return torch.cat([self.softmax(f), f.mean(dim=(2, 3))], dim=-1)
 
 
+def batch_to(batch: dict, device: torch.device | str) -> dict:
+    """A LeRobot-style batch with its tensors on ``device`` (lists, e.g. ``"task"``, as they are)."""
+    return {k: v.to(device) if isinstance(v, torch.Tensor) else v for k, v in batch.items()}
+
+
 def _images(batch: dict, key: str, size: int) -> torch.Tensor:
     if key not in batch:
         raise KeyError(f"batch has no {key!r}; keys: {sorted(k for k in batch if isinstance(k, str))}")
@@ -192,13 +200,12 @@ class SmallVLA(nn.Module):
             self.state_std.copy_(std.float().clamp(min=1e-3))
 
     def text_features(self, tasks: list[str]) -> torch.Tensor:
-        ids, mask = self.tokenizer(list(tasks), self.cfg.max_text_len)
-        ids, mask = ids.to(self.text_embed.weight.device), mask.to(self.text_embed.weight.device)
+        ids, mask = self.tokenizer(list(tasks), self.cfg.max_text_len, device=self.text_embed.weight.device)
         e = self.text_embed(ids) * mask[..., None]
         return e.sum(1) / mask.sum(1, keepdim=True).clamp(min=1)
 
     def context(self, batch: dict) -> torch.Tensor:
-        """Fused features ``ctx[B, ctx_dim]`` of a LeRobot-style batch."""
+        """Fused features ``ctx[B, ctx_dim]`` of a LeRobot-style batch on the policy's device (:func:`batch_to`)."""
         tasks = batch.get("task")
         first = IMAGE_PREFIX + self.cfg.cameras[0] if self.cfg.use_images else STATE_KEY
         n = batch[first].shape[0] if first in batch else -1

@@ -17,6 +17,10 @@ Noise: with ``noise_key`` the policy's draws for episode ``e`` at its ``c``-th d
 ``grpo.distributed.keyed_generator(*noise_key, e.spec.group_id, e.spec.seed, c)``, one generator per row, so an
 episode's rollout does not depend on which other episodes share its batch (or its process): a 2-process run
 reproduces the 1-process one. Without it one ``generator`` serves the whole batch (evaluation).
+
+Devices: observations are built on the CPU from the envs' numpy arrays and moved to the policy's device for each
+policy call (:func:`policy_device`); actions go back to the envs as CPU numpy. The :class:`RolloutBatch` is kept on
+the CPU (observations, records, log-probs, masks, indices): the update moves each minibatch to the device.
 """
 
 from __future__ import annotations
@@ -27,10 +31,12 @@ from typing import Any, Sequence
 
 import numpy as np
 import torch
+from torch import nn
 
+from grpo.device import module_device
 from grpo.distributed import keyed_generator
 
-from .policy import IMAGE_PREFIX, STATE_KEY
+from .policy import IMAGE_PREFIX, STATE_KEY, batch_to
 
 
 @dataclass
@@ -67,11 +73,11 @@ class RolloutBatch:
 
     @property
     def success(self) -> torch.Tensor:
-        return torch.tensor([e.success for e in self.episodes], dtype=torch.bool)
+        return torch.tensor([e.success for e in self.episodes], dtype=torch.bool, device="cpu")
 
     @property
     def group_ids(self) -> torch.Tensor:
-        return torch.tensor([e.spec.group_id for e in self.episodes], dtype=torch.long)
+        return torch.tensor([e.spec.group_id for e in self.episodes], dtype=torch.long, device="cpu")
 
     def select(self, idx: torch.Tensor) -> dict[str, Any]:
         """The decision-point sub-batch ``idx`` as a policy batch (images converted lazily by the policy)."""
@@ -80,17 +86,26 @@ class RolloutBatch:
 
 
 def obs_to_batch(obs_list: Sequence[dict], cameras: Sequence[str], use_images: bool = True) -> dict[str, Any]:
-    """sims observation dicts -> LeRobot-style batch (images stay uint8 ``[B, H, W, 3]``)."""
+    """sims observation dicts -> LeRobot-style CPU batch (images stay uint8 ``[B, H, W, 3]``; :func:`batch_to`
+    moves it to the policy's device)."""
+    state = np.stack([o["state"] for o in obs_list])
     batch: dict[str, Any] = {"task": [o["instruction"] for o in obs_list],
-                             STATE_KEY: torch.as_tensor(np.stack([o["state"] for o in obs_list]), dtype=torch.float32)}
+                             STATE_KEY: torch.as_tensor(state, dtype=torch.float32, device="cpu")}
     if use_images:
         for cam in cameras:
             try:
-                batch[IMAGE_PREFIX + cam] = torch.as_tensor(np.stack([o["images"][cam] for o in obs_list]))
+                batch[IMAGE_PREFIX + cam] = torch.as_tensor(np.stack([o["images"][cam] for o in obs_list]), device="cpu")
             except KeyError:
                 have = sorted(obs_list[0].get("images", {}))
                 raise KeyError(f"camera {cam!r} not in the observation; the env renders {have}") from None
     return batch
+
+
+def policy_device(policy) -> torch.device:
+    """Where ``policy`` runs: its parameters' device (an ``nn.Module``), else its ``device`` attribute, else CPU."""
+    if isinstance(policy, nn.Module):
+        return module_device(policy)
+    return torch.device(getattr(policy, "device", "cpu"))
 
 
 def make_env(name: str, env_kwargs: dict | None = None):
@@ -170,6 +185,7 @@ def run_episodes(policy, pool: EnvPool, specs: Sequence[EpisodeSpec], max_steps:
     if noise_key is not None and generator is not None:
         raise ValueError("pass either generator (one stream for the batch) or noise_key (one per episode), not both")
     cfg = policy.cfg
+    dev = policy_device(policy)
     by_name: dict[str, list[int]] = {}
     for i, s in enumerate(specs):
         by_name.setdefault(s.env_name, []).append(i)
@@ -197,16 +213,16 @@ def run_episodes(policy, pool: EnvPool, specs: Sequence[EpisodeSpec], max_steps:
         if noise_key is not None:
             gen = [keyed_generator(int(noise_key[0]), *noise_key[1:], specs[i].group_id, specs[i].seed, n_chunks[i])
                    for i in active]
-        sample = policy.sample_chunk(batch, stochastic=stochastic, generator=gen)
-        chunk_idx.append(torch.tensor([n_chunks[i] for i in active]))
+        sample = policy.sample_chunk(batch_to(batch, dev), stochastic=stochastic, generator=gen)
+        chunk_idx.append(torch.tensor([n_chunks[i] for i in active], dtype=torch.long, device="cpu"))
         for i in active:
             n_chunks[i] += 1
         calls += 1
         obs_rows.append(batch)
-        records.append(sample.record)
-        logps.append(sample.logp)
-        masks.append(sample.step_mask)
-        owners.append(torch.tensor(active))
+        records.append({k: v.cpu() for k, v in sample.record.items()})
+        logps.append(sample.logp.cpu())
+        masks.append(sample.step_mask.cpu())
+        owners.append(torch.tensor(active, dtype=torch.long, device="cpu"))
         chunk = sample.actions.clamp(-1.0, 1.0).cpu().numpy()
         done = dict.fromkeys(active, False)
         for k in range(cfg.n_action_steps):  # action k of every running env's chunk, batched where the env can
@@ -255,20 +271,20 @@ def evaluate(policy, pool: EnvPool, env_names: Sequence[str], init_seeds: Sequen
              record_frames: bool = False, batch_size: int = 64, seed: int = 0) -> EvalResult:
     """Deterministic policy (ODE / Gaussian mean) on held-out ``init_seeds`` of every task.
 
-    The flow head's initial noise comes from a generator seeded with ``seed``, so the same weights give the
-    same result."""
+    The flow head's initial noise comes from a CPU generator seeded with ``seed``, so the same weights give the
+    same result (on any device)."""
     specs = [EpisodeSpec(n, s, gid, s) for gid, (n, s) in enumerate((n, s) for n in env_names for s in init_seeds)]
     eps: list[Episode] = []
     for i in range(0, len(specs), batch_size):
         eps += run_episodes(policy, pool, specs[i:i + batch_size], max_steps, stochastic=False,
-                            generator=torch.Generator().manual_seed(seed + i), record_frames=record_frames).episodes
+                            generator=torch.Generator(device="cpu").manual_seed(seed + i), record_frames=record_frames).episodes
     per_task = {n: float(np.mean([e.success for e in eps if e.spec.env_name == n])) for n in env_names}
     return EvalResult(float(np.mean([e.success for e in eps])), float(np.mean([e.length for e in eps])), per_task, eps)
 
 
 def frames_to_video(frames: Sequence[np.ndarray]) -> torch.Tensor:
     """uint8 ``[H, W, 3]`` frames -> float ``[T, 3, H, W]`` in [0, 1] (for MetricsLogger.log_video)."""
-    return torch.as_tensor(np.stack(frames)).permute(0, 3, 1, 2).float() / 255.0
+    return torch.as_tensor(np.stack(frames), device="cpu").permute(0, 3, 1, 2).float() / 255.0
 
 
 def tile_videos(videos: Sequence[Sequence[np.ndarray]], ncol: int = 4) -> torch.Tensor:

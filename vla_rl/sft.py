@@ -7,6 +7,8 @@ Images get a random-shift augmentation (pad by ``shift`` pixels and crop back, a
 which matters with 1-5 demos per task.
 
 Demos are ``Demo`` records; :func:`demos_from_hdf5` reads the robomimic-style files written by ``sims``.
+The dataset stays on the CPU; each minibatch is moved to the policy's device (the random shift runs there, its
+offsets drawn from the CPU generator), so a seed trains the same on any device.
 """
 
 from __future__ import annotations
@@ -19,7 +21,9 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from .policy import IMAGE_PREFIX, STATE_KEY
+from grpo.device import module_device
+
+from .policy import IMAGE_PREFIX, STATE_KEY, batch_to
 
 
 @dataclass
@@ -71,14 +75,14 @@ class DemoDataset:
         for d in demos:
             t = len(d.actions)
             idx = np.arange(t)[:, None] + np.arange(chunk_size)[None]  # [T, K]
-            pads.append(torch.as_tensor(idx >= t))
-            chunks.append(torch.as_tensor(d.actions[np.minimum(idx, t - 1)], dtype=torch.float32))
-            states.append(torch.as_tensor(d.state, dtype=torch.float32))
+            pads.append(torch.as_tensor(idx >= t, device="cpu"))
+            chunks.append(torch.as_tensor(d.actions[np.minimum(idx, t - 1)], dtype=torch.float32, device="cpu"))
+            states.append(torch.as_tensor(d.state, dtype=torch.float32, device="cpu"))
             tasks += [d.instruction] * t
             for c in self.cameras:
                 if c not in d.images:
                     raise KeyError(f"demo has no camera {c!r}; it has {sorted(d.images)}")
-                imgs[c].append(torch.as_tensor(d.images[c]))
+                imgs[c].append(torch.as_tensor(d.images[c], device="cpu"))
         self.state = torch.cat(states)
         self.action = torch.cat(chunks)
         self.is_pad = torch.cat(pads)
@@ -88,29 +92,35 @@ class DemoDataset:
     def __len__(self) -> int:
         return len(self.tasks)
 
-    def batch(self, idx: torch.Tensor, shift: int = 0, generator: torch.Generator | None = None) -> dict[str, Any]:
+    def batch(self, idx: torch.Tensor, shift: int = 0, generator: torch.Generator | None = None,
+              device: torch.device | str = "cpu") -> dict[str, Any]:
+        """Examples ``idx`` (a CPU index) as a policy batch on ``device``, images randomly shifted by ``shift``."""
         out: dict[str, Any] = {STATE_KEY: self.state[idx], "action": self.action[idx], "action_is_pad": self.is_pad[idx],
                                "task": [self.tasks[i] for i in idx.tolist()]}
+        out = batch_to(out, device)
         for c, im in self.images.items():
-            x = im[idx].permute(0, 3, 1, 2).float() / 255.0
+            x = im[idx].to(device).permute(0, 3, 1, 2).float() / 255.0
             out[IMAGE_PREFIX + c] = random_shift(x, shift, generator) if shift > 0 else x
         return out
 
 
 def random_shift(x: torch.Tensor, shift: int, generator: torch.Generator | None = None) -> torch.Tensor:
-    """Pad ``[B, C, H, W]`` by ``shift`` (replicate) and crop a random ``H x W`` window per image."""
+    """Pad ``[B, C, H, W]`` by ``shift`` (replicate) and crop a random ``H x W`` window per image (on ``x``'s device;
+    the offsets are drawn on the generator's device)."""
     b, _, h, w = x.shape
+    dev = x.device
+    draw = generator.device if generator is not None else dev
     padded = F.pad(x, (shift,) * 4, mode="replicate")
-    ox = torch.randint(0, 2 * shift + 1, (b,), generator=generator)
-    oy = torch.randint(0, 2 * shift + 1, (b,), generator=generator)
-    rows = (oy[:, None] + torch.arange(h)[None])  # [B, H]
-    cols = (ox[:, None] + torch.arange(w)[None])  # [B, W]
-    bi = torch.arange(b)[:, None, None]
+    ox = torch.randint(0, 2 * shift + 1, (b,), generator=generator, device=draw).to(dev)
+    oy = torch.randint(0, 2 * shift + 1, (b,), generator=generator, device=draw).to(dev)
+    rows = (oy[:, None] + torch.arange(h, device=dev)[None])  # [B, H]
+    cols = (ox[:, None] + torch.arange(w, device=dev)[None])  # [B, W]
+    bi = torch.arange(b, device=dev)[:, None, None]
     return padded.permute(0, 2, 3, 1)[bi, rows[:, :, None], cols[:, None, :]].permute(0, 3, 1, 2)
 
 
 def state_stats(demos: Sequence[Demo]) -> tuple[torch.Tensor, torch.Tensor]:
-    s = torch.as_tensor(np.concatenate([d.state for d in demos]), dtype=torch.float32)
+    s = torch.as_tensor(np.concatenate([d.state for d in demos]), dtype=torch.float32, device="cpu")
     return s.mean(0), s.std(0, unbiased=False).clamp(min=1e-2)
 
 
@@ -123,14 +133,15 @@ def train_sft(policy, demos: Sequence[Demo], cfg: SFTConfig, seed: int = 0,
     ds = DemoDataset(demos, policy.cfg.chunk_size, policy.cfg.cameras, policy.cfg.use_images)
     if fit_normalization:
         policy.set_state_normalization(*state_stats(demos))
-    gen = torch.Generator().manual_seed(seed)
+    dev = module_device(policy)
+    gen = torch.Generator(device="cpu").manual_seed(seed)
     opt = torch.optim.AdamW(policy.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
     sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: 0.5 * (1 + math.cos(math.pi * min(s, cfg.steps) / cfg.steps)))
     policy.train()
     losses = []
     for step in range(cfg.steps):
-        idx = torch.randint(len(ds), (min(cfg.batch_size, len(ds)),), generator=gen)
-        loss, _ = policy.forward(ds.batch(idx, cfg.image_shift, gen))
+        idx = torch.randint(len(ds), (min(cfg.batch_size, len(ds)),), generator=gen, device="cpu")
+        loss, _ = policy.forward(ds.batch(idx, cfg.image_shift, gen, dev))
         opt.zero_grad(set_to_none=True)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(policy.parameters(), 1.0)

@@ -28,6 +28,10 @@ Encoders (``E``), all ``encode_frames(video[B, T, 3, H, W] in [0, 1]) -> [B, T',
 * ``small`` / ``dinov2`` / ``vjepa2`` -- :mod:`world_models.encoders` (the TCN-trained built-in, or DINOv2 / V-JEPA 2
   via transformers from a local directory; SRPO's paper uses V-JEPA 2).
 
+Devices: an encoder that is an ``nn.Module`` is moved to ``SRPOReward(device=...)`` (the trainer's device; the
+``policy`` encoder runs where the policy is); episode videos are moved to the encoder's device, the embeddings
+come back on the CPU, and the reward itself (scikit-learn clustering) runs on the CPU.
+
 Components returned for GDPO (``grpo.advantages.decoupled_advantages``): ``success`` (0/1) and ``progress``
 (1 for successes, the progress value for failures).
 """
@@ -43,6 +47,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from grpo.device import module_device
 from rewards.base import RewardOutput
 
 Pooling = Literal["mean", "last", "mean_last", "concat"]
@@ -82,12 +87,12 @@ class RandomConvEncoder(nn.Module):
 
     def __init__(self, channels: Sequence[int] = (16, 32), seed: int = 0):
         super().__init__()
-        gen = torch.Generator().manual_seed(seed)
+        gen = torch.Generator(device="cpu").manual_seed(seed)
         layers, c_in = [], 3
         for c in channels:
             conv = nn.Conv2d(c_in, c, 5, stride=2, padding=2)
             with torch.no_grad():
-                conv.weight.copy_(torch.randn(conv.weight.shape, generator=gen) / math.sqrt(c_in * 25))
+                conv.weight.copy_(torch.randn(conv.weight.shape, generator=gen, device="cpu") / math.sqrt(c_in * 25))
                 conv.bias.zero_()
             layers += [conv, nn.ReLU()]
             c_in = c
@@ -100,8 +105,8 @@ class RandomConvEncoder(nn.Module):
         f = self.conv(video.flatten(0, 1).float() * 2 - 1)
         att = F.softmax(f.flatten(2) * 4.0, dim=-1)
         h, w = f.shape[-2:]
-        ys = torch.linspace(-1, 1, h).repeat_interleave(w)
-        xs = torch.linspace(-1, 1, w).repeat(h)
+        ys = torch.linspace(-1, 1, h, device=f.device).repeat_interleave(w)
+        xs = torch.linspace(-1, 1, w, device=f.device).repeat(h)
         feats = torch.cat([f.mean(dim=(2, 3)), (att * xs).sum(-1), (att * ys).sum(-1)], dim=-1)
         return feats.reshape(b, t, -1)
 
@@ -113,6 +118,10 @@ class PolicyImageEncoder:
         if not hasattr(policy, "image_encoder"):
             raise ValueError("srpo.encoder='policy' needs a policy with an image encoder (policy.use_images=true)")
         self.policy = policy
+
+    @property
+    def device(self) -> torch.device:
+        return module_device(self.policy)
 
     @torch.no_grad()
     def encode_frames(self, video: torch.Tensor) -> torch.Tensor:
@@ -136,23 +145,32 @@ def build_trajectory_encoder(cfg: SRPOConfig, policy: nn.Module | None = None):
 def sample_frames(frames: torch.Tensor, num: int) -> torch.Tensor:
     """``[T, ...] -> [num, ...]`` uniformly spaced indices from 0 to T-1 (last frame included)."""
     t = frames.shape[0]
-    idx = torch.linspace(0, t - 1, num).round().long()
+    idx = torch.linspace(0, t - 1, num, device=frames.device).round().long()
     return frames[idx]
 
 
-def trajectory_embeddings(encoder, videos: Sequence[torch.Tensor], cfg: SRPOConfig) -> torch.Tensor:
-    """Embed episodes of different lengths: ``videos[i]`` is uint8 ``[T_i, H, W, 3]`` or float ``[T_i, 3, H, W]``.
+def encoder_device(encoder) -> torch.device:
+    """Where ``encoder`` runs: its parameters' device (an ``nn.Module``), else its ``device`` attribute, else CPU."""
+    if isinstance(encoder, nn.Module):
+        return module_device(encoder)
+    return torch.device(getattr(encoder, "device", "cpu"))
 
-    Returns ``[N, D]`` float32."""
+
+def trajectory_embeddings(encoder, videos: Sequence[torch.Tensor], cfg: SRPOConfig) -> torch.Tensor:
+    """Embed episodes of different lengths: ``videos[i]`` is uint8 ``[T_i, H, W, 3]`` or float ``[T_i, 3, H, W]``
+    (numpy or a tensor on any device), encoded on the encoder's device.
+
+    Returns ``[N, D]`` float32 on the CPU."""
+    dev = encoder_device(encoder)
     clips = []
     for v in videos:
-        v = torch.as_tensor(v)
+        v = v if isinstance(v, torch.Tensor) else torch.as_tensor(v, device="cpu")
         if v.dim() != 4:
             raise ValueError(f"each video must be [T, H, W, 3] or [T, 3, H, W], got {tuple(v.shape)}")
+        v = sample_frames(v, cfg.num_frames).to(dev)  # only the sampled frames travel to the device
         if v.shape[-1] == 3 and v.shape[1] != 3:
             v = v.permute(0, 3, 1, 2)
         v = v.float() / 255.0 if v.dtype == torch.uint8 else v.float()
-        v = sample_frames(v, cfg.num_frames)
         if v.shape[-1] != cfg.frame_size:
             v = F.interpolate(v, size=(cfg.frame_size, cfg.frame_size), mode="bilinear", align_corners=False, antialias=True)
         clips.append(v)
@@ -160,12 +178,14 @@ def trajectory_embeddings(encoder, videos: Sequence[torch.Tensor], cfg: SRPOConf
     with torch.no_grad():
         per_frame = encoder.encode_frames(video).float()  # [N, T', D]
     if cfg.pooling == "mean":
-        return per_frame.mean(1)
-    if cfg.pooling == "last":
-        return per_frame[:, -1]
-    if cfg.pooling == "mean_last":
-        return torch.cat([per_frame.mean(1), per_frame[:, -1]], dim=-1)
-    return per_frame.flatten(1)
+        emb = per_frame.mean(1)
+    elif cfg.pooling == "last":
+        emb = per_frame[:, -1]
+    elif cfg.pooling == "mean_last":
+        emb = torch.cat([per_frame.mean(1), per_frame[:, -1]], dim=-1)
+    else:
+        emb = per_frame.flatten(1)
+    return emb.cpu()
 
 
 # ---- the reward ----------------------------------------------------------------------------------
@@ -223,16 +243,19 @@ def srpo_progress(embeddings: torch.Tensor, tasks: Sequence[str], success: torch
         dist[f_idx] = d
         progress[f_idx] = np.clip(p, 0.0, 1.0)
         total[f_idx] = cfg.progress_max * np.clip(p, 0.0, 1.0)
-    f32 = lambda a: torch.as_tensor(a, dtype=torch.float32)  # noqa: E731
+    f32 = lambda a: torch.as_tensor(a, dtype=torch.float32, device="cpu")  # noqa: E731
     return SRPOResult(f32(total), f32(progress), f32(dist), clusters)
 
 
 class SRPOReward:
     """``reward(videos, tasks, success) -> RewardOutput`` with components ``success`` and ``progress``."""
 
-    def __init__(self, cfg: SRPOConfig, encoder=None, policy: nn.Module | None = None):
+    def __init__(self, cfg: SRPOConfig, encoder=None, policy: nn.Module | None = None,
+                 device: torch.device | str | None = None):
         self.cfg = cfg
         self.encoder = encoder if encoder is not None else build_trajectory_encoder(cfg, policy)
+        if device is not None and isinstance(self.encoder, nn.Module):  # (the ``policy`` encoder runs where the policy is)
+            self.encoder.to(device)
         self.last: SRPOResult | None = None
 
     def __call__(self, videos: Sequence[torch.Tensor], tasks: Sequence[str], success: torch.Tensor,
@@ -240,7 +263,7 @@ class SRPOReward:
         return self.from_embeddings(self.embed(videos), tasks, success, groups)
 
     def embed(self, videos: Sequence[torch.Tensor]) -> torch.Tensor:
-        """Trajectory embeddings ``[N, D]`` of ``N`` episodes (each episode's row depends on that episode alone, so
+        """Trajectory embeddings ``[N, D]`` (CPU) of ``N`` episodes (each episode's row depends on that episode alone, so
         ranks can embed their own episodes and gather the rows for :meth:`from_embeddings`)."""
         return trajectory_embeddings(self.encoder, videos, self.cfg)
 

@@ -60,11 +60,14 @@ class WordTokenizer:
     def encode(self, text: str) -> list[int]:
         return [self.index.get(w, 1) for w in words(text)]
 
-    def __call__(self, texts: Sequence[str], max_len: int = 16) -> tuple[torch.Tensor, torch.Tensor]:
+    def __call__(self, texts: Sequence[str], max_len: int = 16,
+                 device: torch.device | str = "cpu") -> tuple[torch.Tensor, torch.Tensor]:
+        """``(ids[B, max_len] long, mask[B, max_len] bool)``, built on the CPU and returned on ``device``."""
         if isinstance(texts, str):
             raise TypeError("pass a list of instructions, not a single string")
-        ids = torch.zeros(len(texts), max_len, dtype=torch.long)
+        ids = torch.zeros(len(texts), max_len, dtype=torch.long, device="cpu")
         for i, t in enumerate(texts):
             enc = self.encode(t)[:max_len] or [1]
-            ids[i, : len(enc)] = torch.tensor(enc)
+            ids[i, : len(enc)] = torch.tensor(enc, dtype=torch.long, device="cpu")
+        ids = ids.to(device)
         return ids, ids > 0

@@ -19,6 +19,14 @@ The episode's advantage is shared by all its decision points and all their stoch
 (``rl.eval_seed_offset + i``; training states are drawn below ``rl.train_seed_range``, demo states from
 ``sft.demo_seed_offset``) and reports success rate and mean episode length.
 
+Devices (``device``: ``auto`` = ``cuda`` when available, else ``cpu``; or ``cpu``, ``cuda``, ``cuda:<i>``; see
+:func:`grpo.device.resolve_device`): the policy (with its reference and FSDP copies, and the optimizer state) and the
+SRPO encoder live on the device; rollouts move each observation batch there and send actions back to the envs as CPU
+numpy; the rollout batch, rewards, advantages and logged numbers are CPU tensors, and the update moves each
+minibatch to the device. Noise comes from CPU generators (drawn there, then moved), so a seed gives the same run on
+any device. Under ``torchrun``, ``auto``/``cuda`` is each rank's ``cuda:LOCAL_RANK``. Checkpoints hold CPU tensors and
+resume onto any device.
+
 Scale-out (``torchrun`` / ``accelerate launch``, one process per device, gloo or nccl; world size 1 is the same code):
 
 * every rank builds the same global episode list (``make_specs``: ``E = tasks x groups_per_task x G`` episodes, ``E``
@@ -69,6 +77,7 @@ from tqdm.auto import tqdm
 
 from grpo.checkpoint import capture_rng_state, latest_checkpoint, load_checkpoint, restore_rng_state, save_checkpoint
 from grpo.config import check_resume_config, config_to_dict
+from grpo.device import resolve_device
 from grpo.distributed import (all_reduce_floats, any_rank, average_gradients, barrier, gather_cpu, init_distributed,
                               keyed_generator, shard_range)
 from grpo.fsdp import (DistConfig, copy_full_parameters, full_optimizer_state_dict, load_full_optimizer_state_dict,
@@ -78,7 +87,7 @@ from grpo.metrics import MetricsLogger
 from grpo.signals import GracefulExit
 from grpo.train_step import GRPOConfig, NonFiniteGuard, backward_if_finite, compute_advantages, guarded_step
 
-from .policy import PolicyConfig, SmallVLA
+from .policy import PolicyConfig, SmallVLA, batch_to
 from .rollout import EnvPool, EpisodeSpec, EvalResult, RolloutBatch, evaluate, run_episodes, tile_videos
 from .sft import SFTConfig, train_sft
 from .srpo import SRPOConfig, SRPOReward, binary_reward
@@ -142,6 +151,11 @@ class VLARLConfig:
     srpo: SRPOConfig = field(default_factory=SRPOConfig)
     grpo: GRPOConfig = field(default_factory=lambda: GRPOConfig(group_size=8, clip_low=0.2, clip_high=0.28, adv_clip=None))
     dist: DistConfig = field(default_factory=DistConfig)  # ddp (replicas) or fsdp (sharded training copy), grpo.fsdp
+    device: str = "auto"  # auto (cuda if available, else cpu; each rank's own GPU under torchrun), cpu, cuda, cuda:<i>
+
+    def __post_init__(self) -> None:
+        if self.device != "auto":  # "auto" is resolved by the trainer, after torch.distributed picked this rank's GPU
+            resolve_device(self.device)  # a bad name, or CUDA without CUDA: a ValueError naming the value
 
 
 def cost_per_iteration(cfg: VLARLConfig) -> dict[str, int]:
@@ -193,8 +207,13 @@ def probe_envs(pool: EnvPool, tasks: list[str]) -> tuple[dict[str, str], int, in
 
 class VLARLTrainer:
     def __init__(self, cfg: VLARLConfig, quiet: bool = False):
-        self.dist = init_distributed()
+        # device=cpu on a CUDA machine: gloo, which reduces CPU tensors (the default there, NCCL, cannot)
+        self.dist = init_distributed("gloo") if cfg.device == "cpu" else init_distributed()
         ws = self.dist.world_size
+        self.device = resolve_device(cfg.device)  # after init_distributed: "auto" / "cuda" is cuda:LOCAL_RANK
+        if ws > 1 and self.device.type == "cuda" and self.device.index != torch.cuda.current_device():
+            raise ValueError(f"device={cfg.device!r} under {ws} processes: rank {self.dist.rank} would use "
+                             f"{self.device}, not its own cuda:{torch.cuda.current_device()}; use device: auto or cuda")
         n_ep = len(cfg.env.tasks) * cfg.rl.groups_per_task * cfg.grpo.group_size
         if n_ep % ws:
             raise ValueError(f"the {n_ep} episodes per iteration (tasks {len(cfg.env.tasks)} x rl.groups_per_task "
@@ -215,7 +234,7 @@ class VLARLTrainer:
             raise ValueError(f"policy.state_dim/action_dim = {pcfg.state_dim}/{pcfg.action_dim} but the env has {sd}/{ad}")
         start = cfg.sft.base_policy or cfg.sft.init_policy  # a pretrained policy: its weights and vocabulary
         self.policy = (SmallVLA.from_pretrained(start, pcfg) if start
-                       else SmallVLA(pcfg, WordTokenizer.build(self.instructions.values())))
+                       else SmallVLA(pcfg, WordTokenizer.build(self.instructions.values()))).to(self.device)
         # dist.mixed_precision=bf16: every network forward (rollouts, evaluation, SFT, the update, the sharded and
         # reference copies, which deepcopy it) under autocast; weights, AdamW state and log-prob math stay fp32
         self.policy.set_mixed_precision(cfg.dist.mixed_precision)
@@ -228,6 +247,10 @@ class VLARLTrainer:
             print("dist.strategy=fsdp with one process: nothing to shard, the policy is not wrapped")
         self.guard = NonFiniteGuard(cfg.grpo.max_nonfinite)
         self.reference: SmallVLA | None = None
+        self.srpo: SRPOReward | None = None
+        if cfg.rl.reward == "srpo":  # built here, on the device; its module init must not shift the seeded CPU stream
+            with torch.random.fork_rng(devices=[]):  # that SFT draws from (the run's numbers are the same as before)
+                self.srpo = SRPOReward(cfg.srpo, policy=self.policy, device=self.device)
         self.logger: MetricsLogger | None = None
         self.state: dict[str, Any] = {"iteration": 0, "sft_done": False, "eval": {}}
         self.eval_seeds = [cfg.rl.eval_seed_offset + i for i in range(cfg.rl.eval_episodes)]
@@ -288,10 +311,12 @@ class VLARLTrainer:
         latest = latest_checkpoint(self.ckpt_dir) if self.cfg.resume else None
         if latest is None:
             return False
-        st = load_checkpoint(latest)
+        # read on the CPU (the RNG states must be CPU tensors); load_state_dict copies the weights and the optimizer
+        # state onto the policy's device, so a run resumes on any device
+        st = load_checkpoint(latest, map_location="cpu")
         check_resume_config(st["config"], self.cfg, str(latest),
                             ignore=("rl.iterations", "resume", "rl.eval_every", "rl.save_every", "rl.num_videos",
-                                    "rl.grad_accum", "dist"))
+                                    "rl.grad_accum", "dist", "device"))
         self.policy.tokenizer = WordTokenizer(st["vocab"])
         self.policy.load_state_dict(st["model"])
         self.optimizer.load_state_dict(st["optimizer"])  # full state; ``_shard`` shards it under FSDP
@@ -388,7 +413,7 @@ class VLARLTrainer:
         all_counts = gather_cpu(counts)  # [E]
         offsets = torch.cumsum(all_counts, 0) - all_counts
         gid = offsets[first_episode + batch.episode_of] + batch.chunk_of
-        return gid, torch.repeat_interleave(torch.arange(len(all_counts)), all_counts)
+        return gid, torch.repeat_interleave(torch.arange(len(all_counts), device="cpu"), all_counts)
 
     def update(self, batch: RolloutBatch, adv: torch.Tensor, keep: torch.Tensor, it: int,
                first_episode: int = 0) -> dict[str, float]:
@@ -399,8 +424,8 @@ class VLARLTrainer:
         g, cfg = self.cfg.grpo, self.cfg.rl
         ws = self.dist.world_size
         gid, ep_of_global = self.global_rows(batch, first_episode)
-        local_of = torch.full((ep_of_global.numel(),), -1, dtype=torch.long)  # global row -> local row (-1: elsewhere)
-        local_of[gid] = torch.arange(gid.numel())
+        local_of = torch.full((ep_of_global.numel(),), -1, dtype=torch.long, device="cpu")  # global -> local row (-1: elsewhere)
+        local_of[gid] = torch.arange(gid.numel(), device="cpu")
         row_adv = adv[ep_of_global]  # [M_global]
         rows = torch.nonzero(keep[ep_of_global]).flatten()
         if rows.numel() == 0 or (g.kl_coef == 0 and not bool((row_adv[rows] != 0).any())):
@@ -417,7 +442,7 @@ class VLARLTrainer:
         def den_of(m: torch.Tensor) -> float:  # the loss denominator of rows m: tokens or samples
             return float(mask[m].sum()) if g.loss_reduction == "token_mean" else float(mask[m].any(1).sum())
         for _ in range(cfg.inner_epochs):
-            perm = rows[torch.randperm(rows.numel(), generator=gen)]
+            perm = rows[torch.randperm(rows.numel(), generator=gen, device="cpu")]
             mbs = [loc[loc >= 0] for loc in (local_of[mb] for mb in perm.split(cfg.minibatch_size))]  # local rows
             # loss denominators of the global minibatches (tokens or samples), for the world-size-exact scaling
             local_den = [den_of(mb) for mb in mbs]
@@ -457,10 +482,11 @@ class VLARLTrainer:
         return {**{f"loss/{k}": float(np.mean(v)) for k, v in stats.items() if v}, "loss/rows": float(rows.numel())}
 
     def _minibatch_loss(self, batch: RolloutBatch, mb: torch.Tensor, adv: torch.Tensor):
-        """``clipped_pg_loss`` (+ KL) over this rank's decision points ``mb`` (local row indices), advantages ``adv[|mb|]``."""
-        g = self.cfg.grpo
-        obs = batch.select(mb)
-        rec = {k: v[mb] for k, v in batch.record.items()}
+        """``clipped_pg_loss`` (+ KL) over this rank's decision points ``mb`` (local row indices), advantages ``adv[|mb|]``;
+        the CPU rollout rows are moved to the policy's device here."""
+        g, dev = self.cfg.grpo, self.device
+        obs = batch_to(batch.select(mb), dev)
+        rec = {k: v[mb].to(dev) for k, v in batch.record.items()}
         lp = self.train_policy.chunk_log_prob(obs, rec)
         kl = None
         if g.kl_coef > 0 and self.reference is not None:
@@ -471,7 +497,7 @@ class VLARLTrainer:
                 kl = flow_kl(lp.mean.flatten(0, 1), ref.mean.flatten(0, 1), lp.std.flatten(0, 1)).reshape(s)
             else:
                 kl = k3_kl(lp.logp, ref.logp)
-        return clipped_pg_loss(lp.logp, batch.old_logp[mb], adv, batch.step_mask[mb], g.clip_low,
+        return clipped_pg_loss(lp.logp, batch.old_logp[mb].to(dev), adv.to(dev), batch.step_mask[mb].to(dev), g.clip_low,
                                g.clip_high, kl, g.kl_coef, g.loss_reduction)
 
     def _backward(self, loss: torch.Tensor) -> None:
@@ -553,7 +579,6 @@ class VLARLTrainer:
         if "sft" not in self.state["eval"]:
             self._eval_everywhere("sft", 0)
             self.save()
-        self.srpo = SRPOReward(cfg.srpo, policy=self.policy) if cfg.rl.reward == "srpo" else None
         if cfg.grpo.kl_coef > 0:
             self.reference = copy.deepcopy(self.policy).requires_grad_(False)
         self._shard()  # after SFT (rank 0, broadcast) and any resume: the RL copy is sharded under FSDP
@@ -570,11 +595,11 @@ class VLARLTrainer:
                 bar.set_description("grpo[reward]")
                 rew = self.rewards(batch, specs)  # global [E], identical on every rank
                 t_rew = time.time() - t0 - t_roll
-                gids = torch.tensor([s.group_id for s in specs], dtype=torch.long)
+                gids = torch.tensor([s.group_id for s in specs], dtype=torch.long, device="cpu")
                 succ = gather_cpu(batch.success)
-                lengths = gather_cpu(torch.tensor([e.length for e in batch.episodes], dtype=torch.float32))
+                lengths = gather_cpu(torch.tensor([e.length for e in batch.episodes], dtype=torch.float32, device="cpu"))
                 env_steps = int(all_reduce_floats([batch.env_steps])[0])
-                t_roll_max = float(gather_cpu(torch.tensor([t_roll], dtype=torch.float64)).max())  # slowest rank
+                t_roll_max = float(gather_cpu(torch.tensor([t_roll], dtype=torch.float64, device="cpu")).max())  # slowest
                 keep, kept = (group_keep_mask(succ, gids, cfg.rl.success_band) if cfg.rl.dynamic_sampling
                               else (torch.ones_like(succ), int(gids.unique().numel())))
                 scal: dict[str, float] = {
@@ -589,7 +614,8 @@ class VLARLTrainer:
                     if fail.any():
                         scal["reward/srpo_failure_mean"] = float(rew.total[fail].mean())
                     if int(fail.sum()) >= 3:  # diagnostic only: does SRPO's latent progress agree with the env's?
-                        env_prog = gather_cpu(torch.tensor([e.progress for e in batch.episodes], dtype=torch.float32))
+                        env_prog = gather_cpu(torch.tensor([e.progress for e in batch.episodes], dtype=torch.float32,
+                                                           device="cpu"))
                         scal["reward/srpo_vs_env_progress_spearman"] = spearman(rew.total[fail], env_prog[fail])
                 # a NaN/inf reward or stored log-prob skips this iteration's update (logged), never reaches the
                 # advantages; grpo.train_step.NonFiniteGuard aborts after grpo.max_nonfinite skips in a row.
@@ -605,7 +631,7 @@ class VLARLTrainer:
                     self._print(f"iteration {it + 1}: update skipped ({reason}); no update applied")
                     kept = 0
                 scal["skipped_updates"] = self.guard.total_skipped
-                adv = torch.zeros(len(specs))
+                adv = torch.zeros(len(specs), device="cpu")
                 if kept > 0:
                     idx = torch.nonzero(keep).flatten()
                     comps = {k: v[idx] for k, v in rew.components.items()}
