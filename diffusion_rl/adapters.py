@@ -76,7 +76,7 @@ Cond = dict[str, torch.Tensor]
 
 def cond_select(cond: Cond, idx: torch.Tensor | list[int]) -> Cond:
     """Rows ``idx`` of every conditioning tensor."""
-    idx = torch.as_tensor(idx, dtype=torch.long)
+    idx = torch.as_tensor(idx, dtype=torch.long, device="cpu")
     return {k: v[idx.to(v.device)] for k, v in cond.items()}
 
 
@@ -300,8 +300,8 @@ class WanAdapter(DiffusionAdapter):
     @torch.no_grad()
     def decode(self, latents):
         vae = self.pipe.vae
-        mean = torch.tensor(vae.config.latents_mean).view(1, -1, 1, 1, 1).to(latents.device)
-        std = torch.tensor(vae.config.latents_std).view(1, -1, 1, 1, 1).to(latents.device)
+        mean = torch.tensor(vae.config.latents_mean, device="cpu").view(1, -1, 1, 1, 1).to(latents.device)
+        std = torch.tensor(vae.config.latents_std, device="cpu").view(1, -1, 1, 1, 1).to(latents.device)
         video = vae.decode((latents.float() * std + mean).to(vae.dtype), return_dict=False)[0].float()
         return (video / 2 + 0.5).clamp(0, 1).permute(0, 2, 1, 3, 4)  # [B, 3, F, H, W] -> [B, F, 3, H, W]
 

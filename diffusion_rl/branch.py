@@ -112,14 +112,14 @@ def tree_rollout(adapter: DiffusionAdapter, prompts: list[str], tree: RolloutTre
     uncond_one = adapter.encode_prompts([uncond_prompt]) if use_cfg else None
     state: dict[int, torch.Tensor] = {}  # global node id -> latent at the end of its segment
     records, nfe = [], 0
-    edge_lp = torch.zeros(P, N)
+    edge_lp = torch.zeros(P, N, device="cpu")
     x_root = keyed_noise(shape, seed, iteration, STREAM_TREE_ROOT, pids)
     for d in range(tree.depth + 1):
         ids = tree.nodes_at_depth(d)
         node0 = tree.nodes[ids[0]]
-        rows = torch.tensor([p * N + n for p in pids for n in ids], dtype=torch.long)
-        local = torch.tensor([j * N + n for j in range(P) for n in ids], dtype=torch.long)  # rows of edge_lp.view(-1)
-        prompt_idx = torch.tensor(pids, dtype=torch.long).repeat_interleave(len(ids))
+        rows = torch.tensor([p * N + n for p in pids for n in ids], dtype=torch.long, device="cpu")
+        local = torch.tensor([j * N + n for j in range(P) for n in ids], dtype=torch.long, device="cpu")  # rows of edge_lp.view(-1)
+        prompt_idx = torch.tensor(pids, dtype=torch.long, device="cpu").repeat_interleave(len(ids))
         if d == 0:
             x = x_root.to(adapter.device)
         else:
@@ -137,9 +137,9 @@ def tree_rollout(adapter: DiffusionAdapter, prompts: list[str], tree: RolloutTre
             edge_lp.view(-1)[local] += r.log_prob.cpu() * float(r.stochastic)
         for j, g in enumerate(rows.tolist()):
             state[g] = x[j]
-    leaves = torch.tensor([p * N + n for p in pids for n in tree.leaves], dtype=torch.long)
-    final = torch.stack([state[g] for g in leaves.tolist()]) if len(leaves) else torch.zeros((0, *shape))
-    return Rollout(records, final, leaves, torch.tensor(pids, dtype=torch.long).repeat_interleave(tree.num_leaves), nfe,
+    leaves = torch.tensor([p * N + n for p in pids for n in tree.leaves], dtype=torch.long, device="cpu")
+    final = torch.stack([state[g] for g in leaves.tolist()]) if len(leaves) else torch.zeros((0, *shape), device=adapter.device)
+    return Rollout(records, final, leaves, torch.tensor(pids, dtype=torch.long, device="cpu").repeat_interleave(tree.num_leaves), nfe,
                    extra={"edge_log_prob": edge_lp})
 
 
@@ -159,12 +159,12 @@ def node_advantages(tree: RolloutTree, node_rewards: torch.Tensor, leaf_rewards:
     ``baseline="depth", scale="depth"`` is :func:`grpo.tree.depth_advantages` (BranchGRPO Eq. 7)."""
     if baseline == "depth" and scale == "depth":
         return depth_advantages(tree, node_rewards, eps)
-    depth_of = torch.tensor([n.depth for n in tree.nodes])
+    depth_of = torch.tensor([n.depth for n in tree.nodes], device="cpu")
     r = node_rewards.float().cpu()
     lr = leaf_rewards.float().cpu()
     leaf_std = lr.std(unbiased=False) if lr.numel() > 1 else lr.new_zeros(())
-    parent = torch.tensor([max(n.parent, 0) for n in tree.nodes])
-    adv = torch.zeros(len(tree), dtype=torch.float32)
+    parent = torch.tensor([max(n.parent, 0) for n in tree.nodes], device="cpu")
+    adv = torch.zeros(len(tree), dtype=torch.float32, device="cpu")
     for d in range(1, tree.depth + 1):
         m = depth_of == d
         std = leaf_std if scale == "leaf" else (r[m].std(unbiased=False) if int(m.sum()) > 1 else r.new_zeros(()))
@@ -183,12 +183,12 @@ def tree_credit(tree: RolloutTree, leaf_rewards: torch.Tensor, bc: BranchConfig,
     depths = list(range(1, tree.depth + 1))
     if bc.depth_window:
         depths = [d + 1 for d in sliding_window(iteration, tree.depth, min(bc.depth_window, tree.depth), bc.depth_stride)]
-    depth_of = torch.tensor([n.depth for n in tree.nodes])
+    depth_of = torch.tensor([n.depth for n in tree.nodes], device="cpu")
     for p in range(P):
         nr = fuse_rewards(tree, leaf_rewards[p], bc.fusion, edge_log_prob[p], bc.fusion_temperature)
         adv = node_advantages(tree, nr, leaf_rewards[p], eps, bc.adv_baseline, bc.adv_scale)
         keep = width_prune(tree, nr, bc.width_prune, bc.prune_k)
-        keep &= torch.isin(depth_of, torch.tensor(depths))
+        keep &= torch.isin(depth_of, torch.tensor(depths, device="cpu"))
         advs.append(adv)
         keeps.append(keep)
         nrs.append(nr)

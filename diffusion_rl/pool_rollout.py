@@ -166,7 +166,7 @@ def two_stage_rollout(policy, explorer, cond: Cond, score_fn: Callable[[torch.Te
 
     # ---- stage 1: the pool ----------------------------------------------------------------------------------------
     t0 = time.perf_counter()
-    g_all = torch.tensor([p * K + j for p in pids for j in range(K)], dtype=torch.long)
+    g_all = torch.tensor([p * K + j for p in pids for j in range(K)], dtype=torch.long, device="cpu")
     p_all = g_all // K
     finals, rewards = [], []
     for s in range(0, len(g_all), pc.chunk):
@@ -188,10 +188,10 @@ def two_stage_rollout(policy, explorer, cond: Cond, score_fn: Callable[[torch.Te
 
     # ---- stage 2: regenerate the subset with the policy, with log-probs ---------------------------------------------
     t2 = time.perf_counter()
-    pid_t = torch.tensor(pids, dtype=torch.long)
+    pid_t = torch.tensor(pids, dtype=torch.long, device="cpu")
     g_sel = (pid_t[:, None] * K + selected).reshape(-1)
     p_sel = g_sel // K
-    train_rows = (p_sel * N + torch.arange(N).repeat(len(pids)))
+    train_rows = (p_sel * N + torch.arange(N, device="cpu").repeat(len(pids)))
     x0, noise = candidate_noise(latent_shape, sc, seed, iteration, g_sel.tolist(), p_sel.tolist())
     c, u = rows_cond(p_sel)
     dev = getattr(policy, "device", torch.device("cpu"))

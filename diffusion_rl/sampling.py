@@ -31,6 +31,7 @@ from typing import Literal  # noqa: F401
 import torch
 
 from grpo.distributed import keyed_generator
+from grpo.device import randn
 from grpo.flow_sde import SDEKind, flow_sigmas, sde_step
 from grpo.tree import sliding_window
 
@@ -72,8 +73,9 @@ def keyed_noise(shape: tuple[int, ...], seed: int, iteration: int, stream: int, 
     """
     idx = [int(i) for i in indices]
     if not idx:
-        return torch.zeros((0, *shape))
-    return torch.stack([torch.randn(shape, generator=keyed_generator(seed, iteration, stream, i)) for i in idx])
+        return torch.zeros((0, *shape), device="cpu")
+    gens = [keyed_generator(seed, iteration, stream, i) for i in idx]
+    return torch.stack([torch.randn(shape, generator=g, device=g.device) for g in gens])  # CPU: callers move it
 
 
 def seed_from(generator: torch.Generator | None, seed: int | None) -> int:
@@ -81,14 +83,14 @@ def seed_from(generator: torch.Generator | None, seed: int | None) -> int:
     if seed is not None:
         return int(seed)
     if generator is not None:
-        return int(torch.randint(0, 2**62, (1,), generator=generator))
+        return int(torch.randint(0, 2**62, (1,), generator=generator, device=generator.device if generator is not None else "cpu"))
     return 0
 
 
 def sde_step_mask(sc: SamplerConfig, iteration: int, force: tuple[int, ...] = ()) -> torch.Tensor:
     """``[T]`` bool: which steps draw SDE noise at ``iteration`` (``force``: steps that must, e.g. tree splits)."""
     T = sc.num_steps
-    mask = torch.ones(T, dtype=torch.bool)
+    mask = torch.ones(T, dtype=torch.bool, device="cpu")
     if not sc.sde_last_step and T > 1:
         mask[-1] = False
     if sc.mix_window:
@@ -134,7 +136,7 @@ class Rollout:
 def guided_velocity(adapter: DiffusionAdapter, x: torch.Tensor, sigma: float | torch.Tensor, cond: Cond,
                     uncond: Cond | None = None, cfg_scale: float = 1.0) -> torch.Tensor:
     """``v = v_u + w (v_c - v_u)`` with ``[uncond; cond]`` in one denoiser call (``w <= 1`` or no ``uncond``: ``v_c``)."""
-    sig = torch.as_tensor(sigma, dtype=torch.float32).expand(x.shape[0])
+    sig = torch.as_tensor(sigma, dtype=torch.float32, device=x.device).expand(x.shape[0])
     if uncond is None or cfg_scale == 1.0:
         return adapter.velocity(x, sig, cond)
     both = {k: torch.cat([uncond[k], cond[k]]) for k in cond}
@@ -173,7 +175,7 @@ def flat_rollout(adapter: DiffusionAdapter, prompts: list[str], group_size: int,
     """
     P, G = len(prompts), group_size
     seed = seed_from(generator, seed)
-    rows = torch.arange(P * G) if rows is None else torch.as_tensor(list(rows), dtype=torch.long)
+    rows = torch.arange(P * G, device="cpu") if rows is None else torch.as_tensor(list(rows), dtype=torch.long, device="cpu")
     if len(rows) and (int(rows.min()) < 0 or int(rows.max()) >= P * G):
         raise ValueError(f"rows {rows.tolist()} out of range for {P} prompts x {G} samples")
     shape = adapter.latent_shape
@@ -198,7 +200,7 @@ def ode_sample(adapter: DiffusionAdapter, prompts: list[str], num_steps: int, ge
     """Deterministic Euler samples (evaluation), one per prompt: ``[len(prompts), *latent]``."""
     sc = SamplerConfig(num_steps=num_steps, shift=shift, cfg_scale=cfg_scale, sde="ode")
     sigmas = flow_sigmas(num_steps, shift)
-    x = torch.randn((len(prompts), *adapter.latent_shape), generator=generator).to(adapter.device)
+    x = randn((len(prompts), *adapter.latent_shape), generator, adapter.device)
     outs = []
     for s in range(0, len(prompts), batch):
         xb = x[s:s + batch]

@@ -269,8 +269,8 @@ class DiffusionGRPOTrainer:
         trained = steps[:max(1, math.ceil(sc.timestep_fraction * len(steps)))] if sc.timestep_fraction < 1 else steps
         keep = None
         if self.cfg.branch.width_prune != "none" or self.cfg.branch.depth_window:
-            credit = tree_credit(self.tree, torch.arange(self.tree.num_leaves, dtype=torch.float32)[None], self.cfg.branch,
-                                 torch.zeros(1, len(self.tree)))
+            credit = tree_credit(self.tree, torch.arange(self.tree.num_leaves, dtype=torch.float32, device="cpu")[None], self.cfg.branch,
+                                 torch.zeros(1, len(self.tree), device="cpu"))
             keep = credit.keep
         bw = self.tree.backward_steps(keep, trained)
         if sc.timestep_fraction < 1:  # expected value over random step subsets
@@ -318,7 +318,7 @@ class DiffusionGRPOTrainer:
             total = len(prompts) * self.cfg.grpo.group_size
             group_ids = ro.final_prompt_idx
             all_rows = gather_cpu(ro.final_rows)
-            adv_rows, keep_rows = torch.zeros(total), torch.zeros(total, dtype=torch.bool)
+            adv_rows, keep_rows = torch.zeros(total, device="cpu"), torch.zeros(total, dtype=torch.bool, device="cpu")
             if self.tracker is not None:
                 all_r, all_p = gather_cpu(rewards), gather_cpu(group_ids)
                 adv = clip_advantages(self.tracker.update([prompts[i] for i in all_p.tolist()], all_r), self.cfg.grpo.adv_clip)
@@ -348,7 +348,7 @@ class DiffusionGRPOTrainer:
         n = max(1, math.ceil(self.cfg.sampler.timestep_fraction * len(steps)))
         if n >= len(steps):
             return set(steps)
-        perm = torch.randperm(len(steps), generator=keyed_generator(self.cfg.seed, self.iteration, STREAM_TIMESTEPS))
+        perm = torch.randperm(len(steps), generator=keyed_generator(self.cfg.seed, self.iteration, STREAM_TIMESTEPS), device="cpu")
         return {steps[i] for i in perm[:n].tolist()}
 
     def _uncond(self, n: int) -> Cond | None:
@@ -455,7 +455,8 @@ class DiffusionGRPOTrainer:
                     chunk_obj += float(lo.loss.detach()) * weight
                     backward += len(pl.idx)
                     for k in ("kl", "clip_frac", "approx_kl", "ratio_mean"):
-                        stats[k].append(float(torch.as_tensor(getattr(lo, k)).detach()))
+                        v = getattr(lo, k)  # a 0-dim tensor on the model's device, or a float
+                        stats[k].append(float(v.detach() if isinstance(v, torch.Tensor) else v))
                     stats["loss"].append(float(lo.loss.detach()))
                 objective.append(chunk_obj)
                 self._optimizer_step(stats)
@@ -488,7 +489,7 @@ class DiffusionGRPOTrainer:
             return {"backward": 0, "nfe_train": 0}
         dummy = self.fsdp and n_local == 0  # FSDP: the same forward/backward calls as the other ranks, weight 0
         if dummy:
-            idx = torch.zeros(1, dtype=torch.long)
+            idx = torch.zeros(1, dtype=torch.long, device="cpu")
         m = len(idx)  # rows computed here (n_local, or the dummy's 1)
         ws, T = self.dist.world_size, tc.nft_timesteps
         dev = self.adapter.device
@@ -544,7 +545,7 @@ class DiffusionGRPOTrainer:
 
     def _dummy(self, pl: _Plan) -> _Plan:
         """Row 0 of ``pl``'s record: the input of a zero-weight pass that keeps FSDP's collectives in step."""
-        return _Plan(pl.rec, torch.zeros(1, dtype=torch.long), False)
+        return _Plan(pl.rec, torch.zeros(1, dtype=torch.long, device="cpu"), False)
 
     def _backward(self, loss: torch.Tensor) -> None:
         """``loss.backward()`` unless non-finite (the update is then flagged and skipped on every rank). Under FSDP the
@@ -683,7 +684,7 @@ class DiffusionGRPOTrainer:
         out, _ = self.score(ro.final, final_prompts)
         rewards = out.total.detach().float().cpu()
         components = {k: v.detach().float().cpu() for k, v in (getattr(out, "components", None) or {}).items()} or None
-        logps = torch.cat([r.log_prob for r in ro.records if r.stochastic]) if ro.records else torch.zeros(1)
+        logps = torch.cat([r.log_prob for r in ro.records if r.stochastic]) if ro.records else torch.zeros(1, device="cpu")
         t1 = time.perf_counter()
         t_reward = t1 - t0 - t_roll
         self._phase("update")

@@ -184,17 +184,17 @@ class PerPromptStatTracker:
         if not torch.isfinite(r).all():
             raise ValueError("non-finite rewards passed to PerPromptStatTracker.update")
         adv = torch.empty_like(r)
-        batch_std = r.std(unbiased=False) if r.numel() > 1 else torch.tensor(0.0)
+        batch_std = r.std(unbiased=False) if r.numel() > 1 else torch.tensor(0.0, device=r.device)
         for prompt in dict.fromkeys(prompts):
-            idx = torch.tensor([i for i, p in enumerate(prompts) if p == prompt])
+            idx = torch.tensor([i for i, p in enumerate(prompts) if p == prompt], device=r.device)
             cur = r[idx]
             if self.buffer_size > 0:
                 hist = self.history.setdefault(prompt, deque(maxlen=self.buffer_size))
                 hist.extend(cur.tolist())
-                pool = torch.tensor(list(hist)) if len(hist) >= self.min_count else r
+                pool = torch.tensor(list(hist), device=r.device) if len(hist) >= self.min_count else r
             else:
                 pool = cur
-            std = batch_std if self.global_std else (pool.std(unbiased=False) if pool.numel() > 1 else torch.tensor(0.0))
+            std = batch_std if self.global_std else (pool.std(unbiased=False) if pool.numel() > 1 else torch.tensor(0.0, device=r.device))
             adv[idx] = (cur - pool.mean()) / (std + self.eps)
         return adv.to(rewards.device)
 

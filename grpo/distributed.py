@@ -176,7 +176,7 @@ def keyed_randn(shape: tuple[int, ...], seed: int, iteration: int, indices: rang
 
     Any sharding of the global indices over ranks yields the same rows as one process drawing them all.
     """
-    return torch.stack([torch.randn(shape, generator=keyed_generator(seed, iteration, i)) for i in indices]).to(device)
+    return torch.stack([torch.randn(shape, generator=keyed_generator(seed, iteration, i), device="cpu") for i in indices]).to(device)
 
 
 def barrier() -> None:

@@ -172,8 +172,9 @@ def gaussian_log_prob(
     return lp.mean(dim=dims) if reduce == "mean" else lp.sum(dim=dims)
 
 
-def flow_sigmas(num_steps: int, shift: float = 1.0, device: torch.device | str | None = None) -> torch.Tensor:
-    """The ``num_steps + 1`` noise levels ``1 -> 0`` of a flow-matching sampler, with SD3's time shift.
+def flow_sigmas(num_steps: int, shift: float = 1.0, device: torch.device | str = "cpu") -> torch.Tensor:
+    """The ``num_steps + 1`` noise levels ``1 -> 0`` of a flow-matching sampler, with SD3's time shift (on
+    ``device``; the samplers index them one level at a time, so the CPU serves any model).
 
     ``sigma' = shift * sigma / (1 + (shift - 1) * sigma)`` (Esser et al. 2024, Eq. 23); ``shift=1`` is uniform.
     """

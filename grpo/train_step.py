@@ -136,7 +136,7 @@ def guarded_step(
 ) -> StepStats:
     """Clip gradients and step, unless the loss or the gradient norm is non-finite; always zero grads."""
     params = [p for p in params if p.requires_grad]
-    grad_norm = torch.nn.utils.clip_grad_norm_(params, max_grad_norm) if params else torch.tensor(0.0)
+    grad_norm = torch.nn.utils.clip_grad_norm_(params, max_grad_norm) if params else torch.tensor(0.0, device="cpu")
     guard.check("gradient", grad_norm)
     reason = guard._pending
     if reason is None:

@@ -134,7 +134,7 @@ class RolloutTree:
 
     def backward_steps(self, train_nodes: torch.Tensor | None = None, train_steps: Sequence[int] | None = None) -> int:
         """Backward passes (one per trained node-step) for a node mask ``[N]`` and a step subset."""
-        keep = torch.ones(len(self), dtype=torch.bool) if train_nodes is None else train_nodes
+        keep = torch.ones(len(self), dtype=torch.bool, device="cpu") if train_nodes is None else train_nodes
         steps = set(range(self.num_steps)) if train_steps is None else set(train_steps)
         return sum(
             sum(1 for s in range(n.start, n.end) if s in steps) for n in self.nodes if keep[n.id] and n.depth > 0
@@ -204,18 +204,18 @@ def width_prune(
     * ``"best_worst"``: keep the ``k`` best and ``k`` worst leaves of the whole tree.
     Internal nodes are always kept.
     """
-    keep = torch.ones(len(tree), dtype=torch.bool)
+    keep = torch.ones(len(tree), dtype=torch.bool, device="cpu")
     if mode == "none":
         return keep
     if k < 1:
         raise ValueError(f"width pruning k must be >= 1, got {k}")
-    leaves = torch.tensor(tree.leaves)
+    leaves = torch.tensor(tree.leaves, device="cpu")
     keep[leaves] = False
     r = node_rewards.detach().float().cpu()
     if mode == "topk_per_parent":
         parents = sorted({tree.nodes[leaf].parent for leaf in tree.leaves})
         for p in parents:
-            kids = torch.tensor(tree.nodes[p].children)
+            kids = torch.tensor(tree.nodes[p].children, device="cpu")
             dev = (r[kids] - r[kids].mean()).abs()
             keep[kids[torch.argsort(dev, descending=True, stable=True)[:k]]] = True
     elif mode == "best_worst":

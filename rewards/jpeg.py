@@ -28,7 +28,7 @@ def jpeg_size_kb(images: torch.Tensor, quality: int = 95) -> torch.Tensor:
         buf = io.BytesIO()
         Image.fromarray(a).save(buf, format="JPEG", quality=quality)
         sizes.append(buf.tell() / 1000.0)
-    return torch.tensor(sizes, dtype=torch.float32)
+    return torch.tensor(sizes, dtype=torch.float32, device="cpu")
 
 
 class JpegReward(ImageReward):

@@ -34,11 +34,11 @@ def group_ids_of(batch: RewardBatch) -> torch.Tensor:
     """``[B]`` long group ids: ``metadata[i]["group_id"]`` if all rows have one, else ids of identical prompts."""
     meta = batch.metadata or []
     if meta and all(isinstance(m, dict) and "group_id" in m for m in meta):
-        return torch.tensor([int(m["group_id"]) for m in meta], dtype=torch.long)
+        return torch.tensor([int(m["group_id"]) for m in meta], dtype=torch.long, device="cpu")
     if not batch.prompts:
         raise ValueError("GDPO needs groups: give metadata[i]['group_id'] or prompts (same prompt = same group)")
     index: dict[str, int] = {}
-    return torch.tensor([index.setdefault(p, len(index)) for p in batch.prompts], dtype=torch.long)
+    return torch.tensor([index.setdefault(p, len(index)) for p in batch.prompts], dtype=torch.long, device="cpu")
 
 
 class MultiReward:
@@ -84,7 +84,7 @@ class MultiReward:
         assert isinstance(weighted, torch.Tensor)
         if self.normalization == "gdpo":
             finite = torch.stack([torch.isfinite(v).cpu() for v in comps.values()]).all(0)
-            total = torch.full((n,), float("nan"))
+            total = torch.full((n,), float("nan"), device="cpu")
             if bool(finite.any()):  # NaN rows are kept out of the group statistics and stay NaN
                 total[finite] = self.gdpo({k: v.cpu()[finite] for k, v in comps.items()}, group_ids_of(batch)[finite])
             details["weighted_sum"] = weighted

@@ -1,7 +1,6 @@
 import types
 
 import pytest
-import torch
 
 from diffusion_rl.adapters import ModelConfig, build_adapter
 

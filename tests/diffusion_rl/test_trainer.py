@@ -1,7 +1,6 @@
 """Trainer: a short run improves the reward; NaN rewards are skipped; bad input fails at start; checkpoints."""
 
 import json
-import types
 
 import pytest
 import torch
