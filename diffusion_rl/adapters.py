@@ -28,6 +28,8 @@ from typing import Any, Iterator, Literal
 
 import torch
 
+from grpo.device import check_device_name, resolve_device
+
 DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
 
 # attention projections of the joint (MM-DiT) blocks and of Wan's self/cross attention
@@ -64,11 +66,14 @@ class ModelConfig:
     max_sequence_length: int = 16
     guidance: float = 3.5  # FLUX-dev distilled guidance (only used when the transformer has guidance embeddings)
     gradient_checkpointing: bool = False
-    device: str = "cpu"
+    device: str = "auto"  # auto (cuda when available, each rank's own GPU under torchrun), cpu, cuda, cuda:<i>
     lora: LoraSettings = field(default_factory=LoraSettings)
     tiny_words: list[str] = field(default_factory=list)  # extra vocabulary for the tiny tokenizer
     tiny: dict[str, Any] = field(default_factory=dict)  # keyword arguments of the tiny builder (path=None)
     pretrain: Literal["none", "shapes"] = "none"  # "shapes": pretrain the demo model into `path` when it is missing
+
+    def __post_init__(self) -> None:
+        check_device_name(self.device)  # the name only: resolved (and CUDA required) when the adapter is built
 
 
 Cond = dict[str, torch.Tensor]
@@ -92,7 +97,7 @@ class DiffusionAdapter:
     def __init__(self, pipe, cfg: ModelConfig):
         self.pipe = pipe
         self.cfg = cfg
-        self.device = torch.device(cfg.device)
+        self.device = resolve_device(cfg.device)  # auto / cuda: this process's current CUDA device (its LOCAL_RANK)
         self.dtype = DTYPES[cfg.dtype]
         self.transformer = pipe.transformer
         for name in ("transformer", "vae", "text_encoder", "text_encoder_2", "text_encoder_3"):

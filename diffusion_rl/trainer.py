@@ -42,7 +42,6 @@ Scale-out (``torchrun`` / ``accelerate launch``, one process per device; world s
 
 from __future__ import annotations
 
-import dataclasses
 import importlib
 import math
 import random
@@ -200,7 +199,8 @@ class DiffusionGRPOTrainer:
                              "model.dtype (e.g. model.dtype=bf16: bf16 base weights, fp32 LoRA weights and log-probs) "
                              "and leave dist.mixed_precision=fp32")
         self.cfg = cfg
-        self.dist = init_distributed()
+        # device=cpu on a CUDA machine: gloo, which reduces CPU tensors (the default there, NCCL, cannot)
+        self.dist = init_distributed("gloo") if cfg.model.device == "cpu" else init_distributed()
         torch.manual_seed(cfg.seed)
         self.tree = cfg.branch.make_tree(cfg.sampler.num_steps) if cfg.branch.enabled else None
         ws = self.dist.world_size
@@ -212,10 +212,9 @@ class DiffusionGRPOTrainer:
                              f"{cfg.grpo.group_size} does not split evenly over {ws} processes")
         self.prompts = PromptSource(cfg.prompts, cfg.seed)
         if adapter is None:
-            mc = cfg.model
-            if ws > 1 and mc.device == "cuda":  # one device per process (cfg itself is left as written)
-                mc = dataclasses.replace(mc, device=f"cuda:{self.dist.local_rank}")
-            adapter = build_adapter(mc)
+            # device auto / cuda resolves to this process's current CUDA device, which init_distributed set to its
+            # LOCAL_RANK: one device per process (cfg itself is left as written)
+            adapter = build_adapter(cfg.model)
         self.adapter = adapter
         # FSDP2: shard the denoiser (after LoRA, before the optimizer: its parameters become DTensors)
         self.fsdp = cfg.dist.strategy == "fsdp" and ws > 1

@@ -77,7 +77,7 @@ from tqdm.auto import tqdm
 
 from grpo.checkpoint import capture_rng_state, latest_checkpoint, load_checkpoint, restore_rng_state, save_checkpoint
 from grpo.config import check_resume_config, config_to_dict
-from grpo.device import resolve_device
+from grpo.device import check_device_name, resolve_device
 from grpo.distributed import (all_reduce_floats, any_rank, average_gradients, barrier, gather_cpu, init_distributed,
                               keyed_generator, shard_range)
 from grpo.fsdp import (DistConfig, copy_full_parameters, full_optimizer_state_dict, load_full_optimizer_state_dict,
@@ -154,8 +154,9 @@ class VLARLConfig:
     device: str = "auto"  # auto (cuda if available, else cpu; each rank's own GPU under torchrun), cpu, cuda, cuda:<i>
 
     def __post_init__(self) -> None:
-        if self.device != "auto":  # "auto" is resolved by the trainer, after torch.distributed picked this rank's GPU
-            resolve_device(self.device)  # a bad name, or CUDA without CUDA: a ValueError naming the value
+        # the name only (a GPU config loads and dry-runs anywhere); the trainer resolves it after torch.distributed
+        # picked this rank's GPU, and refuses a CUDA device on a machine without one
+        check_device_name(self.device)
 
 
 def cost_per_iteration(cfg: VLARLConfig) -> dict[str, int]:

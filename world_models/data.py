@@ -102,12 +102,12 @@ class Trajectories:
 
 
 def _stack_episodes(eps: list[dict]) -> Trajectories:
+    def stack(key: str, dtype: torch.dtype | None = torch.float32) -> torch.Tensor:  # data lives in CPU RAM
+        return torch.as_tensor(np.stack([e[key] for e in eps]), dtype=dtype, device="cpu")
+
     return Trajectories(
-        frames=torch.as_tensor(np.stack([e["frames"] for e in eps])).permute(0, 1, 4, 2, 3).contiguous(),
-        actions=torch.as_tensor(np.stack([e["actions"] for e in eps]), dtype=torch.float32),
-        success=torch.as_tensor(np.stack([e["success"] for e in eps]), dtype=torch.float32),
-        progress=torch.as_tensor(np.stack([e["progress"] for e in eps]), dtype=torch.float32),
-        state=torch.as_tensor(np.stack([e["state"] for e in eps]), dtype=torch.float32),
+        frames=stack("frames", None).permute(0, 1, 4, 2, 3).contiguous(), actions=stack("actions"),
+        success=stack("success"), progress=stack("progress"), state=stack("state"),
         kinds=[e["kind"] for e in eps], instructions=[e["instruction"] for e in eps],
         init_seeds=[e["init_seed"] for e in eps])
 
@@ -233,13 +233,15 @@ def collect_policy_episodes(policy, task: str, init_seeds: Sequence[int], horizo
     :func:`collect_sans`; ``kind`` of each episode becomes ``<kind>_success`` / ``_near`` / ``_failure``
     (near: unsuccessful with max progress >= 0.5)."""
     import sims
-    from vla_rl.rollout import obs_to_batch
+    from vla_rl.policy import batch_to
+    from vla_rl.rollout import obs_to_batch, policy_device
 
     env = sims.make(task, **{**dict(env_kwargs or {}), "image_size": image_size, "cameras": (camera,)})
-    gen = torch.Generator().manual_seed(seed)
+    gen = torch.Generator().manual_seed(seed)  # CPU: the policy draws on it and moves the noise
+    dev = policy_device(policy)
 
     def act(env, obs, t, info):  # LeRobot's interface: a new chunk when the policy's action queue runs dry
-        batch = obs_to_batch([obs], policy.cfg.cameras, policy.cfg.use_images)
+        batch = batch_to(obs_to_batch([obs], policy.cfg.cameras, policy.cfg.use_images), dev)
         return policy.select_action(batch, stochastic=stochastic, generator=gen)[0].clamp(-1, 1).cpu().numpy()
 
     eps = []

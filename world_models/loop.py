@@ -20,6 +20,10 @@ step = cycle)::
               5. add the failed and near-success rollouts to the data; fine-tune world model + state model
               6. log ``cycle/*``
 
+Devices: ``device`` (``auto``: CUDA when available) places the world model, state model, IDM and the VLA; the
+data (uint8 episodes; training windows are cut per batch, ``world_models.data.WindowSet``), the start pool and
+every metric stay in CPU RAM, and batches move to the models.
+
 The world model is a module's worth of tensors and the policy a ``SmallVLA`` directory, so every stage
 is checkpointed under ``output_dir`` (``cycle_<c>/``); the loop itself is not resumable mid-cycle.
 """
@@ -104,7 +108,7 @@ class LoopConfig:
     seed: int = 0
     output_dir: str = "runs/wm_loop"
     # where the world model, state model, IDM and the VLA run ("auto": CUDA when available, else CPU; the VLA
-    # stages get vla.device set to the same); data, start pools and the loop's bookkeeping stay in CPU RAM
+    # stages use the same unless vla.device names another); data, start pools and windows stay in CPU RAM
     device: str = "auto"
     data: DataConfig = field(default_factory=DataConfig)
     models: ModelsConfig = field(default_factory=ModelsConfig)
@@ -402,8 +406,9 @@ def run_loop(cfg: LoopConfig, quiet: bool = False) -> dict[str, Any]:
 
     # policy: SFT in the real simulator
     sft_dir = out / "sft"
-    sft_cfg = _vla_cfg(cfg, output_dir=str(sft_dir), resume=False, **{"env.tasks": [d.task], "env.kwargs": env_kwargs,
-                                                                       "rl.iterations": 0, "rl.num_videos": 0})
+    vla_device = cfg.vla.device if cfg.vla.device != "auto" else str(dev)  # the loop's device unless vla sets one
+    sft_cfg = _vla_cfg(cfg, output_dir=str(sft_dir), resume=False, device=vla_device,
+                       **{"env.tasks": [d.task], "env.kwargs": env_kwargs, "rl.iterations": 0, "rl.num_videos": 0})
     VLARLTrainer(sft_cfg, quiet=True).train()
     policy_dir = sft_dir / "policy"
     pool = EnvPool(env_kwargs, cfg.vla.env.video_camera)
@@ -412,7 +417,7 @@ def run_loop(cfg: LoopConfig, quiet: bool = False) -> dict[str, Any]:
     def real_success(policy) -> float:
         return evaluate(policy, pool, [d.task], eval_seeds, max_steps, seed=cfg.seed).success_rate
 
-    policy = SmallVLA.from_pretrained(policy_dir).to(dev)
+    policy = SmallVLA.from_pretrained(policy_dir).to(vla_device)
     history = [{"cycle": 0, "real_success": real_success(policy), **{f"wm_heldout/{k}": v for k, v in rep.items()},
                 "idm/heldout_mse": idm_err["mse"], "idm/heldout_r2": idm_err["r2"], "data/episodes": len(train)}]
     logger.log(0, {k: v for k, v in history[0].items() if k != "cycle"})
@@ -423,7 +428,7 @@ def run_loop(cfg: LoopConfig, quiet: bool = False) -> dict[str, Any]:
         cdir = out / f"cycle_{c}"
         register_world_model_env(wm_name, models["wm"], models["state"], starts, threshold=m.success_threshold,
                                  seed=cfg.seed + c, sampling_steps=m.env_sampling_steps)
-        vcfg = _vla_cfg(cfg, output_dir=str(cdir / "vla"), resume=False, seed=cfg.vla.seed + c,
+        vcfg = _vla_cfg(cfg, output_dir=str(cdir / "vla"), resume=False, seed=cfg.vla.seed + c, device=vla_device,
                         **{"env.tasks": [wm_name], "env.kwargs": env_kwargs, "sft.init_policy": str(policy_dir),
                            "rl.iterations": cfg.rl_iterations, "rl.eval_every": 0, "rl.num_videos": 0})
         summary = VLARLTrainer(vcfg, quiet=True).train()

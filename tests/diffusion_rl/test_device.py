@@ -40,13 +40,33 @@ def _trainer(tmp_path, mode: str, device: str = "cpu") -> DiffusionGRPOTrainer:
     return tr
 
 
+def _numbers(stats: dict) -> dict:
+    return {k: v for k, v in stats.items() if not k.startswith(("time/", "throughput/"))}
+
+
 @pytest.mark.parametrize("mode", list(MODES))
 def test_an_iteration_keeps_tensors_on_the_models_device(tmp_path, mode):
-    tr = _trainer(tmp_path, mode)
+    plain = _trainer(tmp_path / "plain", mode)
+    expect, expect_eval = plain.step(), plain.evaluate()
+    tr = _trainer(tmp_path / "strict", mode)
     with strict_device():
         stats = tr.step()
-        tr.evaluate()
+        got_eval = tr.evaluate()
     assert stats["cost/nfe_rollout"] > 0 and torch.isfinite(torch.tensor(stats["reward/mean"]))
+    # the same run: a meta tensor can slip through silently (indexing a CPU tensor with one reads garbage)
+    assert _numbers(stats) == _numbers(expect) and got_eval == expect_eval
+
+
+def test_device_names_are_checked_when_loaded_and_resolved_when_built():
+    from diffusion_rl.adapters import ModelConfig, build_adapter
+
+    with pytest.raises(ValueError, match="'gpu0' is not a torch device"):
+        ModelConfig(device="gpu0")
+    if not torch.cuda.is_available():
+        cfg = ModelConfig(device="cuda", height=16, width=16)  # a GPU config loads (and dry-runs) anywhere
+        with pytest.raises(ValueError, match="'cuda'.*torch.cuda.is_available"):
+            build_adapter(cfg)  # and is refused when it would run
+    assert ModelConfig().device == "auto"
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")

@@ -33,8 +33,9 @@ def test_device_option_is_validated():
     assert VLARLConfig().device == "auto"
     if not torch.cuda.is_available():
         assert resolve_device("auto") == torch.device("cpu")
+        gpu_cfg = load_config(VLARLConfig, CFG, TINY + ["device=cuda"])  # a GPU config loads (and dry-runs) here
         with pytest.raises(ValueError, match="'cuda'.*torch.cuda.is_available"):
-            VLARLConfig(device="cuda")
+            VLARLTrainer(gpu_cfg, quiet=True)  # and is refused when it would run
         with pytest.raises(ValueError, match="'cuda:1'"):
             resolve_device("cuda:1")
     with pytest.raises(ValueError, match="'gpu0'"):

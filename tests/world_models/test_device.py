@@ -117,11 +117,44 @@ def _check(out: dict) -> None:
     assert out["states"].shape[-1] == 18 and out["emb"].shape == (3, 16)
 
 
+def _same(a, b) -> bool:
+    """Equal to the last bit (NaN equals NaN), through dicts, lists and tuples of tensors, arrays and numbers."""
+    if isinstance(a, dict):
+        return isinstance(b, dict) and a.keys() == b.keys() and all(_same(a[k], b[k]) for k in a)
+    if isinstance(a, (list, tuple)):
+        return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b))
+    if isinstance(a, torch.Tensor):
+        return torch.equal(a, b)
+    if isinstance(a, np.ndarray):
+        return np.array_equal(a, b)
+    if hasattr(a, "total"):  # a RewardOutput
+        return _same(a.total, b.total) and _same(a.details, b.details)
+    return a == b or (isinstance(a, float) and math.isnan(a) and math.isnan(b))
+
+
 def test_every_stage_keeps_its_tensors_on_the_models_device(reach):
+    expect = _run_every_stage(reach, *_models("cpu"))
     wm, sp, idm, enc = _models("cpu")
     with strict_device():
         out = _run_every_stage(reach, wm, sp, idm, enc)
     _check(out)
+    # the same run: a meta tensor can slip through silently (indexing a CPU tensor with one reads garbage)
+    assert _same(out, expect)
+
+
+def test_policy_rollouts_for_the_loop_follow_the_policys_device():
+    from tests.vla_rl.test_device import _policy_and_pool
+    from world_models.data import collect_policy_episodes
+
+    cfg, _, policy = _policy_and_pool("flow")
+    kw = {k: v for k, v in cfg.env.kwargs.items() if k != "image_size"}
+    run = lambda: collect_policy_episodes(policy, cfg.env.tasks[0], [0, 1], horizon=4, image_size=32,  # noqa: E731
+                                          env_kwargs=kw)
+    expect = run()
+    with strict_device():
+        got = run()
+    assert got.frames.shape == (2, 5, 3, 32, 32) and torch.equal(got.frames, expect.frames)
+    assert torch.equal(got.actions, expect.actions) and got.kinds == expect.kinds
 
 
 def test_strict_device_catches_a_tensor_made_without_a_device():
