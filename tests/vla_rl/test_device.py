@@ -42,7 +42,7 @@ def test_device_option_is_validated():
         VLARLConfig(device="gpu0")
     with pytest.raises(ConfigError, match="device 'gpu0' is not a torch device"):
         load_config(VLARLConfig, CFG, ["device=gpu0"])
-    with pytest.raises(ValueError, match="got ''"):
+    with pytest.raises(ValueError, match="device '' is not a torch device"):
         VLARLConfig(device="")
 
 
