@@ -204,7 +204,8 @@ def imagined_success_samples(wm: VideoWorldModel, data: Trajectories, rollouts: 
     exactly as the world-model env does (:func:`rollout_video`, ``steps`` denoising steps per chunk); imagined
     frame ``t`` (``1..T``) is labelled with the *simulator's* success flag at frame ``t`` of the real episode.
     Returns ``(frames[R*N*T, 3, H, W] in [0, 1], actions[R*N*T, A], labels[R*N*T], text[R*N*T, D] or None)``
-    (:func:`world_models.video_wm.success_samples`), ready for ``train_success_head(imagined=...)``.
+    (:func:`world_models.video_wm.success_samples`' tuple, as a :class:`~world_models.video_wm.FrameSamples` that
+    keeps the per-episode entries once per episode), ready for ``train_success_head(imagined=...)``.
 
     A state-aware head (``wm.cfg.state_dim > 0``) needs ``state_model``: each sample then also carries the
     state model's *open-loop* prediction of the state at that frame (from the episode's first real state,
@@ -212,17 +213,26 @@ def imagined_success_samples(wm: VideoWorldModel, data: Trajectories, rollouts: 
     ``wm.cfg.state_camera`` a sixth, the episode's first real frame ``ref[R*N*T, 3, H, W]``."""
     if rollouts < 1:
         raise ValueError(f"rollouts must be >= 1, got {rollouts}")
-    from .video_wm import success_samples
+    from .video_wm import FrameSamples
 
     states = _open_loop_states(wm, state_model, data, "its imagined samples")
     text = wm.text_features(data.instructions).cpu() if wm.cfg.text_dim else None
-    parts = []
+    n, t = data.actions.shape[:2]
+    s = wm.cfg.image_size
+    frames = torch.empty(rollouts, n, t, 3, s, s, device="cpu")  # filled rollout by rollout: no concatenated copy
     for r in range(rollouts):
-        pred, _ = rollout_video(wm, data.videos[:, 0], data.actions, seed=seed + 7919 * r, steps=steps,
-                                instructions=data.instructions, states=states)
-        parts.append(success_samples(pred[:, 1:], data.actions, data.success[:, 1:], text, states,
-                                     data.videos[:, 0] if wm.cfg.state_camera else None))
-    return tuple(None if parts[0][j] is None else torch.cat([p[j] for p in parts]) for j in range(len(parts[0])))
+        frames[r] = rollout_video(wm, data.videos[:, 0], data.actions, seed=seed + 7919 * r, steps=steps,
+                                  instructions=data.instructions, states=states)[0][:, 1:]
+    rep = lambda x: x.flatten(0, 1).float().repeat(rollouts, *([1] * (x.dim() - 2)))  # noqa: E731  [N, T, ...] -> [R*N*T, ...]
+    per_sample = [frames.view(-1, 3, s, s), rep(data.actions), rep(data.success[:, 1:]), None]
+    per_episode = {3: text}
+    if states is not None:
+        per_sample.append(rep(states))
+        if wm.cfg.state_camera:
+            per_sample.append(None)
+            per_episode[5] = data.videos[:, 0]
+    episode = torch.arange(n, device="cpu").repeat_interleave(t).repeat(rollouts)
+    return FrameSamples(per_sample, per_episode, episode)
 
 
 @torch.no_grad()

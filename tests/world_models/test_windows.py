@@ -81,6 +81,32 @@ def test_training_on_windowset_equals_training_on_tensors(reach):
     assert m0 == pytest.approx(m1, rel=1e-6)
     with pytest.raises(ValueError, match="state-aware"):
         train_success_head(wm, WindowSet(reach, 2, 2), steps=1)
+
+
+def test_imagined_samples_keep_episode_entries_once(reach):
+    """FrameSamples reads like the materialized tuple and trains the head to the same bits."""
+    from world_models.data import StatePredictor
+    from world_models.loop import imagined_success_samples
+
+    torch.manual_seed(0)
+    ground = dict(state_dim=18, state_points=(0, 9, 12, 15),
+                  state_camera=(0, -0.4, 0.42, 1, 0, 0, 0, 0.686, 0.727, 50))
+    wm = VideoWorldModel(WorldModelConfig(**TINY_WM, **ground))
+    sp = StatePredictor(18, 4, hidden=16)
+    fs = imagined_success_samples(wm, reach, rollouts=2, steps=1, state_model=sp)
+    flat = tuple(fs)  # the tuple it stands for
+    n, t = reach.actions.shape[:2]
+    assert len(fs) == 6 and flat[0].shape == (2 * n * t, 3, 16, 16)
+    assert torch.equal(flat[5], reach.videos[:, 0].repeat_interleave(t, 0).repeat(2, 1, 1, 1))
+    assert torch.equal(flat[3], wm.text_features(reach.instructions).repeat_interleave(t, 0).repeat(2, 1))
+    assert fs._per_episode[5].shape[0] == n  # stored once per episode
+    win = WindowSet(reach, 2, 2, text_dim=wm.cfg.text_dim, state=True)
+    runs = []
+    for imagined in (fs, flat):
+        m = copy.deepcopy(wm)
+        runs.append((train_success_head(m, win, steps=3, batch=8, imagined=imagined, augment=True),
+                     m.success_head.state_dict()))
+    assert runs[0][0] == runs[1][0] and all(torch.equal(v, runs[1][1][k]) for k, v in runs[0][1].items())
     with pytest.raises(ValueError, match="too short"):
         WindowSet(reach, 2, 20)
 
