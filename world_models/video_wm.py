@@ -410,7 +410,7 @@ def _window_rows(data, idx) -> tuple[torch.Tensor | None, ...]:
     return data.take(idx) if hasattr(data, "take") else tuple(None if x is None else x[idx] for x in data)
 
 
-def _entry(rows: tuple, j: int) -> torch.Tensor | None:
+def _nth(rows: tuple, j: int) -> torch.Tensor | None:
     return rows[j] if len(rows) > j else None
 
 
@@ -418,7 +418,7 @@ def _future_states(data) -> torch.Tensor | None:
     """All windows' future states ``[W, K, D]`` (None without states)."""
     if hasattr(data, "future_states"):
         return data.future_states() if data.state else None
-    return _entry(data, 5)
+    return _nth(data, 5)
 
 
 def train_world_model(wm: VideoWorldModel, data: tuple[torch.Tensor | None, ...] | WindowSet, steps: int, batch: int = 16,
@@ -438,7 +438,7 @@ def train_world_model(wm: VideoWorldModel, data: tuple[torch.Tensor | None, ...]
     for _ in range(steps):
         idx = torch.randint(n, (min(batch, n),), generator=gen, device="cpu")
         rows = _window_rows(data, idx)
-        out = wm.loss(*rows[:4], generator=gen, text=_entry(rows, 4), state=_entry(rows, 5), ref=_entry(rows, 6))
+        out = wm.loss(*rows[:4], generator=gen, text=_nth(rows, 4), state=_nth(rows, 5), ref=_nth(rows, 6))
         opt.zero_grad()
         out["loss"].backward()
         torch.nn.utils.clip_grad_norm_(wm.parameters(), 1.0)
@@ -460,7 +460,7 @@ def world_model_metrics(wm: VideoWorldModel, data: tuple[torch.Tensor | None, ..
     for i in range(0, n, batch):  # inputs stay in CPU RAM; batches go to the model
         rows = _window_rows(data, torch.arange(i, min(i + batch, n), device="cpu"))
         ctx, act, fut, suc = rows[:4]
-        p, lg = wm.predict(ctx, act, generator=gen, text=_entry(rows, 4), state=_entry(rows, 5), ref=_entry(rows, 6))
+        p, lg = wm.predict(ctx, act, generator=gen, text=_nth(rows, 4), state=_nth(rows, 5), ref=_nth(rows, 6))
         sq += float(((p.cpu() - fut) ** 2).sum())
         copy_sq += float(((ctx[:, -1:].expand_as(fut) - fut) ** 2).sum())
         agree += float(((lg.cpu() > 0) == (suc > 0.5)).sum())
@@ -601,7 +601,7 @@ def train_success_head(wm: VideoWorldModel, data: tuple[torch.Tensor | None, ...
         sources = [data.frame_samples()]
     else:
         _, act, fut, suc = data[:4]
-        sources = [FrameSamples.from_tuple(success_samples(fut, act, suc, _entry(data, 4), data[5] if sd else None,
+        sources = [FrameSamples.from_tuple(success_samples(fut, act, suc, _nth(data, 4), data[5] if sd else None,
                                                             data[6] if grounding else None))]
     if sd:
         head.fit_state_stats(_future_states(data))
