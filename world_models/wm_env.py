@@ -117,9 +117,7 @@ class WorldModelVecEnv(VectorEnv):
 
             states = predict_states(self.state_model, self.state, a)
             self.state = states[:, -1]
-        c = self.wm.cfg
-        noise = randn((self.num_envs, 3, c.chunk, c.image_size, c.image_size), self._gen, self.device)
-        frames, logits = self.wm.predict(self.context, a, noise=noise, sde=self.sde, text=self.instr,
+        frames, logits = self.wm.predict(self.context, a, generator=self._gen, sde=self.sde, text=self.instr,
                                          state=states if self.wm.cfg.state_dim else None,
                                          ref=self.ref if self.wm.cfg.state_camera else None)
         prob = torch.sigmoid(logits).cpu()
