@@ -30,8 +30,8 @@ from typing import Literal  # noqa: F401
 
 import torch
 
-from grpo.distributed import keyed_generator
-from grpo.device import randn
+from grpo.device import randint, randn
+from grpo.distributed import keyed_randn
 from grpo.flow_sde import SDEKind, flow_sigmas, sde_step
 from grpo.tree import sliding_window
 
@@ -71,11 +71,7 @@ def keyed_noise(shape: tuple[int, ...], seed: int, iteration: int, stream: int, 
 
     Any split of the global ``indices`` over ranks yields the same rows as one process drawing them all.
     """
-    idx = [int(i) for i in indices]
-    if not idx:
-        return torch.zeros((0, *shape), device="cpu")
-    gens = [keyed_generator(seed, iteration, stream, i) for i in idx]
-    return torch.stack([torch.randn(shape, generator=g, device=g.device) for g in gens])  # CPU: callers move it
+    return keyed_randn(shape, seed, iteration, indices, stream=stream)  # on the CPU: callers move it
 
 
 def seed_from(generator: torch.Generator | None, seed: int | None) -> int:
@@ -83,7 +79,7 @@ def seed_from(generator: torch.Generator | None, seed: int | None) -> int:
     if seed is not None:
         return int(seed)
     if generator is not None:
-        return int(torch.randint(0, 2**62, (1,), generator=generator, device=generator.device if generator is not None else "cpu"))
+        return int(randint(0, 2**62, (1,), generator))
     return 0
 
 

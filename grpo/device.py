@@ -65,6 +65,14 @@ def module_device(module: nn.Module) -> torch.device:
     return torch.device("cpu")
 
 
+def device_of(obj) -> torch.device:
+    """Where ``obj`` runs: an ``nn.Module``'s parameters' device (:func:`module_device`), else its ``device``
+    attribute (policy and encoder wrappers), else the CPU."""
+    if isinstance(obj, nn.Module):
+        return module_device(obj)
+    return torch.device(getattr(obj, "device", "cpu"))
+
+
 def _draw_device(generator: torch.Generator | None, device: torch.device | str) -> torch.device | str:
     return generator.device if generator is not None else device
 
@@ -80,3 +88,9 @@ def rand(shape: tuple[int, ...] | torch.Size, generator: torch.Generator | None 
          device: torch.device | str = "cpu") -> torch.Tensor:
     """``torch.rand(shape)`` (uniform [0, 1)) drawn on ``generator``'s device and returned on ``device``."""
     return torch.rand(tuple(shape), generator=generator, device=_draw_device(generator, device)).to(device)
+
+
+def randint(low: int, high: int, shape: tuple[int, ...] | torch.Size, generator: torch.Generator | None = None,
+            device: torch.device | str = "cpu") -> torch.Tensor:
+    """``torch.randint(low, high, shape)`` drawn on ``generator``'s device and returned on ``device``."""
+    return torch.randint(low, high, tuple(shape), generator=generator, device=_draw_device(generator, device)).to(device)

@@ -23,6 +23,7 @@ import torch
 import torch.distributed as dist
 
 from .advantages import Advantages
+from .device import randn
 
 
 @dataclass(frozen=True)
@@ -171,12 +172,18 @@ def keyed_generator(seed: int, *keys: int, device: torch.device | str = "cpu") -
 
 
 def keyed_randn(shape: tuple[int, ...], seed: int, iteration: int, indices: range | list[int],
-                device: torch.device | str = "cpu") -> torch.Tensor:
-    """``[len(indices), *shape]`` standard normals, row ``i`` drawn from ``keyed_generator(seed, iteration, indices[i])``.
+                device: torch.device | str = "cpu", stream: int | None = None) -> torch.Tensor:
+    """``[len(indices), *shape]`` standard normals, row ``i`` drawn (on the CPU) from ``keyed_generator(seed,
+    iteration, indices[i])``, or with a ``stream`` (one per kind of draw) from ``keyed_generator(seed, iteration,
+    stream, indices[i])``; returned on ``device``.
 
     Any sharding of the global indices over ranks yields the same rows as one process drawing them all.
     """
-    return torch.stack([torch.randn(shape, generator=keyed_generator(seed, iteration, i), device="cpu") for i in indices]).to(device)
+    keys = (iteration,) if stream is None else (iteration, stream)
+    idx = [int(i) for i in indices]
+    if not idx:
+        return torch.zeros((0, *shape), device=device)
+    return torch.stack([randn(shape, keyed_generator(seed, *keys, i)) for i in idx]).to(device)
 
 
 def barrier() -> None:

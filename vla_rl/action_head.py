@@ -40,7 +40,7 @@ from typing import Literal, Sequence
 import torch
 from torch import nn
 
-from grpo.device import rand, randn
+from grpo.device import rand, randint, randn
 from grpo.flow_sde import SDE_KINDS, flow_sigmas, gaussian_log_prob, sde_step
 
 NoiseMode = Literal["all", "one"]
@@ -69,9 +69,8 @@ def _randint(high: int, b: int, generator: Generators, device) -> torch.Tensor:
     """``[B]`` integers in ``[0, high)`` on ``device`` (drawn on the generator's device), per row from
     ``generator[i]`` when given a list."""
     if _per_row(generator, b):
-        return torch.cat([torch.randint(high, (1,), generator=g, device=g.device) for g in generator]).to(device)
-    draw = generator.device if generator is not None else device
-    return torch.randint(high, (b,), generator=generator, device=draw).to(device)
+        return torch.cat([randint(0, high, (1,), g, g.device) for g in generator]).to(device)
+    return randint(0, high, (b,), generator, device)
 
 
 @dataclass

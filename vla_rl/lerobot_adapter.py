@@ -30,7 +30,7 @@ from typing import Any, Callable
 
 import torch
 
-from grpo.device import module_device, randn
+from grpo.device import module_device, randint, randn
 from grpo.flow_sde import flow_sigmas, sde_step
 
 from .action_head import FlowHeadConfig, HeadLogProb, HeadSample
@@ -149,8 +149,7 @@ class LeRobotFlowAdapter:
             b = x_t.shape[0]
             if i == 0:
                 chain.append(x_t.detach().float().clone())
-                draw = generator.device if generator is not None else "cpu"
-                state["j"] = torch.randint(self.num_steps, (b,), generator=generator, device=draw).cpu()
+                state["j"] = randint(0, self.num_steps, (b,), generator, "cpu")
             m = torch.full((b,), stochastic and self.flow.eta > 0, dtype=torch.bool, device="cpu")
             if one:
                 m &= state["j"] == i

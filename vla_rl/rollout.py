@@ -19,7 +19,7 @@ episode's rollout does not depend on which other episodes share its batch (or it
 reproduces the 1-process one. Without it one ``generator`` serves the whole batch (evaluation).
 
 Devices: observations are built on the CPU from the envs' numpy arrays and moved to the policy's device for each
-policy call (:func:`policy_device`); actions go back to the envs as CPU numpy. The :class:`RolloutBatch` is kept on
+policy call (:func:`grpo.device.device_of`); actions go back to the envs as CPU numpy. The :class:`RolloutBatch` is kept on
 the CPU (observations, records, log-probs, masks, indices): the update moves each minibatch to the device.
 """
 
@@ -31,9 +31,8 @@ from typing import Any, Sequence
 
 import numpy as np
 import torch
-from torch import nn
 
-from grpo.device import module_device
+from grpo.device import device_of
 from grpo.distributed import keyed_generator
 
 from .policy import IMAGE_PREFIX, STATE_KEY, batch_to
@@ -99,13 +98,6 @@ def obs_to_batch(obs_list: Sequence[dict], cameras: Sequence[str], use_images: b
                 have = sorted(obs_list[0].get("images", {}))
                 raise KeyError(f"camera {cam!r} not in the observation; the env renders {have}") from None
     return batch
-
-
-def policy_device(policy) -> torch.device:
-    """Where ``policy`` runs: its parameters' device (an ``nn.Module``), else its ``device`` attribute, else CPU."""
-    if isinstance(policy, nn.Module):
-        return module_device(policy)
-    return torch.device(getattr(policy, "device", "cpu"))
 
 
 def make_env(name: str, env_kwargs: dict | None = None):
@@ -185,7 +177,7 @@ def run_episodes(policy, pool: EnvPool, specs: Sequence[EpisodeSpec], max_steps:
     if noise_key is not None and generator is not None:
         raise ValueError("pass either generator (one stream for the batch) or noise_key (one per episode), not both")
     cfg = policy.cfg
-    dev = policy_device(policy)
+    dev = device_of(policy)
     by_name: dict[str, list[int]] = {}
     for i, s in enumerate(specs):
         by_name.setdefault(s.env_name, []).append(i)

@@ -21,7 +21,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from grpo.device import module_device
+from grpo.device import module_device, randint
 
 from .policy import IMAGE_PREFIX, STATE_KEY, batch_to
 
@@ -109,10 +109,9 @@ def random_shift(x: torch.Tensor, shift: int, generator: torch.Generator | None 
     the offsets are drawn on the generator's device)."""
     b, _, h, w = x.shape
     dev = x.device
-    draw = generator.device if generator is not None else dev
     padded = F.pad(x, (shift,) * 4, mode="replicate")
-    ox = torch.randint(0, 2 * shift + 1, (b,), generator=generator, device=draw).to(dev)
-    oy = torch.randint(0, 2 * shift + 1, (b,), generator=generator, device=draw).to(dev)
+    ox = randint(0, 2 * shift + 1, (b,), generator, dev)
+    oy = randint(0, 2 * shift + 1, (b,), generator, dev)
     rows = (oy[:, None] + torch.arange(h, device=dev)[None])  # [B, H]
     cols = (ox[:, None] + torch.arange(w, device=dev)[None])  # [B, W]
     bi = torch.arange(b, device=dev)[:, None, None]

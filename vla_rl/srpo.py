@@ -47,7 +47,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from grpo.device import module_device
+from grpo.device import device_of, module_device
 from rewards.base import RewardOutput
 
 Pooling = Literal["mean", "last", "mean_last", "concat"]
@@ -149,19 +149,12 @@ def sample_frames(frames: torch.Tensor, num: int) -> torch.Tensor:
     return frames[idx]
 
 
-def encoder_device(encoder) -> torch.device:
-    """Where ``encoder`` runs: its parameters' device (an ``nn.Module``), else its ``device`` attribute, else CPU."""
-    if isinstance(encoder, nn.Module):
-        return module_device(encoder)
-    return torch.device(getattr(encoder, "device", "cpu"))
-
-
 def trajectory_embeddings(encoder, videos: Sequence[torch.Tensor], cfg: SRPOConfig) -> torch.Tensor:
     """Embed episodes of different lengths: ``videos[i]`` is uint8 ``[T_i, H, W, 3]`` or float ``[T_i, 3, H, W]``
     (numpy or a tensor on any device), encoded on the encoder's device.
 
     Returns ``[N, D]`` float32 on the CPU."""
-    dev = encoder_device(encoder)
+    dev = device_of(encoder)
     clips = []
     for v in videos:
         v = v if isinstance(v, torch.Tensor) else torch.as_tensor(v, device="cpu")

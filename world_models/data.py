@@ -38,7 +38,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from grpo.device import module_device
+from grpo.device import device_of, module_device
 
 KINDS = ("success", "near", "failure", "random")
 
@@ -234,11 +234,11 @@ def collect_policy_episodes(policy, task: str, init_seeds: Sequence[int], horizo
     (near: unsuccessful with max progress >= 0.5)."""
     import sims
     from vla_rl.policy import batch_to
-    from vla_rl.rollout import obs_to_batch, policy_device
+    from vla_rl.rollout import obs_to_batch
 
     env = sims.make(task, **{**dict(env_kwargs or {}), "image_size": image_size, "cameras": (camera,)})
     gen = torch.Generator().manual_seed(seed)  # CPU: the policy draws on it and moves the noise
-    dev = policy_device(policy)
+    dev = device_of(policy)
 
     def act(env, obs, t, info):  # LeRobot's interface: a new chunk when the policy's action queue runs dry
         batch = batch_to(obs_to_batch([obs], policy.cfg.cameras, policy.cfg.use_images), dev)
@@ -302,7 +302,7 @@ class WindowSet:
             raise ValueError(f"expected actions [N={n}, T={t1 - 1}, A] and success [N, T+1={t1}], got "
                              f"{tuple(data.actions.shape)}, {tuple(data.success.shape)}")
         self.data, self.tc, self.k, self.state = data, context_frames, chunk, state
-        n_starts = t1 + context_frames - 1 - context_frames - chunk + 1  # in padded time
+        n_starts = t1 - chunk  # padded length (t1 + Tc - 1) minus the window (Tc + K), plus 1
         if n_starts < 1:
             raise ValueError(f"trajectories of {t1} frames are too short for {context_frames} context + {chunk} "
                              "future frames")
@@ -359,17 +359,21 @@ class WindowFrames:
 
     def __init__(self, windows: WindowSet):
         self.w = windows
-        e, _, act_t, fut_t = windows._index(torch.arange(len(windows), device="cpu"))
-        self.labels = windows.data.success[e[:, None], fut_t].flatten().float()
+        e, _, f_t = self._at(torch.arange(len(windows) * windows.k, device="cpu"))
+        self.labels = windows.data.success[e, f_t].float()
+
+    def _at(self, idx: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """Sample ``idx`` -> (episode, action index, future frame index), each ``[B]``: sample ``j`` of window ``w``
+        (padded start ``s``) is the frame after action ``s + j``."""
+        w, j = idx // self.w.k, idx % self.w.k
+        a_t = self.w._start[w] + j
+        return self.w._episode[w], a_t, a_t + 1
 
     def take(self, idx) -> tuple[torch.Tensor | None, ...]:
         """Samples ``idx`` ``[B]`` -> ``(frames[B, 3, H, W], actions[B, A], labels[B], text[B, D] or None)`` and with
         ``state`` also ``(state[B, D], ref[B, 3, H, W])``."""
-        idx = torch.as_tensor(idx, dtype=torch.long, device="cpu")
-        w, j = idx // self.w.k, idx % self.w.k
+        e, a_t, f_t = self._at(torch.as_tensor(idx, dtype=torch.long, device="cpu"))
         d = self.w.data
-        e, _, act_t, fut_t = self.w._index(w)
-        a_t, f_t = act_t.gather(1, j[:, None])[:, 0], fut_t.gather(1, j[:, None])[:, 0]
         out = (d.frames[e, f_t].float() / 255.0, d.actions[e, a_t].float(), d.success[e, f_t].float(),
                None if self.w.text is None else self.w.text[e])
         if not self.w.state:

@@ -44,7 +44,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from grpo.device import module_device, rand, randn
+from grpo.device import module_device, rand, randint, randn
 from grpo.flow_sde import flow_sigmas, sde_step
 
 if TYPE_CHECKING:  # data.py imports this module's helpers lazily; the reverse only for types
@@ -505,7 +505,7 @@ class FrameSamples:
     def __init__(self, per_sample: list[torch.Tensor | None], per_episode: dict[int, torch.Tensor | None] | None = None,
                  episode: torch.Tensor | None = None):
         self._entries = list(per_sample)  # None placeholders where per_episode holds the entry
-        self._per_episode = {j: v for j, v in (per_episode or {}).items()}
+        self._per_episode = dict(per_episode or {})
         self._episode = episode
         if self._per_episode and episode is None:
             raise ValueError("per-episode entries need the episode index of every sample")
@@ -548,7 +548,7 @@ def _augment_frames(x: torch.Tensor, gen: torch.Generator, shift: int = 2, flip:
         f = rand((b,), gen, x.device) < 0.5
         x = torch.where(f.view(-1, 1, 1, 1), x.flip(-1), x)
     pad = F.pad(x, (shift,) * 4, mode="replicate")
-    dy, dx = torch.randint(0, 2 * shift + 1, (2, b), generator=gen, device=gen.device).to(x.device)
+    dy, dx = randint(0, 2 * shift + 1, (2, b), gen, x.device)
     rows = (dy.view(-1, 1) + torch.arange(h, device=x.device)).view(b, 1, h, 1).expand(-1, 3, -1, w + 2 * shift)
     x = pad.gather(2, rows)
     cols = (dx.view(-1, 1) + torch.arange(w, device=x.device)).view(b, 1, 1, w).expand(-1, 3, h, -1)
