@@ -45,7 +45,8 @@ from diffusion_rl.adapters import LoraSettings, ModelConfig  # noqa: E402
 from diffusion_rl.branch import BranchConfig  # noqa: E402
 from diffusion_rl.prompts import PromptConfig  # noqa: E402
 from diffusion_rl.sampling import SamplerConfig  # noqa: E402
-from diffusion_rl.trainer import DiffusionGRPOTrainer, DiffusionRLConfig, RewardConfig  # noqa: E402
+from diffusion_rl.config import DiffusionRLConfig, RewardConfig, TrainConfig  # noqa: E402
+from diffusion_rl.trainer import DiffusionGRPOTrainer  # noqa: E402
 from grpo.train_step import GRPOConfig  # noqa: E402
 
 
@@ -123,7 +124,7 @@ def main(argv=None) -> int:
             model=model,
             sampler=SamplerConfig(num_steps=args.steps, eta=0.7, **samp), branch=bc,
             grpo=GRPOConfig(group_size=args.leaves, clip_low=0.2),
-            train=__import__("diffusion_rl.trainer", fromlist=["TrainConfig"]).TrainConfig(
+            train=TrainConfig(
                 iterations=args.iterations, prompts_per_iter=args.prompts, lr=5e-4 if args.model == "shapes" else 1e-2,
                 log_images=False, save_every=10**9),
             reward=RewardConfig(name=args.reward, kwargs={"shape_width": args.shape_width}

@@ -40,7 +40,8 @@ from diffusion_rl.pool_rollout import (PoolConfig, PoolGRPOTrainer, QuantizedAda
 from diffusion_rl.prompts import PromptConfig  # noqa: E402
 from diffusion_rl.quant import QuantConfig, QuantLinear, make_rollout_copy  # noqa: E402
 from diffusion_rl.sampling import SamplerConfig  # noqa: E402
-from diffusion_rl.trainer import DiffusionGRPOTrainer, DiffusionRLConfig, RewardConfig  # noqa: E402
+from diffusion_rl.config import DiffusionRLConfig, RewardConfig  # noqa: E402
+from diffusion_rl.trainer import DiffusionGRPOTrainer  # noqa: E402
 from grpo.train_step import GRPOConfig  # noqa: E402
 from rewards.jpeg import jpeg_size_kb  # noqa: E402
 from rewards.shapes import ShapesVerifier, sample_prompts  # noqa: E402

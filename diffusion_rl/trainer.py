@@ -47,9 +47,9 @@ import math
 import random
 import time
 import types
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Literal
+from typing import Any, Callable
 
 import torch
 from tqdm.auto import tqdm
@@ -61,84 +61,22 @@ from grpo.config import check_resume_config, config_to_dict
 from grpo.distributed import (all_reduce_floats, any_rank, average_gradients, barrier, comm_device,
                               gather_cpu, gathered_advantages, init_distributed, keyed_generator, shard_range)
 from grpo.flow_sde import sde_step
-from grpo.fsdp import (DistConfig, full_optimizer_state_dict, full_tensor, full_trainable_state_dict,
+from grpo.fsdp import (full_optimizer_state_dict, full_tensor, full_trainable_state_dict,
                        load_full_optimizer_state_dict, load_full_trainable_state_dict, shard_like, shard_model)
 from grpo.loss import clipped_pg_loss, flow_kl, k3_kl
 from grpo.metrics import MetricsLogger
 from grpo.retry import call_with_retry
 from grpo.signals import GracefulExit
-from grpo.train_step import GRPOConfig, NonFiniteGuard, backward_if_finite, compute_advantages, guarded_step
+from grpo.train_step import NonFiniteGuard, backward_if_finite, compute_advantages, guarded_step
 
-from .adapters import Cond, DiffusionAdapter, ModelConfig, build_adapter, cond_select
-from .branch import BranchConfig, tree_credit, tree_rollout
-from .pool_config import PoolConfig
-from .prompts import PromptConfig, PromptSource
-from .sampling import (STREAM_TIMESTEPS, Rollout, SamplerConfig, flat_rollout, guided_velocity, keyed_noise,
+from .adapters import Cond, DiffusionAdapter, build_adapter, cond_select
+from .branch import tree_credit, tree_rollout
+from .config import DiffusionRLConfig, RewardConfig
+from .prompts import PromptSource
+from .sampling import (STREAM_TIMESTEPS, Rollout, flat_rollout, guided_velocity, keyed_noise,
                        ode_sample)
 
 STREAM_NFT = 11  # key stream of the DiffusionNFT re-noising draws (times and noise per final sample)
-
-
-@dataclass
-class RewardConfig:
-    name: str = "shapes_verifier"  # a name of rewards.build_reward, or "package.module:attr" (a callable or a class)
-    kwargs: dict[str, Any] = field(default_factory=dict)
-    retries: int = 2  # extra attempts when the reward raises (then the run stops, naming the batch's prompts)
-    retry_backoff_s: float = 0.5
-
-    def __post_init__(self) -> None:
-        if self.retries < 0:
-            raise ValueError(f"reward.retries must be >= 0, got {self.retries}")
-
-
-@dataclass
-class TrainConfig:
-    iterations: int = 40
-    prompts_per_iter: int = 2
-    lr: float = 3e-4
-    weight_decay: float = 0.0
-    inner_epochs: int = 1
-    updates_per_iter: int = 1  # optimizer steps per epoch (the trained steps are split into this many chunks)
-    ema_decay: float = 0.0  # > 0: keep an EMA of the trainable weights, used for evaluation
-    use_tracker: bool = False  # per-prompt stat tracker (DDPO/Flow-GRPO) instead of per-batch groups
-    tracker_buffer: int = 32
-    tracker_min_count: int = 16
-    eval_every: int = 0  # 0: evaluate before and after only
-    eval_steps: int = 10  # ODE steps of the evaluation sampler
-    save_every: int = 10
-    keep_last: int = 2
-    log_images: bool = True
-    # the objective: "grpo" (clipped policy gradient on the SDE step log-probs, grpo.loss) or "nft" (DiffusionNFT,
-    # grpo.nft_loss: flow-matching regression on the final samples, re-noised at nft_timesteps logit-normal times per
-    # sample, contrasting the implicit positive/negative policies built from the pre-update velocity; no log-probs)
-    loss: Literal["grpo", "nft"] = "grpo"
-    nft_beta: float = 1.0
-    nft_timesteps: int = 2  # re-noising times per final sample and iteration (split over updates_per_iter chunks)
-
-    def __post_init__(self) -> None:
-        if self.loss not in ("grpo", "nft"):
-            raise ValueError(f"train.loss must be 'grpo' or 'nft', got {self.loss!r}")
-        if self.nft_beta <= 0 or self.nft_timesteps < 1:
-            raise ValueError(f"train.nft_beta must be > 0 and train.nft_timesteps >= 1, got {self.nft_beta}, "
-                             f"{self.nft_timesteps}")
-        if self.iterations < 0 or self.prompts_per_iter < 1 or self.inner_epochs < 1 or self.updates_per_iter < 1:
-            raise ValueError("train.iterations >= 0, prompts_per_iter >= 1, inner_epochs >= 1, updates_per_iter >= 1 needed")
-
-
-@dataclass
-class DiffusionRLConfig:
-    seed: int = 0
-    output_dir: str = "runs/diffusion"
-    resume: bool = True
-    model: ModelConfig = field(default_factory=ModelConfig)
-    sampler: SamplerConfig = field(default_factory=SamplerConfig)
-    branch: BranchConfig = field(default_factory=BranchConfig)
-    grpo: GRPOConfig = field(default_factory=lambda: GRPOConfig(group_size=8, clip_low=1e-4, kl_coef=0.0))
-    train: TrainConfig = field(default_factory=TrainConfig)
-    reward: RewardConfig = field(default_factory=RewardConfig)
-    prompts: PromptConfig = field(default_factory=PromptConfig)
-    pool: PoolConfig = field(default_factory=PoolConfig)  # enabled: pool-then-train (diffusion_rl.pool_rollout)
-    dist: DistConfig = field(default_factory=DistConfig)  # ddp (replicas) or fsdp (sharded denoiser), grpo.fsdp
 
 
 def build_reward(rc: RewardConfig):

@@ -66,9 +66,8 @@ from __future__ import annotations
 import copy
 import math
 import time
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 import numpy as np
 import torch
@@ -77,86 +76,22 @@ from tqdm.auto import tqdm
 
 from grpo.checkpoint import capture_rng_state, latest_checkpoint, load_checkpoint, restore_rng_state, save_checkpoint
 from grpo.config import check_resume_config, config_to_dict
-from grpo.device import check_device_name, resolve_device
+from grpo.device import resolve_device
 from grpo.distributed import (all_reduce_floats, any_rank, average_gradients, barrier, gather_cpu, init_distributed,
                               keyed_generator, shard_range)
-from grpo.fsdp import (DistConfig, copy_full_parameters, full_optimizer_state_dict, load_full_optimizer_state_dict,
+from grpo.fsdp import (copy_full_parameters, full_optimizer_state_dict, load_full_optimizer_state_dict,
                        shard_submodules)
 from grpo.loss import clipped_pg_loss, flow_kl, k3_kl
 from grpo.metrics import MetricsLogger
 from grpo.signals import GracefulExit
-from grpo.train_step import GRPOConfig, NonFiniteGuard, backward_if_finite, compute_advantages, guarded_step
+from grpo.train_step import NonFiniteGuard, backward_if_finite, compute_advantages, guarded_step
 
-from .policy import PolicyConfig, SmallVLA, batch_to
+from .policy import SmallVLA, batch_to
 from .rollout import EnvPool, EpisodeSpec, EvalResult, RolloutBatch, evaluate, run_episodes, tile_videos
-from .sft import SFTConfig, train_sft
-from .srpo import SRPOConfig, SRPOReward, binary_reward
+from .sft import train_sft
+from .srpo import SRPOReward, binary_reward
 from .tokenizer import WordTokenizer
-
-
-@dataclass
-class EnvConfig:
-    tasks: list[str] = field(default_factory=lambda: ["tabletop/reach"])
-    max_episode_steps: int = 60
-    kwargs: dict[str, Any] = field(default_factory=dict)  # passed to sims.make
-    video_camera: str = "agentview"
-    stop_on_success: bool = True
-
-    def __post_init__(self) -> None:
-        if not self.tasks:
-            raise ValueError("env.tasks is empty")
-        if self.max_episode_steps < 1:
-            raise ValueError(f"env.max_episode_steps must be >= 1, got {self.max_episode_steps}")
-
-
-@dataclass
-class RLConfig:
-    iterations: int = 30
-    groups_per_task: int = 4  # initial states per task per iteration
-    lr: float = 3e-4
-    inner_epochs: int = 2
-    minibatch_size: int = 256  # decision points per optimizer step
-    reward: Literal["binary", "srpo"] = "srpo"
-    dynamic_sampling: bool = True
-    success_band: tuple[float, float] = (0.0, 1.0)  # keep a group iff low < success rate < high
-    train_seed_range: int = 100_000
-    train_seeds: list[int] = field(default_factory=list)  # fixed training initial states (cycled); empty: draw below train_seed_range
-    eval_seed_offset: int = 1_000_000
-    eval_episodes: int = 32  # held-out initial states per task
-    eval_every: int = 10
-    num_videos: int = 4
-    save_every: int = 5
-    keep_last: int = 2
-    grad_accum: int = 1  # micro-batches per minibatch (per rank): one optimizer step per minibatch, the same update
-
-    def __post_init__(self) -> None:
-        lo, hi = self.success_band
-        if not lo < hi:
-            raise ValueError(f"rl.success_band must be (low, high) with low < high, got {self.success_band}")
-        if self.iterations < 0 or self.groups_per_task < 1 or self.inner_epochs < 1 or self.minibatch_size < 1:
-            raise ValueError("rl.iterations >= 0, groups_per_task >= 1, inner_epochs >= 1, minibatch_size >= 1 required")
-        if self.grad_accum < 1:
-            raise ValueError(f"rl.grad_accum must be >= 1 (micro-batches per minibatch), got {self.grad_accum}")
-
-
-@dataclass
-class VLARLConfig:
-    seed: int = 0
-    output_dir: str = "runs/vla_rl"
-    resume: bool = True
-    env: EnvConfig = field(default_factory=EnvConfig)
-    policy: PolicyConfig = field(default_factory=PolicyConfig)
-    sft: SFTConfig = field(default_factory=SFTConfig)
-    rl: RLConfig = field(default_factory=RLConfig)
-    srpo: SRPOConfig = field(default_factory=SRPOConfig)
-    grpo: GRPOConfig = field(default_factory=lambda: GRPOConfig(group_size=8, clip_low=0.2, clip_high=0.28, adv_clip=None))
-    dist: DistConfig = field(default_factory=DistConfig)  # ddp (replicas) or fsdp (sharded training copy), grpo.fsdp
-    device: str = "auto"  # auto (cuda if available, else cpu; each rank's own GPU under torchrun), cpu, cuda, cuda:<i>
-
-    def __post_init__(self) -> None:
-        # the name only (a GPU config loads and dry-runs anywhere); the trainer resolves it after torch.distributed
-        # picked this rank's GPU, and refuses a CUDA device on a machine without one
-        check_device_name(self.device)
+from .config import VLARLConfig
 
 
 def cost_per_iteration(cfg: VLARLConfig) -> dict[str, int]:

@@ -1,0 +1,80 @@
+"""The diffusion frontend's config: one dataclass per YAML section (TRL-style config, trainer in :mod:`.trainer`).
+
+    cfg = grpo.config.load_config(DiffusionRLConfig, "configs/diffusion/shapes_branch.yaml", ["train.lr=1e-4"])
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from grpo.fsdp import DistConfig
+from grpo.train_step import GRPOConfig
+
+from .adapters import ModelConfig
+from .branch import BranchConfig
+from .pool_config import PoolConfig
+from .prompts import PromptConfig
+from .sampling import SamplerConfig
+
+
+@dataclass
+class RewardConfig:
+    name: str = "shapes_verifier"  # a name of rewards.build_reward, or "package.module:attr" (a callable or a class)
+    kwargs: dict[str, Any] = field(default_factory=dict)
+    retries: int = 2  # extra attempts when the reward raises (then the run stops, naming the batch's prompts)
+    retry_backoff_s: float = 0.5
+
+    def __post_init__(self) -> None:
+        if self.retries < 0:
+            raise ValueError(f"reward.retries must be >= 0, got {self.retries}")
+
+
+@dataclass
+class TrainConfig:
+    iterations: int = 40
+    prompts_per_iter: int = 2
+    lr: float = 3e-4
+    weight_decay: float = 0.0
+    inner_epochs: int = 1
+    updates_per_iter: int = 1  # optimizer steps per epoch (the trained steps are split into this many chunks)
+    ema_decay: float = 0.0  # > 0: keep an EMA of the trainable weights, used for evaluation
+    use_tracker: bool = False  # per-prompt stat tracker (DDPO/Flow-GRPO) instead of per-batch groups
+    tracker_buffer: int = 32
+    tracker_min_count: int = 16
+    eval_every: int = 0  # 0: evaluate before and after only
+    eval_steps: int = 10  # ODE steps of the evaluation sampler
+    save_every: int = 10
+    keep_last: int = 2
+    log_images: bool = True
+    # the objective: "grpo" (clipped policy gradient on the SDE step log-probs, grpo.loss) or "nft" (DiffusionNFT,
+    # grpo.nft_loss: flow-matching regression on the final samples, re-noised at nft_timesteps logit-normal times per
+    # sample, contrasting the implicit positive/negative policies built from the pre-update velocity; no log-probs)
+    loss: Literal["grpo", "nft"] = "grpo"
+    nft_beta: float = 1.0
+    nft_timesteps: int = 2  # re-noising times per final sample and iteration (split over updates_per_iter chunks)
+
+    def __post_init__(self) -> None:
+        if self.loss not in ("grpo", "nft"):
+            raise ValueError(f"train.loss must be 'grpo' or 'nft', got {self.loss!r}")
+        if self.nft_beta <= 0 or self.nft_timesteps < 1:
+            raise ValueError(f"train.nft_beta must be > 0 and train.nft_timesteps >= 1, got {self.nft_beta}, "
+                             f"{self.nft_timesteps}")
+        if self.iterations < 0 or self.prompts_per_iter < 1 or self.inner_epochs < 1 or self.updates_per_iter < 1:
+            raise ValueError("train.iterations >= 0, prompts_per_iter >= 1, inner_epochs >= 1, updates_per_iter >= 1 needed")
+
+
+@dataclass
+class DiffusionRLConfig:
+    seed: int = 0
+    output_dir: str = "runs/diffusion"
+    resume: bool = True
+    model: ModelConfig = field(default_factory=ModelConfig)
+    sampler: SamplerConfig = field(default_factory=SamplerConfig)
+    branch: BranchConfig = field(default_factory=BranchConfig)
+    grpo: GRPOConfig = field(default_factory=lambda: GRPOConfig(group_size=8, clip_low=1e-4, kl_coef=0.0))
+    train: TrainConfig = field(default_factory=TrainConfig)
+    reward: RewardConfig = field(default_factory=RewardConfig)
+    prompts: PromptConfig = field(default_factory=PromptConfig)
+    pool: PoolConfig = field(default_factory=PoolConfig)  # enabled: pool-then-train (diffusion_rl.pool_rollout)
+    dist: DistConfig = field(default_factory=DistConfig)  # ddp (replicas) or fsdp (sharded denoiser), grpo.fsdp

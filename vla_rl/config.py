@@ -1,0 +1,82 @@
+"""The VLA frontend's config: one dataclass per YAML section (TRL-style config, trainer in :mod:`.trainer`).
+
+    cfg = grpo.config.load_config(VLARLConfig, "configs/vla/tabletop_reach_one.yaml", ["rl.iterations=10"])
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from grpo.device import check_device_name
+from grpo.fsdp import DistConfig
+from grpo.train_step import GRPOConfig
+
+from .policy import PolicyConfig
+from .sft import SFTConfig
+from .srpo import SRPOConfig
+
+
+@dataclass
+class EnvConfig:
+    tasks: list[str] = field(default_factory=lambda: ["tabletop/reach"])
+    max_episode_steps: int = 60
+    kwargs: dict[str, Any] = field(default_factory=dict)  # passed to sims.make
+    video_camera: str = "agentview"
+    stop_on_success: bool = True
+
+    def __post_init__(self) -> None:
+        if not self.tasks:
+            raise ValueError("env.tasks is empty")
+        if self.max_episode_steps < 1:
+            raise ValueError(f"env.max_episode_steps must be >= 1, got {self.max_episode_steps}")
+
+
+@dataclass
+class RLConfig:
+    iterations: int = 30
+    groups_per_task: int = 4  # initial states per task per iteration
+    lr: float = 3e-4
+    inner_epochs: int = 2
+    minibatch_size: int = 256  # decision points per optimizer step
+    reward: Literal["binary", "srpo"] = "srpo"
+    dynamic_sampling: bool = True
+    success_band: tuple[float, float] = (0.0, 1.0)  # keep a group iff low < success rate < high
+    train_seed_range: int = 100_000
+    train_seeds: list[int] = field(default_factory=list)  # fixed training initial states (cycled); empty: draw below train_seed_range
+    eval_seed_offset: int = 1_000_000
+    eval_episodes: int = 32  # held-out initial states per task
+    eval_every: int = 10
+    num_videos: int = 4
+    save_every: int = 5
+    keep_last: int = 2
+    grad_accum: int = 1  # micro-batches per minibatch (per rank): one optimizer step per minibatch, the same update
+
+    def __post_init__(self) -> None:
+        lo, hi = self.success_band
+        if not lo < hi:
+            raise ValueError(f"rl.success_band must be (low, high) with low < high, got {self.success_band}")
+        if self.iterations < 0 or self.groups_per_task < 1 or self.inner_epochs < 1 or self.minibatch_size < 1:
+            raise ValueError("rl.iterations >= 0, groups_per_task >= 1, inner_epochs >= 1, minibatch_size >= 1 required")
+        if self.grad_accum < 1:
+            raise ValueError(f"rl.grad_accum must be >= 1 (micro-batches per minibatch), got {self.grad_accum}")
+
+
+@dataclass
+class VLARLConfig:
+    seed: int = 0
+    output_dir: str = "runs/vla_rl"
+    resume: bool = True
+    env: EnvConfig = field(default_factory=EnvConfig)
+    policy: PolicyConfig = field(default_factory=PolicyConfig)
+    sft: SFTConfig = field(default_factory=SFTConfig)
+    rl: RLConfig = field(default_factory=RLConfig)
+    srpo: SRPOConfig = field(default_factory=SRPOConfig)
+    grpo: GRPOConfig = field(default_factory=lambda: GRPOConfig(group_size=8, clip_low=0.2, clip_high=0.28, adv_clip=None))
+    dist: DistConfig = field(default_factory=DistConfig)  # ddp (replicas) or fsdp (sharded training copy), grpo.fsdp
+    device: str = "auto"  # auto (cuda if available, else cpu; each rank's own GPU under torchrun), cpu, cuda, cuda:<i>
+
+    def __post_init__(self) -> None:
+        # the name only (a GPU config loads and dry-runs anywhere); the trainer resolves it after torch.distributed
+        # picked this rank's GPU, and refuses a CUDA device on a machine without one
+        check_device_name(self.device)
