@@ -78,3 +78,36 @@ class DiffusionRLConfig:
     prompts: PromptConfig = field(default_factory=PromptConfig)
     pool: PoolConfig = field(default_factory=PoolConfig)  # enabled: pool-then-train (diffusion_rl.pool_rollout)
     dist: DistConfig = field(default_factory=DistConfig)  # ddp (replicas) or fsdp (sharded denoiser), grpo.fsdp
+
+    def inactive_keys(self) -> dict[str, str]:
+        """Keys the chosen mode reads nowhere (:func:`grpo.config.check_inactive_keys` refuses them when given).
+
+        The settings of a switched-off section (``branch:`` / ``pool:`` with ``enabled: false``) are kept, so one
+        YAML can compare flat and tree runs by toggling ``enabled``."""
+        out: dict[str, str] = {}
+        flat_only = ("grpo.group_size", "grpo.advantage", "grpo.std_mode", "grpo.reward_weights", "train.use_tracker",
+                     "train.tracker_buffer", "train.tracker_min_count")
+        if self.branch.enabled:
+            why = "branch.enabled=true (BranchGRPO: a tree's leaves are the group and its credit is depth-wise)"
+            out.update({k: why for k in flat_only})
+        else:
+            if self.train.use_tracker:
+                why = "train.use_tracker=true (the per-prompt stat tracker computes the advantages)"
+                out.update({k: why for k in ("grpo.advantage", "grpo.std_mode", "grpo.reward_weights")})
+            else:
+                why = "train.use_tracker=false (per-batch groups)"
+                out.update({k: why for k in ("train.tracker_buffer", "train.tracker_min_count")})
+            if self.grpo.advantage != "gdpo":
+                out["grpo.reward_weights"] = f"grpo.advantage={self.grpo.advantage!r} (component weights are GDPO's)"
+            if self.grpo.advantage == "gdpo":
+                out["grpo.std_mode"] = "grpo.advantage='gdpo' (each component is normalized per group)"
+        if self.train.loss == "nft":
+            why = "train.loss='nft' (DiffusionNFT regresses velocities; no ratio, clip or KL)"
+            out.update({k: why for k in ("grpo.clip_low", "grpo.clip_high", "grpo.kl_coef", "grpo.kl_type",
+                                         "grpo.loss_reduction")})
+        else:
+            why = "train.loss='grpo' (the DiffusionNFT settings)"
+            out.update({k: why for k in ("train.nft_beta", "train.nft_timesteps")})
+            if self.grpo.kl_coef == 0:
+                out["grpo.kl_type"] = "grpo.kl_coef=0 (no KL term)"
+        return out

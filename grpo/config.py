@@ -6,12 +6,28 @@ Every value is checked against the dataclass field's type annotation (int, float
 Optional, list/tuple, dict, nested dataclasses). An unknown key, a wrong type, a missing required key or
 a missing file raises :class:`ConfigError` at start, naming the key (dotted path) or file and what was
 expected, with a close-match suggestion for misspelled keys.
+
+Keys the chosen mode ignores are refused too: a config class may define ``inactive_keys(self) -> dict[str, str]``
+(dotted key -> why it does nothing, e.g. ``{"grpo.group_size": "branch.enabled=true (the tree's leaves are the
+group)"}``); :func:`load_config` raises when a key *given* in the YAML or an override is one of them (defaults are
+never refused). Each field's one-line help is ``field(metadata={"help": ...})`` (TRL's convention) or, failing that,
+the ``# comment`` on the field's line; :func:`config_help` lists ``(key, type, default, help)`` for ``--help-config``
+and the dry runs.
+
+Public API: :func:`load_config`, :func:`build_config` (the same checks from a dict), :func:`merge_dicts`,
+:func:`parse_overrides`, :func:`given_keys`, :func:`check_inactive_keys`, :func:`field_help`, :func:`config_help`,
+:func:`format_config_help`, :func:`config_to_dict`, :func:`config_diff`, :func:`check_resume_config`,
+:func:`dump_config`, :func:`resolve_builtin`.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import difflib
+import functools
+import inspect
+import io
+import tokenize
 import types
 from pathlib import Path
 from typing import Any, Literal, TypeVar, Union, get_args, get_origin, get_type_hints
@@ -35,6 +51,8 @@ def _type_name(tp: Any) -> str:
         return f"a mapping ({tp.__name__})"
     if origin is not None:
         return str(tp).replace("typing.", "")
+    if tp is type(None):
+        return "None"
     return getattr(tp, "__name__", str(tp))
 
 
@@ -51,7 +69,7 @@ def _convert(value: Any, tp: Any, key: str, source: str) -> Any:
             return value
         if not isinstance(value, dict):
             raise err
-        return _build(tp, value, key, source)
+        return build_config(tp, value, key, source)
     if origin is Literal:
         if value in get_args(tp):
             return value
@@ -111,7 +129,10 @@ def _convert(value: Any, tp: Any, key: str, source: str) -> Any:
     raise err
 
 
-def _build(cls: type[T], data: dict, prefix: str, source: str) -> T:
+def build_config(cls: type[T], data: dict, prefix: str = "", source: str = "config") -> T:
+    """Build dataclass ``cls`` from a plain dict with the same checks as a YAML file (types, unknown keys with
+    a close-match suggestion, required keys, ``__post_init__`` validation), errors naming ``prefix.key`` and
+    ``source``. Does not check :func:`inactive keys <check_inactive_keys>` (it cannot know which were given)."""
     hints = get_type_hints(cls)
     fields = {f.name: f for f in dataclasses.fields(cls) if f.init}
     for k in data:
@@ -155,10 +176,11 @@ def parse_overrides(overrides: list[str]) -> dict:
     return out
 
 
-def _merge(base: dict, over: dict) -> dict:
+def merge_dicts(base: dict, over: dict) -> dict:
+    """``over`` merged into ``base`` recursively (nested dicts merge, anything else replaces); inputs unchanged."""
     out = dict(base)
     for k, v in over.items():
-        out[k] = _merge(out[k], v) if isinstance(v, dict) and isinstance(out.get(k), dict) else v
+        out[k] = merge_dicts(out[k], v) if isinstance(v, dict) and isinstance(out.get(k), dict) else v
     return out
 
 
@@ -180,9 +202,123 @@ def load_config(cls: type[T], path: str | Path | None = None, overrides: list[st
             raise ConfigError(f"{p}: expected a mapping at the top level, got {type(loaded).__name__}")
         data, source = loaded, str(p)
     if overrides:
-        data = _merge(data, parse_overrides(overrides))
+        data = merge_dicts(data, parse_overrides(overrides))
         source = f"{source} + overrides"
-    return _build(cls, data, "", source)
+    cfg = build_config(cls, data, "", source)
+    check_inactive_keys(cfg, given_keys(cls, data), source)
+    return cfg
+
+
+def given_keys(cls: type, data: dict, prefix: str = "") -> set[str]:
+    """The dotted keys set explicitly in ``data`` for dataclass ``cls``: leaves, and every section named on the way
+    (``{"grpo": {"group_size": 4}}`` -> ``{"grpo", "grpo.group_size"}``). A dict-typed field (e.g. ``kwargs``) is one
+    leaf."""
+    out: set[str] = set()
+    hints = get_type_hints(cls)
+    for k, v in data.items():
+        full = f"{prefix}.{k}" if prefix else str(k)
+        out.add(full)
+        tp = hints.get(k)
+        if isinstance(v, dict) and tp is not None and dataclasses.is_dataclass(tp):
+            out |= given_keys(tp, v, full)
+    return out
+
+
+def check_inactive_keys(cfg: Any, given: set[str], source: str = "config") -> None:
+    """Refuse keys that the chosen mode ignores: ``cfg.inactive_keys()`` maps a dotted key (a leaf, or a section
+    meaning everything under it) to the reason; raise :class:`ConfigError` naming the first given one."""
+    inactive = getattr(cfg, "inactive_keys", None)
+    if inactive is None:
+        return
+    for key, why in inactive().items():
+        hits = sorted(g for g in given if g == key or g.startswith(key + "."))
+        if hits:
+            raise ConfigError(f"{source}: config key '{hits[-1]}' does nothing with {why}; remove it "
+                              f"(or choose the mode that uses it)")
+
+
+# aliases of the public names, for code written against the earlier private helpers
+_build = build_config
+_merge = merge_dicts
+
+
+@functools.lru_cache(maxsize=None)
+def _line_comments(cls: type) -> dict[str, str]:
+    """``{field: comment}`` from ``name: type = value  # comment`` lines in the class body of ``cls``."""
+    try:
+        src = inspect.getsource(cls)
+    except (OSError, TypeError):
+        return {}
+    out: dict[str, str] = {}
+    names = {f.name for f in dataclasses.fields(cls)}
+    lines = src.splitlines()
+    body_indent = None
+    try:
+        tokens = list(tokenize.generate_tokens(io.StringIO(src).readline))
+    except (tokenize.TokenError, IndentationError):
+        return {}
+    for tok in tokens:
+        if tok.type != tokenize.COMMENT:
+            continue
+        row, col = tok.start
+        line = lines[row - 1]
+        code = line[:col].rstrip()
+        if not code:  # a comment on its own line
+            continue
+        stripped = code.lstrip()
+        indent = len(code) - len(stripped)
+        name = stripped.split(":", 1)[0].strip()
+        if name in names and ":" in stripped and (body_indent is None or indent == body_indent):
+            body_indent = indent
+            out.setdefault(name, tok.string.lstrip("#").strip())
+    return out
+
+
+def field_help(cls: type) -> dict[str, str]:
+    """``{field: one-line help}`` of dataclass ``cls``: ``metadata["help"]``, else the ``# comment`` on the field's
+    line (searched through the base classes), else ``""``."""
+    out: dict[str, str] = {}
+    for f in dataclasses.fields(cls):
+        text = f.metadata.get("help", "") if f.metadata else ""
+        if not text:
+            for klass in cls.__mro__:
+                if dataclasses.is_dataclass(klass) and f.name in _line_comments(klass):
+                    text = _line_comments(klass)[f.name]
+                    break
+        out[f.name] = " ".join(text.split())
+    return out
+
+
+def config_help(cls: type, prefix: str = "") -> list[tuple[str, str, str, str]]:
+    """Every leaf key of config ``cls`` (nested sections flattened): ``(dotted key, type, default, help)``."""
+    rows: list[tuple[str, str, str, str]] = []
+    hints = get_type_hints(cls)
+    helps = field_help(cls)
+    for f in dataclasses.fields(cls):
+        if not f.init:
+            continue
+        full = f"{prefix}.{f.name}" if prefix else f.name
+        tp = hints[f.name]
+        if f.default is not dataclasses.MISSING:
+            default = f.default
+        elif f.default_factory is not dataclasses.MISSING:
+            default = f.default_factory()
+        else:
+            default = dataclasses.MISSING
+        if dataclasses.is_dataclass(tp):
+            rows += config_help(tp, full)
+            continue
+        shown = "(required)" if default is dataclasses.MISSING else repr(config_to_dict(default) if
+                                                                          dataclasses.is_dataclass(default) else default)
+        rows.append((full, _type_name(tp), shown, helps[f.name]))
+    return rows
+
+
+def format_config_help(cls: type) -> str:
+    """:func:`config_help` as aligned text, one key per line: ``key  type = default  # help``."""
+    rows = config_help(cls)
+    width = max((len(k) for k, *_ in rows), default=0)
+    return "\n".join(f"{k:<{width}}  {t} = {d}" + (f"  # {h}" if h else "") for k, t, d, h in rows)
 
 
 def config_to_dict(cfg: Any) -> dict:
@@ -215,8 +351,11 @@ def config_diff(a: dict, b: dict, prefix: str = "") -> list[str]:
 
 def check_resume_config(saved: dict, cfg: Any, source: str, ignore: tuple[str, ...] = ("resume",)) -> None:
     """Refuse to resume a run under a different config: raise ``ValueError`` listing every differing key,
-    except those starting with one of ``ignore`` (iteration counts, logging cadence, ...)."""
-    diff = [d for d in config_diff(saved, config_to_dict(cfg)) if not d.startswith(ignore)]
+    except those starting with one of ``ignore`` (iteration counts, logging cadence, ...) and those that
+    ``cfg.inactive_keys()`` names (a run saved before such a key was refused may still hold it)."""
+    inactive = tuple(getattr(cfg, "inactive_keys", dict)())  # keys the mode ignores cannot change the run
+    diff = [d for d in config_diff(saved, config_to_dict(cfg))
+            if not d.startswith(ignore) and not any(d.startswith((k + ":", k + ".")) for k in inactive)]
     if diff:
         raise ValueError(f"refusing to resume from {source}: config differs in\n  " + "\n  ".join(diff)
                          + "\n(use resume=false or another output_dir)")
@@ -226,8 +365,9 @@ def dump_config(cfg: Any) -> str:
     return yaml.safe_dump(config_to_dict(cfg), sort_keys=False)
 
 
-__all__ = ["ConfigError", "load_config", "parse_overrides", "config_to_dict", "config_diff", "check_resume_config",
-           "dump_config"]
+__all__ = ["ConfigError", "load_config", "build_config", "merge_dicts", "parse_overrides", "given_keys",
+           "check_inactive_keys", "field_help", "config_help", "format_config_help", "config_to_dict", "config_diff",
+           "check_resume_config", "dump_config", "resolve_builtin"]
 
 
 def resolve_builtin(path: str, assets: Path, key: str) -> Path:

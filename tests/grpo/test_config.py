@@ -1,3 +1,4 @@
+import re
 from dataclasses import dataclass, field
 from typing import Literal, Optional
 
@@ -81,3 +82,65 @@ def test_config_diff():
     a = config_to_dict(Outer())
     b = config_to_dict(load_config(Outer, None, ["inner.lr=0.5"]))
     assert config_diff(a, b) == ["inner.lr: 0.001 != 0.5"]
+
+
+@dataclass
+class Moded:
+    mode: Literal["a", "b"] = "a"
+    inner: Inner = field(default_factory=Inner)
+    b_only: int = 1  # read only in mode b
+
+    def inactive_keys(self) -> dict[str, str]:
+        return {"b_only": "mode='a'", "inner.kind": "mode='a'"} if self.mode == "a" else {"inner": "mode='b'"}
+
+
+def test_inactive_keys_refused_only_when_given(tmp_path):
+    assert load_config(Moded).b_only == 1  # defaults are never refused
+    with pytest.raises(ConfigError, match=r"config key 'b_only' does nothing with mode='a'"):
+        load_config(Moded, None, ["b_only=2"])
+    p = _yaml(tmp_path, "inner:\n  kind: b\n")
+    with pytest.raises(ConfigError, match=r"c.yaml: config key 'inner.kind' does nothing with mode='a'"):
+        load_config(Moded, p)
+    assert load_config(Moded, None, ["mode=b", "b_only=3"]).b_only == 3
+    with pytest.raises(ConfigError, match=r"'inner.lr' does nothing with mode='b'"):  # a section covers its keys
+        load_config(Moded, None, ["mode=b", "inner.lr=0.1"])
+
+
+def test_resume_ignores_inactive_keys():
+    from grpo.config import check_resume_config
+
+    saved = config_to_dict(Moded(b_only=5))  # an older run that still set the ignored key
+    check_resume_config(saved, Moded(), "ckpt")
+    with pytest.raises(ValueError, match="seed|mode"):
+        check_resume_config(saved, Moded(mode="b"), "ckpt")
+
+
+def test_branch_mode_refuses_flat_keys():
+    from diffusion_rl.config import DiffusionRLConfig
+
+    for key in ["grpo.group_size=4", "grpo.advantage=median", "grpo.std_mode=none", "train.use_tracker=true",
+                "grpo.reward_weights={a: 1}"]:
+        with pytest.raises(ConfigError, match=rf"'{key.split('=')[0]}' does nothing with branch.enabled=true"):
+            load_config(DiffusionRLConfig, None, ["branch.enabled=true", key])
+    load_config(DiffusionRLConfig, None, ["branch.enabled=false", "grpo.group_size=4", "branch.split_steps=[1]"])
+    with pytest.raises(ConfigError, match=r"'train.nft_beta' does nothing with train.loss='grpo'"):
+        load_config(DiffusionRLConfig, None, ["train.nft_beta=2"])
+
+
+def test_vla_mode_refuses_unused_sections():
+    from vla_rl.config import VLARLConfig
+
+    with pytest.raises(ConfigError, match=r"'srpo.num_frames' does nothing with rl.reward='binary'"):
+        load_config(VLARLConfig, None, ["rl.reward=binary", "srpo.num_frames=4"])
+    with pytest.raises(ConfigError, match=r"'policy.gaussian.hidden' does nothing with policy.head='flow'"):
+        load_config(VLARLConfig, None, ["policy.gaussian.hidden=64"])
+
+
+def test_config_help_lists_every_leaf():
+    from grpo.config import config_help, format_config_help
+
+    rows = {k: (t, d, h) for k, t, d, h in config_help(Moded)}
+    assert set(rows) == {"mode", "inner.lr", "inner.steps", "inner.kind", "inner.splits", "inner.name", "b_only"}
+    assert rows["b_only"] == ("int", "1", "read only in mode b")
+    assert rows["inner.name"][0] == "str or None"
+    assert re.search(r"^b_only +int = 1  # read only in mode b$", format_config_help(Moded), re.M)
