@@ -4,8 +4,9 @@
         def __call__(self, batch: RewardBatch) -> RewardOutput
 
 ``RewardBatch.images`` are float ``[B, 3, H, W]`` in [0, 1]; videos are ``[B, T, 3, H, W]`` in ``videos`` (or,
-from the diffusion trainer, a 5-D tensor in ``images``); ``prompts`` has ``B`` strings; ``metadata`` is an
-optional list of ``B`` dicts (e.g. ``{"group_id": 3}``).
+from the diffusion trainer, a 5-D tensor in ``images``; robot episodes of different lengths: a list of ``B``
+videos); ``prompts`` has ``B`` strings; ``metadata`` is an optional list of ``B`` dicts (e.g. ``{"group_id": 3}``;
+robot episodes: ``{"task", "success", "group"}``, :mod:`rewards.success`).
 
 ``RewardOutput``:
 
@@ -41,11 +42,13 @@ class RewardBatch:
     images: torch.Tensor | None = None  # [B, 3, H, W] in [0, 1] (or [B, T, 3, H, W] video frames)
     prompts: list[str] = field(default_factory=list)
     metadata: list[dict[str, Any]] = field(default_factory=list)
-    videos: torch.Tensor | None = None  # [B, T, 3, H, W] in [0, 1]
+    videos: torch.Tensor | list | None = None  # [B, T, 3, H, W] in [0, 1], or B episode videos of their own lengths
 
     def __len__(self) -> int:
         x = self.images if self.images is not None else self.videos
-        return len(self.prompts) if x is None else int(x.shape[0])
+        if x is None:
+            return len(self.prompts) or len(self.metadata)
+        return len(x) if isinstance(x, (list, tuple)) else int(x.shape[0])
 
 
 @dataclass

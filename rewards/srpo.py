@@ -1,4 +1,4 @@
-"""SRPO: self-referential progress rewards for VLA rollouts, plus the plain binary success reward.
+"""SRPO: self-referential progress rewards for robot episodes (``Reward(RewardBatch) -> RewardOutput``).
 
 SRPO (Fei et al. 2025, "SRPO: Self-Referential Policy Optimization for Vision-Language-Action Models")
 rewards a *failed* trajectory by how close it came, in a latent space, to the policy's own *successful*
@@ -20,16 +20,20 @@ SRPO's world-model variant would use a demonstration set instead). ``dbscan_eps`
 has successes is measured against those successes, so that the distance is not dominated by layout
 differences between initial states; other failures use the task's clusters as above.
 
-Encoders (``E``), all ``encode_frames(video[B, T, 3, H, W] in [0, 1]) -> [B, T', F]``, then pooled over time
-(``pooling``: ``mean``, ``last``, ``mean_last`` = concat of both, ``concat`` = the ``num_frames`` frames in order):
+The batch (``rewards.base.RewardBatch``): ``videos`` holds the ``N`` episodes (a ``[N, T, 3, H, W]`` tensor, or a
+list of ``N`` videos of their own lengths, each uint8 ``[T_i, H, W, 3]`` or float ``[T_i, 3, H, W]``), and
+``metadata[i]`` the episode's ``task`` (str), ``success`` (bool) and optionally ``group`` (int: same task and
+initial state), as :func:`rewards.success.episode_metadata` writes them.
 
-* ``random_conv`` -- a small frozen conv net with fixed random weights (seeded); cheap and offline;
-* ``policy`` -- the policy's own image encoder (current weights, no grad), mean-pooled conv features + keypoints;
-* ``small`` / ``dinov2`` / ``vjepa2`` -- :mod:`world_models.encoders` (the TCN-trained built-in, or DINOv2 / V-JEPA 2
-  via transformers from a local directory; SRPO's paper uses V-JEPA 2).
+The encoder ``E`` is injected (``SRPOReward(cfg, encoder)``): any object with ``encode_frames(video[B, T, 3, H, W]
+in [0, 1]) -> [B, T', F]``, pooled over time here (``pooling``: ``mean``, ``last``, ``mean_last`` = concat of both,
+``concat`` = the ``num_frames`` frames in order). :class:`RandomConvEncoder` (a frozen conv net with seeded
+random weights: cheap and offline) lives here; the frontend builds the others from ``SRPOConfig.encoder`` (the
+VLA's own image encoder, the built-in TCN, DINOv2 / V-JEPA 2 from ``world_models.encoders``: SRPO's paper uses
+V-JEPA 2; see ``vla_rl.srpo_encoders``).
 
-Devices: an encoder that is an ``nn.Module`` is moved to ``SRPOReward(device=...)`` (the trainer's device; the
-``policy`` encoder runs where the policy is); episode videos are moved to the encoder's device, the embeddings
+Devices: an encoder that is an ``nn.Module`` is moved to ``SRPOReward(device=...)`` (the trainer's device; an
+encoder that is not a module runs where it is); episode videos are moved to the encoder's device, the embeddings
 come back on the CPU, and the reward itself (scikit-learn clustering) runs on the CPU.
 
 Components returned for GDPO (``grpo.advantages.decoupled_advantages``): ``success`` (0/1) and ``progress``
@@ -40,21 +44,24 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Callable, Literal, Sequence
+from typing import Any, Literal, Sequence
 
 import numpy as np
 import torch
 import torch.nn.functional as F
 from torch import nn
 
-from grpo.device import device_of, module_device
-from rewards.base import RewardOutput
+from grpo.device import device_of
+
+from .base import RewardBatch, RewardOutput
+from .success import episode_fields
 
 Pooling = Literal["mean", "last", "mean_last", "concat"]
 
 
 @dataclass
 class SRPOConfig:
+    # the trajectory encoder the frontend builds and injects (vla_rl.srpo_encoders.build_trajectory_encoder)
     encoder: Literal["random_conv", "policy", "small", "dinov2", "vjepa2"] = "random_conv"
     encoder_path: str | None = None  # local weights for small/dinov2/vjepa2
     num_frames: int = 8  # frames sampled uniformly from each trajectory (the last one always included)
@@ -109,37 +116,6 @@ class RandomConvEncoder(nn.Module):
         xs = torch.linspace(-1, 1, w, device=f.device).repeat(h)
         feats = torch.cat([f.mean(dim=(2, 3)), (att * xs).sum(-1), (att * ys).sum(-1)], dim=-1)
         return feats.reshape(b, t, -1)
-
-
-class PolicyImageEncoder:
-    """The policy's own image encoder (``policy.image_encoder``), evaluated without gradient."""
-
-    def __init__(self, policy: nn.Module):
-        if not hasattr(policy, "image_encoder"):
-            raise ValueError("srpo.encoder='policy' needs a policy with an image encoder (policy.use_images=true)")
-        self.policy = policy
-
-    @property
-    def device(self) -> torch.device:
-        return module_device(self.policy)
-
-    @torch.no_grad()
-    def encode_frames(self, video: torch.Tensor) -> torch.Tensor:
-        b, t = video.shape[:2]
-        return self.policy.image_encoder(video.flatten(0, 1).float()).reshape(b, t, -1)
-
-
-def build_trajectory_encoder(cfg: SRPOConfig, policy: nn.Module | None = None):
-    """The encoder named by ``cfg.encoder`` (see module docstring)."""
-    if cfg.encoder == "random_conv":
-        return RandomConvEncoder()
-    if cfg.encoder == "policy":
-        if policy is None:
-            raise ValueError("srpo.encoder='policy' needs the policy")
-        return PolicyImageEncoder(policy)
-    from world_models.encoders import build_encoder
-
-    return build_encoder(cfg.encoder, cfg.encoder_path)
 
 
 def sample_frames(frames: torch.Tensor, num: int) -> torch.Tensor:
@@ -241,39 +217,36 @@ def srpo_progress(embeddings: torch.Tensor, tasks: Sequence[str], success: torch
 
 
 class SRPOReward:
-    """``reward(videos, tasks, success) -> RewardOutput`` with components ``success`` and ``progress``."""
+    """``reward(RewardBatch) -> RewardOutput`` (module docstring) with components ``success`` and ``progress``;
+    ``encoder``: the trajectory encoder (injected; see the module docstring)."""
 
-    def __init__(self, cfg: SRPOConfig, encoder=None, policy: nn.Module | None = None,
-                 device: torch.device | str | None = None):
+    name = "srpo"
+
+    def __init__(self, cfg: SRPOConfig, encoder: Any, device: torch.device | str | None = None):
+        if encoder is None or not hasattr(encoder, "encode_frames"):
+            raise ValueError(f"SRPOReward needs an encoder with encode_frames(video [B, T, 3, H, W]), got "
+                             f"{type(encoder).__name__}")
         self.cfg = cfg
-        self.encoder = encoder if encoder is not None else build_trajectory_encoder(cfg, policy)
-        if device is not None and isinstance(self.encoder, nn.Module):  # (the ``policy`` encoder runs where the policy is)
+        self.encoder = encoder
+        if device is not None and isinstance(self.encoder, nn.Module):  # (a non-module encoder runs where it is)
             self.encoder.to(device)
         self.last: SRPOResult | None = None
 
-    def __call__(self, videos: Sequence[torch.Tensor], tasks: Sequence[str], success: torch.Tensor,
-                 groups: Sequence[int] | None = None) -> RewardOutput:
-        return self.from_embeddings(self.embed(videos), tasks, success, groups)
+    def __call__(self, batch: RewardBatch) -> RewardOutput:
+        if batch.videos is None:
+            raise ValueError("the SRPO reward needs the episodes' videos in RewardBatch.videos")
+        return self.from_embeddings(self.embed(batch.videos), batch.metadata)
 
     def embed(self, videos: Sequence[torch.Tensor]) -> torch.Tensor:
         """Trajectory embeddings ``[N, D]`` (CPU) of ``N`` episodes (each episode's row depends on that episode alone, so
         ranks can embed their own episodes and gather the rows for :meth:`from_embeddings`)."""
         return trajectory_embeddings(self.encoder, videos, self.cfg)
 
-    def from_embeddings(self, emb: torch.Tensor, tasks: Sequence[str], success: torch.Tensor,
-                        groups: Sequence[int] | None = None) -> RewardOutput:
-        """The reward of the whole batch from its embeddings ``[N, D]``, ``tasks`` (N), ``success`` ``[N]`` bool."""
+    def from_embeddings(self, emb: torch.Tensor, metadata: Sequence[dict]) -> RewardOutput:
+        """The reward of the whole batch from its embeddings ``[N, D]`` and the episodes' ``metadata`` (``N`` dicts with
+        ``task``, ``success`` and optionally ``group``)."""
+        tasks, success, groups = episode_fields(metadata, "srpo")
         res = srpo_progress(emb, tasks, success, self.cfg, groups)
         self.last = res
         succ = success.float().cpu()
         return RewardOutput(total=res.total, components={"success": succ, "progress": torch.where(succ > 0, succ, res.progress)})
-
-
-def binary_reward(videos: Sequence[torch.Tensor], tasks: Sequence[str], success: torch.Tensor,
-                  groups: Sequence[int] | None = None) -> RewardOutput:
-    """The plain sparse reward: 1 on success, 0 otherwise."""
-    s = success.float().cpu()
-    return RewardOutput(total=s, components={"success": s})
-
-
-RewardFn = Callable[[Sequence[torch.Tensor], Sequence[str], torch.Tensor], RewardOutput]

@@ -11,10 +11,10 @@ from typing import Any, Literal
 from grpo.device import check_device_name
 from grpo.fsdp import DistConfig
 from grpo.train_step import GRPOConfig
+from rewards.srpo import SRPOConfig
 
 from .policy import PolicyConfig
 from .sft import SFTConfig
-from .srpo import SRPOConfig
 
 
 @dataclass

@@ -85,11 +85,14 @@ from grpo.loss import clipped_pg_loss, flow_kl, k3_kl
 from grpo.metrics import MetricsLogger
 from grpo.signals import GracefulExit
 from grpo.train_step import NonFiniteGuard, backward_if_finite, compute_advantages, guarded_step
+from rewards.base import RewardBatch
+from rewards.srpo import SRPOReward
+from rewards.success import episode_metadata, success_reward
 
 from .policy import SmallVLA, batch_to
 from .rollout import EnvPool, EpisodeSpec, EvalResult, RolloutBatch, evaluate, run_episodes, tile_videos
 from .sft import train_sft
-from .srpo import SRPOReward, binary_reward
+from .srpo_encoders import build_trajectory_encoder
 from .tokenizer import WordTokenizer
 from .config import VLARLConfig
 
@@ -186,7 +189,7 @@ class VLARLTrainer:
         self.srpo: SRPOReward | None = None
         if cfg.rl.reward == "srpo":  # built here, on the device; its module init must not shift the seeded CPU stream
             with torch.random.fork_rng(devices=[]):  # that SFT draws from (the run's numbers are the same as before)
-                self.srpo = SRPOReward(cfg.srpo, policy=self.policy, device=self.device)
+                self.srpo = SRPOReward(cfg.srpo, build_trajectory_encoder(cfg.srpo, self.policy), device=self.device)
         self.logger: MetricsLogger | None = None
         self.state: dict[str, Any] = {"iteration": 0, "sft_done": False, "eval": {}}
         self.eval_seeds = [cfg.rl.eval_seed_offset + i for i in range(cfg.rl.eval_episodes)]
@@ -334,8 +337,8 @@ class VLARLTrainer:
             raise RuntimeError(f"gathered {len(success)} episodes for a global batch of {len(specs)}")
         if self.cfg.rl.reward == "srpo":
             emb = self.srpo.embed([np.stack(e.frames) for e in batch.episodes])  # [local E, D]
-            return self.srpo.from_embeddings(gather_cpu(emb), tasks, success, [s.group_id for s in specs])
-        return binary_reward([], tasks, success)
+            return self.srpo.from_embeddings(gather_cpu(emb), episode_metadata(tasks, success, [s.group_id for s in specs]))
+        return success_reward(RewardBatch(metadata=episode_metadata(tasks, success)))
 
     def global_rows(self, batch: RolloutBatch, first_episode: int) -> tuple[torch.Tensor, torch.Tensor]:
         """Global ids of this rank's decision points and the episode of every global decision point.

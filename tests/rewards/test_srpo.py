@@ -1,12 +1,13 @@
-"""SRPO reward properties, encoders (built-in and tiny random DINOv2 / V-JEPA 2), dynamic sampling."""
+"""SRPO reward properties (rewards.srpo), the binary success reward (rewards.success), injected encoders (built-in
+and tiny random DINOv2 / V-JEPA 2), both behind the Reward(RewardBatch) -> RewardOutput protocol."""
 
 import pytest
 import torch
 
 from grpo.train_step import GRPOConfig, compute_advantages
-from vla_rl.srpo import (RandomConvEncoder, SRPOConfig, SRPOReward, binary_reward, srpo_progress,
-                         trajectory_embeddings)
-from vla_rl.trainer import group_keep_mask
+from rewards import Reward, RewardBatch
+from rewards.srpo import RandomConvEncoder, SRPOConfig, SRPOReward, srpo_progress, trajectory_embeddings
+from rewards.success import episode_fields, episode_metadata, success_reward
 
 
 def test_srpo_successes_get_one_failures_ordered_by_distance():
@@ -55,14 +56,38 @@ def test_srpo_reward_end_to_end_with_builtin_encoder_and_components():
     g = torch.Generator().manual_seed(0)
     videos = [torch.randint(0, 256, (int(t), 32, 32, 3), dtype=torch.uint8, generator=g) for t in (5, 9, 7, 12)]
     succ = torch.tensor([1, 0, 1, 0], dtype=torch.bool)
-    out = SRPOReward(cfg, encoder=RandomConvEncoder())(videos, ["t"] * 4, succ)
+    reward = SRPOReward(cfg, RandomConvEncoder())
+    assert isinstance(reward, Reward) and isinstance(success_reward, Reward)
+    batch = RewardBatch(videos=videos, metadata=episode_metadata(["t"] * 4, succ))
+    assert len(batch) == 4
+    out = reward(batch)
     assert out.total.shape == (4,) and set(out.components) == {"success", "progress"}
+    # the distributed path (embed each rank's episodes, reward the gathered rows) gives the same numbers
+    same = reward.from_embeddings(torch.cat([reward.embed(videos[:2]), reward.embed(videos[2:])]), batch.metadata)
+    assert torch.equal(same.total, out.total) and torch.equal(same.components["progress"], out.components["progress"])
     assert torch.equal(out.total[succ], torch.ones(2)) and (out.total[~succ] < 1).all()
     # GDPO combination of the components through grpo
     adv = compute_advantages(GRPOConfig(group_size=4, advantage="gdpo"), out.total, torch.zeros(4, dtype=torch.long),
                              out.components)
     assert torch.isfinite(adv.values).all()
-    assert binary_reward(videos, ["t"] * 4, succ).total.tolist() == [1.0, 0.0, 1.0, 0.0]
+    binary = success_reward(batch)
+    assert binary.total.tolist() == [1.0, 0.0, 1.0, 0.0] and torch.equal(binary.components["success"], binary.total)
+
+
+def test_episode_metadata_round_trip_and_errors():
+    meta = episode_metadata(["a", "b", "a"], torch.tensor([True, False, True]), [0, 1, 0])
+    assert meta[1] == {"task": "b", "success": False, "group": 1}
+    tasks, succ, groups = episode_fields(meta, "x")
+    assert tasks == ["a", "b", "a"] and succ.tolist() == [True, False, True] and groups == [0, 1, 0]
+    assert episode_fields(episode_metadata(["a"], torch.tensor([False])), "x")[2] is None
+    with pytest.raises(ValueError, match="3 success flags but 2 tasks"):
+        episode_metadata(["a", "b"], torch.tensor([True, False, True]))
+    with pytest.raises(ValueError, match="'srpo' needs metadata with 'task' and 'success'.*rows \\[1\\]"):
+        SRPOReward(SRPOConfig(), RandomConvEncoder()).from_embeddings(torch.zeros(2, 3), [meta[0], {"task": "a"}])
+    with pytest.raises(ValueError, match="needs an encoder"):
+        SRPOReward(SRPOConfig(), None)
+    with pytest.raises(ValueError, match="videos"):
+        SRPOReward(SRPOConfig(), RandomConvEncoder())(RewardBatch(metadata=meta))
 
 
 @pytest.mark.parametrize("which", ["dinov2", "vjepa2"])
@@ -86,7 +111,7 @@ def test_transformers_encoders_with_tiny_random_configs(which):
     videos = [torch.randint(0, 256, (6, 32, 32, 3), dtype=torch.uint8) for _ in range(3)]
     emb = trajectory_embeddings(enc, videos, cfg)
     assert emb.shape[0] == 3 and torch.isfinite(emb).all()
-    out = SRPOReward(cfg, encoder=enc)(videos, ["t"] * 3, torch.tensor([True, False, False]))
+    out = SRPOReward(cfg, enc)(RewardBatch(videos=videos, metadata=episode_metadata(["t"] * 3, torch.tensor([True, False, False]))))
     assert out.total[0] == 1 and (out.total[1:] < 1).all()
 
 
@@ -95,16 +120,6 @@ def test_srpo_config_errors():
         SRPOConfig(progress_max=1.0)
     with pytest.raises(ValueError, match="pooling"):
         SRPOConfig(pooling="max")
-
-
-def test_dynamic_sampling_drops_all_zero_and_all_one_groups():
-    succ = torch.tensor([0, 0, 0, 1, 1, 1, 0, 1, 1, 0, 0, 0], dtype=torch.bool)
-    gids = torch.tensor([0, 0, 0, 1, 1, 1, 2, 2, 2, 3, 3, 3])
-    keep, kept = group_keep_mask(succ, gids, (0.0, 1.0))
-    assert kept == 1 and keep.tolist() == [False] * 6 + [True] * 3 + [False] * 3
-    # a wider band keeps the all-failure groups (useful with SRPO, whose failures are graded)
-    keep, kept = group_keep_mask(succ, gids, (-0.1, 1.0))
-    assert kept == 3 and not keep[3:6].any()
 
 
 def test_srpo_group_reference_uses_the_groups_own_successes():

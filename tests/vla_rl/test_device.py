@@ -58,7 +58,8 @@ def _policy_and_pool(head: str):
 def _policy_calls(policy, pool, cfg, demos) -> dict:
     """Every path of the policy on a real obs batch: sampling (one / per-row generators, stochastic or not), the
     LeRobot queue, log-prob recomputation, a keyed rollout, evaluation, SRPO embeddings, two SFT steps."""
-    from vla_rl.srpo import SRPOConfig, SRPOReward
+    from rewards.srpo import SRPOConfig, SRPOReward
+    from vla_rl.srpo_encoders import build_trajectory_encoder
 
     torch.manual_seed(0)  # the SFT loss draws its noise from the global stream
     env = pool.get("tabletop/reach", 1)[0]
@@ -76,7 +77,8 @@ def _policy_calls(policy, pool, cfg, demos) -> dict:
     out["rollout"] = (roll.old_logp, roll.record["chain" if "chain" in roll.record else "actions"], roll.episode_of)
     res = evaluate(policy, pool, cfg.env.tasks, [7, 8], 6)
     out["eval"] = torch.tensor([e.length for e in res.episodes], device="cpu")
-    srpo = SRPOReward(SRPOConfig(encoder="policy", num_frames=3, frame_size=32), policy=policy)  # no module built
+    srpo_cfg = SRPOConfig(encoder="policy", num_frames=3, frame_size=32)
+    srpo = SRPOReward(srpo_cfg, build_trajectory_encoder(srpo_cfg, policy))  # no module built
     out["srpo"] = srpo.embed([np.stack(e.frames) for e in roll.episodes])
     out["sft"] = torch.tensor(train_sft(policy, demos, SFTConfig(steps=2, batch_size=8, image_shift=2), seed=0),
                               device="cpu")

@@ -1,0 +1,48 @@
+"""The trajectory encoders the VLA frontend injects into the SRPO reward (``rewards.srpo.SRPOReward(cfg, encoder)``).
+
+``srpo.encoder`` names one; each has ``encode_frames(video[B, T, 3, H, W] in [0, 1]) -> [B, T', F]``:
+
+* ``random_conv`` -- ``rewards.srpo.RandomConvEncoder``, a frozen conv net with seeded random weights;
+* ``policy`` -- the policy's own image encoder (current weights, no grad; it runs where the policy is);
+* ``small`` / ``dinov2`` / ``vjepa2`` -- :mod:`world_models.encoders` (the TCN-trained built-in, or DINOv2 / V-JEPA 2
+  via transformers from the local directory ``srpo.encoder_path``; SRPO's paper uses V-JEPA 2).
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+from grpo.device import module_device
+from rewards.srpo import RandomConvEncoder, SRPOConfig
+
+
+class PolicyImageEncoder:
+    """The policy's own image encoder (``policy.image_encoder``), evaluated without gradient."""
+
+    def __init__(self, policy: nn.Module):
+        if not hasattr(policy, "image_encoder"):
+            raise ValueError("srpo.encoder='policy' needs a policy with an image encoder (policy.use_images=true)")
+        self.policy = policy
+
+    @property
+    def device(self) -> torch.device:
+        return module_device(self.policy)
+
+    @torch.no_grad()
+    def encode_frames(self, video: torch.Tensor) -> torch.Tensor:
+        b, t = video.shape[:2]
+        return self.policy.image_encoder(video.flatten(0, 1).float()).reshape(b, t, -1)
+
+
+def build_trajectory_encoder(cfg: SRPOConfig, policy: nn.Module | None = None):
+    """The encoder named by ``cfg.encoder`` (see module docstring)."""
+    if cfg.encoder == "random_conv":
+        return RandomConvEncoder()
+    if cfg.encoder == "policy":
+        if policy is None:
+            raise ValueError("srpo.encoder='policy' needs the policy")
+        return PolicyImageEncoder(policy)
+    from world_models.encoders import build_encoder
+
+    return build_encoder(cfg.encoder, cfg.encoder_path)
