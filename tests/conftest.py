@@ -7,3 +7,27 @@ os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 import torch  # noqa: E402
 
 torch.set_num_threads(1)
+
+from pathlib import Path  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[1]
+_OUTPUT_DIRS = ("runs", "outputs")  # where the jobs write by default: tests must write under tmp dirs instead
+
+
+def _outputs() -> set[str]:
+    return {str(p.relative_to(ROOT)) for d in _OUTPUT_DIRS if (ROOT / d).is_dir() for p in (ROOT / d).rglob("*")}
+
+
+def pytest_sessionstart(session):
+    session.config._outputs_before = _outputs()
+
+
+def pytest_sessionfinish(session, exitstatus):
+    """Fail the run when a test wrote into the checkout's runs/ or outputs/ (tests write only under tmp dirs)."""
+    before = getattr(session.config, "_outputs_before", None)
+    if before is None:
+        return
+    new = sorted(_outputs() - before)
+    if new:
+        print(f"\nerror: tests wrote into the checkout: {', '.join(new[:5])}{' ...' if len(new) > 5 else ''}")
+        session.exitstatus = 1

@@ -16,19 +16,19 @@ def _bench():
     return mod
 
 
-def test_bench_prints_ratios(capsys):
+def test_bench_prints_ratios(capsys, tmp_path):
     mod = _bench()
-    assert mod.main(["--iterations", "1", "--size", "8", "--out", str(ROOT / "runs" / "test_bench")]) == 0
+    assert mod.main(["--iterations", "1", "--size", "8", "--out", str(tmp_path / "test_bench")]) == 0
     out = capsys.readouterr().out
     rows = {line.split("|")[1].strip(): line.split("|") for line in out.splitlines() if line.startswith("| ")}
     assert float(rows["BranchGRPO"][5]) >= 4.0  # NFE ratio to flat
     assert float(rows["Branch+prune"][6]) > float(rows["BranchGRPO"][6])  # pruning cuts backward passes
 
 
-def test_bench_equal_wall_clock_over_seeds(capsys):
+def test_bench_equal_wall_clock_over_seeds(capsys, tmp_path):
     mod = _bench()
     assert mod.main(["--iterations", "1", "--size", "8", "--budget-s", "0.3", "--seeds", "2",
-                     "--out", str(ROOT / "runs" / "test_bench")]) == 0
+                     "--out", str(tmp_path / "test_bench")]) == 0
     out = capsys.readouterr().out
     table = out.split("equal wall clock:")[1]
     for name in ("flat GRPO", "BranchGRPO", "Branch+prune", "Branch-Mix"):
