@@ -21,9 +21,9 @@ from .sampling import SamplerConfig
 @dataclass
 class RewardConfig:
     name: str = "shapes_verifier"  # a name of rewards.build_reward, or "package.module:attr" (a callable or a class)
-    kwargs: dict[str, Any] = field(default_factory=dict)
+    kwargs: dict[str, Any] = field(default_factory=dict)  # keyword arguments of the reward's constructor
     retries: int = 2  # extra attempts when the reward raises (then the run stops, naming the batch's prompts)
-    retry_backoff_s: float = 0.5
+    retry_backoff_s: float = 0.5  # seconds before the first retry (doubled per retry)
 
     def __post_init__(self) -> None:
         if self.retries < 0:
@@ -32,26 +32,26 @@ class RewardConfig:
 
 @dataclass
 class TrainConfig:
-    iterations: int = 40
-    prompts_per_iter: int = 2
-    lr: float = 3e-4
-    weight_decay: float = 0.0
-    inner_epochs: int = 1
+    iterations: int = 40  # RL iterations (rollout -> reward -> advantages -> update)
+    prompts_per_iter: int = 2  # prompts per iteration (flat: each gets grpo.group_size samples; tree: one tree each)
+    lr: float = 3e-4  # AdamW learning rate of the trainable (LoRA) weights
+    weight_decay: float = 0.0  # AdamW weight decay
+    inner_epochs: int = 1  # passes over the iteration's rollouts
     updates_per_iter: int = 1  # optimizer steps per epoch (the trained steps are split into this many chunks)
     ema_decay: float = 0.0  # > 0: keep an EMA of the trainable weights, used for evaluation
     use_tracker: bool = False  # per-prompt stat tracker (DDPO/Flow-GRPO) instead of per-batch groups
-    tracker_buffer: int = 32
-    tracker_min_count: int = 16
+    tracker_buffer: int = 32  # rewards kept per prompt by the stat tracker
+    tracker_min_count: int = 16  # rewards a prompt needs before its own statistics are used (else the batch's)
     eval_every: int = 0  # 0: evaluate before and after only
     eval_steps: int = 10  # ODE steps of the evaluation sampler
-    save_every: int = 10
-    keep_last: int = 2
-    log_images: bool = True
+    save_every: int = 10  # iterations between checkpoints
+    keep_last: int = 2  # checkpoints kept on disk
+    log_images: bool = True  # write before/after evaluation image grids
     # the objective: "grpo" (clipped policy gradient on the SDE step log-probs, grpo.loss) or "nft" (DiffusionNFT,
     # grpo.nft_loss: flow-matching regression on the final samples, re-noised at nft_timesteps logit-normal times per
     # sample, contrasting the implicit positive/negative policies built from the pre-update velocity; no log-probs)
-    loss: Literal["grpo", "nft"] = "grpo"
-    nft_beta: float = 1.0
+    loss: Literal["grpo", "nft"] = "grpo"  # objective: grpo (clipped policy gradient on SDE log-probs) or nft (DiffusionNFT, no log-probs)
+    nft_beta: float = 1.0  # DiffusionNFT's beta: how far the implicit positive/negative policies move from the old velocity
     nft_timesteps: int = 2  # re-noising times per final sample and iteration (split over updates_per_iter chunks)
 
     def __post_init__(self) -> None:
@@ -66,16 +66,16 @@ class TrainConfig:
 
 @dataclass
 class DiffusionRLConfig:
-    seed: int = 0
-    output_dir: str = "runs/diffusion"
-    resume: bool = True
-    model: ModelConfig = field(default_factory=ModelConfig)
-    sampler: SamplerConfig = field(default_factory=SamplerConfig)
-    branch: BranchConfig = field(default_factory=BranchConfig)
-    grpo: GRPOConfig = field(default_factory=lambda: GRPOConfig(group_size=8, clip_low=1e-4, kl_coef=0.0))
-    train: TrainConfig = field(default_factory=TrainConfig)
-    reward: RewardConfig = field(default_factory=RewardConfig)
-    prompts: PromptConfig = field(default_factory=PromptConfig)
+    seed: int = 0  # seeds prompts, noise and initial weights (a run is reproducible from it)
+    output_dir: str = "runs/diffusion"  # where checkpoints, metrics.jsonl, TensorBoard and images go
+    resume: bool = True  # continue from output_dir's latest checkpoint when there is one
+    model: ModelConfig = field(default_factory=ModelConfig)  # the denoiser, its weights, precision and LoRA
+    sampler: SamplerConfig = field(default_factory=SamplerConfig)  # the denoising schedule and SDE used for rollouts
+    branch: BranchConfig = field(default_factory=BranchConfig)  # BranchGRPO tree rollouts (enabled: false means flat GRPO)
+    grpo: GRPOConfig = field(default_factory=lambda: GRPOConfig(group_size=8, clip_low=1e-4, kl_coef=0.0))  # advantages, clipped loss and KL (shared with vla-rl)
+    train: TrainConfig = field(default_factory=TrainConfig)  # iterations, learning rate, evaluation and checkpoint cadence
+    reward: RewardConfig = field(default_factory=RewardConfig)  # the reward model or verifier
+    prompts: PromptConfig = field(default_factory=PromptConfig)  # the training / evaluation prompt source
     pool: PoolConfig = field(default_factory=PoolConfig)  # enabled: pool-then-train (diffusion_rl.pool_rollout)
     dist: DistConfig = field(default_factory=DistConfig)  # ddp (replicas) or fsdp (sharded denoiser), grpo.fsdp
 

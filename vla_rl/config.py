@@ -19,11 +19,11 @@ from .sft import SFTConfig
 
 @dataclass
 class EnvConfig:
-    tasks: list[str] = field(default_factory=lambda: ["tabletop/reach"])
-    max_episode_steps: int = 60
+    tasks: list[str] = field(default_factory=lambda: ["tabletop/reach"])  # sims task names trained together, e.g. tabletop/reach_one
+    max_episode_steps: int = 60  # environment steps before an episode is cut
     kwargs: dict[str, Any] = field(default_factory=dict)  # passed to sims.make
-    video_camera: str = "agentview"
-    stop_on_success: bool = True
+    video_camera: str = "agentview"  # camera whose frames are recorded for SRPO and videos
+    stop_on_success: bool = True  # end an episode at its first success
 
     def __post_init__(self) -> None:
         if not self.tasks:
@@ -34,22 +34,22 @@ class EnvConfig:
 
 @dataclass
 class RLConfig:
-    iterations: int = 30
+    iterations: int = 30  # RL iterations (rollout -> reward -> advantages -> update)
     groups_per_task: int = 4  # initial states per task per iteration
-    lr: float = 3e-4
-    inner_epochs: int = 2
+    lr: float = 3e-4  # AdamW learning rate in the RL phase
+    inner_epochs: int = 2  # passes over the iteration's decision points
     minibatch_size: int = 256  # decision points per optimizer step
-    reward: Literal["binary", "srpo"] = "srpo"
-    dynamic_sampling: bool = True
+    reward: Literal["binary", "srpo"] = "srpo"  # srpo (latent progress for failures) or binary (success only)
+    dynamic_sampling: bool = True  # drop groups whose success rate is outside success_band (DAPO)
     success_band: tuple[float, float] = (0.0, 1.0)  # keep a group iff low < success rate < high
-    train_seed_range: int = 100_000
+    train_seed_range: int = 100_000  # training initial states are drawn below this
     train_seeds: list[int] = field(default_factory=list)  # fixed training initial states (cycled); empty: draw below train_seed_range
-    eval_seed_offset: int = 1_000_000
+    eval_seed_offset: int = 1_000_000  # held-out initial states start here (disjoint from training)
     eval_episodes: int = 32  # held-out initial states per task
-    eval_every: int = 10
-    num_videos: int = 4
-    save_every: int = 5
-    keep_last: int = 2
+    eval_every: int = 10  # iterations between held-out evaluations (0: before and after only)
+    num_videos: int = 4  # evaluation episodes saved as videos
+    save_every: int = 5  # iterations between checkpoints
+    keep_last: int = 2  # checkpoints kept on disk
     grad_accum: int = 1  # micro-batches per minibatch (per rank): one optimizer step per minibatch, the same update
 
     def __post_init__(self) -> None:
@@ -64,15 +64,15 @@ class RLConfig:
 
 @dataclass
 class VLARLConfig:
-    seed: int = 0
-    output_dir: str = "runs/vla_rl"
-    resume: bool = True
-    env: EnvConfig = field(default_factory=EnvConfig)
-    policy: PolicyConfig = field(default_factory=PolicyConfig)
-    sft: SFTConfig = field(default_factory=SFTConfig)
-    rl: RLConfig = field(default_factory=RLConfig)
-    srpo: SRPOConfig = field(default_factory=SRPOConfig)
-    grpo: GRPOConfig = field(default_factory=lambda: GRPOConfig(group_size=8, clip_low=0.2, clip_high=0.28, adv_clip=None))
+    seed: int = 0  # seeds demos, initial states, noise and weights (reproducible from it)
+    output_dir: str = "runs/vla_rl"  # where checkpoints, metrics.jsonl, TensorBoard and videos go
+    resume: bool = True  # continue from output_dir's latest checkpoint when there is one
+    env: EnvConfig = field(default_factory=EnvConfig)  # the simulator tasks and episode length
+    policy: PolicyConfig = field(default_factory=PolicyConfig)  # the policy architecture (built-in small VLA)
+    sft: SFTConfig = field(default_factory=SFTConfig)  # the supervised warm-up on demos before RL
+    rl: RLConfig = field(default_factory=RLConfig)  # the RL phase: iterations, groups, reward, evaluation
+    srpo: SRPOConfig = field(default_factory=SRPOConfig)  # the SRPO progress reward (rl.reward: srpo)
+    grpo: GRPOConfig = field(default_factory=lambda: GRPOConfig(group_size=8, clip_low=0.2, clip_high=0.28, adv_clip=None))  # advantages, clipped loss and KL (shared with diffusion-rl)
     dist: DistConfig = field(default_factory=DistConfig)  # ddp (replicas) or fsdp (sharded training copy), grpo.fsdp
     device: str = "auto"  # auto (cuda if available, else cpu; each rank's own GPU under torchrun), cpu, cuda, cuda:<i>
 
