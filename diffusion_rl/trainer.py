@@ -42,11 +42,9 @@ Scale-out (``torchrun`` / ``accelerate launch``, one process per device; world s
 
 from __future__ import annotations
 
-import importlib
 import math
 import random
 import time
-import types
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
@@ -68,6 +66,7 @@ from grpo.metrics import MetricsLogger
 from grpo.retry import call_with_retry
 from grpo.signals import GracefulExit
 from grpo.train_step import NonFiniteGuard, backward_if_finite, compute_advantages, guarded_step
+from rewards import RewardBatch, build_reward
 
 from .adapters import Cond, DiffusionAdapter, build_adapter, cond_select
 from .branch import tree_credit, tree_rollout
@@ -77,37 +76,6 @@ from .sampling import (STREAM_TIMESTEPS, Rollout, flat_rollout, guided_velocity,
                        ode_sample)
 
 STREAM_NFT = 11  # key stream of the DiffusionNFT re-noising draws (times and noise per final sample)
-
-
-def build_reward(rc: RewardConfig):
-    """``rewards.build_reward(name, **kwargs)`` with the registry's names in the error.
-
-    ``name = "package.module:attr"`` imports ``attr`` instead: a class is instantiated with ``kwargs``, a function
-    is the reward itself (or, with ``kwargs``, a factory called with them).
-    """
-    if ":" in rc.name:
-        mod, _, attr = rc.name.partition(":")
-        try:
-            obj = getattr(importlib.import_module(mod), attr)
-        except (ImportError, AttributeError) as e:
-            raise ValueError(f"reward.name={rc.name!r}: cannot import {attr!r} from {mod!r}: {e}") from e
-        return obj(**rc.kwargs) if isinstance(obj, type) or rc.kwargs else obj
-    import rewards
-
-    if not hasattr(rewards, "build_reward"):
-        raise ValueError(f"reward.name={rc.name!r}: the reward registry rewards.build_reward is not available")
-    try:
-        return rewards.build_reward(rc.name, **rc.kwargs)
-    except KeyError as e:
-        raise ValueError(f"unknown reward.name {rc.name!r}: {e}") from e
-
-
-def make_reward_batch(images: torch.Tensor, prompts: list[str], metadata: list[dict] | None = None):
-    try:
-        from rewards.base import RewardBatch
-    except ImportError:  # rewards/ not installed: a plain namespace with the same fields
-        return types.SimpleNamespace(images=images, prompts=prompts, metadata=metadata or [{} for _ in prompts])
-    return RewardBatch(images=images, prompts=prompts, metadata=metadata or [{} for _ in prompts])
 
 
 @dataclass
@@ -163,7 +131,7 @@ class DiffusionGRPOTrainer:
             shard_model(self.adapter.transformer, reshard_after_forward=cfg.dist.reshard_after_forward)
         elif cfg.dist.strategy == "fsdp" and self.dist.is_main:
             print("dist.strategy=fsdp with one process: nothing to shard, the denoiser is not wrapped")
-        self.reward_fn = reward_fn if reward_fn is not None else build_reward(cfg.reward)
+        self.reward_fn = reward_fn if reward_fn is not None else build_reward(cfg.reward.name, **cfg.reward.kwargs)
         self.reward_name = cfg.reward.name if reward_fn is None else getattr(reward_fn, "__name__", type(reward_fn).__name__)
         self.params = self.adapter.trainable_parameters()
         if not self.params:
@@ -243,7 +211,8 @@ class DiffusionGRPOTrainer:
         :class:`grpo.retry.RetryError` whose ``.batch`` (and message) lists the batch's distinct prompts."""
         images = self.adapter.decode(latents)  # [B, 3, H, W] (video: [B, F, 3, H, W], the frames)
         rc = self.cfg.reward
-        out = call_with_retry(self.reward_fn, make_reward_batch(images, prompts), retries=rc.retries,
+        batch = RewardBatch(images=images, prompts=prompts, metadata=[{} for _ in prompts])
+        out = call_with_retry(self.reward_fn, batch, retries=rc.retries,
                               backoff_s=rc.retry_backoff_s, what=f"reward {self.reward_name!r}",
                               describe=lambda b: list(dict.fromkeys(b.prompts)))
         return out, images
