@@ -50,7 +50,7 @@ class TrainConfig:
     # the objective: "grpo" (clipped policy gradient on the SDE step log-probs, grpo.loss) or "nft" (DiffusionNFT,
     # grpo.nft_loss: flow-matching regression on the final samples, re-noised at nft_timesteps logit-normal times per
     # sample, contrasting the implicit positive/negative policies built from the pre-update velocity; no log-probs)
-    loss: Literal["grpo", "nft"] = "grpo"  # objective: grpo (clipped policy gradient on SDE log-probs) or nft (DiffusionNFT, no log-probs)
+    loss: Literal["grpo", "nft"] = "grpo"  # grpo (clipped PG on SDE log-probs) or nft (DiffusionNFT)
     nft_beta: float = 1.0  # DiffusionNFT's beta: how far the implicit positive/negative policies move from the old velocity
     nft_timesteps: int = 2  # re-noising times per final sample and iteration (split over updates_per_iter chunks)
 
@@ -72,7 +72,8 @@ class DiffusionRLConfig:
     model: ModelConfig = field(default_factory=ModelConfig)  # the denoiser, its weights, precision and LoRA
     sampler: SamplerConfig = field(default_factory=SamplerConfig)  # the denoising schedule and SDE used for rollouts
     branch: BranchConfig = field(default_factory=BranchConfig)  # BranchGRPO tree rollouts (enabled: false means flat GRPO)
-    grpo: GRPOConfig = field(default_factory=lambda: GRPOConfig(group_size=8, clip_low=1e-4, kl_coef=0.0))  # advantages, clipped loss and KL (shared with vla-rl)
+    grpo: GRPOConfig = field(default_factory=lambda: GRPOConfig(group_size=8, clip_low=1e-4, kl_coef=0.0),
+                             metadata={"help": "advantages, clipped loss and KL (shared with vla-rl)"})
     train: TrainConfig = field(default_factory=TrainConfig)  # iterations, learning rate, evaluation and checkpoint cadence
     reward: RewardConfig = field(default_factory=RewardConfig)  # the reward model or verifier
     prompts: PromptConfig = field(default_factory=PromptConfig)  # the training / evaluation prompt source

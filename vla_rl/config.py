@@ -19,7 +19,7 @@ from .sft import SFTConfig
 
 @dataclass
 class EnvConfig:
-    tasks: list[str] = field(default_factory=lambda: ["tabletop/reach"])  # sims task names trained together, e.g. tabletop/reach_one
+    tasks: list[str] = field(default_factory=lambda: ["tabletop/reach"])  # sims tasks trained together
     max_episode_steps: int = 60  # environment steps before an episode is cut
     kwargs: dict[str, Any] = field(default_factory=dict)  # passed to sims.make
     video_camera: str = "agentview"  # camera whose frames are recorded for SRPO and videos
@@ -72,7 +72,8 @@ class VLARLConfig:
     sft: SFTConfig = field(default_factory=SFTConfig)  # the supervised warm-up on demos before RL
     rl: RLConfig = field(default_factory=RLConfig)  # the RL phase: iterations, groups, reward, evaluation
     srpo: SRPOConfig = field(default_factory=SRPOConfig)  # the SRPO progress reward (rl.reward: srpo)
-    grpo: GRPOConfig = field(default_factory=lambda: GRPOConfig(group_size=8, clip_low=0.2, clip_high=0.28, adv_clip=None))  # advantages, clipped loss and KL (shared with diffusion-rl)
+    grpo: GRPOConfig = field(default_factory=lambda: GRPOConfig(group_size=8, clip_low=0.2, clip_high=0.28, adv_clip=None),
+                             metadata={"help": "advantages, clipped loss and KL (shared with diffusion-rl)"})
     dist: DistConfig = field(default_factory=DistConfig)  # ddp (replicas) or fsdp (sharded training copy), grpo.fsdp
     device: str = "auto"  # auto (cuda if available, else cpu; each rank's own GPU under torchrun), cpu, cuda, cuda:<i>
 
