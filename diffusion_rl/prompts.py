@@ -18,9 +18,9 @@ from typing import Literal
 class PromptConfig:
     """The YAML ``prompts:`` section."""
 
-    source: Literal["shapes", "file", "list"] = "shapes"
-    file: str | None = None
-    prompts: list[str] = field(default_factory=list)
+    source: Literal["shapes", "file", "list"] = "shapes"  # shapes (built-in sampler), file or list
+    file: str | None = None  # a .txt (one per line), .json (a list) or .jsonl ({prompt: ...}) prompt file
+    prompts: list[str] = field(default_factory=list)  # the prompts themselves (source: list)
     num_eval: int = 32  # evaluation prompts (fixed for the run)
     shapes: dict = field(default_factory=dict)  # keyword arguments of the shapes prompt sampler
 

@@ -118,10 +118,10 @@ class FlowHeadConfig:
     num_steps: int = 5  # denoising steps T
     sde_kind: str = "flow_grpo"  # see grpo.flow_sde.SDE_KINDS
     eta: float = 0.5  # SDE noise level
-    noise_mode: NoiseMode = "all"
-    logprob_reduce: Literal["mean", "sum"] = "sum"
-    hidden: int = 256
-    layers: int = 3
+    noise_mode: NoiseMode = "all"  # which denoising steps are stochastic in rollouts (see grpo.flow_sde)
+    logprob_reduce: Literal["mean", "sum"] = "sum"  # sum or mean the per-dim log-probs of a step
+    hidden: int = 256  # width of the velocity MLP
+    layers: int = 3  # depth of the velocity MLP
 
     def __post_init__(self) -> None:
         if self.num_steps < 1:
@@ -237,12 +237,12 @@ class FlowMatchingActionHead(nn.Module):
 
 @dataclass
 class GaussianHeadConfig:
-    hidden: int = 256
-    layers: int = 2
-    init_std: float = 0.2
-    min_std: float = 0.02
-    max_std: float = 1.0
-    logprob_reduce: Literal["mean", "sum"] = "sum"
+    hidden: int = 256  # width of the mean MLP
+    layers: int = 2  # depth of the mean MLP
+    init_std: float = 0.2  # initial action std
+    min_std: float = 0.02  # lower bound of the learned std
+    max_std: float = 1.0  # upper bound of the learned std
+    logprob_reduce: Literal["mean", "sum"] = "sum"  # sum or mean the per-dim log-probs of a chunk
 
     def __post_init__(self) -> None:
         if not 0 < self.min_std <= self.init_std <= self.max_std:

@@ -56,22 +56,22 @@ MIXED_PRECISION = {"fp32": None, "bf16": torch.bfloat16}  # dist.mixed_precision
 
 @dataclass
 class PolicyConfig:
-    head: Literal["flow", "gaussian"] = "flow"
-    cameras: list[str] = field(default_factory=lambda: ["agentview"])
-    use_images: bool = True
-    use_state: bool = True
-    image_size: int = 64
-    conv_channels: list[int] = field(default_factory=lambda: [16, 32, 32])
-    text_dim: int = 32
-    max_text_len: int = 16
-    ctx_dim: int = 128
+    head: Literal["flow", "gaussian"] = "flow"  # flow (pi0-style flow-matching action expert, SDE log-probs) or gaussian
+    cameras: list[str] = field(default_factory=lambda: ["agentview"])  # camera images the policy reads
+    use_images: bool = True  # read camera images
+    use_state: bool = True  # read the proprio state
+    image_size: int = 64  # side of the square input images (pixels)
+    conv_channels: list[int] = field(default_factory=lambda: [16, 32, 32])  # channels of the conv image encoder's blocks
+    text_dim: int = 32  # instruction word-embedding width
+    max_text_len: int = 16  # instruction tokens kept
+    ctx_dim: int = 128  # width of the fused observation context
     film: bool = False  # condition every conv block on the instruction (FiLM, as RT-1 does): language picks what to look at
     chunk_size: int = 4  # K actions per chunk
     n_action_steps: int = 4  # actions executed per chunk (<= chunk_size)
     state_dim: int = 0  # 0: taken from the environment
     action_dim: int = 0  # 0: taken from the environment
-    flow: FlowHeadConfig = field(default_factory=FlowHeadConfig)
-    gaussian: GaussianHeadConfig = field(default_factory=GaussianHeadConfig)
+    flow: FlowHeadConfig = field(default_factory=FlowHeadConfig)  # the flow-matching head (head: flow)
+    gaussian: GaussianHeadConfig = field(default_factory=GaussianHeadConfig)  # the Gaussian head (head: gaussian)
 
     def __post_init__(self) -> None:
         if self.head not in ("flow", "gaussian"):

@@ -43,19 +43,19 @@ class Demo:
 
 @dataclass
 class SFTConfig:
-    demos_per_task: int = 3
-    steps: int = 1500
-    batch_size: int = 64
-    lr: float = 1e-3
-    weight_decay: float = 1e-4
+    demos_per_task: int = 3  # scripted-expert demos recorded per task
+    steps: int = 1500  # SFT optimizer steps
+    batch_size: int = 64  # decision points per SFT step
+    lr: float = 1e-3  # AdamW learning rate in SFT
+    weight_decay: float = 1e-4  # AdamW weight decay in SFT
     image_shift: int = 4  # random-shift augmentation in pixels (0: off)
     demo_path: str | None = None  # an existing HDF5 file; None: record with the scripted experts
     demo_seed_offset: int = 500_000  # demo initial states come from here on (disjoint from RL and eval seeds)
-    log_every: int = 100
+    log_every: int = 100  # SFT steps between log lines
     init_policy: str | None = None  # a SmallVLA directory (save_pretrained) to start from; SFT is then skipped
     # a pretrained SmallVLA (directory or "builtin:<name>") that SFT *fine-tunes* on the demos, keeping its
     # vocabulary and state normalization (policy.* must describe the same architecture)
-    base_policy: str | None = None
+    base_policy: str | None = None  # a pretrained SmallVLA (directory or builtin:<name>) that SFT fine-tunes on the demos
 
     def __post_init__(self) -> None:
         if self.init_policy and self.base_policy:

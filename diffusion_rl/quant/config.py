@@ -46,11 +46,11 @@ DEFAULT_SKIP_PATTERNS: tuple[str, ...] = ("embed", r"(^|\.)norm", r"^proj_out$",
 class SkipRules:
     """Which linear layers are *not* quantized (see module docstring)."""
 
-    patterns: tuple[str, ...] = DEFAULT_SKIP_PATTERNS
-    extra_patterns: tuple[str, ...] = ()
-    force_patterns: tuple[str, ...] = ()
-    min_in_features: int = 32
-    require_divisible: bool = True
+    patterns: tuple[str, ...] = DEFAULT_SKIP_PATTERNS  # regexes of layer names kept in full precision
+    extra_patterns: tuple[str, ...] = ()  # more such regexes, added to patterns
+    force_patterns: tuple[str, ...] = ()  # regexes of layers quantized even if another rule skips them
+    min_in_features: int = 32  # layers narrower than this stay in full precision
+    require_divisible: bool = True  # skip layers whose in_features are not a multiple of 16
 
     def __post_init__(self) -> None:
         for p in (*self.patterns, *self.extra_patterns, *self.force_patterns):
@@ -91,13 +91,13 @@ class QuantConfig:
     * ``dtype``: the copy's compute dtype (unquantized layers, activations, dequantized weights).
     """
 
-    format: QuantFormat = "nvfp4"
-    fp8_granularity: Literal["tensor", "row"] = "row"
-    skip: SkipRules = field(default_factory=SkipRules)
-    quantize_activations: bool = True
-    backend: Backend = "auto"
-    strict: bool = False
-    dtype: Literal["bf16", "fp16", "fp32"] = "bf16"
+    format: QuantFormat = "nvfp4"  # bf16 (plain copy), fp8 (E4M3) or nvfp4 (E2M1, 16-element blocks)
+    fp8_granularity: Literal["tensor", "row"] = "row"  # fp8 scales: one per tensor, or per output row / token
+    skip: SkipRules = field(default_factory=SkipRules)  # which linear layers stay unquantized
+    quantize_activations: bool = True  # also quantize linear inputs (W4A4/W8A8); false: weight-only
+    backend: Backend = "auto"  # auto (real kernels where present), emulated, or real
+    strict: bool = False  # backend real: fail instead of falling back to emulation
+    dtype: Literal["bf16", "fp16", "fp32"] = "bf16"  # compute dtype of the copy
 
     def __post_init__(self) -> None:
         if isinstance(self.skip, dict):
