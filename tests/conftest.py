@@ -3,6 +3,16 @@ import os
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+# Tests write only under tmp dirs: Mesa's shader cache and LIBERO's config file default to the home directory.
+# Set before any test starts a worker process (forkserver workers inherit the environment of its first start).
+import atexit  # noqa: E402
+import shutil  # noqa: E402
+import tempfile  # noqa: E402
+
+_TMP_HOME = tempfile.mkdtemp(prefix="branchloop-tests-")
+atexit.register(shutil.rmtree, _TMP_HOME, ignore_errors=True)
+os.environ.setdefault("MESA_SHADER_CACHE_DIR", os.path.join(_TMP_HOME, "mesa_shader_cache"))
+os.environ.setdefault("LIBERO_CONFIG_PATH", os.path.join(_TMP_HOME, "libero"))
 
 import torch  # noqa: E402
 
