@@ -322,7 +322,10 @@ class LiberoEnv(gym.Env):
         if options:
             raise ValueError(f"unknown reset option(s) {sorted(options)}; valid: task, init_seed, instruction_idx, "
                              "group_id, fault")
-        self.init_seed = int(init_seed)
+        return self._start(int(init_seed), self.init_states[int(init_seed) % self.n_init_states], self.cfg.settle_steps)
+
+    def _start(self, init_seed: int, sim_state: np.ndarray, settle: int):
+        self.init_seed = init_seed
         # LIBERO's region samplers draw from the global np.random, and the fixtures they place (cabinet, stove:
         # model body_pos, which LIBERO's init states -- qpos/qvel -- do not hold) move by up to ~1 cm per reset:
         # sample them from init_seed, so one init_seed is one initial state; the caller's global RNG is restored
@@ -334,12 +337,21 @@ class LiberoEnv(gym.Env):
                 self._env.reset()
         finally:
             np.random.set_state(saved)
-        o = self._env.set_init_state(self.init_states[self.init_seed % self.n_init_states])
-        for _ in range(self.cfg.settle_steps):
+        o = self._env.set_init_state(sim_state)
+        for _ in range(settle):
             o, _, _, _ = self._env.step(_SETTLE_ACTION)
         self._warn0 = _bad_warnings(self._env.sim.data)
         self.t = 0
         return self._obs(o), self._info(False, False)
+
+    def reset_to_state(self, sim_state: np.ndarray, init_seed: int = 0):
+        """Start an episode from a flattened MuJoCo state (LIBERO's demo files store one per step, ``states``),
+        fixtures placed from ``init_seed``, no settle steps: what replaying a recorded demo needs."""
+        sim_state = np.asarray(sim_state, dtype=np.float64)
+        if sim_state.shape != self.init_states.shape[1:]:
+            raise ValueError(f"{self.name} has flattened states of shape {self.init_states.shape[1:]}, got {sim_state.shape}")
+        self._fault = None
+        return self._start(int(init_seed), sim_state, settle=0)
 
     def step(self, action):
         from .tabletop.env import _fire

@@ -1,7 +1,7 @@
 """Convert LIBERO's demo files (one robomimic-style HDF5 per task) into the one-file layout of
 :func:`vla_rl.demos.load_demo_file`, so that ``sft.demo_path`` can point at LIBERO's human demos::
 
-    python -m vla_rl.libero_demos data/libero_spatial_demos.hdf5 LIBERO/datasets/libero_spatial/*_demo.hdf5 \\
+    vla-rl libero-demos data/libero_spatial_demos.hdf5 LIBERO/datasets/libero_spatial/*_demo.hdf5 \\
         --suite libero_spatial [--per-task 10]
 
 LIBERO's layout (``scripts/create_dataset.py`` in LIBERO): ``data`` attrs ``problem_info`` (JSON with
@@ -15,11 +15,21 @@ states -- the adapter's state layout; ``obs/agentview_image`` / ``obs/wrist_imag
 adapter flips live frames (``[::-1]`` when the file's image convention is "opengl", robosuite's default, or absent);
 attrs ``env_name`` = ``libero/<suite>/<task index>`` and ``instruction`` = the task's language. No-op actions are
 kept (OpenVLA's pipeline drops them; this converter does not).
+
+Replay (``replay=True``, :func:`replay_libero_file`): instead of copying the stored frames, load each demo's first
+simulator state (``data/demo_i/states[0]``) into ``sims.make("libero/...")``, run its actions, and store what the env
+renders and measures at *this* run's image size and cameras, keeping only the demos that still succeed -- OpenVLA's
+regeneration step. LIBERO's files do not store the fixtures' sampled positions (model ``body_pos``; they live in
+the ``model_file`` XML, which is not loaded here), so the replay places them from ``init_seed`` and a demo whose
+fixture moved far enough can fail on replay; the count of kept demos says how many.
+
+Where SFT data comes from: no LIBERO demo can be downloaded on this project's machines and sims has no scripted
+LIBERO expert, so SFT data comes from the user: LIBERO's own human demos (50 per task, ``libero-download-datasets``
+where the network allows) converted or replayed here.
 """
 
 from __future__ import annotations
 
-import argparse
 import json
 from pathlib import Path
 from typing import Sequence
@@ -71,45 +81,71 @@ def read_libero_file(path: str | Path, env_name: str, per_file: int | None = Non
 
 def task_index(suite: str, path: str | Path) -> int:
     """The index in LIBERO's benchmark order of the task whose demo file is ``path`` (needs ``libero``)."""
-    from sims.libero_adapter import _benchmark
+    from sims.libero_adapter import _task_map
 
     stem = Path(path).name.removesuffix(".hdf5").removesuffix("_demo")
-    ts = _benchmark().get_benchmark_dict()[suite]()
-    names = [ts.get_task(i).name for i in range(ts.n_tasks)]
+    tm = _task_map()
+    if suite not in tm:
+        raise ValueError(f"unknown LIBERO suite {suite!r}; installed: {sorted(tm)}")
+    names = list(tm[suite])
     if stem not in names:
         raise ValueError(f"{Path(path).name} is not a {suite} task's demo file; its tasks: {names}")
     return names.index(stem)
 
 
-def convert(out: str | Path, sources: Sequence[tuple[str, str | Path]], per_task: int | None = None) -> Path:
-    """Write ``sources`` (``(env_name, LIBERO file)`` pairs) into one :func:`load_demo_file` file at ``out``."""
+def replay_libero_file(path: str | Path, env_name: str, env_kwargs: dict | None = None, per_file: int | None = None,
+                       init_seed: int = 0) -> tuple[list[Demo], int]:
+    """Re-run the demos of one LIBERO task file in ``sims.make(env_name, **env_kwargs)``: each starts from its stored
+    ``states[0]`` (fixtures placed from ``init_seed``), runs its stored actions and records the env's own observations
+    (the env's cameras and image size). Returns the demos that reached success (cut at the success step) and the
+    number replayed."""
+    import sims
+    from sims.demos import demo_data_group
+
+    env = sims.make(env_name, **dict(env_kwargs or {}))
+    cams = tuple(env.cfg.cameras)
+    out, tried = [], 0
+    try:
+        with demo_data_group(path, "LIBERO/robomimic demo file") as data:
+            keys = sorted((k for k in data.keys() if k.startswith("demo_")), key=lambda k: int(k.split("_")[-1]))
+            for k in keys[:per_file]:
+                if "states" not in data[k]:
+                    raise KeyError(f"{path}:{k} has no 'states' (LIBERO's flattened MuJoCo states) to replay from")
+                states, actions = data[k]["states"][()], data[k]["actions"][()].astype(np.float32)
+                tried += 1
+                obs, info = env.reset_to_state(states[0], init_seed=init_seed)
+                st, acts, imgs = [], [], {c: [] for c in cams}
+                for a in actions:
+                    st.append(obs["state"])
+                    acts.append(a)
+                    for c in cams:
+                        imgs[c].append(obs["images"][c])
+                    obs, _, terminated, _, info = env.step(a)
+                    if terminated:
+                        break
+                if info.get("success"):
+                    out.append(Demo(obs["instruction"], np.stack(st), np.stack(acts),
+                                    {c: np.stack(v) for c, v in imgs.items()}, env_name))
+    finally:
+        env.close()
+    return out, tried
+
+
+def convert(out: str | Path, sources: Sequence[tuple[str, str | Path]], per_task: int | None = None,
+            replay: bool = False, env_kwargs: dict | None = None) -> Path:
+    """Write ``sources`` (``(env_name, LIBERO file)`` pairs) into one :func:`load_demo_file` file at ``out``:
+    the stored frames converted (default), or with ``replay=True`` the demos re-run and re-rendered in the env
+    (``env_kwargs``: ``sims.make`` options, e.g. ``{"image_size": 128}``; failing replays are dropped)."""
     from .demos import save_demo_file
 
     demos: list[Demo] = []
     for env_name, path in sources:
-        demos += read_libero_file(path, env_name, per_task)
+        if replay:
+            got, tried = replay_libero_file(path, env_name, env_kwargs, per_task)
+            print(f"{Path(path).name}: {len(got)}/{tried} demos succeed on replay")
+            demos += got
+        else:
+            demos += read_libero_file(path, env_name, per_task)
     if not demos:
-        raise ValueError("no demos found in the given LIBERO files")
+        raise ValueError("no demos found in the given LIBERO files" + (" (none succeeded on replay)" if replay else ""))
     return save_demo_file(demos, out)
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m vla_rl.libero_demos", description=__doc__.split("\n\n")[0])
-    p.add_argument("out")
-    p.add_argument("inputs", nargs="+", help="LIBERO *_demo.hdf5 files")
-    p.add_argument("--suite", help="LIBERO suite (e.g. libero_spatial): task indices from LIBERO's benchmark order")
-    p.add_argument("--env-names", nargs="+", help="explicit env names (libero/<suite>/<i>), one per input, instead of --suite")
-    p.add_argument("--per-task", type=int, default=None)
-    a = p.parse_args(argv)
-    if bool(a.suite) == bool(a.env_names):
-        p.error("give exactly one of --suite or --env-names")
-    if a.env_names and len(a.env_names) != len(a.inputs):
-        p.error(f"--env-names has {len(a.env_names)} names for {len(a.inputs)} inputs")
-    names = a.env_names or [f"libero/{a.suite}/{task_index(a.suite, f)}" for f in a.inputs]
-    path = convert(a.out, list(zip(names, a.inputs)), a.per_task)
-    print(f"wrote {path}")
-    return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())
