@@ -19,7 +19,7 @@ from .base import RewardBatch, RewardOutput
 
 def episode_metadata(tasks: Sequence[str], success: torch.Tensor, groups: Sequence[int] | None = None) -> list[dict]:
     """``N`` metadata dicts ``{"task", "success"[, "group"]}`` from ``tasks`` (N), ``success`` ``[N]`` and ``groups`` (N)."""
-    flags = torch.as_tensor(success).bool().cpu().tolist()
+    flags = torch.as_tensor(success, device="cpu").bool().tolist()
     if len(tasks) != len(flags) or (groups is not None and len(groups) != len(flags)):
         raise ValueError(f"{len(flags)} success flags but {len(tasks)} tasks"
                          + ("" if groups is None else f" and {len(groups)} groups"))
