@@ -47,8 +47,9 @@ def window_bytes(episodes: int, steps: int, image: int, tc: int, k: int, state_d
 
 
 def main(argv: list[str] | None = None) -> int:
-    from world_models.data import WindowSet, collect_sans, wm_windows
+    from world_models.data import collect_sans
     from world_models.video_wm import VideoWorldModel, WorldModelConfig, train_world_model
+    from world_models.windows import WindowSet, wm_windows
 
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--episodes", type=int, default=48)
@@ -70,14 +71,14 @@ def main(argv: list[str] | None = None) -> int:
     t0 = time.perf_counter()
     ws = WindowSet(data, tc, k, text_dim=text_dim, state=True)
     t_ws = time.perf_counter() - t0
-    b_mat = _nbytes(mat)
+    b_mat = _nbytes(list(vars(mat).values()))
     b_ws = _nbytes([data.frames, data.actions, data.success, data.progress, data.state, ws._start, ws._episode, ws.text])
 
     gen = torch.Generator().manual_seed(0)
     idx = [torch.randint(len(ws), (16,), generator=gen) for _ in range(args.batches)]
     t0 = time.perf_counter()
     for i in idx:
-        tuple(None if x is None else x[i] for x in mat)
+        mat.take(i)
     t_bmat = (time.perf_counter() - t0) / len(idx)
     t0 = time.perf_counter()
     for i in idx:

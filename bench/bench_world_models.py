@@ -9,7 +9,7 @@
 3. encoder: the built-in video encoder's held-out time-contrastive loss before/after self-supervised training;
 4. world model: open-loop frame MSE vs the simulator under the same actions over the whole horizon and the
    first chunk, vs the copy-first-frame baseline; success agreement (per frame, balanced, per episode);
-5. World-VLA-Loop (``world_models.loop.run_loop``, the config's cycles): per cycle real-sim success, WM-imagined
+5. World-VLA-Loop (``vla_rl.wm_loop.run_loop``, the config's cycles): per cycle real-sim success, WM-imagined
    success, the world model's action-following error on the policy's fresh real rollouts, reward agreement;
 6. rollouts of the final policy inside the world model, batched (``WorldModelEnv.step_batch``) vs one env at a
    time, side by side;
@@ -41,7 +41,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import torch  # noqa: E402
 
 from grpo.config import load_config  # noqa: E402
-from world_models.loop import LoopConfig, run_loop  # noqa: E402
+from vla_rl.wm_loop import LoopConfig, run_loop  # noqa: E402
 
 CONFIG = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "configs/world_models/loop_reach_one.yaml")
 
@@ -75,7 +75,7 @@ def _bench_wm_rollouts(cfg, policy_dir: str, groups: int = 16) -> None:
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--config", default=CONFIG, help="a world_models.loop config (default: the make demo-wm loop)")
+    p.add_argument("--config", default=CONFIG, help="a vla-rl loop config (default: the make demo-wm loop)")
     p.add_argument("--cycles", type=int, default=None, help="default: the config's")
     p.add_argument("--rl-iterations", type=int, default=None, help="default: the config's")
     p.add_argument("--wm-steps", type=int, default=None, help="default: the config's models.wm_steps")
@@ -137,12 +137,14 @@ def main() -> None:
     _bench_wm_rollouts(cfg, res["policy_dir"])
 
     from rewards.eva import EVAConfig, EmbodimentLimits
-    from world_models.data import wm_windows
-    from world_models.eva_alignment import ConditionTable, align_world_model, alignment_report, calibrate_on_pretrained
+    from diffusion_rl.eva_alignment import align_world_model
+    from world_models.eva_alignment import ConditionTable, alignment_report, calibrate_on_pretrained
+    from world_models.windows import wm_windows
 
     wm = copy.deepcopy(models["wm"])
     c = wm.cfg
-    ctx, act, fut, _ = wm_windows(test, c.context_frames, c.chunk, stride=4)
+    w = wm_windows(test, c.context_frames, c.chunk, stride=4)
+    ctx, act, fut = w.context, w.actions, w.future
     g = torch.Generator().manual_seed(0)
     pick = torch.randperm(ctx.shape[0], generator=g)[:16]
     table = ConditionTable(ctx[pick], act[pick], fut[pick])

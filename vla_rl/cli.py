@@ -1,8 +1,13 @@
-"""``vla-rl``: train (SFT then GRPO) and evaluate the built-in VLA on ``sims`` tasks.
+"""``vla-rl``: train (SFT then GRPO) and evaluate the built-in VLA on ``sims`` tasks; the World-VLA-Loop; demos.
 
     vla-rl train configs/vla/tabletop_reach.yaml [key=value ...]      # resumes from the latest checkpoint
     vla-rl train configs/vla/tabletop_reach.yaml --dry-run            # resolved config + cost per iteration
     vla-rl eval runs/vla_reach [--episodes 32] [--video] [--device cpu]  # held-out success of the latest checkpoint
+    vla-rl loop configs/world_models/loop_reach_one.yaml [key=value ...] [--dry-run]   # World-VLA-Loop (vla_rl.wm_loop)
+    vla-rl record-demos tabletop/pick_place 50 demos/pick_place.hdf5 [--noise 0.1 ...]  # scripted-expert HDF5 demos
+    vla-rl libero-demos OUT.hdf5 LIBERO/datasets/libero_spatial/*_demo.hdf5 --suite libero_spatial  # LIBERO's demos
+
+Bad input (an unknown config key, a missing file, a bad value) stops at start with one line on stderr and exit code 2.
 
 Devices: ``device=auto`` (the default: ``cuda`` if available, else ``cpu``), ``device=cpu``, ``device=cuda:1`` as a
 training override; ``eval --device`` (default ``auto``) places the evaluated policy, whatever device the run trained on.
@@ -18,6 +23,8 @@ import json
 import os
 import sys
 from pathlib import Path
+
+from grpo.cli import ArgumentParser, run_command
 
 
 def _setup_threads() -> None:
@@ -113,8 +120,56 @@ def cmd_eval(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_loop(args: argparse.Namespace) -> int:
+    from .wm_loop import run_loop_command
+
+    _setup_threads()
+    return run_loop_command(args.config, args.overrides, args.dry_run)
+
+
+def cmd_record_demos(args: argparse.Namespace) -> int:
+    """Scripted-expert demos of a ``sims`` task to robomimic-style HDF5 (``sims.demos.record_demos``)."""
+    import sims
+
+    for name, value, ok, expected in (("n", args.n, args.n >= 1, ">= 1"), ("--image-size", args.image_size, args.image_size >= 1, ">= 1"),
+                                      ("--noise", args.noise, args.noise >= 0, ">= 0"),
+                                      ("--drop-prob", args.drop_prob, 0.0 <= args.drop_prob <= 1.0, "in [0, 1]"),
+                                      ("--seed-offset", args.seed_offset, args.seed_offset >= 0, ">= 0")):
+        if not ok:
+            raise ValueError(f"{name}={value}: expected {expected}")
+    tasks = sims.list_tasks()
+    if args.task not in tasks:
+        known = [t for t in tasks if not t.startswith("libero/")] + (["libero/<suite>/<i>"] if len(tasks) > 20 else [])
+        raise ValueError(f"unknown task {args.task!r}; known: {', '.join(known)}")
+    cams = () if args.cameras == ["none"] else tuple(args.cameras)
+    summary = sims.record_demos(args.task, args.n, args.out, env_kwargs={"image_size": args.image_size, "cameras": cams},
+                                seed_offset=args.seed_offset, noise=args.noise, wrong_object=args.wrong_object,
+                                drop_prob=args.drop_prob, only_success=args.only_success)
+    print(json.dumps({k: v for k, v in summary.items() if isinstance(v, (int, float, str, bool))}))
+    return 0
+
+
+def cmd_libero_demos(args: argparse.Namespace) -> int:
+    """LIBERO's per-task demo files -> one demo file for ``sft.demo_path`` (``vla_rl.libero_demos.convert``)."""
+    from .libero_demos import convert, task_index
+
+    if bool(args.suite) == bool(args.env_names):
+        raise ValueError("give exactly one of --suite or --env-names")
+    if args.env_names and len(args.env_names) != len(args.inputs):
+        raise ValueError(f"--env-names has {len(args.env_names)} names for {len(args.inputs)} inputs")
+    missing = [f for f in args.inputs if not Path(f).is_file()]
+    if missing:
+        raise FileNotFoundError(f"no such LIBERO demo file(s): {', '.join(missing[:5])}")
+    if args.image_size is not None and (not args.replay or args.image_size < 1):
+        raise ValueError(f"--image-size={args.image_size}: expected >= 1, with --replay")
+    names = args.env_names or [f"libero/{args.suite}/{task_index(args.suite, f)}" for f in args.inputs]
+    env_kwargs = None if args.image_size is None else {"image_size": args.image_size}
+    print(f"wrote {convert(args.out, list(zip(names, args.inputs)), args.per_task, args.replay, env_kwargs)}")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="vla-rl", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = ArgumentParser(prog="vla-rl", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = p.add_subparsers(dest="cmd", required=True)
     t = sub.add_parser("train", help="SFT on a few demos, then GRPO (per the config)")
     t.add_argument("config")
@@ -125,13 +180,45 @@ def main(argv: list[str] | None = None) -> int:
     e.add_argument("--episodes", type=int, default=0, help="held-out episodes per task (default: the config's)")
     e.add_argument("--video", action="store_true", help="also write a video of the first episodes")
     e.add_argument("--device", default="auto", help="where the policy runs: auto (cuda if available), cpu, cuda, cuda:<i>")
+    lp = sub.add_parser("loop", help="World-VLA-Loop: world model from sim data, GRPO of the VLA inside it, repeat",
+                        description="World-VLA-Loop (vla_rl.wm_loop): train the world model on simulator data, RL the "
+                        "VLA inside it, check the policy in the real simulator, add its failures and near-successes to "
+                        "the data, fine-tune, repeat. Outputs: <output_dir>/history.json, metrics.jsonl, cycle_<c>/.")
+    lp.add_argument("config", help="a loop YAML (e.g. configs/world_models/loop_reach_one.yaml)")
+    lp.add_argument("overrides", nargs="*", help="key=value overrides, e.g. cycles=2 vla.rl.lr=5e-4")
+    lp.add_argument("--dry-run", action="store_true", help="print the resolved config and exit")
+    d = sub.add_parser("record-demos", help="record scripted-expert demos of a sims task to robomimic-style HDF5")
+    d.add_argument("task", help="e.g. tabletop/pick_place")
+    d.add_argument("n", type=int, help="number of episodes")
+    d.add_argument("out", help="output .hdf5 path")
+    d.add_argument("--image-size", type=int, default=64)
+    d.add_argument("--cameras", nargs="*", default=["agentview", "wrist"], help="none: no images")
+    d.add_argument("--noise", type=float, default=0.0, help="Gaussian noise std on the motion components")
+    d.add_argument("--wrong-object", action="store_true", help="solve the task for another object (failure data)")
+    d.add_argument("--drop-prob", type=float, default=0.0, help="per-step chance of opening the gripper while carrying")
+    d.add_argument("--seed-offset", type=int, default=0, help="init_seed of the first episode")
+    d.add_argument("--only-success", action="store_true", help="keep successful episodes only")
+    lb = sub.add_parser("libero-demos", help="convert LIBERO's per-task demo files into one demo file (sft.demo_path)",
+                        description="Convert LIBERO's demo files (one robomimic-style HDF5 per task) into the one-file "
+                        "layout vla_rl.demos reads (vla_rl.libero_demos).")
+    lb.add_argument("out", help="output .hdf5 path")
+    lb.add_argument("inputs", nargs="+", help="LIBERO *_demo.hdf5 files")
+    lb.add_argument("--suite", help="LIBERO suite (e.g. libero_spatial): task indices from LIBERO's benchmark order")
+    lb.add_argument("--env-names", nargs="+", help="explicit env names (libero/<suite>/<i>), one per input, instead of --suite")
+    lb.add_argument("--per-task", type=int, default=None, help="demos kept per task (default: all)")
+    lb.add_argument("--replay", action="store_true", help="re-run each demo in sims' LIBERO env and store what it renders "
+                    "(successes only) instead of copying the stored frames")
+    lb.add_argument("--image-size", type=int, default=None, help="with --replay: the env's image size")
     args, extra = p.parse_known_args(argv)  # key=value overrides may follow --dry-run
-    bad = [e for e in extra if e.startswith("-") or args.cmd != "train"]
+    takes_overrides = args.cmd in ("train", "loop")
+    bad = [e for e in extra if e.startswith("-") or not takes_overrides]
     if bad:
         p.error(f"unrecognized arguments: {' '.join(bad)}")
-    if args.cmd == "train":
+    if takes_overrides:
         args.overrides = list(args.overrides) + extra
-    return cmd_train(args) if args.cmd == "train" else cmd_eval(args)
+    cmd = {"train": cmd_train, "eval": cmd_eval, "loop": cmd_loop, "record-demos": cmd_record_demos,
+           "libero-demos": cmd_libero_demos}[args.cmd]
+    return run_command(lambda: cmd(args))
 
 
 if __name__ == "__main__":

@@ -17,10 +17,10 @@ random actions move the first three (translation) components only.
 
 Every episode stores frames ``uint8 [T+1, 3, H, W]`` (frame ``t`` is the observation before action ``t``),
 actions ``[T, A]``, the simulator's success flag and progress per frame ``[T+1]`` and the proprio state
-``[T+1, D]``. :func:`collect_policy_episodes` records the same arrays for a VLA policy (the World-VLA-Loop
-adds them to the data), :func:`wm_windows` cuts (context, action chunk, future, success) windows for the
-video world model (the first frame is repeated ``context_frames - 1`` times with zero actions so that a
-rollout can start from a single real observation), and :class:`StatePredictor` is the state half of the
+``[T+1, D]``. :func:`collect_policy_episodes` records the same arrays for any policy given as an ``act``
+callable (the World-VLA-Loop, ``vla_rl.wm_loop``, adds its VLA's rollouts to the data);
+:mod:`world_models.windows` cuts the video world model's training windows from them, and
+:class:`StatePredictor` is the state half of the
 state-aware world model (``state_{t+1} = state_t + f(state_t, a_t)``; :func:`predict_states` rolls it out
 open-loop, which is what the state-aware success head reads in the world-model env).
 
@@ -38,7 +38,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from grpo.device import device_of, module_device
+from grpo.device import module_device
 
 KINDS = ("success", "near", "failure", "random")
 
@@ -226,28 +226,19 @@ def collect_sans(task: str = "tabletop/reach", counts: dict[str, int] | None = N
 
 
 @torch.no_grad()
-def collect_policy_episodes(policy, task: str, init_seeds: Sequence[int], horizon: int, image_size: int,
-                            stochastic: bool = True, seed: int = 0, camera: str = "agentview",
-                            kind: str = "policy", env_kwargs: dict | None = None) -> Trajectories:
-    """Real-simulator rollouts of a ``vla_rl`` policy (chunked, its public ``sample_chunk``), recorded like
-    :func:`collect_sans`; ``kind`` of each episode becomes ``<kind>_success`` / ``_near`` / ``_failure``
-    (near: unsuccessful with max progress >= 0.5)."""
+def collect_policy_episodes(act, task: str, init_seeds: Sequence[int], horizon: int, image_size: int,
+                            camera: str = "agentview", kind: str = "policy", env_kwargs: dict | None = None
+                            ) -> Trajectories:
+    """Real-simulator rollouts of a policy, recorded like :func:`collect_sans`: ``act(env, obs, t, info) ->
+    action[A]`` (:func:`run_episode`; called with ``t = 0`` first in every episode, where a stateful policy, e.g.
+    one with an action queue, resets) from each of ``init_seeds``, ``horizon`` steps. ``kind`` of each episode
+    becomes ``<kind>_success`` / ``_near`` / ``_failure`` (near: unsuccessful with max progress >= 0.5)."""
     import sims
-    from vla_rl.policy import batch_to
-    from vla_rl.rollout import obs_to_batch
 
     env = sims.make(task, **{**dict(env_kwargs or {}), "image_size": image_size, "cameras": (camera,)})
-    gen = torch.Generator().manual_seed(seed)  # CPU: the policy draws on it and moves the noise
-    dev = device_of(policy)
-
-    def act(env, obs, t, info):  # LeRobot's interface: a new chunk when the policy's action queue runs dry
-        batch = batch_to(obs_to_batch([obs], policy.cfg.cameras, policy.cfg.use_images), dev)
-        return policy.select_action(batch, stochastic=stochastic, generator=gen)[0].clamp(-1, 1).cpu().numpy()
-
     eps = []
     try:
         for s in init_seeds:
-            policy.reset()
             e = run_episode(env, act, s, horizon, camera)
             ok = e["success"].max() > 0.5
             e["kind"] = f"{kind}_" + ("success" if ok else "near" if e["progress"].max() >= 0.5 else "failure")
@@ -255,130 +246,6 @@ def collect_policy_episodes(policy, task: str, init_seeds: Sequence[int], horizo
     finally:
         env.close()
     return _stack_episodes(eps)
-
-
-def wm_windows(data: Trajectories, context_frames: int, chunk: int, stride: int = 1, text_dim: int = 0,
-               state: bool = False):
-    """(context ``[W, Tc, 3, H, W]``, actions ``[W, K, A]``, future ``[W, K, 3, H, W]``, success ``[W, K]``)
-    windows, floats in [0, 1]; the first frame is repeated ``context_frames - 1`` times (zero actions).
-    With ``text_dim > 0`` a fifth tensor holds each window's instruction features ``[W, text_dim]``. With
-    ``state=True`` the tuple always has seven entries: the fifth is the text features or None, the sixth the
-    simulator state at each future frame ``[W, K, D]`` and the seventh the episode's first real frame
-    ``[W, 3, H, W]`` (for a state-aware success head and its instruction grounding).
-
-    Materialized: ``(Tc + K + 1)`` float frames per window. :class:`WindowSet` (the same windows, cut per batch)
-    is what the loop trains on."""
-    return WindowSet(data, context_frames, chunk, stride, text_dim, state).materialize()
-
-
-class WindowSet:
-    """:func:`wm_windows` without the copy: windows cut on the fly from the trajectories' uint8 frames.
-
-    Window ``w`` is the ``w``-th of :func:`wm_windows`' order (start-major, episodes inner, every ``stride``-th
-    start), and ``take(idx)`` returns exactly ``tuple(x[idx] for x in wm_windows(...))``: the same floats, so
-    training on either draws the same batches. Memory is the trajectories' (uint8 frames, ``T+1`` per episode)
-    instead of ``(context + chunk + 1)`` float frames per window: at 128 px with context 2 and chunk 4, 1.4 MB
-    a window, ~31 GB for loop_robosuite_lift.yaml's 288 episodes, against ~1.1 GB of episodes.
-
-    In padded time (the first frame repeated ``pad = context_frames - 1`` times, zero actions before it), the
-    window starting at ``s`` holds context frames ``s .. s+Tc-1``, actions ``s+Tc-1 .. s+Tc+K-2`` and future
-    frames / success / state ``s+Tc .. s+Tc+K-1``; in the episode's own time that is frames ``max(s+i-pad, 0)``,
-    actions ``s .. s+K-1`` and futures ``s+1 .. s+K``.
-
-    :meth:`frame_samples` gives the success head's per-frame samples of these windows (``success_samples``'
-    order: window-major, then the ``K`` future frames), also without copying."""
-
-    def __init__(self, data: Trajectories, context_frames: int, chunk: int, stride: int = 1, text_dim: int = 0,
-                 state: bool = False):
-        from .video_wm import instruction_features
-
-        st = data.state
-        if state and (st is None or st.dim() != 3 or st.shape[-1] == 0):
-            raise ValueError("state=True needs trajectories with a state [N, T+1, D] (D > 0)")
-        if context_frames < 1 or chunk < 1 or stride < 1:
-            raise ValueError(f"need context_frames, chunk, stride >= 1, got {context_frames}, {chunk}, {stride}")
-        n, t1 = data.frames.shape[:2]
-        if data.actions.shape[:2] != (n, t1 - 1) or data.success.shape != (n, t1):
-            raise ValueError(f"expected actions [N={n}, T={t1 - 1}, A] and success [N, T+1={t1}], got "
-                             f"{tuple(data.actions.shape)}, {tuple(data.success.shape)}")
-        self.data, self.tc, self.k, self.state = data, context_frames, chunk, state
-        n_starts = t1 - chunk  # padded length (t1 + Tc - 1) minus the window (Tc + K), plus 1
-        if n_starts < 1:
-            raise ValueError(f"trajectories of {t1} frames are too short for {context_frames} context + {chunk} "
-                             "future frames")
-        starts = torch.arange(0, n_starts, stride, device="cpu")
-        self._start = starts.repeat_interleave(n)  # [W] padded start of each window
-        self._episode = torch.arange(n, device="cpu").repeat(len(starts))  # [W]
-        self.text = instruction_features(data.instructions, text_dim) if text_dim else None  # [N, text_dim]
-
-    def __len__(self) -> int:
-        return int(self._episode.shape[0])
-
-    def _index(self, idx) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
-        """Episode ``[B]``, context frame indices ``[B, Tc]``, action indices ``[B, K]``, future indices ``[B, K]``."""
-        idx = torch.as_tensor(idx, dtype=torch.long, device="cpu")
-        e, s = self._episode[idx], self._start[idx]
-        pad = self.tc - 1
-        ctx_t = (s[:, None] + torch.arange(self.tc, device="cpu") - pad).clamp_min(0)
-        act_t = s[:, None] + torch.arange(self.k, device="cpu")
-        return e, ctx_t, act_t, act_t + 1
-
-    def take(self, idx) -> tuple[torch.Tensor | None, ...]:
-        """Windows ``idx`` (``[B]``): the entries of :func:`wm_windows` for them (context, actions, future, success,
-        then text features, and with ``state`` the future states and the first real frame; None where absent)."""
-        d = self.data
-        e, ctx_t, act_t, fut_t = self._index(idx)
-        ep = e[:, None]
-        out = [d.frames[ep, ctx_t].float() / 255.0, d.actions[ep, act_t], d.frames[ep, fut_t].float() / 255.0,
-               d.success[ep, fut_t]]
-        if self.text is not None:
-            out.append(self.text[e])
-        elif self.state:
-            out.append(None)
-        if self.state:
-            out += [d.state[ep, fut_t].float(), d.frames[e, 0].float() / 255.0]
-        return tuple(out)
-
-    def materialize(self) -> tuple[torch.Tensor | None, ...]:
-        """Every window at once (what :func:`wm_windows` returns)."""
-        return self.take(torch.arange(len(self), device="cpu"))
-
-    def future_states(self) -> torch.Tensor:
-        """The state at every window's future frames ``[W, K, D]`` (small: fits a state-aware head's normalizer)."""
-        e, _, _, fut_t = self._index(torch.arange(len(self), device="cpu"))
-        return self.data.state[e[:, None], fut_t].float()
-
-    def frame_samples(self) -> "WindowFrames":
-        return WindowFrames(self)
-
-
-class WindowFrames:
-    """The success head's samples of a :class:`WindowSet`: sample ``j`` is future frame ``j % K`` of window
-    ``j // K`` with the action that produced it, its success label (and text, state, first real frame), as
-    ``success_samples(*wm_windows(...))`` would flatten them. ``labels``: all ``W*K`` labels (for class weights)."""
-
-    def __init__(self, windows: WindowSet):
-        self.w = windows
-        e, _, f_t = self._at(torch.arange(len(windows) * windows.k, device="cpu"))
-        self.labels = windows.data.success[e, f_t].float()
-
-    def _at(self, idx: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        """Sample ``idx`` -> (episode, action index, future frame index), each ``[B]``: sample ``j`` of window ``w``
-        (padded start ``s``) is the frame after action ``s + j``."""
-        w, j = idx // self.w.k, idx % self.w.k
-        a_t = self.w._start[w] + j
-        return self.w._episode[w], a_t, a_t + 1
-
-    def take(self, idx) -> tuple[torch.Tensor | None, ...]:
-        """Samples ``idx`` ``[B]`` -> ``(frames[B, 3, H, W], actions[B, A], labels[B], text[B, D] or None)`` and with
-        ``state`` also ``(state[B, D], ref[B, 3, H, W])``."""
-        e, a_t, f_t = self._at(torch.as_tensor(idx, dtype=torch.long, device="cpu"))
-        d = self.w.data
-        out = (d.frames[e, f_t].float() / 255.0, d.actions[e, a_t].float(), d.success[e, f_t].float(),
-               None if self.w.text is None else self.w.text[e])
-        if not self.w.state:
-            return out
-        return out + (d.state[e, f_t].float(), d.frames[e, 0].float() / 255.0)
 
 
 # ---- proprio state model ---------------------------------------------------------------------------

@@ -29,7 +29,7 @@
   pixels -- plus (``state_points``) grip-to-object distances and (``state_camera``) an instruction grounding:
   each object's colour in the episode's first real frame ``ref`` (through the camera projection) scored
   against the instruction, giving the expected distance to the *named* object. Measured on 72 held-out reach
-  episodes (``world_models.loop.fit_success_head``): episode false positives 0.61 -> 0.07, episode agreement
+  episodes (``world_models.fit.fit_success_head``): episode false positives 0.61 -> 0.07, episode agreement
   0.58 -> 0.85, per-frame balanced accuracy 0.62 -> 0.79.
 
 Shapes: frames are float ``[B, T, 3, H, W]`` in [0, 1] at the API; internally ``[B, 3, T, H, W]`` in [-1, 1].
@@ -38,7 +38,6 @@ Shapes: frames are float ``[B, T, 3, H, W]`` in [0, 1] at the API; internally ``
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 import torch
 import torch.nn.functional as F
@@ -47,8 +46,7 @@ from torch import nn
 from grpo.device import module_device, rand, randint, randn
 from grpo.flow_sde import flow_sigmas, sde_step
 
-if TYPE_CHECKING:  # data.py imports this module's helpers lazily; the reverse only for types
-    from .data import WindowSet
+from .windows import FrameBatch, FrameSamples, WindowBatch, WindowSet, instruction_features
 
 
 @dataclass
@@ -104,18 +102,6 @@ class WorldModelConfig:
                              "empty")
         if self.context_frames < 1 or self.chunk < 1:
             raise ValueError(f"need context_frames >= 1 and chunk >= 1, got {self.context_frames}, {self.chunk}")
-
-
-def instruction_features(texts, dim: int) -> torch.Tensor:
-    """Hashed bag of words ``[B, dim]`` (crc32 of each lower-cased word, L2-normalized): enough for the success
-    head to know *which* object the instruction names without a text encoder."""
-    import zlib
-
-    out = torch.zeros(len(texts), dim, device="cpu")
-    for i, t in enumerate(texts):
-        for w in str(t).lower().split():
-            out[i, zlib.crc32(w.encode()) % dim] += 1.0
-    return F.normalize(out, dim=-1) if dim else out
 
 
 class SuccessHead(nn.Module):
@@ -379,11 +365,11 @@ class VideoWorldModel(nn.Module):
 
 
 def window_dataset(videos: torch.Tensor, actions: torch.Tensor, success: torch.Tensor, cfg: WorldModelConfig
-                   ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
-    """Cut trajectories into (context, action chunk, future, success) training windows.
+                   ) -> WindowBatch:
+    """Cut trajectories into (context, action chunk, future, success) training windows (no first-frame padding).
 
     ``videos[N, T, 3, H, W]`` (frame ``t`` is the observation before action ``t``), ``actions[N, T-1, A]``,
-    ``success[N, T]`` (the simulator's success flag at each frame). Returns tensors with a leading window dim.
+    ``success[N, T]`` (the simulator's success flag at each frame). Returns a :class:`WindowBatch` (start-major).
     """
     n, t = videos.shape[:2]
     if actions.shape[:2] != (n, t - 1) or success.shape != (n, t):
@@ -398,37 +384,17 @@ def window_dataset(videos: torch.Tensor, actions: torch.Tensor, success: torch.T
         suc.append(success[:, start + tc:start + tc + k])
     if not ctx:
         raise ValueError(f"trajectories of {t} frames are too short for {tc} context + {k} future frames")
-    return torch.cat(ctx), torch.cat(act), torch.cat(fut), torch.cat(suc)
+    return WindowBatch(torch.cat(ctx), torch.cat(act), torch.cat(fut), torch.cat(suc))
 
 
-def _num_windows(data) -> int:
-    return len(data) if hasattr(data, "take") else int(data[0].shape[0])
-
-
-def _window_rows(data, idx) -> tuple[torch.Tensor | None, ...]:
-    """Rows ``idx`` of every entry: a :class:`~world_models.data.WindowSet` cuts them, a tuple is indexed."""
-    return data.take(idx) if hasattr(data, "take") else tuple(None if x is None else x[idx] for x in data)
-
-
-def _nth(rows: tuple, j: int) -> torch.Tensor | None:
-    return rows[j] if len(rows) > j else None
-
-
-def _future_states(data) -> torch.Tensor | None:
-    """All windows' future states ``[W, K, D]`` (None without states)."""
-    if hasattr(data, "future_states"):
-        return data.future_states() if data.state else None
-    return _nth(data, 5)
-
-
-def train_world_model(wm: VideoWorldModel, data: tuple[torch.Tensor | None, ...] | WindowSet, steps: int, batch: int = 16,
+def train_world_model(wm: VideoWorldModel, data: WindowBatch | WindowSet, steps: int, batch: int = 16,
                       lr: float = 1e-3, seed: int = 0) -> list[float]:
-    """Adam on random windows of ``data``: a ``world_models.data.WindowSet`` (cut per batch) or the tuple of
-    ``window_dataset(...)`` / ``wm_windows(...)`` (entry 4: instruction features or None, 5: future states
-    ``[N, K, D]``, needed by a state-aware head, whose normalizer is fit on them the first time, 6: the
-    episode's first real frame); the two give the same batches. Returns the loss curve."""
-    n = _num_windows(data)
-    state = _future_states(data)
+    """Adam on random windows of ``data``: a :class:`~world_models.windows.WindowSet` (cut per batch) or a
+    :class:`~world_models.windows.WindowBatch` (``wm_windows(...)`` / :func:`window_dataset`); the two give the same
+    batches. A state-aware head needs the windows' ``state`` (its normalizer is fit on them the first time), a
+    grounding head their ``ref``. Returns the loss curve."""
+    n = len(data)
+    state = data.future_states()
     if wm.cfg.state_dim and state is not None:
         wm.success_head.fit_state_stats(state)
     gen = torch.Generator().manual_seed(seed)
@@ -437,8 +403,8 @@ def train_world_model(wm: VideoWorldModel, data: tuple[torch.Tensor | None, ...]
     wm.train()
     for _ in range(steps):
         idx = torch.randint(n, (min(batch, n),), generator=gen, device="cpu")
-        rows = _window_rows(data, idx)
-        out = wm.loss(*rows[:4], generator=gen, text=_nth(rows, 4), state=_nth(rows, 5), ref=_nth(rows, 6))
+        w = data.take(idx)
+        out = wm.loss(w.context, w.actions, w.future, w.success, generator=gen, text=w.text, state=w.state, ref=w.ref)
         opt.zero_grad()
         out["loss"].backward()
         torch.nn.utils.clip_grad_norm_(wm.parameters(), 1.0)
@@ -449,18 +415,18 @@ def train_world_model(wm: VideoWorldModel, data: tuple[torch.Tensor | None, ...]
 
 
 @torch.no_grad()
-def world_model_metrics(wm: VideoWorldModel, data: tuple[torch.Tensor | None, ...] | WindowSet, seed: int = 0,
+def world_model_metrics(wm: VideoWorldModel, data: WindowBatch | WindowSet, seed: int = 0,
                         batch: int = 64) -> dict[str, float]:
     """Held-out frame MSE vs the real simulator under the same actions (and of the copy-last-frame baseline), and
     success agreement (accuracy); ``batch`` windows per model call, windows as for :func:`train_world_model`."""
     gen = torch.Generator().manual_seed(seed)
-    n = _num_windows(data)
+    n = len(data)
     sq = copy_sq = agree = 0.0
     n_values = n_flags = 0
     for i in range(0, n, batch):  # inputs stay in CPU RAM; batches go to the model
-        rows = _window_rows(data, torch.arange(i, min(i + batch, n), device="cpu"))
-        ctx, act, fut, suc = rows[:4]
-        p, lg = wm.predict(ctx, act, generator=gen, text=_nth(rows, 4), state=_nth(rows, 5), ref=_nth(rows, 6))
+        w = data.take(torch.arange(i, min(i + batch, n), device="cpu"))
+        ctx, fut, suc = w.context, w.future, w.success
+        p, lg = wm.predict(ctx, w.actions, generator=gen, text=w.text, state=w.state, ref=w.ref)
         sq += float(((p.cpu() - fut) ** 2).sum())
         copy_sq += float(((ctx[:, -1:].expand_as(fut) - fut) ** 2).sum())
         agree += float(((lg.cpu() > 0) == (suc > 0.5)).sum())
@@ -470,72 +436,6 @@ def world_model_metrics(wm: VideoWorldModel, data: tuple[torch.Tensor | None, ..
         "copy_last_frame_mse": copy_sq / n_values,  # baseline: predict no motion
         "success_agreement": agree / n_flags,
     }
-
-
-def success_samples(frames: torch.Tensor, actions: torch.Tensor, success: torch.Tensor,
-                    text: torch.Tensor | None = None, state: torch.Tensor | None = None,
-                    ref: torch.Tensor | None = None) -> tuple[torch.Tensor, ...]:
-    """Flatten per-step data into the success head's samples: ``frames[N, K, 3, H, W]`` in [0, 1], the actions
-    that produced them ``actions[N, K, A]``, labels ``success[N, K]`` (and instruction features ``text[N, D]``)
-    -> ``(frames[N*K, 3, H, W], actions[N*K, A], labels[N*K], text[N*K, D] or None)``; with the state at each
-    frame ``state[N, K, S]`` a fifth entry ``state[N*K, S]``, and with the episodes' first real frames
-    ``ref[N, 3, H, W]`` a sixth ``ref[N*K, 3, H, W]`` (for a grounding head)."""
-    n, k = frames.shape[:2]
-    if actions.shape[:2] != (n, k) or success.shape != (n, k) or (state is not None and state.shape[:2] != (n, k)):
-        raise ValueError(f"frames {tuple(frames.shape)}, actions {tuple(actions.shape)}, success "
-                         f"{tuple(success.shape)} (and state) must share the leading [N, K]")
-    txt = None if text is None else text.repeat_interleave(k, 0)
-    out = (frames.flatten(0, 1), actions.flatten(0, 1).float(), success.flatten().float(), txt)
-    if state is None:
-        return out
-    out = out + (state.flatten(0, 1).float(),)
-    return out if ref is None else out + (ref.repeat_interleave(k, 0),)
-
-
-class FrameSamples:
-    """The success head's per-frame samples, the tuple ``(frames[M, 3, H, W], actions[M, A], labels[M], text[M, D] or
-    None[, state[M, S][, ref[M, 3, H, W]]])`` of :func:`success_samples`, with the entries that only repeat an
-    episode's value (the instruction features and the first real frame) stored once per episode: their row ``i``
-    is row ``episode[i]`` of the stored ones. For ``R`` imagined rollouts of ``N`` episodes at 128 px that saves
-    ``R * N * T`` frames (4.5 GB for 288 episodes of 80 steps).
-
-    Reads like the tuple (``len``, ``[j]``, unpacking; indexing a repeated entry builds it) and like
-    ``world_models.data.WindowFrames`` (``labels``, ``take(idx)``, which builds only the rows asked for)."""
-
-    def __init__(self, per_sample: list[torch.Tensor | None], per_episode: dict[int, torch.Tensor | None] | None = None,
-                 episode: torch.Tensor | None = None):
-        self._entries = list(per_sample)  # None placeholders where per_episode holds the entry
-        self._per_episode = dict(per_episode or {})
-        self._episode = episode
-        if self._per_episode and episode is None:
-            raise ValueError("per-episode entries need the episode index of every sample")
-        self.labels = self._entries[2]
-
-    @classmethod
-    def from_tuple(cls, tensors: tuple[torch.Tensor | None, ...]) -> "FrameSamples":
-        return cls(list(tensors))
-
-    def __len__(self) -> int:
-        return len(self._entries)
-
-    def _entry(self, j: int, idx: torch.Tensor | None) -> torch.Tensor | None:
-        if j in self._per_episode:
-            v = self._per_episode[j]
-            if v is None:
-                return None
-            return v[self._episode if idx is None else self._episode[idx]]
-        v = self._entries[j]
-        return v if v is None or idx is None else v[idx]
-
-    def __getitem__(self, j: int) -> torch.Tensor | None:
-        return self._entry(range(len(self))[j], None)
-
-    def __iter__(self):
-        return (self[j] for j in range(len(self)))
-
-    def take(self, idx: torch.Tensor) -> tuple[torch.Tensor | None, ...]:
-        """Samples ``idx`` ``[B]``: every entry's rows, as the tuple would give them."""
-        return tuple(self._entry(j, idx) for j in range(len(self)))
 
 
 def _augment_frames(x: torch.Tensor, gen: torch.Generator, shift: int = 2, flip: bool = True) -> torch.Tensor:
@@ -555,16 +455,17 @@ def _augment_frames(x: torch.Tensor, gen: torch.Generator, shift: int = 2, flip:
     return x.gather(3, cols)
 
 
-def train_success_head(wm: VideoWorldModel, data: tuple[torch.Tensor | None, ...] | WindowSet, steps: int, batch: int = 64,
+def train_success_head(wm: VideoWorldModel, data: WindowBatch | WindowSet, steps: int, batch: int = 64,
                        lr: float = 1e-3, seed: int = 0, balance: bool = True,
-                       imagined: tuple[torch.Tensor, ...] | None = None, imagined_fraction: float = 0.5,
+                       imagined: FrameBatch | FrameSamples | None = None, imagined_fraction: float = 0.5,
                        augment: bool = False, ground_weight: float = 1.0) -> list[float]:
     """Extra training of the success head alone (the rest of ``wm`` is untouched).
 
-    ``data``: windows as for :func:`train_world_model`; the head is trained on their *real* future frames.
-    ``imagined``: optional samples of the world model's *own* predicted frames, as returned by
-    :func:`success_samples` (``frames[M, 3, H, W]``, ``actions[M, A]``, ``labels[M]``, ``text[M, D]`` or None),
-    labelled with the real episode's success at that step (``world_models.loop.imagined_success_samples``).
+    ``data``: windows as for :func:`train_world_model`; the head is trained on their *real* future frames
+    (``data.frame_samples()``). ``imagined``: optional per-frame samples of the world model's *own* predicted
+    frames (a :class:`~world_models.windows.FrameBatch`, e.g. from :func:`~world_models.windows.success_samples`, or
+    a :class:`~world_models.windows.FrameSamples`), labelled with the real episode's success at that step
+    (``world_models.fit.imagined_success_samples``).
     At inference (the world-model env) the head only ever sees predicted frames, which are blurrier and
     drift from the real ones, so a head fit on real frames alone is near chance there; each batch then
     holds ``round(imagined_fraction * batch)`` imagined samples and the rest real ones, and the loss is
@@ -577,41 +478,36 @@ def train_success_head(wm: VideoWorldModel, data: tuple[torch.Tensor | None, ...
     the gripper-object relation that decides success and keeps the head from memorizing the training
     episodes' layouts.
 
-    State-aware head (``wm.cfg.state_dim > 0``): ``data[5]`` holds the real future states ``[N, K, D]`` (``wm_windows(
-    state=True)``) and ``imagined`` a fifth entry, the state at each imagined frame ``[M, D]`` -- the state model's
-    *open-loop prediction* under the recorded actions, what the env feeds the head at inference; the head's
-    state normalizer is fit on the real states (once); ``augment`` then only shifts (no flip: a mirrored frame
-    would contradict the x coordinates of its state).
+    State-aware head (``wm.cfg.state_dim > 0``): the windows' ``state`` holds the real future states ``[N, K, D]``
+    (``wm_windows(state=True)``) and the imagined samples' ``state`` the state at each imagined frame ``[M, D]`` --
+    the state model's *open-loop prediction* under the recorded actions, what the env feeds the head at inference;
+    the head's state normalizer is fit on the real states (once); ``augment`` then only shifts (no flip: a
+    mirrored frame would contradict the x coordinates of its state).
 
-    Grounding head (``wm.cfg.state_camera``): ``data[6]`` / ``imagined[5]`` hold the episodes' first real frames
-    (``ref``), and on every successful sample the grounding logits also get a cross-entropy towards the
-    object nearest to the grip point (success = the grip point at the named object), weight ``ground_weight``.
-    Returns the loss curve."""
+    Grounding head (``wm.cfg.state_camera``): ``ref`` of both holds the episodes' first real frames, and on every
+    successful sample the grounding logits also get a cross-entropy towards the object nearest to the grip point
+    (success = the grip point at the named object), weight ``ground_weight``. Returns the loss curve."""
     head = wm.success_head
     sd = wm.cfg.state_dim
     grounding = bool(sd and wm.cfg.state_camera)
-    want = 4 + (1 if sd else 0) + (1 if grounding else 0)
-    need = 7 if grounding else 6 if sd else 4
-    lazy = hasattr(data, "frame_samples")
-    if (lazy and sd and not data.state) or (not lazy and (len(data) < need or any(x is None for x in data[5:need]))):
+    first = torch.zeros(1, dtype=torch.long, device="cpu")
+    probe = data.take(first)
+    if (sd and probe.state is None) or (grounding and probe.ref is None):
         raise ValueError(f"the success head is state-aware (state_dim={sd}): data needs the future states "
-                         f"[N, K, {sd}] as data[5]" + (" and the first real frames [N, 3, H, W] as data[6]" if grounding
-                                                        else "") + " (wm_windows(..., state=True) / WindowSet(state=True))")
-    if lazy:  # per-frame samples cut on the fly, in success_samples' order
-        sources = [data.frame_samples()]
-    else:
-        _, act, fut, suc = data[:4]
-        sources = [FrameSamples.from_tuple(success_samples(fut, act, suc, _nth(data, 4), data[5] if sd else None,
-                                                            data[6] if grounding else None))]
+                         f"[N, K, {sd}] (state)" + (" and the first real frames [N, 3, H, W] (ref)" if grounding
+                                                    else "") + " (wm_windows(..., state=True) / WindowSet(state=True))")
+    sources = [data.frame_samples()]  # per-frame samples in success_samples' order (a WindowSet cuts them on the fly)
     if sd:
-        head.fit_state_stats(_future_states(data))
+        head.fit_state_stats(data.future_states())
     if imagined is not None:
         if not 0.0 <= imagined_fraction <= 1.0:
             raise ValueError(f"imagined_fraction must be in [0, 1], got {imagined_fraction}")
-        if len(imagined) < want or imagined[0].dim() != 4 or imagined[0].shape[0] != imagined[2].shape[0]:
-            raise ValueError("imagined must be (frames [M, 3, H, W], actions [M, A], labels [M], text [M, D] or None"
-                             + (f", state [M, {sd}]" if sd else "") + (", ref [M, 3, H, W]" if grounding else "") + ")")
-        sources.append(imagined if hasattr(imagined, "take") else FrameSamples.from_tuple(tuple(imagined)[:want]))
+        got = imagined.take(first) if len(imagined) else None
+        if got is None or got.frames.dim() != 4 or (sd and got.state is None) or (grounding and got.ref is None):
+            raise ValueError("imagined must be samples (FrameBatch / FrameSamples) with frames [M, 3, H, W], actions "
+                             "[M, A], labels [M], text [M, D] or None" + (f", state [M, {sd}]" if sd else "")
+                             + (", ref [M, 3, H, W]" if grounding else ""))
+        sources.append(imagined)
     fractions = [1.0] if imagined is None else [1.0 - imagined_fraction, imagined_fraction]
     counts = [int(round(f * batch)) for f in fractions]
     counts[0] = batch - sum(counts[1:])
@@ -631,14 +527,14 @@ def train_success_head(wm: VideoWorldModel, data: tuple[torch.Tensor | None, ...
                 continue
             i = torch.randint(src.labels.numel(), (n,), generator=gen, device="cpu")
             rows = src.take(i)
-            frames, acts, y, txt = rows[:4]
-            fr.append(frames), ac.append(acts), ys.append(y), ws.append(1.0 + (pw - 1.0) * y)
-            if txt is not None:
-                tx.append(txt)
+            y = rows.labels
+            fr.append(rows.frames), ac.append(rows.actions), ys.append(y), ws.append(1.0 + (pw - 1.0) * y)
+            if rows.text is not None:
+                tx.append(rows.text)
             if sd:
-                st.append(rows[4])
+                st.append(rows.state)
             if grounding:
-                rf.append(rows[5])
+                rf.append(rows.ref)
         text = torch.cat(tx) if tx and len(tx) == len(fr) else None
         y = torch.cat(ys)
         x = torch.cat(fr).float()

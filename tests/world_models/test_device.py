@@ -15,14 +15,14 @@ import torch
 from grpo.config import ConfigError
 from grpo.device import check_device_name, module_device, resolve_device
 from tests.strict_device import strict_device
-from world_models.data import StatePredictor, WindowSet, collect_sans, predict_states, state_predictor_error, train_state_predictor, \
-    wm_windows
+from world_models.data import StatePredictor, collect_sans, predict_states, state_predictor_error, train_state_predictor
 from world_models.encoders import SmallEncoderConfig, SmallVideoEncoder, train_small_encoder
 from world_models.eva_alignment import ConditionTable, EVAVideoReward, alignment_report, calibrate_on_pretrained
 from world_models.idm import IDMConfig, InverseDynamicsModel, idm_action_error, train_idm
-from world_models.loop import ModelsConfig, imagined_success_samples, world_model_report
+from world_models.fit import ModelsConfig, imagined_success_samples, world_model_report
 from world_models.video_wm import VideoWorldModel, WorldModelConfig, train_success_head, train_world_model, \
     world_model_metrics
+from world_models.windows import WindowSet, wm_windows
 from world_models.wm_env import StartPool, WorldModelEnv, WorldModelVecEnv
 
 TINY_WM = dict(image_size=32, context_frames=2, chunk=2, action_dim=4, sampling_steps=2, layers=1, ffn_dim=32)
@@ -63,7 +63,8 @@ def _run_every_stage(reach, wm, sp, idm, enc) -> dict:
     out["wm_loss"] = train_world_model(wm, win, steps=2, batch=4)
     out["wm_metrics"] = world_model_metrics(wm, held, batch=8)
     imagined = imagined_success_samples(wm, train, rollouts=1, steps=2, state_model=sp)
-    out["imagined_device"] = {str(t.device) for t in imagined if t is not None}
+    out["imagined_device"] = {str(t.device) for t in (*vars(imagined.samples).values(), *imagined.per_episode.values())
+                              if t is not None}
     out["head_loss"] = train_success_head(wm, win, steps=2, batch=8, imagined=imagined, augment=True)
     out["idm_loss"] = train_idm(idm, train.videos, train.actions, steps=2, batch=4)
     out["idm_err"] = idm_action_error(idm, test.videos, test.actions)
@@ -87,7 +88,7 @@ def _run_every_stage(reach, wm, sp, idm, enc) -> dict:
     vobs, vrew, *_ = venv.step(np.full((2, 2, 4), 0.3, np.float32))
     out["vec"] = (vobs, vrew)
 
-    table = ConditionTable(held[0][:4], held[1][:4], held[2][:4])
+    table = ConditionTable(held.context[:4], held.actions[:4], held.future[:4])
     from rewards.eva import EVAConfig
 
     eva = calibrate_on_pretrained(wm, idm, table, EVAConfig())
@@ -144,12 +145,13 @@ def test_every_stage_keeps_its_tensors_on_the_models_device(reach):
 
 def test_policy_rollouts_for_the_loop_follow_the_policys_device():
     from tests.vla_rl.test_device import _policy_and_pool
+    from vla_rl.wm_loop import policy_actor
     from world_models.data import collect_policy_episodes
 
     cfg, _, policy = _policy_and_pool("flow")
     kw = {k: v for k, v in cfg.env.kwargs.items() if k != "image_size"}
-    run = lambda: collect_policy_episodes(policy, cfg.env.tasks[0], [0, 1], horizon=4, image_size=32,  # noqa: E731
-                                          env_kwargs=kw)
+    run = lambda: collect_policy_episodes(policy_actor(policy), cfg.env.tasks[0], [0, 1], horizon=4,  # noqa: E731
+                                          image_size=32, env_kwargs=kw)
     expect = run()
     with strict_device():
         got = run()
@@ -177,7 +179,7 @@ def test_device_option_is_checked():
         with pytest.raises(ValueError, match="'cuda'.*torch.cuda.is_available"):
             resolve_device("cuda")
     assert check_device_name("cuda:1") == "cuda:1"  # a GPU config loads (and dry-runs) on a machine without one
-    from world_models.loop import LoopConfig
+    from vla_rl.wm_loop import LoopConfig
 
     with pytest.raises(ConfigError, match="device.*'tpu0'"):
         LoopConfig(device="tpu0")
@@ -196,7 +198,7 @@ def test_every_stage_runs_on_cuda_and_matches_the_cpu(reach):
 
 
 def test_fit_models_places_models_on_the_device(reach):
-    from world_models.loop import fit_models
+    from world_models.fit import fit_models
 
     train, _, _ = reach
     m = ModelsConfig(wm=WorldModelConfig(**TINY_WM), wm_steps=2, wm_finetune_steps=1, success_steps=2, idm_steps=2,

@@ -134,14 +134,14 @@ def test_video_world_model_learns_and_env_is_deterministic():
     wm = VideoWorldModel(cfg)
     train = window_dataset(v[:32], a[:32], succ[:32], cfg)
     test = window_dataset(v[32:], a[32:], succ[32:], cfg)
-    assert train[0].shape == (32 * 3, 2, 3, 32, 32) and train[1].shape == (96, 2, 2)
+    assert train.context.shape == (32 * 3, 2, 3, 32, 32) and train.actions.shape == (96, 2, 2) and len(train) == 96
     before = world_model_metrics(wm, test)
     losses = train_world_model(wm, train, steps=120, batch=24, lr=2e-3)
     after = world_model_metrics(wm, test)
     assert losses[-1] < 0.5 * losses[0]
     assert after["frame_mse"] < 0.5 * before["frame_mse"], (before, after)
     with pytest.raises(ValueError, match="actions must be"):
-        wm.predict(test[0][:1], test[1][:1, :1])
+        wm.predict(test.context[:1], test.actions[:1, :1])
 
     env = WorldModelVecEnv(wm, v[:4, :2], ["push the square right"] * 4, num_envs=3, max_chunks=2)
     obs, _ = env.reset(seed=5)

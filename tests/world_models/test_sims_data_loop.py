@@ -1,14 +1,16 @@
-"""Simulator data (SANS mix), the world model as a sims env, and the World-VLA-Loop command (tiny sizes)."""
+"""Simulator data (SANS mix), windows, the world model as a sims env and its success head (tiny sizes); the
+World-VLA-Loop command is tests/vla_rl/test_wm_loop.py."""
 
+import dataclasses
 import json
 
 import numpy as np
 import pytest
 import torch
 
-from world_models.data import (KINDS, StatePredictor, Trajectories, collect_sans, state_predictor_error,
-                               train_state_predictor, wm_windows)
+from world_models.data import KINDS, StatePredictor, Trajectories, collect_sans, state_predictor_error, train_state_predictor
 from world_models.video_wm import VideoWorldModel, WorldModelConfig
+from world_models.windows import FrameBatch, wm_windows
 
 TINY_WM = dict(image_size=32, context_frames=2, chunk=2, action_dim=4, sampling_steps=2, layers=1, ffn_dim=32)
 
@@ -40,15 +42,17 @@ def test_collect_sans_mix(sans, tmp_path):
 
 
 def test_windows_pad_the_first_frame(sans):
-    ctx, act, fut, suc = wm_windows(sans, context_frames=2, chunk=2)
+    w = wm_windows(sans, context_frames=2, chunk=2)
+    ctx, act, fut, suc = w.context, w.actions, w.future, w.success
+    assert len(w) == 99 and w.text is None and w.state is None and w.ref is None
     # 13 frames + 1 pad = 14 -> 14 - 2 - 2 + 1 = 11 windows per episode
     assert ctx.shape == (9 * 11, 2, 3, 32, 32) and act.shape == (99, 2, 4) and fut.shape == (99, 2, 3, 32, 32)
     v = sans.videos
     assert torch.equal(ctx[0, 0], ctx[0, 1]) and torch.equal(ctx[0, 1], v[0, 0])  # first window: padded start
     # the first chunk starts at the real first frame: actions 0, 1 produce frames 1, 2
     assert torch.equal(act[0], sans.actions[0, :2]) and torch.equal(fut[0], v[0, 1:3]) and suc.shape == (99, 2)
-    assert wm_windows(sans, 2, 2, stride=3)[0].shape[0] == 9 * 4
-    assert wm_windows(sans, 2, 2, text_dim=8)[4].shape == (99, 8)
+    assert len(wm_windows(sans, 2, 2, stride=3)) == 9 * 4
+    assert wm_windows(sans, 2, 2, text_dim=8).text.shape == (99, 8)
 
 
 def test_state_predictor_beats_copy(sans):
@@ -106,53 +110,23 @@ def test_world_model_env_runs_sims_api_and_vla_trainer_unchanged(sans, tmp_path)
     assert out["iterations"] == 1 and 0.0 <= out["final_success"] <= 1.0
 
 
-@pytest.mark.parametrize("config,state_dim", [("loop_reach.yaml", 18), ("loop_reach_one.yaml", 12)])
-def test_world_vla_loop_tiny(tmp_path, config, state_dim):
-    """Both shipped loops, tiny: reach (3 balls, grounding head) and reach_one (one ball; the demo), whose policy
-    reads the state model's proprio + ball position inside the world model (state_dim 12)."""
-    from vla_rl.policy import SmallVLA
-    from world_models.loop import LoopConfig, main, run_loop
-    from grpo.config import load_config
-
-    path = f"configs/world_models/{config}"
-    assert main([path, "--dry-run"]) == 0
-    cfg = load_config(LoopConfig, path, [
-        f"output_dir={tmp_path}", "cycles=1", "rl_iterations=1", "real_eval_episodes=2", "rollouts_per_cycle=2",
-        "data.horizon=6", "data.train={success: 2, near: 1, failure: 1, random: 1}", "data.test={success: 1, near: 1}",
-        "data.start_pool=4", f"models.wm={json.dumps(TINY_WM)}", "models.wm_steps=3", "models.wm_finetune_steps=2",
-        "models.idm_steps=3", "models.state_steps=3", "models.success_steps=3", "vla.env.max_episode_steps=12", "vla.policy.chunk_size=2",
-        "vla.policy.n_action_steps=2", "vla.policy.flow.num_steps=2", "vla.sft.demos_per_task=1", "vla.sft.steps=3",
-        "vla.rl.groups_per_task=1", "vla.rl.eval_episodes=2", "vla.grpo.group_size=2"])
-    res = run_loop(cfg, quiet=True)
-    hist = res["history"]
-    assert [h["cycle"] for h in hist] == [0, 1]
-    h1 = hist[1]
-    for k in ("real_success", "wm_success_after_rl", "wm_on_policy/frame_mse", "wm_on_policy/action_following_mse",
-              "wm_on_policy/success_agreement", "wm_heldout/frame_mse", "data/added"):
-        assert k in h1 and np.isfinite(h1[k]), k
-    assert len(res["train"]) == 5 + h1["data/added"]
-    lines = [json.loads(x) for x in (tmp_path / "metrics.jsonl").read_text().splitlines()]
-    assert any("real_success" in x for x in lines) and (tmp_path / "cycle_1" / "world_model.pt").is_file()
-    assert (tmp_path / "cycle_1" / "vla" / "policy").is_dir()
-    pol = SmallVLA.from_pretrained(res["policy_dir"])
-    assert pol.cfg.use_state and pol.cfg.state_dim == state_dim and pol.cfg.cameras == ["agentview"]
-    assert res["models"]["wm"].cfg.state_dim == state_dim
-
-
 def test_success_head_learns_on_the_models_own_frames(sans):
     """The head's imagined samples are the world model's open-loop rollouts under the recorded actions,
     labelled with the real episode's success; training on them fits the head to predicted frames."""
     import copy
 
-    from world_models.loop import imagined_success_samples, rollout_video
-    from world_models.video_wm import success_samples, train_success_head, train_world_model
+    from world_models.fit import imagined_success_samples, rollout_video
+    from world_models.video_wm import train_success_head, train_world_model
+    from world_models.windows import success_samples
 
     torch.manual_seed(0)
     wm = VideoWorldModel(WorldModelConfig(**TINY_WM))
     win = wm_windows(sans, 2, 2, text_dim=wm.cfg.text_dim)
     train_world_model(wm, win, steps=10, batch=8)
     n, t = sans.actions.shape[:2]
-    fr, act, y, txt = imagined_success_samples(wm, sans, rollouts=2, seed=3, steps=2)
+    imagined = imagined_success_samples(wm, sans, rollouts=2, seed=3, steps=2).materialize()
+    fr, act, y, txt = imagined.frames, imagined.actions, imagined.labels, imagined.text
+    assert imagined.state is None and imagined.ref is None
     assert fr.shape == (2 * n * t, 3, 32, 32) and act.shape == (2 * n * t, 4) and y.shape == (2 * n * t,)
     assert txt.shape == (2 * n * t, wm.cfg.text_dim)
     pred, _ = rollout_video(wm, sans.videos[:, 0], sans.actions, seed=3, steps=2, instructions=sans.instructions)
@@ -171,18 +145,18 @@ def test_success_head_learns_on_the_models_own_frames(sans):
 
     real_only, mixed = copy.deepcopy(wm), copy.deepcopy(wm)
     train_success_head(real_only, win, steps=150, seed=0, balance=False)
-    train_success_head(mixed, win, steps=150, seed=0, balance=False, imagined=(fr, act, y, txt), imagined_fraction=0.5)
+    train_success_head(mixed, win, steps=150, seed=0, balance=False, imagined=imagined, imagined_fraction=0.5)
     assert imagined_bce(mixed) < 0.8 * imagined_bce(real_only), (imagined_bce(mixed), imagined_bce(real_only))
     # imagined_fraction=1: every sample is a predicted frame (inverted real labels change nothing)
     only, only_flipped = copy.deepcopy(wm), copy.deepcopy(wm)
-    train_success_head(only, win, steps=5, seed=1, imagined=(fr, act, y, txt), imagined_fraction=1.0)
-    train_success_head(only_flipped, (*win[:3], 1 - win[3], win[4]), steps=5, seed=1, imagined=(fr, act, y, txt),
+    train_success_head(only, win, steps=5, seed=1, imagined=imagined, imagined_fraction=1.0)
+    train_success_head(only_flipped, dataclasses.replace(win, success=1 - win.success), steps=5, seed=1, imagined=imagined,
                        imagined_fraction=1.0)
     assert all(torch.equal(a, b) for a, b in zip(only.success_head.parameters(), only_flipped.success_head.parameters()))
     for a, b in zip(mixed.transformer.parameters(), wm.transformer.parameters()):
         assert torch.equal(a, b)  # only the head trains
     with pytest.raises(ValueError, match="imagined_fraction"):
-        train_success_head(mixed, win, steps=1, imagined=(fr, act, y, txt), imagined_fraction=1.5)
+        train_success_head(mixed, win, steps=1, imagined=imagined, imagined_fraction=1.5)
     with pytest.raises(ValueError, match="leading"):
         success_samples(pred[:, 1:], sans.actions[:, 1:], sans.success[:, 1:])
 

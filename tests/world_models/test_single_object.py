@@ -5,7 +5,8 @@ import pytest
 import torch
 
 from world_models.data import collect_sans
-from world_models.loop import LoopConfig, ModelsConfig, success_state_config
+from vla_rl.wm_loop import LoopConfig
+from world_models.fit import ModelsConfig, success_state_config
 from world_models.video_wm import VideoWorldModel, WorldModelConfig
 
 TINY_WM = dict(image_size=32, context_frames=2, chunk=2, action_dim=4, sampling_steps=2, layers=1, ffn_dim=32)

@@ -4,8 +4,9 @@ import numpy as np
 import pytest
 import torch
 
-from world_models.data import StatePredictor, collect_sans, predict_states, train_state_predictor, wm_windows
+from world_models.data import StatePredictor, collect_sans, predict_states, train_state_predictor
 from world_models.video_wm import VideoWorldModel, WorldModelConfig, train_success_head, train_world_model
+from world_models.windows import wm_windows
 
 TINY_WM = dict(image_size=32, context_frames=2, chunk=2, action_dim=4, sampling_steps=2, layers=1, ffn_dim=32)
 # reach with object_state: grip point at 0, balls at 9/12/15; the agentview camera of sims/tabletop/scene.py
@@ -57,33 +58,33 @@ def test_state_aware_head_shapes_errors_and_state_dict():
 
 
 def test_windows_and_imagined_samples_carry_states(reach):
-    from world_models.loop import imagined_success_samples, rollout_video
+    from world_models.fit import imagined_success_samples, rollout_video
 
     train, _ = reach
     n, t = train.actions.shape[:2]
     win = wm_windows(train, 2, 2, state=True)
-    assert len(win) == 7 and win[4] is None and win[5].shape == (win[0].shape[0], 2, 18)
-    assert torch.equal(win[5][:n], train.state[:, 1:3])  # first window: futures are frames 1, 2
-    assert torch.equal(win[6][:n], train.videos[:, 0]) and torch.equal(win[6][n:2 * n], train.videos[:, 0])
-    assert wm_windows(train, 2, 2, text_dim=8, state=True)[4].shape == (win[0].shape[0], 8)
+    assert win.text is None and win.state.shape == (len(win), 2, 18)
+    assert torch.equal(win.state[:n], train.state[:, 1:3])  # first window: futures are frames 1, 2
+    assert torch.equal(win.ref[:n], train.videos[:, 0]) and torch.equal(win.ref[n:2 * n], train.videos[:, 0])
+    assert wm_windows(train, 2, 2, text_dim=8, state=True).text.shape == (len(win), 8)
     torch.manual_seed(0)
     wm = VideoWorldModel(WorldModelConfig(**TINY_WM, state_dim=18))
     sp = StatePredictor(18, 4, hidden=16)
     train_state_predictor(sp, train, steps=20)
     with pytest.raises(ValueError, match="state_model"):
         imagined_success_samples(wm, train, steps=1)
-    fr, act, y, txt, st = imagined_success_samples(wm, train, rollouts=1, seed=0, steps=1, state_model=sp)
+    st = imagined_success_samples(wm, train, rollouts=1, seed=0, steps=1, state_model=sp).materialize().state
     pred_states = predict_states(sp, train.state[:, 0], train.actions)
     assert st.shape == (n * t, 18) and torch.equal(st, pred_states.flatten(0, 1))  # open-loop predicted states
     assert not torch.equal(st, train.state[:, 1:].flatten(0, 1))
     with pytest.raises(ValueError, match="states"):
         rollout_video(wm, train.videos[:, 0], train.actions)
-    with pytest.raises(ValueError, match="data\\[5\\]"):
+    with pytest.raises(ValueError, match="future states .* \\(state\\)"):
         train_success_head(wm, wm_windows(train, 2, 2), steps=1)
     # with grounding the samples also carry the episode's first real frame
     gwm = VideoWorldModel(WorldModelConfig(**TINY_WM, **GROUND))
-    out = imagined_success_samples(gwm, train, rollouts=1, seed=0, steps=1, state_model=sp)
-    assert len(out) == 6 and torch.equal(out[5], train.videos[:, 0].repeat_interleave(t, 0))
+    out = imagined_success_samples(gwm, train, rollouts=1, seed=0, steps=1, state_model=sp).materialize()
+    assert out.state is not None and torch.equal(out.ref, train.videos[:, 0].repeat_interleave(t, 0))
 
 
 STEPS = 300
@@ -98,7 +99,7 @@ def test_state_aware_head_beats_frames_only_on_imagined_frames(reach):
     """On held-out imagined rollouts (the model's own frames, the state model's open-loop states) the head that
     also reads the state (+ distances, grounding) separates successes better than the frames-only head
     trained the same way."""
-    from world_models.loop import imagined_success_samples
+    from world_models.fit import imagined_success_samples
 
     train, test = reach
     torch.manual_seed(0)
@@ -114,11 +115,11 @@ def test_state_aware_head_beats_frames_only_on_imagined_frames(reach):
         imagined = imagined_success_samples(wm, train, rollouts=1, seed=1, steps=1, state_model=sp)
         train_success_head(wm, win, steps=STEPS, seed=0, imagined=imagined, imagined_fraction=0.5, augment=True,
                            ground_weight=5.0)
-        held = imagined_success_samples(wm, test, rollouts=1, seed=2, steps=1, state_model=sp)
+        held = imagined_success_samples(wm, test, rollouts=1, seed=2, steps=1, state_model=sp).materialize()
         with torch.no_grad():
-            lg = wm.success_head(held[0][:, None] * 2 - 1, held[1][:, None], held[3],
-                                 held[4][:, None] if extra else None, held[5] * 2 - 1 if extra else None)[:, 0]
-        accs[name] = _balanced_acc(lg, held[2])
+            lg = wm.success_head(held.frames[:, None] * 2 - 1, held.actions[:, None], held.text,
+                                 held.state[:, None] if extra else None, held.ref * 2 - 1 if extra else None)[:, 0]
+        accs[name] = _balanced_acc(lg, held.labels)
     assert accs["state"] > 0.85 and accs["state"] > accs["frames"] + 0.05, accs
 
 

@@ -1,13 +1,15 @@
-"""WindowSet: the world model's training windows cut per batch from the trajectories, equal to the materialized ones."""
+"""WindowSet: the world model's training windows cut per batch from the trajectories, equal to the materialized ones
+(named batches: WindowBatch, FrameBatch, FrameSamples)."""
 
 import copy
 
 import pytest
 import torch
 
-from world_models.data import WindowSet, collect_sans, wm_windows
-from world_models.video_wm import VideoWorldModel, WorldModelConfig, success_samples, train_success_head, \
-    train_world_model, world_model_metrics
+from world_models.data import collect_sans
+from world_models.video_wm import VideoWorldModel, WorldModelConfig, train_success_head, train_world_model, \
+    world_model_metrics
+from world_models.windows import FrameBatch, WindowBatch, WindowSet, success_samples, wm_windows
 
 TINY_WM = dict(image_size=16, context_frames=2, chunk=2, action_dim=4, sampling_steps=2, layers=1, ffn_dim=32, patch=4)
 
@@ -19,8 +21,10 @@ def reach():
 
 
 def _old_windows(data, tc, k, stride, text_dim, state):
-    """The materialized cut as wm_windows made it before WindowSet (padded tensors + video_wm.window_dataset)."""
-    from world_models.video_wm import instruction_features, window_dataset
+    """The materialized cut as wm_windows made it before WindowSet (padded tensors + video_wm.window_dataset), as the
+    tuple (context, actions, future, success[, text or None[, state, ref]]) it was."""
+    from world_models.video_wm import window_dataset
+    from world_models.windows import instruction_features
 
     v, a, s, st = data.videos, data.actions, data.success, data.state
     pad = tc - 1
@@ -29,7 +33,8 @@ def _old_windows(data, tc, k, stride, text_dim, state):
         a = torch.cat([a.new_zeros(a.shape[0], pad, a.shape[2]), a], dim=1)
         s = torch.cat([s[:, :1].expand(-1, pad), s], dim=1)
         st = torch.cat([st[:, :1].expand(-1, pad, -1), st], dim=1)
-    out = list(window_dataset(v, a, s, WorldModelConfig(image_size=v.shape[-1], context_frames=tc, chunk=k, patch=1)))
+    w = window_dataset(v, a, s, WorldModelConfig(image_size=v.shape[-1], context_frames=tc, chunk=k, patch=1))
+    out = [w.context, w.actions, w.future, w.success]
     n, t = v.shape[:2]
     starts = range(0, t - tc - k + 1)
     if text_dim:
@@ -48,21 +53,37 @@ def _old_windows(data, tc, k, stride, text_dim, state):
 def test_windows_equal_the_materialized_cut(reach, tc, k, stride, text_dim, state):
     ws = WindowSet(reach, tc, k, stride, text_dim, state)
     old = _old_windows(reach, tc, k, stride, text_dim, state)
+    old = WindowBatch(*old[:5], *(old[5:] if state else ()))  # the tuple's entries by name
     new = ws.materialize()
-    assert len(ws) == old[0].shape[0] and len(new) == len(old)
-    assert all((a is None and b is None) or torch.equal(a, b) for a, b in zip(old, new))
-    assert all((a is None and b is None) or torch.equal(a, b) for a, b in zip(new, wm_windows(reach, tc, k, stride,
-                                                                                                text_dim, state)))
+    assert isinstance(new, WindowBatch) and len(ws) == len(old) == len(new)
+    assert (new.text is None) == (not text_dim) and (new.state is None) == (new.ref is None) == (not state)
+    assert _equal(old, new) and _equal(new, wm_windows(reach, tc, k, stride, text_dim, state))
     idx = torch.tensor([len(ws) - 1, 0, 3, 3])
-    assert all((a is None and b is None) or torch.equal(a[idx], b) for a, b in zip(old, ws.take(idx)))
+    assert _equal(old.take(idx), ws.take(idx))
+    assert _equal(ws.future_states(), old.state) if state else ws.future_states() is None
     # the success head's per-frame samples, in success_samples' order
-    flat = success_samples(old[2], old[1], old[3], old[4] if len(old) > 4 else None, old[5] if state else None,
-                           old[6] if state else None)
+    flat = success_samples(old.future, old.actions, old.success, old.text, old.state, old.ref)
+    assert _equal(flat, old.frame_samples())
     fs = ws.frame_samples()
-    assert torch.equal(fs.labels, flat[2])
+    assert torch.equal(fs.labels, flat.labels) and len(fs) == len(flat)
     j = torch.tensor([0, 5, len(fs.labels) - 1])
-    assert all((a is None and b is None) or torch.equal(a[j], b) for a, b in zip(flat, fs.take(j)))
+    assert _equal(flat.take(j), fs.take(j))
     assert ws.data.frames is reach.frames  # no copy of the frames: windows are cut per batch
+
+
+def _equal(a, b) -> bool:
+    """Equal tensors, or equal named batches (every entry equal, or None in both)."""
+    if isinstance(a, torch.Tensor) or isinstance(b, torch.Tensor):
+        return isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor) and torch.equal(a, b)
+    return type(a) is type(b) and all((x is None and y is None) or (x is not None and y is not None and torch.equal(x, y))
+                                      for x, y in zip(vars(a).values(), vars(b).values()))
+
+
+def test_named_batches_check_their_rows():
+    with pytest.raises(ValueError, match="leading dim"):
+        WindowBatch(torch.zeros(3, 2, 3, 4, 4), torch.zeros(2, 2, 4), torch.zeros(3, 2, 3, 4, 4), torch.zeros(3, 2))
+    with pytest.raises(ValueError, match="leading dim"):
+        FrameBatch(torch.zeros(3, 3, 4, 4), torch.zeros(3, 4), torch.zeros(3), state=torch.zeros(4, 2))
 
 
 def test_training_on_windowset_equals_training_on_tensors(reach):
@@ -84,9 +105,9 @@ def test_training_on_windowset_equals_training_on_tensors(reach):
 
 
 def test_imagined_samples_keep_episode_entries_once(reach):
-    """FrameSamples reads like the materialized tuple and trains the head to the same bits."""
+    """FrameSamples gives the rows of its materialized FrameBatch and trains the head to the same bits."""
     from world_models.data import StatePredictor
-    from world_models.loop import imagined_success_samples
+    from world_models.fit import imagined_success_samples
 
     torch.manual_seed(0)
     ground = dict(state_dim=18, state_points=(0, 9, 12, 15),
@@ -94,12 +115,13 @@ def test_imagined_samples_keep_episode_entries_once(reach):
     wm = VideoWorldModel(WorldModelConfig(**TINY_WM, **ground))
     sp = StatePredictor(18, 4, hidden=16)
     fs = imagined_success_samples(wm, reach, rollouts=2, steps=1, state_model=sp)
-    flat = tuple(fs)  # the tuple it stands for
+    flat = fs.materialize()  # the batch it stands for
     n, t = reach.actions.shape[:2]
-    assert len(fs) == 6 and flat[0].shape == (2 * n * t, 3, 16, 16)
-    assert torch.equal(flat[5], reach.videos[:, 0].repeat_interleave(t, 0).repeat(2, 1, 1, 1))
-    assert torch.equal(flat[3], wm.text_features(reach.instructions).repeat_interleave(t, 0).repeat(2, 1))
-    assert fs._per_episode[5].shape[0] == n  # stored once per episode
+    assert len(fs) == len(flat) == 2 * n * t and flat.frames.shape == (2 * n * t, 3, 16, 16)
+    assert torch.equal(flat.ref, reach.videos[:, 0].repeat_interleave(t, 0).repeat(2, 1, 1, 1))
+    assert torch.equal(flat.text, wm.text_features(reach.instructions).repeat_interleave(t, 0).repeat(2, 1))
+    assert fs.per_episode["ref"].shape[0] == n and fs.samples.ref is None  # stored once per episode
+    assert _equal(fs.take(torch.tensor([3, 0, 7])), flat.take(torch.tensor([3, 0, 7])))
     win = WindowSet(reach, 2, 2, text_dim=wm.cfg.text_dim, state=True)
     runs = []
     for imagined in (fs, flat):

@@ -1,59 +1,35 @@
-"""World-VLA-Loop as one command: train the world model on simulator data, RL the VLA inside it, check the
-policy in the real simulator, add the policy's failures and near-successes to the data, fine-tune, repeat.
+"""Fitting and judging the World-VLA-Loop's models, with no RL loop: the world model (frames + success head), the
+proprio state model and the IDM, trained on simulator data, and reports of the world model against the simulator.
 
-    python -m world_models.loop configs/world_models/loop_reach_one.yaml [key=value ...]   # the demo (make demo-wm)
+    models = fit_models(ModelsConfig(...), train_trajectories, seed=0, device="cpu")   # {"wm", "state", "idm", ...}
+    report = world_model_report(models["wm"], held_out, models["idm"], state_model=models["state"])
+    finetune(models, models_cfg, more_trajectories, steps=300, seed=1)
 
-Stages (all logged to ``<output_dir>/metrics.jsonl`` and TensorBoard with ``grpo.metrics.MetricsLogger``;
-step = cycle)::
+:class:`DataConfig` (the SANS data mix, ``world_models.data.collect_sans``) and :class:`ModelsConfig` (models and
+their training) are the ``data:`` / ``models:`` sections of the loop's config; the loop itself, which runs the
+VLA's RL trainer inside the world model, is the VLA frontend's (``vla_rl.wm_loop``, ``vla-rl loop CONFIG``).
 
-    data      SANS-style mix of successes / near-successes / failures / random episodes (world_models.data),
-              plus a held-out mix from disjoint initial states
-    models    video world model (frames + success head), proprio state model, IDM; cycle-0 metrics on the
-              held-out mix: open-loop frame MSE vs the simulator under the same actions (and the
-              copy-first-frame baseline), success agreement, IDM action error
-    policy    SFT of the VLA in the real simulator (vla_rl.trainer.VLARLTrainer with rl.iterations=0)
-    cycle c   1. register "wm/<task>" in sims' registry (world_models.wm_env.register_world_model_env)
-              2. VLARLTrainer, unchanged, with env.tasks=["wm/<task>"]: GRPO inside the world model
-              3. real-simulator evaluation (vla_rl.rollout.evaluate) on held-out initial states
-              4. fresh real rollouts of the policy: the world model's action-following error on them
-                 *before* they are added (frame MSE, IDM-decoded action error, success agreement)
-              5. add the failed and near-success rollouts to the data; fine-tune world model + state model
-              6. log ``cycle/*``
-
-Devices: ``device`` (``auto``: CUDA when available) places the world model, state model, IDM and the VLA; the
-data (uint8 episodes; training windows are cut per batch, ``world_models.data.WindowSet``), the start pool and
-every metric stay in CPU RAM, and batches move to the models.
-
-The world model is a module's worth of tensors and the policy a ``SmallVLA`` directory, so every stage
-is checkpointed under ``output_dir`` (``cycle_<c>/``); the loop itself is not resumable mid-cycle.
+Devices: ``fit_models(device=...)`` places the world model, state model and IDM; the data (uint8 episodes;
+training windows are cut per batch, ``world_models.windows.WindowSet``) and every metric stay in CPU RAM, and
+batches move to the models.
 """
 
 from __future__ import annotations
 
-import argparse
 import copy
-import json
-import sys
 import time
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 import torch
 
-from grpo.device import check_device_name, resolve_device
+from grpo.device import resolve_device
 
-from .data import NEAR_PROGRESS, StatePredictor, Trajectories, WindowSet, collect_policy_episodes, collect_sans, \
-    predict_states, state_predictor_error, train_state_predictor
-from .idm import IDMConfig, InverseDynamicsModel, idm_action_error, train_idm
+from .data import NEAR_PROGRESS, StatePredictor, Trajectories, predict_states, train_state_predictor
+from .idm import IDMConfig, InverseDynamicsModel, train_idm
 from .video_wm import VideoWorldModel, WorldModelConfig, train_success_head, train_world_model
-
-try:  # vla_rl is another frontend; the loop needs it, the world-model pieces above do not
-    from vla_rl.trainer import VLARLConfig
-except ImportError:  # pragma: no cover
-    VLARLConfig = None  # type: ignore[assignment,misc]
-
+from .windows import FrameBatch, FrameSamples, WindowBatch, WindowSet
 
 WM_CAMERA = "agentview"  # the one camera the data, the world model and its env use
 
@@ -101,44 +77,6 @@ class ModelsConfig:
     success_camera: list[float] = field(default_factory=list)  # -> wm.state_camera (instruction grounding)
     success_ground_weight: float = 1.0  # grounding cross-entropy on successful samples (train_success_head)
     env_sampling_steps: int = 2  # denoising steps per chunk inside the RL env (and in the metrics); x0-prediction keeps 2 sharp
-
-
-@dataclass
-class LoopConfig:
-    seed: int = 0
-    output_dir: str = "runs/wm_loop"
-    # where the world model, state model, IDM and the VLA run ("auto": CUDA when available, else CPU; the VLA
-    # stages use the same unless vla.device names another); data, start pools and windows stay in CPU RAM
-    device: str = "auto"
-    data: DataConfig = field(default_factory=DataConfig)
-    models: ModelsConfig = field(default_factory=ModelsConfig)
-    vla: Any = None  # a vla_rl.trainer.VLARLConfig (typed, see __post_init__)
-    cycles: int = 3
-    rl_iterations: int = 10  # GRPO iterations inside the world model per cycle
-    real_eval_episodes: int = 32  # held-out real-simulator initial states
-    rollouts_per_cycle: int = 16  # fresh real rollouts of the policy per cycle (metrics, then added to the data)
-    policy_seed_offset: int = 400_000
-
-    def __post_init__(self) -> None:
-        from grpo.config import ConfigError, _build
-
-        if VLARLConfig is None:
-            raise ConfigError("world_models.loop needs vla_rl (the VLA frontend) importable")
-        if self.vla is None:
-            self.vla = VLARLConfig()
-        elif isinstance(self.vla, dict):
-            self.vla = _build(VLARLConfig, self.vla, "vla", "loop config")
-        try:
-            check_device_name(self.device)
-        except ValueError as e:
-            raise ConfigError(f"device: {e}") from None
-        if self.cycles < 0 or self.rl_iterations < 0:
-            raise ValueError("cycles and rl_iterations must be >= 0")
-        pol = self.vla.policy
-        if pol.use_images and list(pol.cameras) != [WM_CAMERA]:
-            raise ConfigError(f"vla.policy.cameras={list(pol.cameras)}: the world model imagines only the {WM_CAMERA!r} "
-                              f"camera, so the policy can read only [{WM_CAMERA}] (and the state: with "
-                              "vla.env.kwargs.object_state=true it holds the object positions too)")
 
 
 # ---- metrics ----------------------------------------------------------------------------------------
@@ -195,26 +133,24 @@ def _open_loop_states(wm: VideoWorldModel, state_model: torch.nn.Module | None, 
 
 @torch.no_grad()
 def imagined_success_samples(wm: VideoWorldModel, data: Trajectories, rollouts: int = 1, seed: int = 0,
-                             steps: int | None = None, state_model: torch.nn.Module | None = None
-                             ) -> tuple[torch.Tensor, ...]:
+                             steps: int | None = None, state_model: torch.nn.Module | None = None) -> FrameSamples:
     """The success head's training samples on the world model's *own* frames ("state-aware", World-VLA-Loop).
 
     For each episode of ``data`` (``N`` episodes, ``T`` actions) and each of ``rollouts`` noise seeds, the world
     model imagines the episode open-loop from its first real frame under the recorded actions, chunk by chunk
     exactly as the world-model env does (:func:`rollout_video`, ``steps`` denoising steps per chunk); imagined
     frame ``t`` (``1..T``) is labelled with the *simulator's* success flag at frame ``t`` of the real episode.
-    Returns ``(frames[R*N*T, 3, H, W] in [0, 1], actions[R*N*T, A], labels[R*N*T], text[R*N*T, D] or None)``
-    (:func:`world_models.video_wm.success_samples`' tuple, as a :class:`~world_models.video_wm.FrameSamples` that
-    keeps the per-episode entries once per episode), ready for ``train_success_head(imagined=...)``.
+    Returns ``R*N*T`` samples (rollout-major, then episodes, then frames): ``frames [3, H, W]`` in [0, 1],
+    ``actions [A]``, ``labels`` and the instruction features ``text`` (or None), as a
+    :class:`~world_models.windows.FrameSamples` that keeps the per-episode entries once per episode, ready for
+    ``train_success_head(imagined=...)``.
 
     A state-aware head (``wm.cfg.state_dim > 0``) needs ``state_model``: each sample then also carries the
     state model's *open-loop* prediction of the state at that frame (from the episode's first real state,
-    under the recorded actions: what the env feeds the head), a fifth entry ``state[R*N*T, D]``, and with
-    ``wm.cfg.state_camera`` a sixth, the episode's first real frame ``ref[R*N*T, 3, H, W]``."""
+    under the recorded actions: what the env feeds the head) as ``state [D]``, and with ``wm.cfg.state_camera``
+    the episode's first real frame as ``ref [3, H, W]``."""
     if rollouts < 1:
         raise ValueError(f"rollouts must be >= 1, got {rollouts}")
-    from .video_wm import FrameSamples
-
     states = _open_loop_states(wm, state_model, data, "its imagined samples")
     text = wm.text_features(data.instructions).cpu() if wm.cfg.text_dim else None
     n, t = data.actions.shape[:2]
@@ -224,15 +160,11 @@ def imagined_success_samples(wm: VideoWorldModel, data: Trajectories, rollouts: 
         frames[r] = rollout_video(wm, data.videos[:, 0], data.actions, seed=seed + 7919 * r, steps=steps,
                                   instructions=data.instructions, states=states)[0][:, 1:]
     rep = lambda x: x.flatten(0, 1).float().repeat(rollouts, *([1] * (x.dim() - 2)))  # noqa: E731  [N, T, ...] -> [R*N*T, ...]
-    per_sample = [frames.view(-1, 3, s, s), rep(data.actions), rep(data.success[:, 1:]), None]
-    per_episode = {3: text}
-    if states is not None:
-        per_sample.append(rep(states))
-        if wm.cfg.state_camera:
-            per_sample.append(None)
-            per_episode[5] = data.videos[:, 0]
+    samples = FrameBatch(frames.view(-1, 3, s, s), rep(data.actions), rep(data.success[:, 1:]),
+                         state=None if states is None else rep(states))
+    ref = data.videos[:, 0] if states is not None and wm.cfg.state_camera else None
     episode = torch.arange(n, device="cpu").repeat_interleave(t).repeat(rollouts)
-    return FrameSamples(per_sample, per_episode, episode)
+    return FrameSamples(samples, {"text": text, "ref": ref}, episode)
 
 
 @torch.no_grad()
@@ -276,7 +208,7 @@ def world_model_report(wm: VideoWorldModel, data: Trajectories, idm: InverseDyna
 
 
 # ---- model fitting -----------------------------------------------------------------------------------
-def fit_success_head(wm: VideoWorldModel, m: ModelsConfig, train: Trajectories, windows: tuple | WindowSet, steps: int,
+def fit_success_head(wm: VideoWorldModel, m: ModelsConfig, train: Trajectories, windows: WindowBatch | WindowSet, steps: int,
                      seed: int, state_model: torch.nn.Module | None = None) -> list[float]:
     """Class-balanced training of the success head: on the real frames of ``windows`` and, with
     ``m.success_imagined``, on the world model's own rollouts of ``train`` (:func:`imagined_success_samples`,
@@ -324,11 +256,12 @@ def success_state_config(m: ModelsConfig, train: Trajectories) -> WorldModelConf
     return wcfg
 
 
-def fit_models(cfg: LoopConfig | ModelsConfig, train: Trajectories, seed: int = 0, log=print,
+def fit_models(cfg: ModelsConfig, train: Trajectories, seed: int = 0, log=print,
                device: str | torch.device = "cpu") -> dict[str, Any]:
     """Train the world model, state model and IDM from scratch on ``train``, on ``device`` (the data stays in CPU
-    RAM, batches move); returns them with loss curves."""
-    m = cfg.models if isinstance(cfg, LoopConfig) else cfg
+    RAM, batches move); returns them with loss curves. ``cfg``: the models' config (or any config with a
+    ``models`` section, e.g. the loop's)."""
+    m = cfg if isinstance(cfg, ModelsConfig) else cfg.models
     a_dim = int(train.actions.shape[-1])
     for name, got in (("models.wm.action_dim", m.wm.action_dim), ("models.idm.action_dim", m.idm.action_dim)):
         if got != a_dim:
@@ -355,149 +288,11 @@ def fit_models(cfg: LoopConfig | ModelsConfig, train: Trajectories, seed: int = 
 
 
 def finetune(models: dict, cfg: ModelsConfig, train: Trajectories, steps: int, seed: int) -> list[float]:
+    """Fine-tune the state model, world model (half the learning rate) and success head (a third of its steps) of
+    ``models`` on ``train``; returns the world model's loss curve."""
     w = WindowSet(train, cfg.wm.context_frames, cfg.wm.chunk, text_dim=cfg.wm.text_dim,
                   state=bool(models["wm"].cfg.state_dim))
     train_state_predictor(models["state"], train, max(steps, 100), seed=seed, fit_normalizers=False)
     losses = train_world_model(models["wm"], w, steps, cfg.wm_batch, cfg.wm_lr * 0.5, seed)
     fit_success_head(models["wm"], cfg, train, w, cfg.success_steps // 3, seed, state_model=models["state"])
     return losses
-
-
-# ---- the loop ----------------------------------------------------------------------------------------
-def _vla_cfg(cfg: LoopConfig, **changes) -> Any:
-    """A copy of ``cfg.vla`` with dotted ``changes`` (``{"rl.iterations": 0}``)."""
-    out = copy.deepcopy(cfg.vla)
-    for key, val in changes.items():
-        node = out
-        parts = key.split(".")
-        for p in parts[:-1]:
-            node = getattr(node, p)
-        if not hasattr(node, parts[-1]):
-            raise AttributeError(f"VLARLConfig has no field {key!r}")
-        setattr(node, parts[-1], val)
-    return out
-
-
-def run_loop(cfg: LoopConfig, quiet: bool = False) -> dict[str, Any]:
-    from grpo.config import config_to_dict
-    from grpo.metrics import MetricsLogger
-    from vla_rl.policy import SmallVLA
-    from vla_rl.rollout import EnvPool, evaluate
-    from vla_rl.trainer import VLARLTrainer
-
-    from .wm_env import StartPool, register_world_model_env
-
-    say = (lambda *a: None) if quiet else (lambda *a: print(*a, flush=True))
-    t_start = time.time()
-    dev = resolve_device(cfg.device)
-    out = Path(cfg.output_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    logger = MetricsLogger(out, config=config_to_dict(cfg))
-    d, m = cfg.data, cfg.models
-    wm_name = "wm/" + d.task.split("/", 1)[-1]
-    env_kwargs = dict(cfg.vla.env.kwargs, image_size=d.image_size)
-    max_steps = cfg.vla.env.max_episode_steps
-
-    # data + models
-    t0 = time.time()
-    sim_kw = {k: v for k, v in env_kwargs.items() if k not in ("image_size", "cameras")}  # e.g. object_state
-    train = collect_sans(d.task, d.train, d.horizon, d.image_size, cfg.seed, d.train_seed_offset, d.noise, WM_CAMERA,
-                         env_kwargs=sim_kw, near_progress=d.near_progress)
-    test = collect_sans(d.task, d.test, d.horizon, d.image_size, cfg.seed + 1, d.test_seed_offset, d.noise, WM_CAMERA,
-                       env_kwargs=sim_kw, near_progress=d.near_progress)
-    say(f"data: train {train.counts()}, held-out {test.counts()}, {time.time() - t0:.0f}s")
-    models = fit_models(cfg, train, cfg.seed, say, device=dev)
-    starts = StartPool.from_sim(d.task, range(d.start_pool), d.image_size, WM_CAMERA, env_kwargs=sim_kw)
-    idm_err = idm_action_error(models["idm"], test.videos, test.actions)
-    rep = world_model_report(models["wm"], test, models["idm"], m.success_threshold, cfg.seed, m.env_sampling_steps,
-                             models["state"])
-    rep.update(state_predictor_error(models["state"], test))
-    say("cycle 0 world model on held-out SANS: " + ", ".join(f"{k} {v:.4f}" for k, v in rep.items()))
-
-    # policy: SFT in the real simulator
-    sft_dir = out / "sft"
-    vla_device = cfg.vla.device if cfg.vla.device != "auto" else str(dev)  # the loop's device unless vla sets one
-    sft_cfg = _vla_cfg(cfg, output_dir=str(sft_dir), resume=False, device=vla_device,
-                       **{"env.tasks": [d.task], "env.kwargs": env_kwargs, "rl.iterations": 0, "rl.num_videos": 0})
-    VLARLTrainer(sft_cfg, quiet=True).train()
-    policy_dir = sft_dir / "policy"
-    pool = EnvPool(env_kwargs, cfg.vla.env.video_camera)
-    eval_seeds = [cfg.vla.rl.eval_seed_offset + i for i in range(cfg.real_eval_episodes)]
-
-    def real_success(policy) -> float:
-        return evaluate(policy, pool, [d.task], eval_seeds, max_steps, seed=cfg.seed).success_rate
-
-    policy = SmallVLA.from_pretrained(policy_dir).to(vla_device)
-    history = [{"cycle": 0, "real_success": real_success(policy), **{f"wm_heldout/{k}": v for k, v in rep.items()},
-                "idm/heldout_mse": idm_err["mse"], "idm/heldout_r2": idm_err["r2"], "data/episodes": len(train)}]
-    logger.log(0, {k: v for k, v in history[0].items() if k != "cycle"})
-    say(f"cycle 0: real-sim success after SFT {history[0]['real_success']:.3f}")
-
-    for c in range(1, cfg.cycles + 1):
-        tc = time.time()
-        cdir = out / f"cycle_{c}"
-        register_world_model_env(wm_name, models["wm"], models["state"], starts, threshold=m.success_threshold,
-                                 seed=cfg.seed + c, sampling_steps=m.env_sampling_steps)
-        vcfg = _vla_cfg(cfg, output_dir=str(cdir / "vla"), resume=False, seed=cfg.vla.seed + c, device=vla_device,
-                        **{"env.tasks": [wm_name], "env.kwargs": env_kwargs, "sft.init_policy": str(policy_dir),
-                           "rl.iterations": cfg.rl_iterations, "rl.eval_every": 0, "rl.num_videos": 0})
-        summary = VLARLTrainer(vcfg, quiet=True).train()
-        policy_dir = cdir / "vla" / "policy"
-        policy = summary["policy"]
-        rs = real_success(policy)
-        seeds = [cfg.policy_seed_offset + c * 1000 + i for i in range(cfg.rollouts_per_cycle)]
-        fresh = collect_policy_episodes(policy, d.task, seeds, d.horizon, d.image_size, stochastic=True, seed=cfg.seed + c,
-                                        camera=WM_CAMERA, env_kwargs=sim_kw)
-        on_policy = world_model_report(models["wm"], fresh, models["idm"], m.success_threshold, cfg.seed,
-                                       m.env_sampling_steps, models["state"])
-        add = [i for i, k in enumerate(fresh.kinds) if not k.endswith("_success")]
-        if add:
-            train = train.cat(fresh.subset(add))
-        ft_loss = finetune(models, m, train, m.wm_finetune_steps, cfg.seed + c) if m.wm_finetune_steps > 0 else []
-        held = world_model_report(models["wm"], test, models["idm"], m.success_threshold, cfg.seed, m.env_sampling_steps,
-                                  models["state"])
-        rec = {"cycle": c, "real_success": rs, "wm_success_before_rl": summary["sft_success"],
-               "wm_success_after_rl": summary["final_success"],
-               "policy_rollouts/real_success": float(fresh.episode_success.float().mean()),
-               **{f"wm_on_policy/{k}": v for k, v in on_policy.items()},
-               **{f"wm_heldout/{k}": v for k, v in held.items()},
-               "data/episodes": len(train), "data/added": len(add),
-               "wm/finetune_loss": float(np.mean(ft_loss[-50:])) if ft_loss else float("nan"),
-               "time/cycle_s": time.time() - tc}
-        history.append(rec)
-        logger.log(c, {k: v for k, v in rec.items() if k != "cycle" and v is not None})
-        torch.save({"wm": models["wm"].state_dict(), "state": models["state"].state_dict()}, cdir / "world_model.pt")
-        say(f"cycle {c}: WM-imagined success {summary['sft_success']:.3f} -> {summary['final_success']:.3f}; "
-            f"real-sim success {rs:.3f}; on the policy's real rollouts: frame MSE {on_policy['frame_mse']:.4f} "
-            f"(copy {on_policy['copy_first_frame_mse']:.4f}), action-following MSE {on_policy['action_following_mse']:.4f} "
-            f"(IDM on real {on_policy['idm_on_real_mse']:.4f}), success agreement {on_policy['episode_success_agreement']:.3f}; "
-            f"+{len(add)} episodes; held-out frame MSE {held['frame_mse']:.4f}; {rec['time/cycle_s']:.0f}s")
-    logger.close()
-    (out / "history.json").write_text(json.dumps(history, indent=1))
-    say(f"real-sim success per cycle: {[round(h['real_success'], 3) for h in history]} ({time.time() - t_start:.0f}s); "
-        f"outputs in {out.resolve()}")
-    return {"history": history, "models": models, "train": train, "test": test, "policy_dir": str(policy_dir)}
-
-
-def main(argv: list[str] | None = None) -> int:
-    from grpo.config import ConfigError, dump_config, load_config
-
-    p = argparse.ArgumentParser(prog="python -m world_models.loop", description=__doc__.split("\n\n")[0])
-    p.add_argument("config", nargs="?", default=None, help="YAML config (LoopConfig)")
-    p.add_argument("overrides", nargs="*", help="key=value overrides, e.g. cycles=2 vla.rl.lr=5e-4")
-    p.add_argument("--dry-run", action="store_true", help="print the resolved config and exit")
-    args = p.parse_args(argv)
-    try:
-        cfg = load_config(LoopConfig, args.config, args.overrides)
-    except ConfigError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
-    if args.dry_run:
-        print(dump_config(cfg))
-        return 0
-    run_loop(cfg)
-    return 0
-
-
-if __name__ == "__main__":  # pragma: no cover
-    raise SystemExit(main())

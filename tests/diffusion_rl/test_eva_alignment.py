@@ -1,11 +1,14 @@
+"""EVA alignment: the world model RL-trained through the diffusion frontend (diffusion_rl.eva_alignment) with the
+executability reward of world_models.eva_alignment."""
+
 import torch
 
+from diffusion_rl.eva_alignment import align_world_model
 from rewards.eva import EVAConfig, EmbodimentLimits
-from world_models.eva_alignment import ConditionTable, align_world_model, alignment_report, calibrate_on_pretrained
+from tests.world_models.test_encoders_idm_eva import moving_square_videos
+from world_models.eva_alignment import ConditionTable, alignment_report, calibrate_on_pretrained
 from world_models.idm import IDMConfig, InverseDynamicsModel, train_idm
 from world_models.video_wm import VideoWorldModel, WorldModelConfig, train_world_model, window_dataset
-
-from .test_encoders_idm_eva import moving_square_videos
 
 
 def test_eva_alignment_through_diffusion_trainer(tmp_path):
@@ -18,7 +21,7 @@ def test_eva_alignment_through_diffusion_trainer(tmp_path):
     train_world_model(wm, data, steps=60, batch=24, lr=2e-3)
     idm = InverseDynamicsModel(IDMConfig(action_dim=2, channels=(16, 32, 32), hidden=64, image_size=32))
     train_idm(idm, v, a, steps=120, batch=32, lr=2e-3)
-    table = ConditionTable(*[t[:8] for t in data[:3]])
+    table = ConditionTable(data.context[:8], data.actions[:8], data.future[:8])
     eva = calibrate_on_pretrained(wm, idm, table, EVAConfig(dt=1.0, limits=EmbodimentLimits(v_max=1.0)))
     assert eva.p0 > 1.0
     # a state-aware world model (the loop's) is calibrated and judged on its frames alone: same frames, same P0

@@ -29,9 +29,10 @@ def test_robosuite_lift_loop_tiny(tmp_path):
 
     from grpo.config import load_config
     from vla_rl.policy import SmallVLA
-    from world_models.loop import LoopConfig, main, run_loop
+    from vla_rl.cli import main
+    from vla_rl.wm_loop import LoopConfig, run_loop
 
-    assert main([CONFIG, "--dry-run"]) == 0
+    assert main(["loop", CONFIG, "--dry-run"]) == 0
     full = load_config(LoopConfig, CONFIG, [])
     assert full.models.wm.action_dim == full.models.idm.action_dim == ACTION_DIM
     assert list(full.models.success_state_points) == [0, 9] and full.vla.policy.cameras == ["agentview"]
@@ -77,7 +78,7 @@ def test_loop_rejects_a_world_model_with_the_wrong_action_dim():
     import torch
 
     from world_models.data import Trajectories
-    from world_models.loop import ModelsConfig, fit_models
+    from world_models.fit import ModelsConfig, fit_models
     from world_models.video_wm import WorldModelConfig
 
     n, t = 2, 3

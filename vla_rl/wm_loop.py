@@ -1,0 +1,233 @@
+"""World-VLA-Loop as one command: train the world model on simulator data, RL the VLA inside it, check the
+policy in the real simulator, add the policy's failures and near-successes to the data, fine-tune, repeat.
+
+    vla-rl loop configs/world_models/loop_reach_one.yaml [key=value ...] [--dry-run]   # the demo (make demo-wm)
+
+Stages (all logged to ``<output_dir>/metrics.jsonl`` and TensorBoard with ``grpo.metrics.MetricsLogger``;
+step = cycle)::
+
+    data      SANS-style mix of successes / near-successes / failures / random episodes (world_models.data),
+              plus a held-out mix from disjoint initial states
+    models    video world model (frames + success head), proprio state model, IDM (world_models.fit); cycle-0
+              metrics on the held-out mix: open-loop frame MSE vs the simulator under the same actions (and the
+              copy-first-frame baseline), success agreement, IDM action error
+    policy    SFT of the VLA in the real simulator (VLARLTrainer with rl.iterations=0)
+    cycle c   1. register "wm/<task>" in sims' registry (world_models.wm_env.register_world_model_env)
+              2. VLARLTrainer, unchanged, with env.tasks=["wm/<task>"]: GRPO inside the world model
+              3. real-simulator evaluation (vla_rl.rollout.evaluate) on held-out initial states
+              4. fresh real rollouts of the policy (world_models.data.collect_policy_episodes with the policy as
+                 its ``act``, :func:`policy_actor`): the world model's action-following error on them *before*
+                 they are added (frame MSE, IDM-decoded action error, success agreement)
+              5. add the failed and near-success rollouts to the data; fine-tune world model + state model
+              6. log ``cycle/*``
+
+The loop is the VLA frontend's: ``world_models`` is the library it drives (data, models, reports, the world-model
+env) and knows nothing of the VLA.
+
+Devices: ``device`` (``auto``: CUDA when available) places the world model, state model, IDM and the VLA; the
+data (uint8 episodes; training windows are cut per batch, ``world_models.windows.WindowSet``), the start pool and
+every metric stay in CPU RAM, and batches move to the models.
+
+The world model is a module's worth of tensors and the policy a ``SmallVLA`` directory, so every stage
+is checkpointed under ``output_dir`` (``sft/``, ``cycle_<c>/``: ``world_model.pt`` and ``vla/``); the loop itself is
+not resumable mid-cycle.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from grpo.config import ConfigError, config_to_dict
+from grpo.device import check_device_name, device_of, resolve_device
+from grpo.metrics import MetricsLogger
+from world_models.data import collect_policy_episodes, collect_sans, state_predictor_error
+from world_models.fit import WM_CAMERA, DataConfig, ModelsConfig, finetune, fit_models, world_model_report
+from world_models.idm import idm_action_error
+from world_models.wm_env import StartPool, register_world_model_env
+
+from .config import VLARLConfig
+from .policy import SmallVLA, batch_to
+from .rollout import EnvPool, evaluate, obs_to_batch
+from .trainer import VLARLTrainer
+
+
+@dataclass
+class LoopConfig:
+    seed: int = 0
+    output_dir: str = "runs/wm_loop"
+    # where the world model, state model, IDM and the VLA run ("auto": CUDA when available, else CPU; the VLA
+    # stages use the same unless vla.device names another); data, start pools and windows stay in CPU RAM
+    device: str = "auto"
+    data: DataConfig = field(default_factory=DataConfig)
+    models: ModelsConfig = field(default_factory=ModelsConfig)
+    vla: VLARLConfig = field(default_factory=VLARLConfig)  # the VLA's SFT + GRPO settings (vla-rl train's config)
+    cycles: int = 3
+    rl_iterations: int = 10  # GRPO iterations inside the world model per cycle
+    real_eval_episodes: int = 32  # held-out real-simulator initial states
+    rollouts_per_cycle: int = 16  # fresh real rollouts of the policy per cycle (metrics, then added to the data)
+    policy_seed_offset: int = 400_000
+
+    def __post_init__(self) -> None:
+        try:
+            check_device_name(self.device)
+        except ValueError as e:
+            raise ConfigError(f"device: {e}") from None
+        if self.cycles < 0 or self.rl_iterations < 0:
+            raise ValueError("cycles and rl_iterations must be >= 0")
+        pol = self.vla.policy
+        if pol.use_images and list(pol.cameras) != [WM_CAMERA]:
+            raise ConfigError(f"vla.policy.cameras={list(pol.cameras)}: the world model imagines only the {WM_CAMERA!r} "
+                              f"camera, so the policy can read only [{WM_CAMERA}] (and the state: with "
+                              "vla.env.kwargs.object_state=true it holds the object positions too)")
+
+
+def policy_actor(policy: SmallVLA, stochastic: bool = True, seed: int = 0):
+    """The VLA as ``act(env, obs, t, info) -> action[A]`` for ``world_models.data.collect_policy_episodes``: chunked
+    (LeRobot's interface, ``select_action``: a new chunk when the action queue runs dry), the queue reset at the
+    start of every episode (``t == 0``), noise drawn from one CPU generator seeded ``seed`` (the policy moves it)."""
+    gen = torch.Generator().manual_seed(seed)
+    dev = device_of(policy)
+
+    @torch.no_grad()
+    def act(env, obs, t, info):
+        if t == 0:
+            policy.reset()
+        batch = batch_to(obs_to_batch([obs], policy.cfg.cameras, policy.cfg.use_images), dev)
+        return policy.select_action(batch, stochastic=stochastic, generator=gen)[0].clamp(-1, 1).cpu().numpy()
+
+    return act
+
+
+def _vla_cfg(cfg: LoopConfig, **changes) -> Any:
+    """A copy of ``cfg.vla`` with dotted ``changes`` (``{"rl.iterations": 0}``)."""
+    out = copy.deepcopy(cfg.vla)
+    for key, val in changes.items():
+        node = out
+        parts = key.split(".")
+        for p in parts[:-1]:
+            node = getattr(node, p)
+        if not hasattr(node, parts[-1]):
+            raise AttributeError(f"VLARLConfig has no field {key!r}")
+        setattr(node, parts[-1], val)
+    return out
+
+
+def run_loop(cfg: LoopConfig, quiet: bool = False) -> dict[str, Any]:
+    """The loop of the module docstring; returns ``history`` (one record per cycle, cycle 0 = after SFT), the final
+    ``models``, the ``train`` / ``test`` trajectories and the last ``policy_dir``. Writes ``<output_dir>/history.json``."""
+    say = (lambda *a: None) if quiet else (lambda *a: print(*a, flush=True))
+    t_start = time.time()
+    dev = resolve_device(cfg.device)
+    out = Path(cfg.output_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    logger = MetricsLogger(out, config=config_to_dict(cfg))
+    d, m = cfg.data, cfg.models
+    wm_name = "wm/" + d.task.split("/", 1)[-1]
+    env_kwargs = dict(cfg.vla.env.kwargs, image_size=d.image_size)
+    max_steps = cfg.vla.env.max_episode_steps
+
+    # data + models
+    t0 = time.time()
+    sim_kw = {k: v for k, v in env_kwargs.items() if k not in ("image_size", "cameras")}  # e.g. object_state
+    train = collect_sans(d.task, d.train, d.horizon, d.image_size, cfg.seed, d.train_seed_offset, d.noise, WM_CAMERA,
+                         env_kwargs=sim_kw, near_progress=d.near_progress)
+    test = collect_sans(d.task, d.test, d.horizon, d.image_size, cfg.seed + 1, d.test_seed_offset, d.noise, WM_CAMERA,
+                       env_kwargs=sim_kw, near_progress=d.near_progress)
+    say(f"data: train {train.counts()}, held-out {test.counts()}, {time.time() - t0:.0f}s")
+    models = fit_models(cfg, train, cfg.seed, say, device=dev)
+    starts = StartPool.from_sim(d.task, range(d.start_pool), d.image_size, WM_CAMERA, env_kwargs=sim_kw)
+    idm_err = idm_action_error(models["idm"], test.videos, test.actions)
+    rep = world_model_report(models["wm"], test, models["idm"], m.success_threshold, cfg.seed, m.env_sampling_steps,
+                             models["state"])
+    rep.update(state_predictor_error(models["state"], test))
+    say("cycle 0 world model on held-out SANS: " + ", ".join(f"{k} {v:.4f}" for k, v in rep.items()))
+
+    # policy: SFT in the real simulator
+    sft_dir = out / "sft"
+    vla_device = cfg.vla.device if cfg.vla.device != "auto" else str(dev)  # the loop's device unless vla sets one
+    sft_cfg = _vla_cfg(cfg, output_dir=str(sft_dir), resume=False, device=vla_device,
+                       **{"env.tasks": [d.task], "env.kwargs": env_kwargs, "rl.iterations": 0, "rl.num_videos": 0})
+    VLARLTrainer(sft_cfg, quiet=True).train()
+    policy_dir = sft_dir / "policy"
+    pool = EnvPool(env_kwargs, cfg.vla.env.video_camera)
+    eval_seeds = [cfg.vla.rl.eval_seed_offset + i for i in range(cfg.real_eval_episodes)]
+
+    def real_success(policy) -> float:
+        return evaluate(policy, pool, [d.task], eval_seeds, max_steps, seed=cfg.seed).success_rate
+
+    policy = SmallVLA.from_pretrained(policy_dir).to(vla_device)
+    history = [{"cycle": 0, "real_success": real_success(policy), **{f"wm_heldout/{k}": v for k, v in rep.items()},
+                "idm/heldout_mse": idm_err["mse"], "idm/heldout_r2": idm_err["r2"], "data/episodes": len(train)}]
+    logger.log(0, {k: v for k, v in history[0].items() if k != "cycle"})
+    say(f"cycle 0: real-sim success after SFT {history[0]['real_success']:.3f}")
+
+    for c in range(1, cfg.cycles + 1):
+        tc = time.time()
+        cdir = out / f"cycle_{c}"
+        register_world_model_env(wm_name, models["wm"], models["state"], starts, threshold=m.success_threshold,
+                                 seed=cfg.seed + c, sampling_steps=m.env_sampling_steps)
+        vcfg = _vla_cfg(cfg, output_dir=str(cdir / "vla"), resume=False, seed=cfg.vla.seed + c, device=vla_device,
+                        **{"env.tasks": [wm_name], "env.kwargs": env_kwargs, "sft.init_policy": str(policy_dir),
+                           "rl.iterations": cfg.rl_iterations, "rl.eval_every": 0, "rl.num_videos": 0})
+        summary = VLARLTrainer(vcfg, quiet=True).train()
+        policy_dir = cdir / "vla" / "policy"
+        policy = summary["policy"]
+        rs = real_success(policy)
+        seeds = [cfg.policy_seed_offset + c * 1000 + i for i in range(cfg.rollouts_per_cycle)]
+        fresh = collect_policy_episodes(policy_actor(policy, stochastic=True, seed=cfg.seed + c), d.task, seeds, d.horizon,
+                                        d.image_size, camera=WM_CAMERA, env_kwargs=sim_kw)
+        on_policy = world_model_report(models["wm"], fresh, models["idm"], m.success_threshold, cfg.seed,
+                                       m.env_sampling_steps, models["state"])
+        add = [i for i, k in enumerate(fresh.kinds) if not k.endswith("_success")]
+        if add:
+            train = train.cat(fresh.subset(add))
+        ft_loss = finetune(models, m, train, m.wm_finetune_steps, cfg.seed + c) if m.wm_finetune_steps > 0 else []
+        held = world_model_report(models["wm"], test, models["idm"], m.success_threshold, cfg.seed, m.env_sampling_steps,
+                                  models["state"])
+        rec = {"cycle": c, "real_success": rs, "wm_success_before_rl": summary["sft_success"],
+               "wm_success_after_rl": summary["final_success"],
+               "policy_rollouts/real_success": float(fresh.episode_success.float().mean()),
+               **{f"wm_on_policy/{k}": v for k, v in on_policy.items()},
+               **{f"wm_heldout/{k}": v for k, v in held.items()},
+               "data/episodes": len(train), "data/added": len(add),
+               "wm/finetune_loss": float(np.mean(ft_loss[-50:])) if ft_loss else float("nan"),
+               "time/cycle_s": time.time() - tc}
+        history.append(rec)
+        logger.log(c, {k: v for k, v in rec.items() if k != "cycle" and v is not None})
+        torch.save({"wm": models["wm"].state_dict(), "state": models["state"].state_dict()}, cdir / "world_model.pt")
+        say(f"cycle {c}: WM-imagined success {summary['sft_success']:.3f} -> {summary['final_success']:.3f}; "
+            f"real-sim success {rs:.3f}; on the policy's real rollouts: frame MSE {on_policy['frame_mse']:.4f} "
+            f"(copy {on_policy['copy_first_frame_mse']:.4f}), action-following MSE {on_policy['action_following_mse']:.4f} "
+            f"(IDM on real {on_policy['idm_on_real_mse']:.4f}), success agreement {on_policy['episode_success_agreement']:.3f}; "
+            f"+{len(add)} episodes; held-out frame MSE {held['frame_mse']:.4f}; {rec['time/cycle_s']:.0f}s")
+    logger.close()
+    (out / "history.json").write_text(json.dumps(history, indent=1))
+    say(f"real-sim success per cycle: {[round(h['real_success'], 3) for h in history]} ({time.time() - t_start:.0f}s); "
+        f"outputs in {out.resolve()}")
+    return {"history": history, "models": models, "train": train, "test": test, "policy_dir": str(policy_dir)}
+
+
+def run_loop_command(config: str | None, overrides: list[str], dry_run: bool = False) -> int:
+    """``vla-rl loop CONFIG [key=value ...] [--dry-run]`` (a bad config: one line on stderr, exit 2)."""
+    import sys
+
+    from grpo.config import dump_config, load_config
+
+    try:
+        cfg = load_config(LoopConfig, config, overrides)
+    except ConfigError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    if dry_run:
+        print(dump_config(cfg))
+        return 0
+    run_loop(cfg)
+    return 0
