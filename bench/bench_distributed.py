@@ -1,6 +1,6 @@
 """Scaling of GRPO iteration throughput from 1 to 2 processes (CPU, gloo), measured side by side.
 
-Runs the core's toy GRPO job (``grpo.demo``) over the same global batch with 1 process and with
+Runs the core's toy GRPO job (``diffusion-rl toy``, ``grpo.demo``) over the same global batch with 1 process and with
 ``torchrun --nproc_per_node 2``, and reads the per-iteration wall times back from ``metrics.jsonl``.
 The global batch is split in equal shards, so ideal scaling halves the per-iteration time.
 
@@ -35,8 +35,8 @@ from grpo.metrics import read_jsonl  # noqa: E402
 def run(nproc: int, out: Path, iterations: int, prompts: int) -> float:
     args = ["configs/grpo/toy_flow.yaml", f"output_dir={out}", f"train.iterations={iterations}", f"train.prompts_per_iter={prompts}",
             "model.pretrain_steps=50", "train.eval_samples=16", "train.save_every=100000", "model.hidden=512"]
-    cmd = [sys.executable, "-m", "grpo.demo", *args] if nproc == 1 else \
-        [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", str(nproc), "-m", "grpo.demo", *args]
+    cmd = [sys.executable, "-m", "diffusion_rl.cli", "toy", *args] if nproc == 1 else \
+        [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", str(nproc), "-m", "diffusion_rl.cli", "toy", *args]
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
     subprocess.run(cmd, check=True, env=env, capture_output=True, cwd=Path(__file__).resolve().parents[1])
     rows = [r for r in read_jsonl(out / "metrics.jsonl") if "loss/total" in r]

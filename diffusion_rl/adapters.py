@@ -70,7 +70,9 @@ class ModelConfig:
     lora: LoraSettings = field(default_factory=LoraSettings)
     tiny_words: list[str] = field(default_factory=list)  # extra vocabulary for the tiny tokenizer
     tiny: dict[str, Any] = field(default_factory=dict)  # keyword arguments of the tiny builder (path=None)
-    pretrain: Literal["none", "shapes"] = "none"  # "shapes": pretrain the demo model into `path` when it is missing
+    # "shapes": `path` is the colors-and-shapes demo model; when it is missing the run stops naming the command that
+    # builds it (`diffusion-rl pretrain-shapes --out <path>`): loading a model never trains one
+    pretrain: Literal["none", "shapes"] = "none"
 
     def __post_init__(self) -> None:
         check_device_name(self.device)  # the name only: resolved (and CUDA required) when the adapter is built
@@ -316,13 +318,21 @@ PIPELINES = {"sd3": "StableDiffusion3Pipeline", "flux": "FluxPipeline", "wan": "
 
 
 ASSETS = Path(__file__).resolve().parent / "assets"
+SHAPES_ASSET = "shapes_sd3"  # the shipped colors-and-shapes demo model (diffusion-rl pretrain-shapes)
 
 
 def resolve_model_path(path: str) -> Path:
-    """``"builtin:<name>"`` names weights shipped in ``diffusion_rl/assets/<name>``; anything else is a path."""
+    """``"builtin:<name>"`` names weights shipped in ``diffusion_rl/assets/<name>``; anything else is a path. A missing
+    ``builtin:shapes_sd3`` names the command that rebuilds it."""
     from grpo.config import resolve_builtin
 
-    return resolve_builtin(path, ASSETS, "model.path")
+    try:
+        return resolve_builtin(path, ASSETS, "model.path")
+    except FileNotFoundError as e:
+        if path != f"builtin:{SHAPES_ASSET}":
+            raise
+        raise FileNotFoundError(f"{e}; build it with `diffusion-rl pretrain-shapes --out {ASSETS / SHAPES_ASSET}` "
+                                "(the three-stage recipe of diffusion_rl.pretrain_shapes)") from None
 
 
 def load_pipeline(cfg: ModelConfig):
@@ -337,10 +347,9 @@ def load_pipeline(cfg: ModelConfig):
         return TINY_BUILDERS[cfg.kind](words=cfg.tiny_words, max_length=cfg.max_sequence_length, **cfg.tiny)
     cls = getattr(diffusers, PIPELINES[cfg.kind])
     p = resolve_model_path(cfg.path)
-    if cfg.pretrain == "shapes":
-        from .pretrain_shapes import ensure_pretrained
-
-        ensure_pretrained(p)
+    if cfg.pretrain == "shapes" and not (p / "model_index.json").is_file():
+        raise FileNotFoundError(f"model.path={cfg.path!r}: no shapes demo model there; build it first with "
+                                f"`diffusion-rl pretrain-shapes --out {p}` (a few minutes on 2 CPU cores)")
     looks_local = p.is_absolute() or cfg.path.startswith((".", "~", "builtin:")) or p.exists() or cfg.path.count("/") != 1
     if looks_local and not (p / "model_index.json").is_file():
         raise FileNotFoundError(f"model.path={cfg.path!r}: no diffusers pipeline there (expected a directory with "

@@ -1,7 +1,10 @@
-"""``diffusion-rl``: train and evaluate diffusion models with flat GRPO or BranchGRPO.
+"""``diffusion-rl``: train and evaluate diffusion models with flat GRPO or BranchGRPO; pretrain the demo model; the
+core's toy GRPO run.
 
     diffusion-rl train configs/diffusion/shapes_branch.yaml [key=value ...] [--dry-run]
     diffusion-rl eval runs/shapes_branch/checkpoints[/step_000040]
+    diffusion-rl pretrain-shapes --out DIR [--steps 4000 ...]     # the colors-and-shapes demo model (pretrain_shapes)
+    diffusion-rl toy configs/grpo/toy_flow.yaml [key=value ...] [--dry-run]   # grpo.demo: 2-D flow model, ~1 min
 
 Scale-out: one process per device, e.g. ``torchrun --nproc_per_node 8 -m diffusion_rl.cli train cfg.yaml`` or
 ``accelerate launch --multi_gpu --num_processes 8 -m diffusion_rl.cli train cfg.yaml``; the result matches one
@@ -23,6 +26,7 @@ from __future__ import annotations
 import argparse
 import sys
 
+from grpo.cli import ArgumentParser
 from grpo.config import ConfigError, dump_config, load_config
 from grpo.retry import RetryError
 
@@ -48,7 +52,8 @@ def _mode(cfg) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="diffusion-rl", description=__doc__.split("\n")[0])
+    ap = ArgumentParser(prog="diffusion-rl", description=__doc__.split("\n\n")[0],
+                        formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = ap.add_subparsers(dest="cmd", required=True)
     t = sub.add_parser("train", help="train from a YAML config")
     t.add_argument("config")
@@ -57,10 +62,41 @@ def main(argv: list[str] | None = None) -> int:
     e = sub.add_parser("eval", help="evaluate a checkpoint (a step_* directory or a checkpoints/ root)")
     e.add_argument("checkpoint")
     e.add_argument("overrides", nargs="*")
-    args = ap.parse_args(argv)
+    s = sub.add_parser("pretrain-shapes", help="pretrain the colors-and-shapes demo model (resumable; see its docstring)",
+                       description="Pretrain the colors-and-shapes demo model (diffusion_rl.pretrain_shapes): a tiny "
+                       "StableDiffusion3Pipeline trained by flow matching on renders of the shapes grammar, saved with "
+                       "save_pretrained to --out; OUT.ckpt/ holds a resumable training state until it finishes.")
+    s.add_argument("--out", default=None, help="output directory (default: $BRANCHLOOP_CACHE/shapes_sd3, else "
+                   "~/.cache/branchloop/shapes_sd3)")
+    s.add_argument("--steps", type=int, default=4000)
+    s.add_argument("--size", type=int, default=32, help="image size (pixels)")
+    s.add_argument("--batch", type=int, default=32)
+    s.add_argument("--seed", type=int, default=0)
+    s.add_argument("--lr", type=float, default=1e-3, help="peak learning rate (one-cycle schedule)")
+    s.add_argument("--hidden", type=int, default=128, help="transformer width")
+    s.add_argument("--layers", type=int, default=4, help="transformer blocks")
+    s.add_argument("--init", default=None, help="continue training a saved shapes pipeline directory")
+    s.add_argument("--save-every", type=int, default=500, help="steps between resumable checkpoints in OUT.ckpt (0: none)")
+    y = sub.add_parser("toy", help="the core's toy GRPO run (grpo.demo: a 2-D flow model, about a minute on 2 cores)",
+                       description="The core's tiny GRPO run end to end (grpo.demo): a conditional flow-matching model "
+                       "on 2-D points, pretrained on a ring of modes, then GRPO towards each prompt's mode.")
+    y.add_argument("config", nargs="?", default=None, help="a ToyConfig YAML (e.g. configs/grpo/toy_flow.yaml)")
+    y.add_argument("overrides", nargs="*", help="key=value overrides, e.g. train.iterations=10")
+    y.add_argument("--dry-run", action="store_true", help="print the resolved config and the cost per iteration")
+    args, extra = ap.parse_known_args(argv)  # key=value overrides may follow --dry-run
+    takes_overrides = args.cmd in ("train", "toy")
+    bad = [x for x in extra if x.startswith("-") or not takes_overrides]
+    if bad:
+        ap.error(f"unrecognized arguments: {' '.join(bad)}")
+    if takes_overrides:
+        args.overrides = list(args.overrides) + extra
     try:
         if args.cmd == "train":
             return _train(args)
+        if args.cmd == "pretrain-shapes":
+            return _pretrain_shapes(args)
+        if args.cmd == "toy":
+            return _toy(args)
         return _eval(args)
     except RetryError as err:
         print(f"error: {err}", file=sys.stderr)
@@ -102,6 +138,27 @@ def _train(args) -> int:
             if k in cb:
                 print(f"  {k.removeprefix('eval/')}: {cb[k]:.3f} -> {ca[k]:.3f}")
     return 0
+
+
+def _pretrain_shapes(args) -> int:
+    import os
+
+    import torch
+
+    from .pretrain_shapes import DEFAULT_DIR, pretrain
+
+    torch.set_num_threads(int(os.environ.get("OMP_NUM_THREADS", "2")))
+    out = pretrain(args.out or DEFAULT_DIR, args.steps, args.size, args.batch, lr=args.lr, seed=args.seed, hidden=args.hidden,
+                   layers=args.layers, init=args.init, save_every=args.save_every)
+    print(f"saved to {out}")
+    return 0
+
+
+def _toy(args) -> int:
+    from grpo.demo import main as toy_main
+
+    argv = ([args.config] if args.config else []) + list(args.overrides) + (["--dry-run"] if args.dry_run else [])
+    return toy_main(argv)
 
 
 def _eval(args) -> int:

@@ -11,7 +11,7 @@ prompts from the colors-and-shapes grammar (``rewards.shapes``); the objective i
 with the text encoders trained jointly. The result is saved with ``save_pretrained`` (safetensors) and is loaded
 back through ``StableDiffusion3Pipeline.from_pretrained`` like any SD3 checkpoint.
 
-    python -m diffusion_rl.pretrain_shapes [--out DIR] [--steps 4000] [--hidden 128 --layers 4] [--size 32]
+    diffusion-rl pretrain-shapes [--out DIR] [--steps 4000] [--hidden 128 --layers 4] [--size 32]
 
 Every ``--save-every`` steps the whole training state (weights, AdamW, the one-cycle schedule, the RNG streams)
 is written atomically to ``DIR.ckpt/`` (``grpo.checkpoint``); rerunning the same command resumes from it and
@@ -19,9 +19,12 @@ produces the same weights as an uninterrupted run. It is removed once ``DIR`` is
 
 The shipped ``diffusion_rl/assets/shapes_sd3`` is three stages (~1 h 40 min on 2 CPU cores in all)::
 
-    python -m diffusion_rl.pretrain_shapes --out s1                                       # 4000 steps, lr 1e-3
-    python -m diffusion_rl.pretrain_shapes --out s2 --init s1 --lr 3e-4 --seed 1          # +4000
-    python -m diffusion_rl.pretrain_shapes --out s3 --init s2 --lr 3e-4 --seed 2          # +4000
+    diffusion-rl pretrain-shapes --out s1                                       # 4000 steps, lr 1e-3
+    diffusion-rl pretrain-shapes --out s2 --init s1 --lr 3e-4 --seed 1          # +4000
+    diffusion-rl pretrain-shapes --out s3 --init s2 --lr 3e-4 --seed 2          # +4000
+
+Pretraining is its own command: loading a model never trains one (``model.pretrain: shapes`` only makes a missing
+model an error that names this command).
 
 Verifier on 256 prompts (10 ODE steps), all-correct / graded shape credit (shape_width 0.2): s1 0.184 / 0.575, s2
 0.301 / 0.693, s3 0.398 / 0.759 (exact shape 0.57, colour 0.97, relation 0.98). The shipped stages predate
@@ -31,7 +34,6 @@ one; runs are reproducible now.
 
 from __future__ import annotations
 
-import argparse
 import os
 import random
 import shutil
@@ -57,6 +59,14 @@ def pretrain(out: str | Path = DEFAULT_DIR, steps: int = 4000, size: int = 32, b
     """Train and save the model; ``init``: continue from a saved shapes pipeline (its architecture; ``hidden`` and
     ``layers`` are then ignored) instead of a fresh one. A training state in ``<out>.ckpt`` (see the module
     docstring) is resumed; ``save_every=0`` writes none."""
+    for name, value in (("steps", steps), ("size", size), ("batch", batch), ("hidden", hidden), ("layers", layers)):
+        if int(value) < 1:
+            raise ValueError(f"{name}={value}: expected >= 1")
+    if lr <= 0 or save_every < 0 or log_every < 0:
+        raise ValueError(f"need lr > 0, save_every >= 0 and log_every >= 0, got {lr}, {save_every}, {log_every}")
+    if init is not None and not (Path(init) / "model_index.json").is_file():
+        raise FileNotFoundError(f"init={str(init)!r}: no saved shapes pipeline there (expected a directory with "
+                                "model_index.json, as written by a finished diffusion-rl pretrain-shapes)")
     from grpo.checkpoint import (capture_rng_state, latest_checkpoint, load_checkpoint, random_state_from_json,
                                  random_state_to_json, restore_rng_state, save_checkpoint)
 
@@ -128,36 +138,3 @@ def pretrain(out: str | Path = DEFAULT_DIR, steps: int = 4000, size: int = 32, b
     pipe.save_pretrained(out, safe_serialization=True)
     shutil.rmtree(ckpt_root, ignore_errors=True)
     return out
-
-
-def ensure_pretrained(path: str | Path = DEFAULT_DIR, **kw) -> Path:
-    """The cached shapes model directory, pretraining it first when it is not there."""
-    path = Path(path).expanduser()
-    if not (path / "model_index.json").is_file():
-        print(f"no shapes model at {path}: pretraining it (a few minutes on 2 CPU cores, cached afterwards)")
-        pretrain(path, **kw)
-    return path
-
-
-def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--out", default=str(DEFAULT_DIR))
-    ap.add_argument("--steps", type=int, default=4000)
-    ap.add_argument("--size", type=int, default=32)
-    ap.add_argument("--batch", type=int, default=32)
-    ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--lr", type=float, default=1e-3, help="peak learning rate (one-cycle schedule)")
-    ap.add_argument("--hidden", type=int, default=128, help="transformer width")
-    ap.add_argument("--layers", type=int, default=4, help="transformer blocks")
-    ap.add_argument("--init", default=None, help="continue training a saved shapes pipeline directory")
-    ap.add_argument("--save-every", type=int, default=500, help="steps between resumable checkpoints in OUT.ckpt (0: none)")
-    a = ap.parse_args(argv)
-    torch.set_num_threads(int(os.environ.get("OMP_NUM_THREADS", "2")))
-    out = pretrain(a.out, a.steps, a.size, a.batch, lr=a.lr, seed=a.seed, hidden=a.hidden, layers=a.layers, init=a.init,
-                   save_every=a.save_every)
-    print(f"saved to {out}")
-    return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

@@ -11,7 +11,7 @@ Every piece comes from ``grpo/``: ``flow_sde.sde_step`` (sampling with log-probs
 ``prev_sample=``), ``train_step.compute_advantages`` / ``guarded_step``, ``loss.clipped_pg_loss`` and
 ``flow_kl``, ``checkpoint`` (atomic, resumable with RNG), ``metrics`` (TensorBoard + JSONL).
 
-    python -m grpo.demo configs/grpo/toy_flow.yaml [key=value ...]
+    diffusion-rl toy configs/grpo/toy_flow.yaml [key=value ...] [--dry-run]     # main() below is its entry point
 """
 
 from __future__ import annotations
@@ -282,6 +282,3 @@ def main(argv: list[str] | None = None) -> int:
     train(cfg)
     return 0
 
-
-if __name__ == "__main__":
-    raise SystemExit(main())

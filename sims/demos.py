@@ -20,7 +20,7 @@ File layout (T = steps of a demo, one row per action)::
 ``demo_<i>`` are numbered in recording order. This is the layout ``vla_rl.demos`` reads.
 
 Record: ``record_demos("tabletop/pick_place", 50, "pp.hdf5", env_kwargs={"image_size": 64}, noise=0.1)`` or
-``python -m sims.demos tabletop/pick_place 50 pp.hdf5 --noise 0.1`` (``--wrong-object`` / ``--drop-prob``
+``vla-rl record-demos tabletop/pick_place 50 pp.hdf5 --noise 0.1`` (``--wrong-object`` / ``--drop-prob``
 for failure data). Load: ``load_demos(path)`` (one dict per demo) or ``load_transitions(path)`` (rows
 concatenated for behaviour cloning).
 """
@@ -180,31 +180,3 @@ def load_transitions(path: str | Path, cameras: Sequence[str] | None = None, onl
             "images": {c: np.concatenate([e["images"][c] for e in eps]) for c in eps[0]["images"]},
             "episode": np.concatenate([np.full(len(e["actions"]), i, np.int64) for i, e in enumerate(eps)]),
             "instructions": [e["instruction"] for e in eps]}
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    """``python -m sims.demos tabletop/pick_place 50 demos/pick_place.hdf5 [--image-size 64 --cameras agentview wrist
-    --noise 0.1 --wrong-object --drop-prob 0.02 --seed-offset 0 --only-success]``: record scripted-expert demos."""
-    import argparse
-
-    p = argparse.ArgumentParser(prog="python -m sims.demos", description="record scripted-expert demos to robomimic-style HDF5")
-    p.add_argument("task", help="e.g. tabletop/pick_place")
-    p.add_argument("n", type=int, help="number of episodes")
-    p.add_argument("out", help="output .hdf5 path")
-    p.add_argument("--image-size", type=int, default=64)
-    p.add_argument("--cameras", nargs="*", default=["agentview", "wrist"], help="none: no images")
-    p.add_argument("--noise", type=float, default=0.0, help="Gaussian noise std on the motion components")
-    p.add_argument("--wrong-object", action="store_true", help="solve the task for another object (failure data)")
-    p.add_argument("--drop-prob", type=float, default=0.0, help="per-step chance of opening the gripper while carrying")
-    p.add_argument("--seed-offset", type=int, default=0, help="init_seed of the first episode")
-    p.add_argument("--only-success", action="store_true", help="keep successful episodes only")
-    a = p.parse_args(argv)
-    summary = record_demos(a.task, a.n, a.out, env_kwargs={"image_size": a.image_size, "cameras": tuple(a.cameras)},
-                           seed_offset=a.seed_offset, noise=a.noise, wrong_object=a.wrong_object, drop_prob=a.drop_prob,
-                           only_success=a.only_success)
-    print(json.dumps({k: v for k, v in summary.items() if isinstance(v, (int, float, str, bool))}))
-    return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

@@ -58,3 +58,19 @@ def test_resume_with_other_settings_is_refused(tmp_path, monkeypatch):
     monkeypatch.setattr(shapes, "render", real_render)
     with pytest.raises(ValueError, match=r"run\.ckpt was written by a run with .*'lr': 0\.001.*not steps=6.*lr=0\.002"):
         pretrain_shapes.pretrain(tmp_path / "run", **{**TINY, "lr": 2e-3})
+
+
+def test_loading_never_pretrains_a_missing_model(tmp_path, monkeypatch):
+    """Pretraining is its own command: a missing shapes model stops the load naming `diffusion-rl pretrain-shapes`
+    (nothing is trained or written), and so does a missing built-in asset."""
+    from diffusion_rl import adapters
+    from diffusion_rl.adapters import ModelConfig, load_pipeline
+
+    monkeypatch.setattr(pretrain_shapes, "pretrain", lambda *a, **k: pytest.fail("loading must not pretrain"))
+    missing = tmp_path / "shapes_model"
+    with pytest.raises(FileNotFoundError, match=f"build it first with `diffusion-rl pretrain-shapes --out {missing}`"):
+        load_pipeline(ModelConfig(kind="sd3", path=str(missing), pretrain="shapes"))
+    assert not missing.exists()
+    monkeypatch.setattr(adapters, "ASSETS", tmp_path / "no_assets")
+    with pytest.raises(FileNotFoundError, match="shapes_sd3.*build it with `diffusion-rl pretrain-shapes --out "):
+        adapters.resolve_model_path("builtin:shapes_sd3")

@@ -22,8 +22,8 @@ def _run(out, *extra):
 
 
 def test_sigterm_saves_and_resume_matches_uninterrupted(tmp_path):
-    proc = subprocess.Popen([sys.executable, "-m", "grpo.demo", "configs/grpo/toy_flow.yaml", f"output_dir={tmp_path / 'k'}",
-                             "train.iterations=100000", *ARGS], env=ENV, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+    proc = subprocess.Popen([sys.executable, "-m", "diffusion_rl.cli", "toy", "configs/grpo/toy_flow.yaml",  # diffusion-rl toy
+                             f"output_dir={tmp_path / 'k'}", "train.iterations=100000", *ARGS], env=ENV, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                             text=True)
     metrics = tmp_path / "k" / "metrics.jsonl"
     deadline = time.time() + 60
@@ -44,7 +44,7 @@ def test_sigterm_saves_and_resume_matches_uninterrupted(tmp_path):
 
 def test_two_processes_match_one_process(tmp_path):
     one = _run(tmp_path / "one", "train.iterations=3")["model"].state_dict()
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "-m", "grpo.demo",
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "-m", "diffusion_rl.cli", "toy",
            "configs/grpo/toy_flow.yaml", f"output_dir={tmp_path / 'two'}", "train.iterations=3", *ARGS]
     res = subprocess.run(cmd, env=ENV, capture_output=True, text=True, timeout=300)
     assert res.returncode == 0, res.stdout + res.stderr

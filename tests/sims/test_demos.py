@@ -59,10 +59,10 @@ def test_failure_data_and_filters(tmp_path):
 
 
 def test_cli_records_loadable_demos(tmp_path, capsys):
-    from sims import demos
+    from vla_rl.cli import main  # `vla-rl record-demos`: the command around sims.record_demos
 
     out = tmp_path / "cli.hdf5"
-    assert demos.main(["tabletop/reach", "2", str(out), "--cameras", "--noise", "0.1", "--seed-offset", "5"]) == 0
+    assert main(["record-demos", "tabletop/reach", "2", str(out), "--cameras", "--noise", "0.1", "--seed-offset", "5"]) == 0
     assert '"episodes": 2' in capsys.readouterr().out
     d = sims.load_demos(out)
     assert [e["init_seed"] for e in d] == [5, 6] and all(e["images"] == {} for e in d)

@@ -119,7 +119,7 @@ def test_libero_demo_files_convert_to_the_sft_layout(tmp_path):
     import h5py
 
     from vla_rl.demos import load_demo_file
-    from vla_rl.libero_demos import main as convert_main
+    from vla_rl.cli import main as cli_main
 
     rng = np.random.default_rng(0)
     quats = rng.standard_normal((4, 3, 4))
@@ -141,7 +141,10 @@ def test_libero_demo_files_convert_to_the_sft_layout(tmp_path):
                 g.create_dataset("obs/eye_in_hand_rgb", data=rng.integers(0, 255, (3, 8, 8, 3), dtype=np.uint8))
         files.append(p)
     out = tmp_path / "libero_spatial_demos.hdf5"
-    assert convert_main([str(out), *map(str, files), "--env-names", "libero/libero_spatial/0", "libero/libero_spatial/1"]) == 0
+    assert cli_main(["libero-demos", str(out), *map(str, files), "--env-names", "libero/libero_spatial/0",
+                     "libero/libero_spatial/1"]) == 0
+    assert cli_main(["libero-demos", str(tmp_path / "x.hdf5"), *map(str, files)]) == 2  # neither --suite nor --env-names
+    assert not (tmp_path / "x.hdf5").exists()
     demos = load_demo_file(out, ["agentview", "wrist"], per_task=1)
     assert [d.env_name for d in demos] == ["libero/libero_spatial/0", "libero/libero_spatial/1"]
     assert demos[1].instruction == "pick up the bowl 1" and demos[1].state.shape == (3, 9)
