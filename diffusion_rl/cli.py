@@ -26,7 +26,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from grpo.cli import ArgumentParser
+from grpo.cli import ArgumentParser, parse_args
 from grpo.config import ConfigError, dump_config, load_config
 from grpo.retry import RetryError
 
@@ -83,13 +83,7 @@ def main(argv: list[str] | None = None) -> int:
     y.add_argument("config", nargs="?", default=None, help="a ToyConfig YAML (e.g. configs/grpo/toy_flow.yaml)")
     y.add_argument("overrides", nargs="*", help="key=value overrides, e.g. train.iterations=10")
     y.add_argument("--dry-run", action="store_true", help="print the resolved config and the cost per iteration")
-    args, extra = ap.parse_known_args(argv)  # key=value overrides may follow --dry-run
-    takes_overrides = args.cmd in ("train", "toy")
-    bad = [x for x in extra if x.startswith("-") or not takes_overrides]
-    if bad:
-        ap.error(f"unrecognized arguments: {' '.join(bad)}")
-    if takes_overrides:
-        args.overrides = list(args.overrides) + extra
+    args = parse_args(ap, argv, takes_overrides=("train", "toy"))  # key=value overrides may follow --dry-run
     try:
         if args.cmd == "train":
             return _train(args)

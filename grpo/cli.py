@@ -1,7 +1,10 @@
 """What every console script of the project shares: bad input is one line on stderr and exit code 2.
 
-    p = grpo.cli.ArgumentParser(prog="vla-rl", description=...)   # argparse; its errors are one line
-    return grpo.cli.run_command(lambda: cmd(args))                 # a bad value raised at start -> one line, exit 2
+    p = grpo.cli.ArgumentParser(prog="vla-rl", description=...)      # argparse; its errors are one line
+    args = grpo.cli.parse_args(p, argv, takes_overrides=("train",))   # key=value overrides may follow --dry-run
+    return grpo.cli.run_command(lambda: commands[args.cmd](args))     # bad input raised at start -> one line, exit 2
+
+    grpo.cli.config_command(LoopConfig, path, overrides, dry_run, run)   # load a config; print it (--dry-run) or run it
 
 A user's mistake (an unknown key, a missing file, a value out of range) stops the command before anything is
 written, with one line that names the bad value and what was expected, and no traceback.
@@ -11,9 +14,9 @@ from __future__ import annotations
 
 import argparse
 import sys
-from typing import Callable
+from typing import Any, Callable, Sequence
 
-from .config import ConfigError
+from .config import ConfigError, dump_config, load_config
 
 BAD_INPUT = (ConfigError, ValueError, FileNotFoundError, KeyError)  # what a command raises on bad input
 
@@ -34,3 +37,34 @@ def run_command(fn: Callable[[], int], bad_input: tuple[type[BaseException], ...
         msg = e.args[0] if isinstance(e, KeyError) and e.args else e
         print(f"error: {msg}", file=sys.stderr)
         return 2
+
+
+def parse_args(parser: argparse.ArgumentParser, argv: Sequence[str] | None, takes_overrides: Sequence[str] = ()
+               ) -> argparse.Namespace:
+    """``parser``'s arguments (subcommand in ``args.cmd``); for the subcommands in ``takes_overrides`` the ``key=value``
+    overrides may also follow an option (``train cfg.yaml --dry-run lr=1``) and are appended to ``args.overrides``."""
+    args, extra = parser.parse_known_args(argv)
+    takes = getattr(args, "cmd", None) in takes_overrides
+    bad = [x for x in extra if x.startswith("-") or not takes]
+    if bad:
+        parser.error(f"unrecognized arguments: {' '.join(bad)}")
+    if takes:
+        args.overrides = list(args.overrides) + extra
+    return args
+
+
+def config_command(cls: type, path: str | None, overrides: Sequence[str], dry_run: bool, run: Callable[[Any], int],
+                   describe: Callable[[Any], None] | None = None) -> int:
+    """Load config ``cls`` from ``path`` + ``overrides`` (a bad one: one line, exit 2); with ``dry_run`` print it (and
+    ``describe(cfg)``) and return 0; else ``run(cfg)``."""
+    try:
+        cfg = load_config(cls, path, list(overrides))
+    except ConfigError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    if dry_run:
+        print(dump_config(cfg))
+        if describe is not None:
+            describe(cfg)
+        return 0
+    return run(cfg)

@@ -24,7 +24,7 @@ import os
 import sys
 from pathlib import Path
 
-from grpo.cli import ArgumentParser, run_command
+from grpo.cli import ArgumentParser, parse_args, run_command
 
 
 def _setup_threads() -> None:
@@ -209,13 +209,7 @@ def main(argv: list[str] | None = None) -> int:
     lb.add_argument("--replay", action="store_true", help="re-run each demo in sims' LIBERO env and store what it renders "
                     "(successes only) instead of copying the stored frames")
     lb.add_argument("--image-size", type=int, default=None, help="with --replay: the env's image size")
-    args, extra = p.parse_known_args(argv)  # key=value overrides may follow --dry-run
-    takes_overrides = args.cmd in ("train", "loop")
-    bad = [e for e in extra if e.startswith("-") or not takes_overrides]
-    if bad:
-        p.error(f"unrecognized arguments: {' '.join(bad)}")
-    if takes_overrides:
-        args.overrides = list(args.overrides) + extra
+    args = parse_args(p, argv, takes_overrides=("train", "loop"))  # key=value overrides may follow --dry-run
     cmd = {"train": cmd_train, "eval": cmd_eval, "loop": cmd_loop, "record-demos": cmd_record_demos,
            "libero-demos": cmd_libero_demos}[args.cmd]
     return run_command(lambda: cmd(args))

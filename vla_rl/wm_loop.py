@@ -45,6 +45,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from grpo.cli import config_command
 from grpo.config import ConfigError, config_to_dict
 from grpo.device import check_device_name, device_of, resolve_device
 from grpo.metrics import MetricsLogger
@@ -217,17 +218,8 @@ def run_loop(cfg: LoopConfig, quiet: bool = False) -> dict[str, Any]:
 
 def run_loop_command(config: str | None, overrides: list[str], dry_run: bool = False) -> int:
     """``vla-rl loop CONFIG [key=value ...] [--dry-run]`` (a bad config: one line on stderr, exit 2)."""
-    import sys
-
-    from grpo.config import dump_config, load_config
-
-    try:
-        cfg = load_config(LoopConfig, config, overrides)
-    except ConfigError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
-    if dry_run:
-        print(dump_config(cfg))
+    def run(cfg: LoopConfig) -> int:
+        run_loop(cfg)
         return 0
-    run_loop(cfg)
-    return 0
+
+    return config_command(LoopConfig, config, overrides, dry_run, run)
