@@ -35,7 +35,7 @@ import torch  # noqa: E402
 torch.set_num_threads(int(os.environ["OMP_NUM_THREADS"]))
 
 from diffusion_rl.adapters import LoraSettings, ModelConfig, build_adapter  # noqa: E402
-from diffusion_rl.pool_rollout import (PoolConfig, PoolGRPOTrainer, QuantizedAdapterView, candidate_noise,  # noqa: E402
+from diffusion_rl.pool_rollout import (PoolConfig, QuantizedAdapterView, candidate_noise,  # noqa: E402
                                        explore)
 from diffusion_rl.prompts import PromptConfig  # noqa: E402
 from diffusion_rl.quant import QuantConfig, QuantLinear, make_rollout_copy  # noqa: E402
@@ -125,8 +125,8 @@ def run_training(kind: str, iters: int, n: int, k: int, steps: int, seed: int, p
     if kind == "grpo":
         tr = DiffusionGRPOTrainer(cfg, log=False)
     else:
-        tr = PoolGRPOTrainer(cfg, PoolConfig(pool_size=k, train_size=n, quant=QuantConfig(format="nvfp4"), chunk=32),
-                             log=False)
+        cfg.pool = PoolConfig(enabled=True, pool_size=k, train_size=n, quant=QuantConfig(format="nvfp4"), chunk=32)
+        tr = DiffusionGRPOTrainer(cfg, log=False)
     curve = [(0.0, tr.evaluate(), float("nan"), 0.0)]
     wall, nfe = 0.0, 0.0
     while len(curve) <= iters or (wall < budget_s and len(curve) <= 6 * iters):

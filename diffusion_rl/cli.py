@@ -14,7 +14,7 @@ stops the run with exit code 1 and the prompts of the batch it failed on.
 
 ``--dry-run`` prints the resolved config and the cost of one iteration (rollout NFE, backward passes) and exits.
 A ``pool:`` section with ``enabled: true`` trains with pool-and-select exploration through a quantized rollout copy
-(:class:`diffusion_rl.pool_rollout.PoolGRPOTrainer`, e.g. ``configs/diffusion/shapes_pool_fp8.yaml``);
+(:class:`diffusion_rl.strategies.PoolStrategy`, e.g. ``configs/diffusion/shapes_pool_fp8.yaml``);
 ``train.loss=nft`` uses the DiffusionNFT objective instead of the clipped policy gradient.
 Bad input (unknown key, missing weights, empty prompt file, unknown reward, split step beyond the schedule,
 LoRA target matching nothing, a pool smaller than its train set, an unknown quantization format) stops at start with
@@ -35,11 +35,7 @@ def _build(path, overrides):
     from .trainer import DiffusionGRPOTrainer, DiffusionRLConfig
 
     cfg = load_config(DiffusionRLConfig, path, overrides)
-    if cfg.pool.enabled:  # pool-then-train with a quantized rollout copy (Sol-RL)
-        from .pool_rollout import PoolGRPOTrainer
-
-        return cfg, PoolGRPOTrainer
-    return cfg, DiffusionGRPOTrainer
+    return cfg, DiffusionGRPOTrainer  # flat / tree / pool: the trainer's strategy (diffusion_rl.strategies)
 
 
 def _mode(cfg) -> str:

@@ -27,7 +27,8 @@ Reference: Sol-RL (2025), low-precision exploration for diffusion RL; Flow-GRPO 
 The generic entry point :func:`two_stage_rollout` takes any two "denoisers" (objects with
 ``velocity(x [B, ...], sigma [B], cond) -> v [B, ...]``; wrap a plain function with :class:`VelocityModel`);
 :func:`pool_rollout` does it for a :class:`~diffusion_rl.adapters.DiffusionAdapter` and its quantized copy
-(:class:`QuantizedAdapterView`); :class:`PoolGRPOTrainer` is the diffusion GRPO trainer with this rollout.
+(:class:`QuantizedAdapterView`); :class:`diffusion_rl.strategies.PoolStrategy` is this rollout as a strategy of the
+diffusion GRPO trainer (``pool.enabled: true``).
 """
 
 from __future__ import annotations
@@ -39,15 +40,13 @@ from typing import Callable, Sequence
 
 import torch
 
-from grpo.distributed import keyed_generator, shard_range
+from grpo.distributed import keyed_generator
 from grpo.flow_sde import flow_sigmas, sde_step
 from grpo.selection import select_per_group
 
 from .adapters import Cond, cond_select
 from .pool_config import PoolConfig  # noqa: F401 - re-exported (the YAML ``pool:`` section)
-from .quant import make_rollout_copy, refresh_rollout_copy
 from .sampling import STREAM_INIT, STREAM_STEP, Rollout, SamplerConfig, denoise_rows, guided_velocity, keyed_noise, sde_step_mask
-from .trainer import DiffusionGRPOTrainer
 
 STREAM_SELECT = 101  # key stream of the random part of the subset selection (distinct from sampling's 1..5)
 
@@ -215,55 +214,3 @@ def pool_rollout(adapter, explorer, prompts: list[str], sc: SamplerConfig, pc: P
     uncond = adapter.encode_prompts([uncond_prompt]) if sc.cfg_scale != 1.0 else None
     return two_stage_rollout(adapter, explorer, cond, score_fn, adapter.latent_shape, sc, pc, seed=seed,
                              iteration=iteration, prompt_ids=prompt_ids, uncond=uncond, **kw)
-
-
-class PoolGRPOTrainer(DiffusionGRPOTrainer):
-    """Flat diffusion GRPO whose rollout is :func:`pool_rollout` with a quantized explorer.
-
-    The explorer is ``make_rollout_copy(adapter.transformer, pool.quant)``; it is refreshed in place after every
-    update (and after loading a checkpoint). ``grpo.group_size`` must equal ``pool.train_size`` (the N regenerated
-    samples form the GRPO group). Under a launcher each rank pools and selects whole prompts (``prompts_per_iter``
-    must divide by the world size); the multi-process path is written but, unlike the rest of the trainer, untested.
-    """
-
-    def __init__(self, cfg, pool: PoolConfig | None = None, reward_fn=None, adapter=None, log: bool = True):
-        pool = cfg.pool if pool is None else pool
-        if cfg.branch.enabled:
-            raise ValueError("pool-then-train rollouts are flat: set branch.enabled=false (or pool.enabled=false)")
-        if cfg.grpo.group_size != pool.train_size:
-            raise ValueError(f"grpo.group_size={cfg.grpo.group_size} must equal pool.train_size={pool.train_size} (the "
-                             "regenerated subset is the GRPO group)")
-        super().__init__(cfg, reward_fn, adapter, log)
-        if cfg.train.prompts_per_iter % self.dist.world_size:
-            raise ValueError(f"train.prompts_per_iter={cfg.train.prompts_per_iter} must divide by the "
-                             f"{self.dist.world_size} processes (each pools whole prompts)")
-        self.pool = pool
-        self.model_q = make_rollout_copy(self.adapter.transformer, pool.quant)
-        self.explorer = QuantizedAdapterView(self.adapter, self.model_q)
-        self.last_pool: PoolRollout | None = None
-
-    def rollout(self, prompts: list[str], iteration: int) -> Rollout:
-        def score(latents, pidx):
-            out, _ = self.score(latents, [prompts[i] for i in pidx.tolist()])
-            return out.total
-        pr = pool_rollout(self.adapter, self.explorer, prompts, self.cfg.sampler, self.pool, score, seed=self.cfg.seed,
-                          iteration=iteration, prompt_ids=shard_range(len(prompts), self.dist), rescore=False)
-        self.last_pool = pr
-        return pr.rollout
-
-    def cost_per_iteration(self) -> dict[str, float]:
-        """Per iteration: the pool's K candidates per prompt (quantized copy) + the N regenerated (policy) rollouts."""
-        c = super().cost_per_iteration()
-        sc, P = self.cfg.sampler, self.cfg.train.prompts_per_iter
-        nfe_pool = P * self.pool.pool_size * sc.num_steps * (2 if sc.cfg_scale != 1.0 else 1)
-        return {**c, "nfe": c["nfe"] + nfe_pool, "nfe_pool": nfe_pool, "nfe_policy": c["nfe"],
-                "pool_candidates": P * self.pool.pool_size}
-
-    def update(self, *args, **kwargs):
-        out = super().update(*args, **kwargs)
-        refresh_rollout_copy(self.model_q, self.adapter.transformer)
-        return out
-
-    def load(self, *args, **kwargs) -> None:
-        super().load(*args, **kwargs)
-        refresh_rollout_copy(self.model_q, self.adapter.transformer, full=True)

@@ -50,30 +50,27 @@ from pathlib import Path
 from typing import Any, Callable
 
 import torch
-from tqdm.auto import tqdm
 
-from grpo.advantages import PerPromptStatTracker, clip_advantages
-from grpo.checkpoint import (capture_rng_state, latest_checkpoint, load_checkpoint, random_state_from_json,
-                             random_state_to_json, restore_rng_state, save_checkpoint)
+from grpo.checkpoint import (capture_rng_state, load_checkpoint, random_state_from_json, random_state_to_json,
+                             restore_rng_state, save_checkpoint)
 from grpo.config import check_resume_config, config_to_dict
-from grpo.distributed import (all_reduce_floats, any_rank, average_gradients, barrier, comm_device,
-                              gather_cpu, gathered_advantages, init_distributed, keyed_generator, shard_range)
+from grpo.distributed import all_reduce_floats, barrier, gather_cpu, init_distributed, keyed_generator
 from grpo.flow_sde import sde_step
 from grpo.fsdp import (full_optimizer_state_dict, full_tensor, full_trainable_state_dict,
                        load_full_optimizer_state_dict, load_full_trainable_state_dict, shard_like, shard_model)
 from grpo.loss import clipped_pg_loss, flow_kl, k3_kl
 from grpo.metrics import MetricsLogger
+from grpo.loop import Phase, no_phase, resume_latest, run_loop
 from grpo.retry import call_with_retry
-from grpo.signals import GracefulExit
-from grpo.train_step import NonFiniteGuard, backward_if_finite, compute_advantages, guarded_step
+from grpo.train_step import NonFiniteGuard
+from grpo.update import DistributedUpdate, agree_on_skip
 from rewards import RewardBatch, build_reward
 
 from .adapters import Cond, DiffusionAdapter, build_adapter, cond_select
-from .branch import tree_credit, tree_rollout
-from .config import DiffusionRLConfig, RewardConfig
+from .config import DiffusionRLConfig
 from .prompts import PromptSource
-from .sampling import (STREAM_TIMESTEPS, Rollout, flat_rollout, guided_velocity, keyed_noise,
-                       ode_sample)
+from .sampling import STREAM_TIMESTEPS, Rollout, guided_velocity, keyed_noise, ode_sample
+from .strategies import check_strategy, make_strategy
 
 STREAM_NFT = 11  # key stream of the DiffusionNFT re-noising draws (times and noise per final sample)
 
@@ -85,10 +82,6 @@ class _Plan:
     full: bool  # all rows of the record kept: the rollout's batch is reproduced exactly
     old: torch.Tensor | None = None
     n_global: int = 0  # trained rows of this record over all ranks (FSDP: decides the dummy passes)
-
-
-def _no_phase(name: str) -> None:
-    """Phase callback outside ``train()`` (no progress bar to label)."""
 
 
 class DiffusionGRPOTrainer:
@@ -108,14 +101,8 @@ class DiffusionGRPOTrainer:
         # device=cpu on a CUDA machine: gloo, which reduces CPU tensors (the default there, NCCL, cannot)
         self.dist = init_distributed("gloo") if cfg.model.device == "cpu" else init_distributed()
         torch.manual_seed(cfg.seed)
-        self.tree = cfg.branch.make_tree(cfg.sampler.num_steps) if cfg.branch.enabled else None
         ws = self.dist.world_size
-        if self.tree is not None and cfg.train.prompts_per_iter % ws:
-            raise ValueError(f"BranchGRPO rolls out whole trees per process: train.prompts_per_iter="
-                             f"{cfg.train.prompts_per_iter} must be a multiple of the {ws} processes")
-        if self.tree is None and (cfg.train.prompts_per_iter * cfg.grpo.group_size) % ws:
-            raise ValueError(f"the global batch prompts_per_iter x group_size = {cfg.train.prompts_per_iter} x "
-                             f"{cfg.grpo.group_size} does not split evenly over {ws} processes")
+        check_strategy(cfg, ws)  # flat / tree / pool settings, before the model is built
         self.prompts = PromptSource(cfg.prompts, cfg.seed)
         if adapter is None:
             # device auto / cuda resolves to this process's current CUDA device, which init_distributed set to its
@@ -138,13 +125,11 @@ class DiffusionGRPOTrainer:
             raise ValueError("nothing to train: enable model.lora (or pass an adapter with trainable parameters)")
         self.optimizer = torch.optim.AdamW(self.params, lr=cfg.train.lr, weight_decay=cfg.train.weight_decay)
         self.guard = NonFiniteGuard(cfg.grpo.max_nonfinite)
-        self.tracker = PerPromptStatTracker(cfg.train.tracker_buffer, cfg.train.tracker_min_count, cfg.grpo.adv_eps) \
-            if cfg.train.use_tracker else None
+        self.upd = DistributedUpdate(self.params, self.optimizer, self.guard, cfg.grpo.max_grad_norm, self.fsdp, self.dist)
         self.ema = {n: p.detach().clone() for n, p in self._named_trainable()} if cfg.train.ema_decay > 0 else None
         self.gen = torch.Generator().manual_seed(cfg.seed)
         self.rng = random.Random(cfg.seed)
         self.out = Path(cfg.output_dir)
-        self._phase: Callable[[str], None] = _no_phase  # train() labels its progress bar: rollout/reward/update/eval
         self.logger = MetricsLogger(self.out, enabled=log and self.dist.is_main, config=config_to_dict(cfg))
         self.iteration = 0
         self.eval_before: float | None = None
@@ -152,35 +137,13 @@ class DiffusionGRPOTrainer:
         self.eval_before_components: dict[str, float] = {}
         self.last_advantages: torch.Tensor | None = None  # global advantages per row id of the last iteration
         self.last_rewards: torch.Tensor | None = None  # global rewards (flat: samples, tree: leaves)
+        # flat / tree / pool rollouts and their credit (diffusion_rl.strategies), picked from the config
+        self.strategy = make_strategy(cfg, self.adapter, self.dist, self.score)
 
     # ---- cost -------------------------------------------------------------------------------
     def cost_per_iteration(self) -> dict[str, float]:
         """Rollout NFE and backward passes per iteration (expected value under the timestep fraction)."""
-        sc, P = self.cfg.sampler, self.cfg.train.prompts_per_iter
-        cfg_mult = 2 if sc.cfg_scale != 1.0 else 1
-        from .sampling import sde_step_mask
-
-        nft = self.cfg.train.loss == "nft"
-        if self.tree is None:
-            G = self.cfg.grpo.group_size
-            n_st = int(sde_step_mask(sc, 0).sum())
-            trained = self.cfg.train.nft_timesteps if nft else max(1, math.ceil(sc.timestep_fraction * n_st))
-            return {"nfe": P * G * sc.num_steps * cfg_mult, "backward": P * G * trained, "final_samples": P * G}
-        if nft:
-            return {"nfe": P * self.tree.nfe() * cfg_mult, "backward": P * self.tree.num_leaves * self.cfg.train.nft_timesteps,
-                    "final_samples": P * self.tree.num_leaves}
-        mask = sde_step_mask(sc, 0, force=tuple(self.tree.split_steps))
-        steps = [i for i in range(sc.num_steps) if mask[i]]
-        trained = steps[:max(1, math.ceil(sc.timestep_fraction * len(steps)))] if sc.timestep_fraction < 1 else steps
-        keep = None
-        if self.cfg.branch.width_prune != "none" or self.cfg.branch.depth_window:
-            credit = tree_credit(self.tree, torch.arange(self.tree.num_leaves, dtype=torch.float32, device="cpu")[None], self.cfg.branch,
-                                 torch.zeros(1, len(self.tree), device="cpu"))
-            keep = credit.keep
-        bw = self.tree.backward_steps(keep, trained)
-        if sc.timestep_fraction < 1:  # expected value over random step subsets
-            bw = self.tree.backward_steps(keep, steps) * len(trained) / len(steps)
-        return {"nfe": P * self.tree.nfe() * cfg_mult, "backward": P * bw, "final_samples": P * self.tree.num_leaves}
+        return self.strategy.cost()
 
     # ---- pieces -------------------------------------------------------------------------------
     def _named_trainable(self):
@@ -199,12 +162,7 @@ class DiffusionGRPOTrainer:
 
     def rollout(self, prompts: list[str], iteration: int) -> Rollout:
         """This rank's share of the iteration's rollout (global row ids; noise keyed by global index)."""
-        if self.tree is None:
-            mine = shard_range(len(prompts) * self.cfg.grpo.group_size, self.dist)
-            return flat_rollout(self.adapter, prompts, self.cfg.grpo.group_size, self.cfg.sampler, None, iteration,
-                                seed=self.cfg.seed, rows=mine)
-        return tree_rollout(self.adapter, prompts, self.tree, self.cfg.sampler, None, iteration, seed=self.cfg.seed,
-                            prompt_ids=shard_range(len(prompts), self.dist))
+        return self.strategy.rollout(prompts, iteration)
 
     def score(self, latents: torch.Tensor, prompts: list[str]):
         """Decode and reward; a reward that raises is retried ``reward.retries`` times, then fails with
@@ -220,32 +178,9 @@ class DiffusionGRPOTrainer:
     def credit(self, ro: Rollout, prompts: list[str], rewards: torch.Tensor, components) -> tuple[torch.Tensor, torch.Tensor]:
         """Advantage and loss mask per *global* row id (flat: per sample; tree: per global node), computed over the
         rewards gathered from every rank; identical on all ranks."""
-        if self.tree is None:
-            total = len(prompts) * self.cfg.grpo.group_size
-            group_ids = ro.final_prompt_idx
-            all_rows = gather_cpu(ro.final_rows)
-            adv_rows, keep_rows = torch.zeros(total, device="cpu"), torch.zeros(total, dtype=torch.bool, device="cpu")
-            if self.tracker is not None:
-                all_r, all_p = gather_cpu(rewards), gather_cpu(group_ids)
-                adv = clip_advantages(self.tracker.update([prompts[i] for i in all_p.tolist()], all_r), self.cfg.grpo.adv_clip)
-                adv_rows[all_rows], keep_rows[all_rows] = adv, True
-            else:
-                comm = comm_device()
-                a = gathered_advantages(lambda r, g, c: compute_advantages(self.cfg.grpo, r.cpu(), g.cpu(),
-                                                                           {k: v.cpu() for k, v in c.items()} if c else None),
-                                        rewards.to(comm), group_ids.to(comm),
-                                        {k: v.to(comm) for k, v in components.items()} if components else None)
-                adv_rows[all_rows] = gather_cpu(a.values.float())
-                keep_rows[all_rows] = gather_cpu(a.mask.to(torch.uint8)).bool()
-            self.last_advantages = adv_rows.clone()
-            return adv_rows, keep_rows
-        P = len(prompts)
-        all_r = gather_cpu(rewards).view(P, -1)
-        edge_lp = gather_cpu(ro.extra["edge_log_prob"].float())
-        c = tree_credit(self.tree, all_r, self.cfg.branch, edge_lp, self.iteration, self.cfg.grpo.adv_eps)
-        adv = clip_advantages(c.advantages, self.cfg.grpo.adv_clip)
+        adv, keep = self.strategy.credit(ro, prompts, rewards, components, self.iteration)
         self.last_advantages = adv.clone()
-        return adv, c.keep
+        return adv, keep
 
     def train_steps(self, ro: Rollout) -> set[int]:
         """The stochastic steps trained this iteration: a ``timestep_fraction`` subset keyed by (seed, iteration),
@@ -275,10 +210,22 @@ class DiffusionGRPOTrainer:
 
     def update(self, ro: Rollout, prompts: list[str], adv_rows: torch.Tensor, keep_rows: torch.Tensor,
                steps: set[int]) -> dict[str, float]:
-        """Clipped-PG updates over the trained (row, step) pairs (or the DiffusionNFT objective); returns diagnostics."""
+        """Clipped-PG updates over the trained (row, step) pairs (or the DiffusionNFT objective); returns diagnostics.
+        The strategy's ``after_update`` follows (the pool's explorer is re-quantized from the new weights)."""
         if self.cfg.train.loss == "nft":
-            return self.update_nft(ro, prompts, adv_rows, keep_rows)
-        g, sc = self.cfg.grpo, self.cfg.sampler
+            out = self.update_nft(ro, prompts, adv_rows, keep_rows)
+        else:
+            out = self.update_pg(ro, prompts, adv_rows, keep_rows, steps)
+        self.strategy.after_update()
+        return out
+
+    def update_pg(self, ro: Rollout, prompts: list[str], adv_rows: torch.Tensor, keep_rows: torch.Tensor,
+                  steps: set[int]) -> dict[str, float]:
+        """Flow-GRPO's clipped surrogate on the SDE steps: per trained record, ``log pi_theta(x_{i+1} | x_i)``
+        recomputed (``sde_step(prev_sample=)``), ratio to the rollout's ``log pi_old``, clipped loss + KL to the
+        LoRA-disabled reference, one guarded step per chunk; every rank weighted by its share of the chunk's global
+        rows (:class:`grpo.update.DistributedUpdate`)."""
+        g, sc, upd = self.cfg.grpo, self.cfg.sampler, self.upd
         cond_all = self.adapter.encode_prompts(prompts)
         # one plan per trained record, kept rows or not: every rank has the same records (same steps, same depths),
         # so the chunks (optimizer steps) line up over ranks and world sizes
@@ -292,20 +239,16 @@ class DiffusionGRPOTrainer:
             return {"backward": 0, "nfe_train": 0}
         n_chunks = min(self.cfg.train.updates_per_iter, len(plans))
         chunks = [plans[i * len(plans) // n_chunks:(i + 1) * len(plans) // n_chunks] for i in range(n_chunks)]
-        # rows per chunk over all ranks: each rank's loss is weighted so that the averaged gradient is the gradient of
-        # the mean over the global (row, step) pairs, whatever the world size
-        ws = self.dist.world_size
-        rows_global = all_reduce_floats([sum(len(pl.idx) for pl in chunk) for chunk in chunks])
+        # the loss is the mean over the chunk's global (row, step) pairs, whatever the world size
+        rows_global = upd.global_sum([sum(len(pl.idx) for pl in chunk) for chunk in chunks])
         nfe_mult = 2 if sc.cfg_scale != 1.0 else 1
         nfe, backward, gap = 0, 0, 0.0
         objective: list[float] = []
         # old log-probs: exact rollout values where the batch is reproduced; otherwise a pre-update forward pass
-        # (FSDP: a forward is a collective, so where another rank needs one this rank runs a dummy)
+        # (a pass another rank runs in lockstep is run here too, on a stand-in row: upd.lockstep)
         needs = [float(bool(len(pl.idx)) and not pl.full and ci > 0) for ci, chunk in enumerate(chunks) for pl in chunk]
-        others = all_reduce_floats(needs, "max") if self.fsdp else needs
-        # FSDP: the global row count per plan decides whether the update pass runs it (with a dummy where local is 0)
-        plan_rows = all_reduce_floats([len(pl.idx) for pl in plans]) if self.fsdp else [len(pl.idx) for pl in plans]
-        for pl, n in zip(plans, plan_rows):
+        others = upd.lockstep(needs, "max")
+        for pl, n in zip(plans, upd.lockstep([len(pl.idx) for pl in plans], "sum")):
             pl.n_global = n
         k = 0
         for ci, chunk in enumerate(chunks):
@@ -331,14 +274,8 @@ class DiffusionGRPOTrainer:
                     continue
                 chunk_obj = 0.0
                 for pl in chunk:
-                    if not len(pl.idx):
-                        if self.fsdp and pl.n_global:  # others train this record: the same collectives, weight 0
-                            dummy = self._dummy(pl)
-                            out = self._logp(dummy, cond_all, grad=True)
-                            if g.kl_coef > 0:
-                                with self.adapter.reference():
-                                    self._logp(dummy, cond_all, grad=False)
-                            self._backward(out.log_prob.sum() * 0.0)
+                    if not len(pl.idx):  # others may train this record: the same passes, weight 0
+                        upd.zero_weight_pass(lambda: self._dummy_loss(pl, cond_all), pl.n_global > 0)
                         continue
                     out = self._logp(pl, cond_all, grad=True)
                     nfe += len(pl.idx) * nfe_mult
@@ -356,9 +293,8 @@ class DiffusionGRPOTrainer:
                     adv = adv_rows[pl.rec.rows[pl.idx]]
                     lo = clipped_pg_loss(out.log_prob, old, adv, None, g.clip_low, g.clip_high, kl, g.kl_coef,
                                          g.loss_reduction)
-                    weight = len(pl.idx) / rows_global[ci]
-                    self._backward(lo.loss * (weight * ws))
-                    chunk_obj += float(lo.loss.detach()) * weight
+                    upd.backward(lo.loss, len(pl.idx), rows_global[ci])
+                    chunk_obj += float(lo.loss.detach()) * (len(pl.idx) / rows_global[ci])
                     backward += len(pl.idx)
                     for k in ("kl", "clip_frac", "approx_kl", "ratio_mean"):
                         v = getattr(lo, k)  # a 0-dim tensor on the model's device, or a float
@@ -369,13 +305,12 @@ class DiffusionGRPOTrainer:
         self.adapter.train(False)
         self._ema_update()
         out = {f"loss/{k}" if k != "grad_norm" else k: sum(v) / max(1, len(v)) for k, v in stats.items()}
-        if ws > 1:  # diagnostics: means over ranks (the objective: summed, it is already globally weighted)
-            keys = [k for k in out if k != "grad_norm"]
-            vals = all_reduce_floats([out[k] for k in keys] + objective + [backward, nfe])
-            out.update({k: v / ws for k, v in zip(keys, vals)})
-            objective, (backward, nfe) = vals[len(keys):len(keys) + len(objective)], vals[len(keys) + len(objective):]
-            gap = all_reduce_floats([gap], "max")[0]
-        out.update({"backward": backward, "nfe_train": nfe, "logp_recompute_gap": gap,
+        # diagnostics: means over ranks (the objective: summed, it is already globally weighted); costs: summed
+        keys = [k for k in out if k != "grad_norm"]
+        out.update(zip(keys, upd.mean_over_ranks([out[k] for k in keys])))
+        objective = upd.global_sum(objective)
+        backward, nfe = upd.global_sum([backward, nfe])
+        out.update({"backward": backward, "nfe_train": nfe, "logp_recompute_gap": upd.global_max([gap])[0],
                     "loss/objective": sum(objective) / max(1, len(objective))})
         return out
 
@@ -386,18 +321,17 @@ class DiffusionGRPOTrainer:
         update (one no-grad pass). The draws are keyed by (seed, iteration, global row), like the rollout noise."""
         from grpo.nft_loss import nft_loss, optimality_probability
 
-        tc, g, sc = self.cfg.train, self.cfg.grpo, self.cfg.sampler
+        tc, g, sc, upd = self.cfg.train, self.cfg.grpo, self.cfg.sampler, self.upd
         rows = ro.final_rows
         idx = torch.nonzero(keep_rows[rows]).flatten()
         n_local = len(idx)
-        n_global = all_reduce_floats([n_local])[0]
+        n_global = upd.global_sum([n_local])[0]
         if n_global == 0:
             return {"backward": 0, "nfe_train": 0}
-        dummy = self.fsdp and n_local == 0  # FSDP: the same forward/backward calls as the other ranks, weight 0
-        if dummy:
-            idx = torch.zeros(1, dtype=torch.long, device="cpu")
-        m = len(idx)  # rows computed here (n_local, or the dummy's 1)
-        ws, T = self.dist.world_size, tc.nft_timesteps
+        if n_local == 0:  # no rows here: stand-in rows that run the other ranks' passes with weight 0 (FSDP), or none
+            idx = torch.zeros(upd.stand_in_rows, dtype=torch.long, device="cpu")
+        m = len(idx)  # rows computed here (n_local, or the stand-in's)
+        T = tc.nft_timesteps
         dev = self.adapter.device
         cond = cond_select(self.adapter.encode_prompts(prompts), ro.final_prompt_idx[idx]) if m else None
         uncond = self._uncond(m) if m else None
@@ -433,10 +367,11 @@ class DiffusionGRPOTrainer:
                     v = guided_velocity(self.adapter, xt, t, cond, uncond, sc.cfg_scale)
                     nfe += n_local * nfe_mult
                     lo = nft_loss(v, v_old[j], target, r, tc.nft_beta)
-                    if dummy:
-                        self._backward(lo.loss * 0.0)
+                    if n_local == 0:
+                        upd.zero_weight_pass(lambda: lo.loss)
                         continue
-                    self._backward(lo.loss * (n_local / n_global * ws / len(chunk)))
+                    # the mean over the chunk's timesteps and the global rows
+                    upd.backward(lo.loss, n_local, n_global * len(chunk))
                     backward += n_local
                     stats["loss"].append(float(lo.loss.detach()))
                     stats["positive"].append(float(lo.positive.detach().mean()))
@@ -445,46 +380,26 @@ class DiffusionGRPOTrainer:
         self.adapter.train(False)
         self._ema_update()
         out = {f"loss/nft_{k}" if k != "grad_norm" else k: sum(v) / max(1, len(v)) for k, v in stats.items()}
-        backward, nfe = all_reduce_floats([backward, nfe])
+        backward, nfe = upd.global_sum([backward, nfe])
         out.update({"backward": backward, "nfe_train": nfe})
         return out
 
     def _dummy(self, pl: _Plan) -> _Plan:
-        """Row 0 of ``pl``'s record: the input of a zero-weight pass that keeps FSDP's collectives in step."""
+        """Row 0 of ``pl``'s record: the stand-in of a zero-weight pass that keeps FSDP's collectives in step."""
         return _Plan(pl.rec, torch.zeros(1, dtype=torch.long, device="cpu"), False)
 
-    def _backward(self, loss: torch.Tensor) -> None:
-        """``loss.backward()`` unless non-finite (the update is then flagged and skipped on every rank). Under FSDP the
-        backward is a collective, so a non-finite loss still runs one, of ``nan_to_num(loss)`` (zero upstream
-        gradient; the step is skipped anyway)."""
-        if not self.fsdp:
-            backward_if_finite(loss, self.guard)
-            return
-        if self.guard.check("loss", loss.detach()):
-            loss.backward()
-        else:
-            loss.nan_to_num(0.0, 0.0, 0.0).backward()
-
-    def _sync_gradients(self) -> None:
-        """Average the trainable gradients over ranks (DDP's all-reduce; FSDP's backward already reduce-scattered
-        them) and agree on skipping the update."""
-        if self.dist.world_size == 1:
-            return
-        if self.fsdp:
-            if any_rank(self.guard._pending is not None) and self.guard._pending is None:
-                self.guard.flag("non-finite loss on another rank")
-            return
-        for p in self.params:  # a rank whose rows were all pruned still takes part in every all-reduce
-            if p.grad is None:
-                p.grad = torch.zeros_like(p)
-        average_gradients(self.params)
-        if any_rank(self.guard._pending is not None) and self.guard._pending is None:
-            self.guard.flag("non-finite loss on another rank")
+    def _dummy_loss(self, pl: _Plan, cond_all) -> torch.Tensor:
+        """The passes a trained record runs (policy, and the reference with KL), on its stand-in row."""
+        dummy = self._dummy(pl)
+        out = self._logp(dummy, cond_all, grad=True)
+        if self.cfg.grpo.kl_coef > 0:
+            with self.adapter.reference():
+                self._logp(dummy, cond_all, grad=False)
+        return out.log_prob.sum()
 
     def _optimizer_step(self, stats: dict[str, list[float]]) -> None:
-        """All-reduce the gradients, then one guarded optimizer step (skipped, and said, on a non-finite loss/grad)."""
-        self._sync_gradients()
-        st = guarded_step(self.params, self.optimizer, self.cfg.grpo.max_grad_norm, self.guard)
+        """One guarded step across ranks (skipped, and said, on a non-finite loss/grad on any rank)."""
+        st = self.upd.step()
         stats["grad_norm"].append(st.grad_norm)
         if st.skipped:
             print(f"iteration {self.iteration}: update skipped ({st.reason})")
@@ -536,7 +451,7 @@ class DiffusionGRPOTrainer:
             ema = {k: v.clone() for k, v in self.ema.items()} if self.ema is not None and self.dist.is_main else None
         if self.dist.is_main:
             state = {"trainable": trainable, "optimizer": optim,
-                     "tracker": self.tracker.state_dict() if self.tracker else None, "guard": self.guard.state_dict(),
+                     "tracker": self.strategy.state_dict(), "guard": self.guard.state_dict(),
                      "rng": capture_rng_state(), "generator": self.gen.get_state(),
                      "data_rng": random_state_to_json(self.rng.getstate()), "iteration": self.iteration,
                      "eval_before": self.eval_before,
@@ -561,8 +476,7 @@ class DiffusionGRPOTrainer:
         else:
             self.adapter.load_trainable_state_dict(state["trainable"])
             self.optimizer.load_state_dict(state["optimizer"])
-        if self.tracker is not None and state.get("tracker"):
-            self.tracker.load_state_dict(state["tracker"])
+        self.strategy.load_state_dict(state.get("tracker"))
         self.guard.load_state_dict(state["guard"])
         restore_rng_state(state["rng"])
         self.gen.set_state(state["generator"])
@@ -575,17 +489,19 @@ class DiffusionGRPOTrainer:
             self.ema = {k: shard_like(v.clone(), like[k]) for k, v in state["ema"].items()}
         self.iteration = int(state["iteration"])
         self.eval_before = state.get("eval_before")
+        self.strategy.after_load()
 
     # ---- the loop -----------------------------------------------------------------------------
-    def step(self) -> dict[str, float]:
-        """One rollout + update iteration (this rank's share, global credit); returns its scalars (logged on rank 0)."""
+    def step(self, phase: Phase = no_phase) -> dict[str, float]:
+        """One iteration, rollout -> reward -> credit -> update -> log (this rank's share, global credit); returns its
+        scalars (logged on rank 0). ``phase`` labels the progress bar."""
         t0 = time.perf_counter()
-        self._phase("rollout")
+        phase("rollout")
         prompts = self.prompts.sample(self.cfg.train.prompts_per_iter, self.rng)  # identical on every rank
         self.warm_prompts(prompts)
         ro = self.rollout(prompts, self.iteration)
         t_roll = time.perf_counter() - t0
-        self._phase("reward")
+        phase("reward")
         final_prompts = [prompts[i] for i in ro.final_prompt_idx.tolist()]
         out, _ = self.score(ro.final, final_prompts)
         rewards = out.total.detach().float().cpu()
@@ -593,14 +509,13 @@ class DiffusionGRPOTrainer:
         logps = torch.cat([r.log_prob for r in ro.records if r.stochastic]) if ro.records else torch.zeros(1, device="cpu")
         t1 = time.perf_counter()
         t_reward = t1 - t0 - t_roll
-        self._phase("update")
-        ok = self.guard.check("reward", rewards) & self.guard.check("log_prob", logps)
+        phase("update")
+        self.guard.check("reward", rewards)
+        self.guard.check("log_prob", logps)
         all_rewards = gather_cpu(rewards)
         self.last_rewards = all_rewards
-        if any_rank(not ok) and ok:  # one rank's NaN skips the update everywhere
-            self.guard.flag("non-finite reward or log-prob on another rank")
-            ok = False
-        if ok:
+        # one rank's NaN skips the update everywhere
+        if not agree_on_skip(self.guard, "non-finite reward or log-prob on another rank"):
             adv, keep = self.credit(ro, prompts, rewards, components)
             upd = self.update(ro, prompts, adv, keep, self.train_steps(ro))
         else:
@@ -619,46 +534,31 @@ class DiffusionGRPOTrainer:
         return scalars
 
     def train(self, progress: bool = True) -> dict[str, Any]:
-        """The loop; under a launcher every rank runs it. Returns ``{"eval_before", "eval_after", "seconds", "last",
-        "stopped"}`` (evaluations are rank 0's; other ranks get NaN, except under FSDP, where every rank evaluates
-        because the sharded forward is a collective; ``stopped`` names the signal that ended the run)."""
+        """The loop (:func:`grpo.loop.run_loop`); under a launcher every rank runs it. Returns ``{"eval_before",
+        "eval_after", "seconds", "last", "stopped"}`` (evaluations are rank 0's; other ranks get NaN, except under FSDP,
+        where every rank evaluates because the sharded forward is a collective; ``stopped`` names the signal that
+        ended the run)."""
         cfg, main = self.cfg, self.dist.is_main
         ev = main or self.fsdp  # the ranks that run evaluate() (rank 0 alone logs)
-        latest = latest_checkpoint(self.out / "checkpoints") if cfg.resume else None
-        if latest is not None:
-            self.load(latest)
-            if main:
-                print(f"resumed from {latest} at iteration {self.iteration}")
+        latest = resume_latest(self.out / "checkpoints", cfg.resume, self.load)
+        if latest is not None and main:
+            print(f"resumed from {latest} at iteration {self.iteration}")
         t0 = time.time()
         if self.eval_before is None and ev:
             self.eval_before = self.evaluate("samples/before", 0)
             self.eval_before_components = dict(self.last_eval_components)
             self.logger.log(0, {"eval/reward": self.eval_before})
         barrier()
-        bar = tqdm(range(self.iteration, cfg.train.iterations), initial=self.iteration, total=cfg.train.iterations,
-                   desc="diffusion-rl", disable=not (progress and main))
-        self._phase = lambda name: bar.set_description(f"diffusion-rl[{name}]", refresh=False)
-        last: dict[str, float] = {}
-        stopped = None
-        with GracefulExit() as stop:
-            for _ in bar:
-                last = self.step()
-                bar.set_postfix(reward=f"{last['reward/mean']:.3f}", nfe=int(last["cost/nfe_rollout"]))
-                if any_rank(stop.requested is not None):  # every rank stops after the same iteration
-                    stopped = stop.requested or "a signal on another rank"
-                    self.save()
-                    if main:
-                        print(f"stopped by {stopped} after iteration {self.iteration}; checkpoint saved, rerun to resume",
-                              flush=True)
-                    break
-                if cfg.train.eval_every and self.iteration % cfg.train.eval_every == 0 and self.iteration < cfg.train.iterations:
-                    if ev:
-                        self._phase("eval")
-                        self.logger.log(self.iteration, {"eval/reward": self.evaluate(step=self.iteration)})
-                    barrier()
-                if self.iteration % cfg.train.save_every == 0 or self.iteration == cfg.train.iterations:
-                    self.save()
-        self._phase = _no_phase
+
+        def evaluate(iteration: int) -> None:
+            if ev:
+                self.logger.log(iteration, {"eval/reward": self.evaluate(step=iteration)})
+            barrier()
+
+        res = run_loop(self.step, self.iteration, cfg.train.iterations, save=self.save, save_every=cfg.train.save_every,
+                       evaluate=evaluate, eval_every=cfg.train.eval_every, desc="diffusion-rl", progress=progress,
+                       postfix=lambda s: {"reward": f"{s['reward/mean']:.3f}", "nfe": int(s["cost/nfe_rollout"])})
+        last, stopped = res.last, res.stopped
         after = float("nan")
         if stopped is None and ev:
             after = self.evaluate("samples/after", self.iteration)

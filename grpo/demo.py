@@ -26,17 +26,17 @@ from pathlib import Path
 
 import torch
 from torch import nn
-from tqdm.auto import tqdm
 
-from .checkpoint import capture_rng_state, latest_checkpoint, load_checkpoint, restore_rng_state, save_checkpoint
-from .distributed import (all_reduce_mean, average_gradients, barrier, gathered_advantages, init_distributed,
-                          keyed_generator, keyed_randn, shard_range)
-from .signals import GracefulExit
+from .checkpoint import capture_rng_state, load_checkpoint, restore_rng_state, save_checkpoint
+from .distributed import (all_reduce_mean, barrier, gathered_advantages, init_distributed, keyed_generator, keyed_randn,
+                          shard_range)
 from .config import ConfigError, check_resume_config, config_to_dict, dump_config, load_config
 from .flow_sde import SDEKind, flow_sigmas, sde_step
 from .loss import clipped_pg_loss, flow_kl, k3_kl
 from .metrics import MetricsLogger
-from .train_step import GRPOConfig, NonFiniteGuard, backward_if_finite, compute_advantages, guarded_step
+from .loop import Phase, resume_latest, run_loop
+from .train_step import GRPOConfig, NonFiniteGuard, compute_advantages
+from .update import DistributedUpdate
 
 
 @dataclass
@@ -168,11 +168,12 @@ def train(cfg: ToyConfig) -> dict:
     model = ToyVelocity(cfg.model.hidden, cfg.model.num_prompts)
     optimizer = torch.optim.Adam(model.parameters(), lr=cfg.train.lr)
     guard = NonFiniteGuard(cfg.grpo.max_nonfinite)
+    upd = DistributedUpdate(model.parameters(), optimizer, guard, cfg.grpo.max_grad_norm, info=info)
     logger = MetricsLogger(out, enabled=info.is_main, config=config_to_dict(cfg))
     start, ref_state, before = 0, None, None
 
-    latest = latest_checkpoint(ckpt_dir) if cfg.resume else None
-    if latest is not None:
+    def load(latest: Path) -> None:
+        nonlocal ref_state, start, before
         state = load_checkpoint(latest)
         check_resume_config(state["config"], cfg, str(latest), ignore=("train.iterations", "resume"))
         model.load_state_dict(state["model"])
@@ -181,6 +182,9 @@ def train(cfg: ToyConfig) -> dict:
         guard.load_state_dict(state["guard"])
         restore_rng_state(state["rng"])
         start, before = int(state["iteration"]), float(state["reward_before"])
+
+    latest = resume_latest(ckpt_dir, cfg.resume, load)
+    if latest is not None:
         if info.is_main:
             print(f"resumed from {latest} at iteration {start}")
     if ref_state is None:
@@ -196,11 +200,13 @@ def train(cfg: ToyConfig) -> dict:
     if info.is_main:
         print(f"outputs: {out.resolve()} (metrics.jsonl, tb/, checkpoints/)")
 
-    def save(iteration: int) -> None:
+    done = [start]  # iterations done
+
+    def save() -> None:
         if info.is_main:
-            save_checkpoint(ckpt_dir, iteration, {
+            save_checkpoint(ckpt_dir, done[0], {
                 "model": model.state_dict(), "reference": ref_state, "optimizer": optimizer.state_dict(),
-                "guard": guard.state_dict(), "rng": capture_rng_state(), "iteration": iteration,
+                "guard": guard.state_dict(), "rng": capture_rng_state(), "iteration": done[0],
                 "reward_before": before, "config": config_to_dict(cfg),
             }, keep_last=cfg.train.keep_last)
         barrier()
@@ -208,54 +214,53 @@ def train(cfg: ToyConfig) -> dict:
     g, p, T = cfg.grpo.group_size, cfg.train.prompts_per_iter, cfg.sampler.num_steps
     mine = shard_range(p * g, info)  # this rank's global sample indices
     sigmas = flow_sigmas(T)
-    stopped = None
-    bar = tqdm(range(start, cfg.train.iterations), initial=start, total=cfg.train.iterations, desc="grpo toy",
-               disable=not info.is_main)
-    with GracefulExit() as stop:
-        for it in bar:
-            # ---- rollout: P prompts x G samples (this rank's shard), SDE with stored latents/log-probs
-            c_all = torch.randint(cfg.model.num_prompts, (p,), generator=keyed_generator(cfg.seed, it)).repeat_interleave(g)
-            c = c_all[mine.start:mine.stop]
-            group_ids = torch.arange(p).repeat_interleave(g)[mine.start:mine.stop]  # global group labels
-            noise = keyed_randn((T + 1, 2), cfg.seed, it, mine)
-            x, lats, old_lp = rollout(model, c, cfg.sampler, noise)
-            rewards = reward_fn(x, c, cfg.model)
-            adv = gathered_advantages(partial(compute_advantages, cfg.grpo), rewards, group_ids)
-            # ---- update: recompute log-probs of the stored transitions, clipped loss + KL ---------
-            b = c.shape[0]
-            x_t = lats[:-1].reshape(T * b, 2)
-            x_next = lats[1:].reshape(T * b, 2)
-            s = sigmas[:-1].repeat_interleave(b)
-            s_next = sigmas[1:].repeat_interleave(b)
-            cc = c.repeat(T)
-            for _ in range(cfg.train.inner_epochs):
-                step = sde_step(model(x_t, s, cc), x_t, s, s_next, kind=cfg.sampler.sde, eta=cfg.sampler.eta, prev_sample=x_next)
-                logp = step.log_prob.reshape(T, b).T
-                kl = None
-                if cfg.grpo.kl_coef > 0:
-                    with torch.no_grad():
-                        ref = sde_step(reference(x_t, s, cc), x_t, s, s_next, kind=cfg.sampler.sde, eta=cfg.sampler.eta,
-                                       prev_sample=x_next)
-                    kl = (flow_kl(step.mean, ref.mean, step.std) if cfg.grpo.kl_type == "flow"
-                          else k3_kl(step.log_prob, ref.log_prob)).reshape(T, b).T
-                lo = clipped_pg_loss(logp, old_lp.T, adv.values, adv.mask[:, None], cfg.grpo.clip_low, cfg.grpo.clip_high,
-                                     kl, cfg.grpo.kl_coef, cfg.grpo.loss_reduction)
-                backward_if_finite(lo.loss, guard)
-                average_gradients(model.parameters())
-                st = guarded_step(model.parameters(), optimizer, cfg.grpo.max_grad_norm, guard)
-            mean_r = all_reduce_mean(rewards.mean())
-            logger.log(it + 1, {"reward/mean": mean_r, "loss/total": all_reduce_mean(lo.loss.detach()), "loss/kl": lo.kl,
-                                "loss/clip_frac": lo.clip_frac, "loss/approx_kl": lo.approx_kl, "grad_norm": st.grad_norm,
-                                "nfe": p * g * T, "skipped_updates": guard.total_skipped})
-            bar.set_postfix(reward=f"{float(mean_r):.3f}")
-            if stop.requested:
-                save(it + 1)
-                stopped = stop.requested
-                if info.is_main:
-                    print(f"stopped by {stopped} after iteration {it + 1}; checkpoint saved, rerun to resume")
-                break
-            if (it + 1) % cfg.train.save_every == 0 or it + 1 == cfg.train.iterations:
-                save(it + 1)
+
+    def step(phase: Phase) -> dict[str, float]:
+        it = done[0]
+        # ---- rollout: P prompts x G samples (this rank's shard), SDE with stored latents/log-probs
+        phase("rollout")
+        c_all = torch.randint(cfg.model.num_prompts, (p,), generator=keyed_generator(cfg.seed, it)).repeat_interleave(g)
+        c = c_all[mine.start:mine.stop]
+        group_ids = torch.arange(p).repeat_interleave(g)[mine.start:mine.stop]  # global group labels
+        noise = keyed_randn((T + 1, 2), cfg.seed, it, mine)
+        x, lats, old_lp = rollout(model, c, cfg.sampler, noise)
+        # ---- reward and group-relative advantages over the gathered groups
+        rewards = reward_fn(x, c, cfg.model)
+        adv = gathered_advantages(partial(compute_advantages, cfg.grpo), rewards, group_ids)
+        # ---- update: recompute log-probs of the stored transitions, clipped loss + KL, guarded step
+        phase("update")
+        b = c.shape[0]
+        x_t = lats[:-1].reshape(T * b, 2)
+        x_next = lats[1:].reshape(T * b, 2)
+        s = sigmas[:-1].repeat_interleave(b)
+        s_next = sigmas[1:].repeat_interleave(b)
+        cc = c.repeat(T)
+        for _ in range(cfg.train.inner_epochs):
+            step = sde_step(model(x_t, s, cc), x_t, s, s_next, kind=cfg.sampler.sde, eta=cfg.sampler.eta, prev_sample=x_next)
+            logp = step.log_prob.reshape(T, b).T
+            kl = None
+            if cfg.grpo.kl_coef > 0:
+                with torch.no_grad():
+                    ref = sde_step(reference(x_t, s, cc), x_t, s, s_next, kind=cfg.sampler.sde, eta=cfg.sampler.eta,
+                                   prev_sample=x_next)
+                kl = (flow_kl(step.mean, ref.mean, step.std) if cfg.grpo.kl_type == "flow"
+                      else k3_kl(step.log_prob, ref.log_prob)).reshape(T, b).T
+            lo = clipped_pg_loss(logp, old_lp.T, adv.values, adv.mask[:, None], cfg.grpo.clip_low, cfg.grpo.clip_high,
+                                 kl, cfg.grpo.kl_coef, cfg.grpo.loss_reduction)
+            upd.backward(lo.loss, b, p * g)  # this rank's b of the p * g samples
+            st = upd.step()
+        # ---- log
+        mean_r = all_reduce_mean(rewards.mean())
+        done[0] = it + 1
+        scalars = {"reward/mean": mean_r, "loss/total": all_reduce_mean(lo.loss.detach()), "loss/kl": lo.kl,
+                   "loss/clip_frac": lo.clip_frac, "loss/approx_kl": lo.approx_kl, "grad_norm": st.grad_norm,
+                   "nfe": p * g * T, "skipped_updates": guard.total_skipped}
+        logger.log(it + 1, scalars)
+        return scalars
+
+    res = run_loop(step, start, cfg.train.iterations, save=save, save_every=cfg.train.save_every, desc="grpo toy",
+                   postfix=lambda sc: {"reward": f"{float(sc['reward/mean']):.3f}"})
+    stopped = res.stopped
     after = evaluate(model, cfg) if stopped is None else float("nan")
     if info.is_main and stopped is None:
         logger.log(cfg.train.iterations, {"eval/reward_before": before, "eval/reward_after": after})

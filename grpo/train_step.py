@@ -9,6 +9,9 @@ A frontend's loop is::
         backward_if_finite(out.loss / accum, guard)
     stats = guarded_step(params, optimizer, cfg.max_grad_norm, guard)
 
+Across processes (loss scaling, FSDP, gradient all-reduce, agreeing on a skip) the same loop goes through
+:class:`grpo.update.DistributedUpdate`.
+
 :class:`NonFiniteGuard` counts consecutive skipped updates (NaN/inf loss, gradient or reward) and raises
 :class:`NonFiniteError` with a clear message after ``max_consecutive`` in a row.
 """
@@ -78,6 +81,11 @@ class NonFiniteGuard:
         self.last_reason = ""
         self._pending: str | None = None
 
+    @property
+    def pending(self) -> str | None:
+        """The reason the current update will be skipped, or None (reset by :meth:`end_step`)."""
+        return self._pending
+
     def flag(self, reason: str) -> None:
         """Mark the current update as bad (it will be skipped by :func:`guarded_step`)."""
         self._pending = self._pending or reason
@@ -138,7 +146,7 @@ def guarded_step(
     params = [p for p in params if p.requires_grad]
     grad_norm = torch.nn.utils.clip_grad_norm_(params, max_grad_norm) if params else torch.tensor(0.0, device="cpu")
     guard.check("gradient", grad_norm)
-    reason = guard._pending
+    reason = guard.pending
     if reason is None:
         optimizer.step()
         if scheduler is not None:

@@ -74,17 +74,17 @@ import torch
 import torch.distributed as tdist
 from tqdm.auto import tqdm
 
-from grpo.checkpoint import capture_rng_state, latest_checkpoint, load_checkpoint, restore_rng_state, save_checkpoint
+from grpo.checkpoint import capture_rng_state, load_checkpoint, restore_rng_state, save_checkpoint
 from grpo.config import check_resume_config, config_to_dict
 from grpo.device import resolve_device
-from grpo.distributed import (all_reduce_floats, any_rank, average_gradients, barrier, gather_cpu, init_distributed,
-                              keyed_generator, shard_range)
+from grpo.distributed import all_reduce_floats, barrier, gather_cpu, init_distributed, keyed_generator, shard_range
 from grpo.fsdp import (copy_full_parameters, full_optimizer_state_dict, load_full_optimizer_state_dict,
                        shard_submodules)
 from grpo.loss import clipped_pg_loss, flow_kl, k3_kl
 from grpo.metrics import MetricsLogger
-from grpo.signals import GracefulExit
-from grpo.train_step import NonFiniteGuard, backward_if_finite, compute_advantages, guarded_step
+from grpo.loop import Phase, no_phase, resume_latest, run_loop
+from grpo.train_step import NonFiniteGuard, compute_advantages
+from grpo.update import DistributedUpdate, agree_on_skip
 from rewards.base import RewardBatch
 from rewards.srpo import SRPOReward
 from rewards.success import episode_metadata, success_reward
@@ -247,9 +247,10 @@ class VLARLTrainer:
         return path
 
     def maybe_resume(self) -> bool:
-        latest = latest_checkpoint(self.ckpt_dir) if self.cfg.resume else None
-        if latest is None:
-            return False
+        """Load the latest checkpoint of ``output_dir`` when ``resume`` is on; whether one was loaded."""
+        return resume_latest(self.ckpt_dir, self.cfg.resume, self.load) is not None
+
+    def load(self, latest: Path) -> None:
         # read on the CPU (the RNG states must be CPU tensors); load_state_dict copies the weights and the optimizer
         # state onto the policy's device, so a run resumes on any device
         st = load_checkpoint(latest, map_location="cpu")
@@ -263,7 +264,6 @@ class VLARLTrainer:
         restore_rng_state(st["rng"])
         self.state = st["trainer"]
         self._print(f"resumed from {latest} (iteration {self.state['iteration']}, sft_done={self.state['sft_done']})")
-        return True
 
     # ---- stages --------------------------------------------------------------------------------
     def load_demos(self):
@@ -361,7 +361,6 @@ class VLARLTrainer:
         ``adv[E]``, ``keep[E]`` (bool): global per-episode advantages and keep mask; ``batch`` holds this rank's
         episodes, the first being global episode ``first_episode``."""
         g, cfg = self.cfg.grpo, self.cfg.rl
-        ws = self.dist.world_size
         gid, ep_of_global = self.global_rows(batch, first_episode)
         local_of = torch.full((ep_of_global.numel(),), -1, dtype=torch.long, device="cpu")  # global -> local row (-1: elsewhere)
         local_of[gid] = torch.arange(gid.numel(), device="cpu")
@@ -374,7 +373,7 @@ class VLARLTrainer:
         gen = keyed_generator(self.cfg.seed, it, 99)
         stats: dict[str, list[float]] = {k: [] for k in ("loss", "clip_frac", "approx_kl", "ratio", "grad_norm", "kl")}
         model = self.train_policy  # the FSDP-sharded copy under dist.strategy=fsdp, else the policy itself
-        params = [p for p in model.parameters() if p.requires_grad]
+        upd = DistributedUpdate(model.parameters(), self.optimizer, self.guard, g.max_grad_norm, self.fsdp, self.dist)
         model.zero_grad(set_to_none=True)  # SFT's last gradients must not leak into the first RL step
         model.train()
 
@@ -383,37 +382,27 @@ class VLARLTrainer:
         for _ in range(cfg.inner_epochs):
             perm = rows[torch.randperm(rows.numel(), generator=gen, device="cpu")]
             mbs = [loc[loc >= 0] for loc in (local_of[mb] for mb in perm.split(cfg.minibatch_size))]  # local rows
-            # loss denominators of the global minibatches (tokens or samples), for the world-size-exact scaling
-            local_den = [den_of(mb) for mb in mbs]
-            local_tok = [float(mask[mb].sum()) for mb in mbs]
-            den = all_reduce_floats(local_den + local_tok)
+            # loss denominators of the global minibatches (tokens or samples): each (micro-)batch's loss is weighted
+            # by its share of them, so the step is that of the mean over the global minibatch
+            den = upd.global_sum([den_of(mb) for mb in mbs] + [float(mask[mb].sum()) for mb in mbs])
             global_den, global_tok = den[:len(mbs)], den[len(mbs):]
             for j, mb in enumerate(mbs):
                 diag = [0.0] * 5  # global loss and token-weighted clip_frac, approx_kl, ratio, kl
                 # gradient accumulation: rl.grad_accum micro-batches of this rank's rows, one backward each, one step
                 for micro in (mb.tensor_split(cfg.grad_accum) if cfg.grad_accum > 1 else (mb,)):
-                    if micro.numel() == 0:
-                        if self.fsdp:  # the sharded forward/backward is a collective: a zero-weight pass on 1 row
-                            self._backward(self._minibatch_loss(batch, mb.new_zeros(1), row_adv[gid[:1]]).loss * 0.0)
+                    if micro.numel() == 0:  # the other ranks' passes on a stand-in row, weight 0 (FSDP)
+                        upd.zero_weight_pass(lambda: self._minibatch_loss(batch, mb.new_zeros(1), row_adv[gid[:1]]).loss)
                         continue
                     out = self._minibatch_loss(batch, micro, row_adv[gid[micro]])
-                    scale = ws * den_of(micro) / global_den[j] if global_den[j] > 0 else float(ws)
-                    self._backward(out.loss * scale)
+                    upd.backward(out.loss, den_of(micro), global_den[j])
+                    share = den_of(micro) / global_den[j] if global_den[j] > 0 else 1.0
                     w = float(mask[micro].sum()) / max(global_tok[j], 1.0)
-                    d = [float(out.loss.detach()) * scale / ws] + [
+                    d = [float(out.loss.detach()) * share] + [
                         float(v.detach() if isinstance(v, torch.Tensor) else v) * w
                         for v in (out.clip_frac, out.approx_kl, out.ratio_mean, out.kl)]
                     diag = [a + b for a, b in zip(diag, d)]
-                if ws > 1:
-                    if not self.fsdp:  # (FSDP's backward already reduce-scattered the rank-averaged gradients)
-                        for p in params:  # a rank without rows in this minibatch still joins every all-reduce
-                            if p.grad is None:
-                                p.grad = torch.zeros_like(p)
-                        average_gradients(params)
-                    diag = all_reduce_floats(diag + [float(self.guard._pending is not None)])
-                    if diag.pop() > 0 and self.guard._pending is None:
-                        self.guard.flag("non-finite loss on another rank")
-                st = guarded_step(params, self.optimizer, g.max_grad_norm, self.guard)
+                diag = upd.global_sum(diag)
+                st = upd.step()
                 for k, v in zip(("loss", "clip_frac", "approx_kl", "ratio", "kl", "grad_norm"), diag + [st.grad_norm]):
                     stats[k].append(float(v))
         model.eval()
@@ -438,16 +427,6 @@ class VLARLTrainer:
                 kl = k3_kl(lp.logp, ref.logp)
         return clipped_pg_loss(lp.logp, batch.old_logp[mb].to(dev), adv.to(dev), batch.step_mask[mb].to(dev), g.clip_low,
                                g.clip_high, kl, g.kl_coef, g.loss_reduction)
-
-    def _backward(self, loss: torch.Tensor) -> None:
-        """``loss.backward()`` unless non-finite (the update is then flagged and skipped on every rank). Under FSDP the
-        backward is a collective, so a non-finite loss still runs one, of ``nan_to_num(loss)`` (the step is skipped)."""
-        if not self.fsdp:
-            backward_if_finite(loss, self.guard)
-        elif self.guard.check("loss", loss.detach()):
-            loss.backward()
-        else:
-            loss.nan_to_num(0.0, 0.0, 0.0).backward()
 
     # ---- FSDP ----------------------------------------------------------------------------------
     def _shard(self) -> None:
@@ -498,6 +477,76 @@ class VLARLTrainer:
                              stochastic=True, noise_key=(self.cfg.seed, it), stop_on_success=self.cfg.env.stop_on_success)
         return specs, mine, batch
 
+    def step(self, phase: Phase = no_phase) -> dict[str, float]:
+        """One RL iteration (module docstring): rollout -> reward -> dynamic sampling + advantages -> update -> log;
+        returns its scalars (logged on rank 0). ``phase`` labels the progress bar."""
+        cfg, it = self.cfg, int(self.state["iteration"])
+        t0 = time.time()
+        phase("rollout")
+        specs, mine, batch = self.rollout(it)
+        t_roll = time.time() - t0
+        phase("reward")
+        rew = self.rewards(batch, specs)  # global [E], identical on every rank
+        t_rew = time.time() - t0 - t_roll
+        gids = torch.tensor([s.group_id for s in specs], dtype=torch.long, device="cpu")
+        succ = gather_cpu(batch.success)
+        lengths = gather_cpu(torch.tensor([e.length for e in batch.episodes], dtype=torch.float32, device="cpu"))
+        env_steps = int(all_reduce_floats([batch.env_steps])[0])
+        t_roll_max = float(gather_cpu(torch.tensor([t_roll], dtype=torch.float64, device="cpu")).max())  # slowest
+        keep, kept = (group_keep_mask(succ, gids, cfg.rl.success_band) if cfg.rl.dynamic_sampling
+                      else (torch.ones_like(succ), int(gids.unique().numel())))
+        scal: dict[str, float] = {
+            "rollout/success_rate": float(succ.float().mean()), "reward/mean": float(rew.total.nan_to_num().mean()),
+            "rollout/episode_length": float(lengths.mean()),
+            "rollout/groups_kept": kept, "rollout/env_steps": env_steps, "time/rollout_s": t_roll_max,
+            "time/reward_s": t_rew, "throughput/rollout_episodes_per_s": len(specs) / max(t_roll_max, 1e-9),
+            "throughput/rollout_env_steps_per_s": env_steps / max(t_roll_max, 1e-9),
+        }
+        if self.srpo is not None and self.srpo.last is not None:
+            fail = ~succ
+            if fail.any():
+                scal["reward/srpo_failure_mean"] = float(rew.total[fail].mean())
+            if int(fail.sum()) >= 3:  # diagnostic only: does SRPO's latent progress agree with the env's?
+                env_prog = gather_cpu(torch.tensor([e.progress for e in batch.episodes], dtype=torch.float32,
+                                                   device="cpu"))
+                scal["reward/srpo_vs_env_progress_spearman"] = spearman(rew.total[fail], env_prog[fail])
+        # a NaN/inf reward or stored log-prob skips this iteration's update (logged), never reaches the
+        # advantages; grpo.train_step.NonFiniteGuard aborts after grpo.max_nonfinite skips in a row.
+        # The rewards are global; a rank's non-finite rollout log-prob skips the update on every rank.
+        self.guard.check("reward", rew.total)
+        for name, comp in rew.components.items():
+            self.guard.check(f"reward component {name!r}", comp)
+        self.guard.check("rollout log-prob", batch.old_logp)
+        if agree_on_skip(self.guard, "non-finite rollout log-prob on another rank"):
+            reason = self.guard.end_step()
+            self._print(f"iteration {it + 1}: update skipped ({reason}); no update applied")
+            kept = 0
+        scal["skipped_updates"] = self.guard.total_skipped
+        adv = torch.zeros(len(specs), device="cpu")
+        if kept > 0:
+            idx = torch.nonzero(keep).flatten()
+            comps = {k: v[idx] for k, v in rew.components.items()}
+            a = compute_advantages(cfg.grpo, rew.total[idx], gids[idx], comps)
+            adv[idx] = torch.where(a.mask, a.values, torch.zeros_like(a.values))
+            keep = keep.clone()
+            keep[idx] &= a.mask
+            phase("update")
+            t_up = time.time()
+            scal.update(self.update(batch, adv, keep, it, mine.start))
+            scal["time/update_s"] = time.time() - t_up
+        self.last_iteration = {"rewards": rew.total.clone(), "advantages": adv,
+                               "keep": (keep & (kept > 0)).to(torch.uint8), "success": succ.to(torch.uint8)}
+        scal["time/iteration_s"] = time.time() - t0
+        self.state["iteration"] = it + 1
+        if self.logger is not None:
+            self.logger.log(it + 1, scal)
+        return scal
+
+    def _postfix(self, scal: dict[str, float]) -> dict[str, Any]:
+        last_eval = max(self.state["eval"].values(), key=lambda e: e["iteration"])["success_rate"]
+        return {"succ": f"{scal['rollout/success_rate']:.2f}", "kept": scal["rollout/groups_kept"],
+                "eval": f"{last_eval:.2f}", "t": f"{scal['time/iteration_s']:.1f}s"}
+
     def train(self) -> dict[str, Any]:
         cfg, main = self.cfg, self.dist.is_main
         t_start = time.time()
@@ -522,85 +571,11 @@ class VLARLTrainer:
             self.reference = copy.deepcopy(self.policy).requires_grad_(False)
         self._shard()  # after SFT (rank 0, broadcast) and any resume: the RL copy is sharded under FSDP
         self.check_in_sync("at the start of RL")
-        start = int(self.state["iteration"])
-        bar = tqdm(range(start, cfg.rl.iterations), initial=start, total=cfg.rl.iterations, desc="grpo", disable=self.quiet)
-        stopped = None
-        with GracefulExit() as stop:
-            for it in bar:
-                t0 = time.time()
-                bar.set_description("grpo[rollout]")
-                specs, mine, batch = self.rollout(it)
-                t_roll = time.time() - t0
-                bar.set_description("grpo[reward]")
-                rew = self.rewards(batch, specs)  # global [E], identical on every rank
-                t_rew = time.time() - t0 - t_roll
-                gids = torch.tensor([s.group_id for s in specs], dtype=torch.long, device="cpu")
-                succ = gather_cpu(batch.success)
-                lengths = gather_cpu(torch.tensor([e.length for e in batch.episodes], dtype=torch.float32, device="cpu"))
-                env_steps = int(all_reduce_floats([batch.env_steps])[0])
-                t_roll_max = float(gather_cpu(torch.tensor([t_roll], dtype=torch.float64, device="cpu")).max())  # slowest
-                keep, kept = (group_keep_mask(succ, gids, cfg.rl.success_band) if cfg.rl.dynamic_sampling
-                              else (torch.ones_like(succ), int(gids.unique().numel())))
-                scal: dict[str, float] = {
-                    "rollout/success_rate": float(succ.float().mean()), "reward/mean": float(rew.total.nan_to_num().mean()),
-                    "rollout/episode_length": float(lengths.mean()),
-                    "rollout/groups_kept": kept, "rollout/env_steps": env_steps, "time/rollout_s": t_roll_max,
-                    "time/reward_s": t_rew, "throughput/rollout_episodes_per_s": len(specs) / max(t_roll_max, 1e-9),
-                    "throughput/rollout_env_steps_per_s": env_steps / max(t_roll_max, 1e-9),
-                }
-                if self.srpo is not None and self.srpo.last is not None:
-                    fail = ~succ
-                    if fail.any():
-                        scal["reward/srpo_failure_mean"] = float(rew.total[fail].mean())
-                    if int(fail.sum()) >= 3:  # diagnostic only: does SRPO's latent progress agree with the env's?
-                        env_prog = gather_cpu(torch.tensor([e.progress for e in batch.episodes], dtype=torch.float32,
-                                                           device="cpu"))
-                        scal["reward/srpo_vs_env_progress_spearman"] = spearman(rew.total[fail], env_prog[fail])
-                # a NaN/inf reward or stored log-prob skips this iteration's update (logged), never reaches the
-                # advantages; grpo.train_step.NonFiniteGuard aborts after grpo.max_nonfinite skips in a row.
-                # The rewards are global; a rank's non-finite rollout log-prob skips the update on every rank.
-                finite = self.guard.check("reward", rew.total)
-                for name, comp in rew.components.items():
-                    finite &= self.guard.check(f"reward component {name!r}", comp)
-                finite &= self.guard.check("rollout log-prob", batch.old_logp)
-                if any_rank(not finite):
-                    if finite:
-                        self.guard.flag("non-finite rollout log-prob on another rank")
-                    reason = self.guard.end_step()
-                    self._print(f"iteration {it + 1}: update skipped ({reason}); no update applied")
-                    kept = 0
-                scal["skipped_updates"] = self.guard.total_skipped
-                adv = torch.zeros(len(specs), device="cpu")
-                if kept > 0:
-                    idx = torch.nonzero(keep).flatten()
-                    comps = {k: v[idx] for k, v in rew.components.items()}
-                    a = compute_advantages(cfg.grpo, rew.total[idx], gids[idx], comps)
-                    adv[idx] = torch.where(a.mask, a.values, torch.zeros_like(a.values))
-                    keep = keep.clone()
-                    keep[idx] &= a.mask
-                    bar.set_description("grpo[update]")
-                    t_up = time.time()
-                    scal.update(self.update(batch, adv, keep, it, mine.start))
-                    scal["time/update_s"] = time.time() - t_up
-                self.last_iteration = {"rewards": rew.total.clone(), "advantages": adv,
-                                       "keep": (keep & (kept > 0)).to(torch.uint8), "success": succ.to(torch.uint8)}
-                scal["time/iteration_s"] = time.time() - t0
-                self.state["iteration"] = it + 1
-                self.logger.log(it + 1, scal)
-                last_eval = max(self.state["eval"].values(), key=lambda e: e["iteration"])["success_rate"]
-                bar.set_postfix(succ=f"{scal['rollout/success_rate']:.2f}", kept=kept, eval=f"{last_eval:.2f}",
-                                t=f"{scal['time/iteration_s']:.1f}s")
-                if cfg.rl.eval_every > 0 and (it + 1) % cfg.rl.eval_every == 0 and it + 1 < cfg.rl.iterations:
-                    bar.set_description("grpo[eval]")
-                    self._eval_everywhere(f"iter_{it + 1}", it + 1, videos=False)
-                if any_rank(stop.requested is not None):  # every rank stops after the same iteration
-                    self.save()
-                    stopped = stop.requested or "a signal on another rank"
-                    self._print(f"stopped by {stopped} after iteration {it + 1}; checkpoint saved, rerun to resume")
-                    break
-                if (it + 1) % cfg.rl.save_every == 0:
-                    self.save()
-        bar.close()
+        res = run_loop(self.step, int(self.state["iteration"]), cfg.rl.iterations, save=self.save,
+                       save_every=cfg.rl.save_every, save_last=False,  # (the final save follows the final evaluation)
+                       evaluate=lambda i: self._eval_everywhere(f"iter_{i}", i, videos=False),
+                       eval_every=cfg.rl.eval_every, desc="grpo", progress=not self.quiet, postfix=self._postfix)
+        stopped = res.stopped
         self.check_in_sync(f"after RL iteration {self.state['iteration']}")
         if stopped is None and self.state["eval"].get("final", {}).get("iteration") != self.state["iteration"]:
             self._eval_everywhere("final", cfg.rl.iterations)

@@ -4,7 +4,7 @@ import pytest
 import torch
 
 from diffusion_rl.adapters import ModelConfig, build_adapter
-from diffusion_rl.pool_rollout import (PoolConfig, PoolGRPOTrainer, QuantizedAdapterView, VelocityModel, pool_rollout,
+from diffusion_rl.pool_rollout import (PoolConfig, QuantizedAdapterView, VelocityModel, pool_rollout,
                                        two_stage_rollout)
 from diffusion_rl.quant import QuantConfig, make_rollout_copy
 from diffusion_rl.sampling import SamplerConfig, flat_rollout
@@ -118,21 +118,27 @@ def _tiny_trainer_config(tmp_path):
 
 
 def test_pool_trainer_step_refreshes_the_explorer(tmp_path):
+    from diffusion_rl.strategies import PoolStrategy
+    from diffusion_rl.trainer import DiffusionGRPOTrainer
+
     from ..diffusion_rl.conftest import redness
 
     cfg = _tiny_trainer_config(tmp_path)
     cfg.train.lr = 3e-2
+    cfg.pool = PoolConfig(enabled=True, pool_size=6, train_size=4)
     with pytest.raises(ValueError, match="group_size=3 must equal pool.train_size=4"):
-        PoolGRPOTrainer(cfg, PoolConfig(pool_size=6, train_size=4), reward_fn=redness, log=False)
-    tr = PoolGRPOTrainer(cfg, PoolConfig(pool_size=6, train_size=3, quant=QuantConfig(format="nvfp4")),
-                         reward_fn=redness, log=False)
-    lin = tr.model_q.get_submodule("transformer_blocks.0.attn.to_q")
+        DiffusionGRPOTrainer(cfg, reward_fn=redness, log=False)
+    cfg.pool = PoolConfig(enabled=True, pool_size=6, train_size=3, quant=QuantConfig(format="nvfp4"))
+    tr = DiffusionGRPOTrainer(cfg, reward_fn=redness, log=False)
+    pool = tr.strategy
+    assert isinstance(pool, PoolStrategy)
+    lin = pool.model_q.get_submodule("transformer_blocks.0.attn.to_q")
     codes = lin.weight.clone()
     s = tr.step()
     assert s["logp_recompute_gap"] == 0.0 and s["cost/backward"] > 0
-    assert tr.last_pool.pool_rewards.shape == (2, 6)
+    assert pool.last_pool.pool_rewards.shape == (2, 6)
     assert not torch.equal(lin.weight, codes)  # LoRA moved -> the explorer was re-quantized in place
-    assert tr.model_q.get_submodule("transformer_blocks.0.attn.to_q") is lin
+    assert pool.model_q.get_submodule("transformer_blocks.0.attn.to_q") is lin
 
 
 def test_nft_loss_equation_and_direction():
@@ -158,7 +164,7 @@ def test_nft_loss_equation_and_direction():
 
 
 def test_pool_config_through_yaml_and_cli(tmp_path, capsys):
-    """`pool:` in the YAML selects PoolGRPOTrainer; bad pool/quant settings stop the CLI at start (exit 2)."""
+    """`pool:` in the YAML selects the pool strategy; bad pool/quant settings stop the CLI at start (exit 2)."""
     from diffusion_rl.cli import _build, main
     from grpo.config import load_config
     from diffusion_rl.trainer import DiffusionRLConfig
@@ -166,8 +172,10 @@ def test_pool_config_through_yaml_and_cli(tmp_path, capsys):
     base = ["configs/diffusion/shapes_pool_fp8.yaml", f"output_dir={tmp_path}/o"]
     cfg = load_config(DiffusionRLConfig, base[0], base[1:])
     assert cfg.pool.enabled and cfg.pool.quant.format == "fp8" and cfg.pool.train_size == cfg.grpo.group_size
-    assert _build(base[0], base[1:])[1] is PoolGRPOTrainer
-    assert _build(base[0], [*base[1:], "pool.enabled=false"])[1] is not PoolGRPOTrainer
+    from diffusion_rl.strategies import PoolStrategy, TreeStrategy, strategy_class
+
+    assert strategy_class(_build(base[0], base[1:])[0]) is PoolStrategy
+    assert strategy_class(_build(base[0], [*base[1:], "pool.enabled=false"])[0]) is TreeStrategy  # branch.enabled
     assert main(["train", *base, "pool.pool_size=2", "--dry-run"]) == 2
     assert "pool_size=2 is smaller than pool.train_size=4" in capsys.readouterr().err
     assert main(["train", *base, "pool.quant.format=fp4", "--dry-run"]) == 2
@@ -200,9 +208,8 @@ def test_nft_loss_selectable_in_the_trainer(tmp_path, pool):
     cfg.train.updates_per_iter = 2
     if pool:
         cfg.pool = PoolConfig(enabled=True, pool_size=6, train_size=3, quant=QuantConfig(format="fp8"))
-        tr = PoolGRPOTrainer(cfg, reward_fn=redness, log=False)
-    else:
-        tr = DiffusionGRPOTrainer(cfg, reward_fn=redness, log=False)
+    tr = DiffusionGRPOTrainer(cfg, reward_fn=redness, log=False)
+    assert type(tr.strategy).__name__ == ("PoolStrategy" if pool else "FlatStrategy")
     before = {k: v.clone() for k, v in tr.adapter.trainable_state_dict().items()}
     s = tr.step()
     assert torch.isfinite(torch.tensor(s["loss/nft_loss"])) and s["skipped_updates"] == 0
