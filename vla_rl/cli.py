@@ -68,7 +68,7 @@ def cmd_train(args: argparse.Namespace) -> int:
 
 def cmd_eval(args: argparse.Namespace) -> int:
     from grpo.checkpoint import load_checkpoint
-    from grpo.config import ConfigError, load_config
+    from grpo.config import ConfigError, build_config
     from grpo.device import resolve_device
     from grpo.metrics import MetricsLogger
 
@@ -86,19 +86,12 @@ def cmd_eval(args: argparse.Namespace) -> int:
     except FileNotFoundError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
-    import tempfile
-
-    import yaml
-
-    with tempfile.NamedTemporaryFile("w", suffix=".yaml", delete=False) as f:
-        yaml.safe_dump(st["config"], f)
-    try:  # the device is this evaluation's, not the run's (a GPU run's checkpoint evaluates on a CPU machine)
-        cfg = load_config(VLARLConfig, f.name, [f"device={args.device}"])
+    try:  # the device is this evaluation's, not the run's (a GPU run's checkpoint evaluates on a CPU machine);
+        # the checkpoint's config is the full resolved one, so its inactive keys are not refused (build_config)
+        cfg = build_config(VLARLConfig, {**st["config"], "device": args.device}, source=str(st["__path__"]))
     except ConfigError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
-    finally:
-        os.unlink(f.name)
     policy = SmallVLA(policy_config_from_dict(st["policy_config"]), WordTokenizer(st["vocab"]))
     policy.load_state_dict(st["model"])  # the checkpoint's CPU tensors
     policy.to(resolve_device(cfg.device))

@@ -33,9 +33,9 @@ def test_every_vla_config_loads(path):
 
 def test_the_recipes_are_there():
     names = {p.name for p in CONFIGS}
-    assert {"robosuite_lift.yaml", "libero_spatial.yaml"} <= names
-    lib = load_config(VLARLConfig, "configs/vla/libero_spatial.yaml")
-    assert lib.env.tasks == [f"libero/libero_spatial/{i}" for i in range(10)]
+    assert {"robosuite_lift.yaml", "libero_spatial.yaml", "libero_spatial_full.yaml"} <= names
+    lib = load_config(VLARLConfig, "configs/vla/libero_spatial_full.yaml")
+    assert lib.env.tasks == [f"libero/libero_spatial/{i}" for i in range(10)] and lib.rl.eval_episodes == 50
 
 
 @needs_robosuite
