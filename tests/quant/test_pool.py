@@ -172,10 +172,12 @@ def test_pool_config_through_yaml_and_cli(tmp_path, capsys):
     base = ["configs/diffusion/shapes_pool_fp8.yaml", f"output_dir={tmp_path}/o"]
     cfg = load_config(DiffusionRLConfig, base[0], base[1:])
     assert cfg.pool.enabled and cfg.pool.quant.format == "fp8" and cfg.pool.train_size == cfg.grpo.group_size
-    from diffusion_rl.strategies import PoolStrategy, TreeStrategy, strategy_class
+    from diffusion_rl.strategies import FlatStrategy, PoolStrategy, TreeStrategy, strategy_class
 
     assert strategy_class(_build(base[0], base[1:])[0]) is PoolStrategy
-    assert strategy_class(_build(base[0], [*base[1:], "pool.enabled=false"])[0]) is TreeStrategy  # branch.enabled
+    assert strategy_class(_build(base[0], [*base[1:], "pool.enabled=false"])[0]) is FlatStrategy
+    cfg.pool.enabled, cfg.branch.enabled = False, True
+    assert strategy_class(cfg) is TreeStrategy
     assert main(["train", *base, "pool.pool_size=2", "--dry-run"]) == 2
     assert "pool_size=2 is smaller than pool.train_size=4" in capsys.readouterr().err
     assert main(["train", *base, "pool.quant.format=fp4", "--dry-run"]) == 2
