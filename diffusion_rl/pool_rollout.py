@@ -173,7 +173,7 @@ def two_stage_rollout(policy, explorer, cond: Cond, score_fn: Callable[[torch.Te
         x0, noise = candidate_noise(latent_shape, sc, seed, iteration, g.tolist(), pi.tolist())
         c, u = rows_cond(pi)
         xf = explore(explorer, c, u, x0, noise, sc, iteration, ode=pc.pool_sampler == "ode")
-        rewards.append(torch.as_tensor(score_fn(xf, pi)).detach().float().cpu().reshape(-1))
+        rewards.append(torch.as_tensor(score_fn(xf, pi), device="cpu").detach().float().cpu().reshape(-1))
         if keep_pool:
             finals.append(xf.detach().cpu())
     pool_rewards = torch.cat(rewards).view(len(pids), K)
@@ -200,7 +200,7 @@ def two_stage_rollout(policy, explorer, cond: Cond, score_fn: Callable[[torch.Te
     ro = Rollout(records, final, train_rows, p_sel, nfe + nfe_pool,
                  extra={"pool_rows": g_sel, "pool_rewards": pool_rewards, "selected": selected, "nfe_pool": nfe_pool,
                         "nfe_policy": nfe})
-    out_r = torch.as_tensor(score_fn(final, p_sel)).detach().float().cpu().reshape(-1) if rescore else None
+    out_r = torch.as_tensor(score_fn(final, p_sel), device="cpu").detach().float().cpu().reshape(-1) if rescore else None
     t3 = time.perf_counter()
     return PoolRollout(ro, pool_rewards, selected, out_r, torch.cat(finals) if keep_pool else None, nfe_pool, nfe,
                        t1 - t0, t3 - t2, n_bad)

@@ -172,12 +172,13 @@ def test_pool_config_through_yaml_and_cli(tmp_path, capsys):
     base = ["configs/diffusion/shapes_pool_fp8.yaml", f"output_dir={tmp_path}/o"]
     cfg = load_config(DiffusionRLConfig, base[0], base[1:])
     assert cfg.pool.enabled and cfg.pool.quant.format == "fp8" and cfg.pool.train_size == cfg.grpo.group_size
-    from diffusion_rl.strategies import FlatStrategy, PoolStrategy, TreeStrategy, strategy_class
+    from diffusion_rl.strategies import FlatStrategy, PoolStrategy, TreeStrategy, check_strategy, strategy_class
 
     assert strategy_class(_build(base[0], base[1:])[0]) is PoolStrategy
     assert strategy_class(_build(base[0], [*base[1:], "pool.enabled=false"])[0]) is FlatStrategy
     cfg.pool.enabled, cfg.branch.enabled = False, True
     assert strategy_class(cfg) is TreeStrategy
+    cfg.pool.enabled = True
     assert main(["train", *base, "pool.pool_size=2", "--dry-run"]) == 2
     assert "pool_size=2 is smaller than pool.train_size=4" in capsys.readouterr().err
     assert main(["train", *base, "pool.quant.format=fp4", "--dry-run"]) == 2
@@ -187,8 +188,10 @@ def test_pool_config_through_yaml_and_cli(tmp_path, capsys):
     assert "pool.quant.backend" in capsys.readouterr().err
     assert main(["train", *base, "grpo.group_size=8", "--dry-run"]) == 2
     assert "must equal pool.train_size" in capsys.readouterr().err
-    assert main(["train", *base, "branch.enabled=true", "--dry-run"]) == 2
-    assert "rollouts are flat" in capsys.readouterr().err
+    assert main(["train", *base, "branch.enabled=true", "--dry-run"]) == 2  # refused (the YAML's group_size: inactive)
+    assert "branch.enabled=true" in capsys.readouterr().err
+    with pytest.raises(ValueError, match="rollouts are flat"):  # a pool with a tree, given as objects
+        check_strategy(cfg, 1)
     assert main(["train", *base, "train.loss=dpo", "--dry-run"]) == 2
     assert "train.loss" in capsys.readouterr().err
     assert main(["train", *base, "--dry-run"]) == 0
