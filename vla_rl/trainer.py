@@ -3,7 +3,7 @@
     cfg = load_config(VLARLConfig, "configs/vla/tabletop_reach.yaml", ["rl.iterations=10"])
     result = VLARLTrainer(cfg).train()          # SFT -> eval (held-out) -> GRPO(+SRPO) -> eval
 
-One RL iteration::
+One RL iteration (:meth:`VLARLTrainer.step`; the loop around it is :func:`grpo.loop.run_loop`)::
 
     for each task, rl.groups_per_task initial states s (fresh, from the training seed range):
         G = grpo.group_size episodes from s, stochastic policy (SDE steps / Gaussian noise), chunked actions
@@ -12,7 +12,9 @@ One RL iteration::
     advantages:  grpo.train_step.compute_advantages over the kept groups (GRPO mean/std, MC-GRPO, or GDPO
                  over the reward components)
     update:      inner_epochs x minibatches of decision points: recompute log-probs of the stored chunk
-                 records, grpo.loss.clipped_pg_loss (asymmetric clip), no KL by default
+                 records, grpo.loss.clipped_pg_loss (asymmetric clip), no KL by default; the part that spans
+                 processes (loss scaling, FSDP's zero-weight passes, all-reduce, agreeing on a skip) is
+                 grpo.update.DistributedUpdate
 
 The episode's advantage is shared by all its decision points and all their stochastic denoising steps
 ("tokens"). Evaluation runs the deterministic policy (ODE / Gaussian mean) on held-out initial states
@@ -185,6 +187,9 @@ class VLARLTrainer:
         if cfg.dist.strategy == "fsdp" and ws == 1 and not quiet:
             print("dist.strategy=fsdp with one process: nothing to shard, the policy is not wrapped")
         self.guard = NonFiniteGuard(cfg.grpo.max_nonfinite)
+        # backward passes and steps over the ranks (rebuilt on the sharded copy by ``_shard``)
+        self.upd = DistributedUpdate(self.policy.parameters(), self.optimizer, self.guard, cfg.grpo.max_grad_norm,
+                                     self.fsdp, self.dist)
         self.reference: SmallVLA | None = None
         self.srpo: SRPOReward | None = None
         if cfg.rl.reward == "srpo":  # built here, on the device; its module init must not shift the seeded CPU stream
@@ -372,8 +377,7 @@ class VLARLTrainer:
         mask = batch.step_mask.bool()
         gen = keyed_generator(self.cfg.seed, it, 99)
         stats: dict[str, list[float]] = {k: [] for k in ("loss", "clip_frac", "approx_kl", "ratio", "grad_norm", "kl")}
-        model = self.train_policy  # the FSDP-sharded copy under dist.strategy=fsdp, else the policy itself
-        upd = DistributedUpdate(model.parameters(), self.optimizer, self.guard, g.max_grad_norm, self.fsdp, self.dist)
+        model, upd = self.train_policy, self.upd  # the FSDP-sharded copy under dist.strategy=fsdp, else the policy
         model.zero_grad(set_to_none=True)  # SFT's last gradients must not leak into the first RL step
         model.train()
 
@@ -454,6 +458,8 @@ class VLARLTrainer:
         self.optimizer = torch.optim.AdamW(self.train_policy.parameters(), lr=self.cfg.rl.lr, weight_decay=0.0)
         if full_state["state"]:
             load_full_optimizer_state_dict(self.train_policy, self.optimizer, full_state)
+        self.upd = DistributedUpdate(self.train_policy.parameters(), self.optimizer, self.guard,
+                                     self.cfg.grpo.max_grad_norm, self.fsdp, self.dist)
         self._print(f"dist.strategy=fsdp: the RL copy of the policy is sharded over {self.dist.world_size} processes "
                     f"({len(units)} units + the root); rollouts and evaluation use the full replica")
 
@@ -490,11 +496,34 @@ class VLARLTrainer:
         t_rew = time.time() - t0 - t_roll
         gids = torch.tensor([s.group_id for s in specs], dtype=torch.long, device="cpu")
         succ = gather_cpu(batch.success)
+        keep, kept = (group_keep_mask(succ, gids, cfg.rl.success_band) if cfg.rl.dynamic_sampling
+                      else (torch.ones_like(succ), int(gids.unique().numel())))
+        scal = self._rollout_scalars(batch, specs, rew, succ, kept, t_roll, t_rew)
+        if not self._finite(rew, batch):  # the update is skipped (logged) on every rank
+            self._print(f"iteration {it + 1}: update skipped ({self.guard.end_step()}); no update applied")
+            kept = 0
+        scal["skipped_updates"] = self.guard.total_skipped
+        adv = torch.zeros(len(specs), device="cpu")
+        if kept > 0:
+            adv, keep = self.advantages(rew, gids, keep)
+            phase("update")
+            t_up = time.time()
+            scal.update(self.update(batch, adv, keep, it, mine.start))
+            scal["time/update_s"] = time.time() - t_up
+        self.last_iteration = {"rewards": rew.total.clone(), "advantages": adv,
+                               "keep": (keep & (kept > 0)).to(torch.uint8), "success": succ.to(torch.uint8)}
+        scal["time/iteration_s"] = time.time() - t0
+        self.state["iteration"] = it + 1
+        if self.logger is not None:
+            self.logger.log(it + 1, scal)
+        return scal
+
+    def _rollout_scalars(self, batch: RolloutBatch, specs: list[EpisodeSpec], rew, succ: torch.Tensor, kept: int,
+                         t_roll: float, t_rew: float) -> dict[str, float]:
+        """The iteration's rollout and reward numbers over the global batch (collectives: every rank calls it)."""
         lengths = gather_cpu(torch.tensor([e.length for e in batch.episodes], dtype=torch.float32, device="cpu"))
         env_steps = int(all_reduce_floats([batch.env_steps])[0])
         t_roll_max = float(gather_cpu(torch.tensor([t_roll], dtype=torch.float64, device="cpu")).max())  # slowest
-        keep, kept = (group_keep_mask(succ, gids, cfg.rl.success_band) if cfg.rl.dynamic_sampling
-                      else (torch.ones_like(succ), int(gids.unique().numel())))
         scal: dict[str, float] = {
             "rollout/success_rate": float(succ.float().mean()), "reward/mean": float(rew.total.nan_to_num().mean()),
             "rollout/episode_length": float(lengths.mean()),
@@ -510,37 +539,28 @@ class VLARLTrainer:
                 env_prog = gather_cpu(torch.tensor([e.progress for e in batch.episodes], dtype=torch.float32,
                                                    device="cpu"))
                 scal["reward/srpo_vs_env_progress_spearman"] = spearman(rew.total[fail], env_prog[fail])
-        # a NaN/inf reward or stored log-prob skips this iteration's update (logged), never reaches the
-        # advantages; grpo.train_step.NonFiniteGuard aborts after grpo.max_nonfinite skips in a row.
-        # The rewards are global; a rank's non-finite rollout log-prob skips the update on every rank.
+        return scal
+
+    def _finite(self, rew, batch: RolloutBatch) -> bool:
+        """Whether the update may run: a NaN/inf reward (component) or stored log-prob on any rank skips it (the
+        rewards are global; :class:`grpo.train_step.NonFiniteGuard` aborts after ``grpo.max_nonfinite`` in a row)."""
         self.guard.check("reward", rew.total)
         for name, comp in rew.components.items():
             self.guard.check(f"reward component {name!r}", comp)
         self.guard.check("rollout log-prob", batch.old_logp)
-        if agree_on_skip(self.guard, "non-finite rollout log-prob on another rank"):
-            reason = self.guard.end_step()
-            self._print(f"iteration {it + 1}: update skipped ({reason}); no update applied")
-            kept = 0
-        scal["skipped_updates"] = self.guard.total_skipped
-        adv = torch.zeros(len(specs), device="cpu")
-        if kept > 0:
-            idx = torch.nonzero(keep).flatten()
-            comps = {k: v[idx] for k, v in rew.components.items()}
-            a = compute_advantages(cfg.grpo, rew.total[idx], gids[idx], comps)
-            adv[idx] = torch.where(a.mask, a.values, torch.zeros_like(a.values))
-            keep = keep.clone()
-            keep[idx] &= a.mask
-            phase("update")
-            t_up = time.time()
-            scal.update(self.update(batch, adv, keep, it, mine.start))
-            scal["time/update_s"] = time.time() - t_up
-        self.last_iteration = {"rewards": rew.total.clone(), "advantages": adv,
-                               "keep": (keep & (kept > 0)).to(torch.uint8), "success": succ.to(torch.uint8)}
-        scal["time/iteration_s"] = time.time() - t0
-        self.state["iteration"] = it + 1
-        if self.logger is not None:
-            self.logger.log(it + 1, scal)
-        return scal
+        return not agree_on_skip(self.guard, "non-finite rollout log-prob on another rank")
+
+    def advantages(self, rew, gids: torch.Tensor, keep: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """``(adv [E], keep [E])``: GRPO advantages over the kept groups' episodes (0 elsewhere, and where the
+        advantage's own mask drops a row, which ``keep`` then drops too)."""
+        adv = torch.zeros(len(gids), device="cpu")
+        idx = torch.nonzero(keep).flatten()
+        comps = {k: v[idx] for k, v in rew.components.items()}
+        a = compute_advantages(self.cfg.grpo, rew.total[idx], gids[idx], comps)
+        adv[idx] = torch.where(a.mask, a.values, torch.zeros_like(a.values))
+        keep = keep.clone()
+        keep[idx] &= a.mask
+        return adv, keep
 
     def _postfix(self, scal: dict[str, float]) -> dict[str, Any]:
         last_eval = max(self.state["eval"].values(), key=lambda e: e["iteration"])["success_rate"]
