@@ -43,6 +43,7 @@ import importlib.util
 import io
 import logging
 import os
+import re
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -191,8 +192,7 @@ def _import_libero():
     ensure_config()
     _render.select_backend()  # before robosuite imports mujoco
     with _quiet():
-        from libero.libero import benchmark  # noqa: PLC0415 - optional dependency
-        from libero.libero.envs.env_wrapper import ControlEnv  # noqa: PLC0415
+        from libero.libero.envs.env_wrapper import ControlEnv  # noqa: PLC0415 - optional dependency
         from libero.libero.envs.robots import OnTheGroundPanda  # noqa: PLC0415
     for name in ("robosuite_logs", "robosuite"):
         logging.getLogger(name).setLevel(logging.ERROR)
@@ -201,7 +201,32 @@ def _import_libero():
         # 1.4 read as "no mount" and robosuite 1.5's base factory cannot build; 1.5 says "no mount" as NullMount
         # (no body offset, no joints: LIBERO's init states keep their layout)
         OnTheGroundPanda.default_base = property(lambda self: "NullMount")
-    return benchmark, ControlEnv
+    return ControlEnv
+
+
+def task_language(name: str) -> str:
+    """LIBERO's instruction for task ``name``: its words, without a LIBERO-90/-10 scene prefix ("KITCHEN_SCENE3_")
+    -- the rule of LIBERO's benchmark module (checked equal for all 130 tasks), without importing it (and torch)."""
+    return re.sub(r"^[A-Z0-9_]*SCENE\d+_", "", name).replace("_", " ")
+
+
+def load_init_states(path: Path) -> np.ndarray:
+    """LIBERO's fixed init states ``[50, S]`` (flattened MuJoCo states). The files are ``torch.save`` archives of one
+    numpy array (no tensors), so they unpickle with numpy alone: no torch in a LIBERO worker (~0.4 GB less RSS)."""
+    import pickle
+    import zipfile
+
+    if zipfile.is_zipfile(path):
+        with zipfile.ZipFile(path) as z:
+            pkl = [n for n in z.namelist() if n.endswith("/data.pkl")]
+            if len(pkl) == 1:
+                try:
+                    return np.asarray(pickle.loads(z.read(pkl[0])))
+                except Exception:  # noqa: BLE001 - tensors inside: let torch read it
+                    pass
+    import torch
+
+    return np.asarray(torch.load(path, weights_only=False))
 
 
 def _task_map() -> dict[str, list[str]]:
@@ -247,12 +272,11 @@ class LiberoEnv(gym.Env):
         problems = check_assets()
         if problems:
             raise RuntimeError("LIBERO is not usable: " + "; ".join(problems))
-        benchmark, ControlEnv = _import_libero()
-        with _quiet():
-            task_suite = benchmark.get_benchmark_dict()[suite]()
-        if not 0 <= index < task_suite.n_tasks:
-            raise ValueError(f"{suite} has tasks 0..{task_suite.n_tasks - 1}, got index {index}")
-        task = task_suite.get_task(index)
+        names = _task_map().get(suite, [])
+        if not 0 <= index < len(names):
+            raise ValueError(f"{suite} has tasks 0..{len(names) - 1}, got index {index}")
+        task = names[index]
+        ControlEnv = _import_libero()
         cams = [_CAMERA_NAMES[c] for c in self.cfg.cameras]
         if cams and _render._status["error"] is not None:
             raise _render.RenderingUnavailable(_render._status["error"])
@@ -260,15 +284,12 @@ class LiberoEnv(gym.Env):
         h, w = _image_hw(self.cfg.image_size)
         with _quiet():
             self._env = ControlEnv(
-                bddl_file_name=str(pkg / "bddl_files" / task.problem_folder / task.bddl_file),
+                bddl_file_name=str(pkg / "bddl_files" / suite / f"{task}.bddl"),
                 has_renderer=False, has_offscreen_renderer=bool(cams), use_camera_obs=bool(cams),
                 camera_names=cams or ["agentview"], camera_heights=h, camera_widths=w,
                 hard_reset=self.cfg.hard_reset, ignore_done=True)
-        import torch  # LIBERO's benchmark module imports it anyway; its init-state files are torch pickles
-
-        self.init_states = np.asarray(torch.load(pkg / "init_files" / task.problem_folder / task.init_states_file,
-                                                 weights_only=False))
-        self.instruction = str(task.language)
+        self.init_states = load_init_states(pkg / "init_files" / suite / f"{task}.pruned_init")
+        self.instruction = task_language(task)
         self.suite, self.index = suite, int(index)
         self.name = f"libero/{suite}/{index}"
         self.max_steps = self.cfg.max_steps or MAX_STEPS[suite]
