@@ -144,3 +144,23 @@ def test_resume_latest(tmp_path):
     assert resume_latest(tmp_path / "ck", False, loaded.append) is None and not loaded
     path = resume_latest(tmp_path / "ck", True, loaded.append)
     assert path is not None and path.name == "step_000003" and loaded == [path]
+
+
+def test_demo_on_two_ranks_stops_together_after_a_sigterm(tmp_path):
+    """grpo.demo under torchrun: SIGTERM reaches both ranks; they agree (run_loop's any_rank) to stop after the same
+    iteration, rank 0 alone reports it, and the checkpoint holds every logged iteration."""
+    from pathlib import Path
+
+    from grpo.checkpoint import load_checkpoint
+    from grpo.metrics import read_jsonl
+
+    from ..torchrun_util import sigterm_two_ranks
+
+    root = Path(__file__).resolve().parents[2]
+    out = tmp_path / "k"
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(root)}
+    args = ["toy", "configs/grpo/toy_flow.yaml", f"output_dir={out}", "train.iterations=100000",
+            "model.pretrain_steps=100", "train.eval_samples=64", "train.save_every=1000"]
+    sigterm_two_ranks("diffusion_rl.cli", args, out, lambda o: read_jsonl(o / "metrics.jsonl"), env, root)
+    state = load_checkpoint(out / "checkpoints")
+    assert state["iteration"] >= 2 and len(read_jsonl(out / "metrics.jsonl")) == state["iteration"]
