@@ -83,32 +83,25 @@ class DiffusionRLConfig:
     def inactive_keys(self) -> dict[str, str]:
         """Keys the chosen mode reads nowhere (:func:`grpo.config.check_inactive_keys` refuses them when given).
 
-        The settings of a switched-off section (``branch:`` / ``pool:`` with ``enabled: false``) are kept, so one
-        YAML can compare flat and tree runs by toggling ``enabled``."""
+        A key of one mode given while another mode is chosen is refused. Kept: the settings of a switchable
+        section (``branch:`` / ``pool:`` with ``enabled: false``) and of the other objective's ``grpo`` clip/KL
+        keys, so one YAML compares arms by toggling one key (``branch.enabled``, ``train.loss``)."""
         out: dict[str, str] = {}
-        flat_only = ("grpo.group_size", "grpo.advantage", "grpo.std_mode", "grpo.reward_weights", "train.use_tracker",
-                     "train.tracker_buffer", "train.tracker_min_count")
         if self.branch.enabled:
             why = "branch.enabled=true (BranchGRPO: a tree's leaves are the group and its credit is depth-wise)"
-            out.update({k: why for k in flat_only})
+            out.update({k: why for k in ("grpo.group_size", "grpo.advantage", "grpo.std_mode", "grpo.reward_weights",
+                                         "train.use_tracker", "train.tracker_buffer", "train.tracker_min_count")})
+        elif self.train.use_tracker:
+            why = "train.use_tracker=true (the per-prompt stat tracker computes the advantages)"
+            out.update({k: why for k in ("grpo.advantage", "grpo.std_mode", "grpo.reward_weights")})
         else:
-            if self.train.use_tracker:
-                why = "train.use_tracker=true (the per-prompt stat tracker computes the advantages)"
-                out.update({k: why for k in ("grpo.advantage", "grpo.std_mode", "grpo.reward_weights")})
-            else:
-                why = "train.use_tracker=false (per-batch groups)"
-                out.update({k: why for k in ("train.tracker_buffer", "train.tracker_min_count")})
-            if self.grpo.advantage != "gdpo":
-                out["grpo.reward_weights"] = f"grpo.advantage={self.grpo.advantage!r} (component weights are GDPO's)"
+            why = "train.use_tracker=false (per-batch groups)"
+            out.update({k: why for k in ("train.tracker_buffer", "train.tracker_min_count")})
             if self.grpo.advantage == "gdpo":
-                out["grpo.std_mode"] = "grpo.advantage='gdpo' (each component is normalized per group)"
-        if self.train.loss == "nft":
-            why = "train.loss='nft' (DiffusionNFT regresses velocities; no ratio, clip or KL)"
-            out.update({k: why for k in ("grpo.clip_low", "grpo.clip_high", "grpo.kl_coef", "grpo.kl_type",
-                                         "grpo.loss_reduction")})
-        else:
-            why = "train.loss='grpo' (the DiffusionNFT settings)"
+                out["grpo.std_mode"] = "grpo.advantage='gdpo' (each reward component is normalized per group)"
+            else:
+                out["grpo.reward_weights"] = f"grpo.advantage={self.grpo.advantage!r} (component weights are GDPO's)"
+        if self.train.loss != "nft":
+            why = "train.loss='grpo' (these are DiffusionNFT's settings)"
             out.update({k: why for k in ("train.nft_beta", "train.nft_timesteps")})
-            if self.grpo.kl_coef == 0:
-                out["grpo.kl_type"] = "grpo.kl_coef=0 (no KL term)"
         return out

@@ -83,20 +83,17 @@ class VLARLConfig:
         check_device_name(self.device)
 
     def inactive_keys(self) -> dict[str, str]:
-        """Keys the chosen mode reads nowhere (:func:`grpo.config.check_inactive_keys` refuses them when given)."""
+        """Keys the chosen mode reads nowhere (:func:`grpo.config.check_inactive_keys` refuses them when given).
+
+        Kept: the switchable sections (``srpo:`` when ``rl.reward`` is binary, the other head's ``policy.flow`` /
+        ``policy.gaussian``), so one YAML compares arms by toggling one key."""
         out: dict[str, str] = {}
-        if self.rl.reward != "srpo":
-            out["srpo"] = f"rl.reward={self.rl.reward!r} (the srpo: section configures the SRPO progress reward)"
         if not self.rl.dynamic_sampling:
             out["rl.success_band"] = "rl.dynamic_sampling=false (every group is kept)"
         if self.rl.train_seeds:
             out["rl.train_seed_range"] = "rl.train_seeds set (the fixed training states are cycled)"
-        if self.grpo.advantage != "gdpo":
-            out["grpo.reward_weights"] = f"grpo.advantage={self.grpo.advantage!r} (component weights are GDPO's)"
+        if self.grpo.advantage == "gdpo":
+            out["grpo.std_mode"] = "grpo.advantage='gdpo' (each reward component is normalized per group)"
         else:
-            out["grpo.std_mode"] = "grpo.advantage='gdpo' (each component is normalized per group)"
-        if self.grpo.kl_coef == 0:
-            out["grpo.kl_type"] = "grpo.kl_coef=0 (no KL term)"
-        other = "gaussian" if self.policy.head == "flow" else "flow"
-        out[f"policy.{other}"] = f"policy.head={self.policy.head!r} (the policy.{other}: section configures the other head)"
+            out["grpo.reward_weights"] = f"grpo.advantage={self.grpo.advantage!r} (component weights are GDPO's)"
         return out

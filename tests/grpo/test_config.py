@@ -125,15 +125,18 @@ def test_branch_mode_refuses_flat_keys():
     load_config(DiffusionRLConfig, None, ["branch.enabled=false", "grpo.group_size=4", "branch.split_steps=[1]"])
     with pytest.raises(ConfigError, match=r"'train.nft_beta' does nothing with train.loss='grpo'"):
         load_config(DiffusionRLConfig, None, ["train.nft_beta=2"])
+    load_config(DiffusionRLConfig, None, ["train.loss=nft", "grpo.clip_low=0.2"])  # toggling the objective is fine
 
 
-def test_vla_mode_refuses_unused_sections():
+def test_vla_mode_refuses_unused_keys():
     from vla_rl.config import VLARLConfig
 
-    with pytest.raises(ConfigError, match=r"'srpo.num_frames' does nothing with rl.reward='binary'"):
-        load_config(VLARLConfig, None, ["rl.reward=binary", "srpo.num_frames=4"])
-    with pytest.raises(ConfigError, match=r"'policy.gaussian.hidden' does nothing with policy.head='flow'"):
-        load_config(VLARLConfig, None, ["policy.gaussian.hidden=64"])
+    with pytest.raises(ConfigError, match=r"'rl.success_band' does nothing with rl.dynamic_sampling=false"):
+        load_config(VLARLConfig, None, ["rl.dynamic_sampling=false", "rl.success_band=[0.1, 0.9]"])
+    with pytest.raises(ConfigError, match=r"'grpo.reward_weights' does nothing with grpo.advantage='mean_std'"):
+        load_config(VLARLConfig, None, ["grpo.reward_weights={success: 1.0}"])
+    # switchable sections keep their settings: one YAML, two arms
+    load_config(VLARLConfig, None, ["rl.reward=binary", "srpo.num_frames=4", "policy.gaussian.hidden=64"])
 
 
 def test_config_help_lists_every_leaf():
