@@ -59,7 +59,7 @@ class BranchConfig:
     #                         exactly them, while the depth mean leaves late segments with the reward gaps of the
     #                         early decisions their whole subtree shares.
     # adv_scale     "depth":  the std of the fused rewards at n's depth (Eq. 7, default; two nodes at depth 1 always
-    #                         get +-1 however small their gap);
+    #                         get +-0.71 (+-1 with depth_norm population) however small their gap);
     #               "leaf":   the std of the tree's leaf rewards (flat GRPO's group std; internal nodes keep the
     #                         smaller spread of their fused rewards).
     adv_baseline: Literal["depth", "parent"] = "depth"

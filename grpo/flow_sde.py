@@ -37,11 +37,11 @@ computed in float32 whatever the model's dtype (bf16 log-probs make the PPO rati
 
   Log-prob as in the reference implementations (the official CPS code and Flow-GRPO's ``sde_type="cps"``):
   ``-(x_next - mean)^2`` averaged (or summed) over the non-batch dims, no ``1 / (2 std^2)``, no constants.
-  The PPO ratio of this "log-prob" is what the CPS paper clips.
+  The PPO ratio of this "log-prob" is what the reference code clips.
 * ``"cps_gaussian"`` -- the same CPS step with the exact Gaussian log-density ``log N(x_next; mean, std^2)``
   (a named option, not the reference): its log-ratio is the reference's times ``1 / (2 std^2)`` (0.68 at
-  ``sigma_next = 0.964``, 10.1 at 0.25 for ``eta = 0.5``), so a clip range means the same trust region at
-  every step, and the ratio is a true likelihood ratio.
+  ``sigma_next = 0.964``, 10.1 at 0.25 for ``eta = 0.7``), a true likelihood ratio, so a clip range bounds the
+  same quantity at every step.
 * ``"ode"`` -- the deterministic Euler step ``x + v dt`` (``std = 0``, log-prob 0).
 
 All SDE kinds reduce to the ODE step as ``eta -> 0`` (tested). Where ``std == 0`` (the ODE, or CPS at
