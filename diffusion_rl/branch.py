@@ -10,14 +10,15 @@ batch** per step, so a shared prefix is computed once::
                                         log N(x^child_{s_d+1}; mu(x^parent_{s_d}), std^2), the density actually sampled.
 
 NFE per prompt = ``sum_n |segment_n|`` (``RolloutTree.nfe``) versus ``L * T`` for flat GRPO with the same
-``L`` leaves. Leaves are decoded and rewarded; rewards are fused up the tree (mean, or path-probability
-weighted: ``r_n = sum_l softmax_l(log p(n -> l) / tau) r_l``, BranchGRPO Sec. 3.3), normalised per depth
+``L`` leaves. Leaves are decoded and rewarded; the credit is :func:`grpo.tree.tree_advantages`: rewards are fused up
+the tree (mean, or path-probability weighted one split at a time: ``r_n = sum_c softmax_c(lp_c / tau) r_c`` with
+``lp_c`` the log-prob of child ``c``'s split step, BranchGRPO Sec. 3.3), normalised per depth
 (``A_n = (r_n - mean_d) / (std_d + eps)``, BranchGRPO Eq. 7), and node ``n``'s advantage applies to the
 steps of its segment. Pruning cuts backward passes only (the rollout is unchanged):
 
 * width pruning (:func:`grpo.tree.width_prune`): leaves kept per last-split parent (top-k by ``|r - mean|``)
   or the global best/worst ``k`` leaves;
-* depth pruning: only the depths in a sliding window (:func:`grpo.tree.sliding_window`) are trained.
+* depth pruning: only the depths in a sliding window (:func:`grpo.mix.sliding_window`) are trained.
 
 BranchGRPO-Mix: outside a sliding SDE window the steps are ODE (not trained); the split steps always draw noise
 so that siblings diverge.
@@ -31,7 +32,7 @@ from typing import Literal
 import torch
 
 from grpo.flow_sde import flow_sigmas
-from grpo.tree import RolloutTree, depth_advantages, fuse_rewards, sliding_window, width_prune
+from grpo.tree import RolloutTree, TreeCredit, tree_advantages
 
 from .adapters import DiffusionAdapter, cond_select
 from .sampling import (STREAM_TREE_NODE, STREAM_TREE_ROOT, Rollout, SamplerConfig, denoise_rows, keyed_noise, sde_step_mask,
@@ -58,13 +59,18 @@ class BranchConfig:
     #                         exactly them, while the depth mean leaves late segments with the reward gaps of the
     #                         early decisions their whole subtree shares.
     # adv_scale     "depth":  the std of the fused rewards at n's depth (Eq. 7, default; two nodes at depth 1 always
-    #                         get +-1 however small their gap);
+    #                         get +-0.71 (+-1 with depth_norm population) however small their gap);
     #               "leaf":   the std of the tree's leaf rewards (flat GRPO's group std; internal nodes keep the
     #                         smaller spread of their fused rewards).
     adv_baseline: Literal["depth", "parent"] = "depth"
     adv_scale: Literal["depth", "leaf"] = "depth"
+    # depth_norm   "reference": BranchGRPO's code: unbiased std, eps 1e-8, zero advantages where the std < 1e-6 (default);
+    #              "population": population std + grpo.adv_eps (x sqrt(n / (n - 1)) of the reference at n nodes).
+    depth_norm: Literal["reference", "population"] = "reference"
 
     def __post_init__(self) -> None:
+        if self.depth_norm not in ("reference", "population"):
+            raise ValueError(f"branch.depth_norm must be 'reference' or 'population', got {self.depth_norm!r}")
         if self.adv_scale not in ("leaf", "depth"):
             raise ValueError(f"branch.adv_scale must be 'leaf' or 'depth', got {self.adv_scale!r}")
         if self.adv_baseline not in ("parent", "depth"):
@@ -97,8 +103,8 @@ def tree_rollout(adapter: DiffusionAdapter, prompts: list[str], tree: RolloutTre
     the trees over ranks reproduces the single-process rollout.
 
     Returns a :class:`Rollout` whose ``final`` are the leaves ``[P' * L, *latent]`` (prompt-major, ``P'`` trees
-    rolled out here) and whose ``extra["edge_log_prob"]`` is ``[P', N]``: the summed step log-probs of each node's
-    own segment.
+    rolled out here) and whose ``extra["edge_log_prob"]`` is ``[P', N]``: the log-prob of each node's split step (the
+    first step of its segment; 0 for the roots), what BranchGRPO's path-probability fusion weighs siblings by.
     """
     N = len(tree)
     seed = seed_from(generator, seed)
@@ -134,7 +140,8 @@ def tree_rollout(adapter: DiffusionAdapter, prompts: list[str], tree: RolloutTre
         nfe += n
         records += recs
         for r in recs:
-            edge_lp.view(-1)[local] += r.log_prob.cpu() * float(r.stochastic)
+            if d > 0 and r.step == node0.start:  # the split step: each child's own first noise draw
+                edge_lp.view(-1)[local] += r.log_prob.cpu() * float(r.stochastic)
         for j, g in enumerate(rows.tolist()):
             state[g] = x[j]
     leaves = torch.tensor([p * N + n for p in pids for n in tree.leaves], dtype=torch.long, device="cpu")
@@ -143,53 +150,11 @@ def tree_rollout(adapter: DiffusionAdapter, prompts: list[str], tree: RolloutTre
                    extra={"edge_log_prob": edge_lp})
 
 
-@dataclass
-class TreeCredit:
-    """Per-node advantages ``[P * N]`` and the loss mask over nodes ``[P * N]`` (pruning applied)."""
-
-    advantages: torch.Tensor
-    keep: torch.Tensor
-    node_rewards: torch.Tensor  # [P, N]
-    trained_depths: list[int]
-
-
-def node_advantages(tree: RolloutTree, node_rewards: torch.Tensor, leaf_rewards: torch.Tensor, eps: float = 1e-4,
-                    baseline: str = "depth", scale: str = "depth") -> torch.Tensor:
-    """Advantages ``[N]`` ``A_n = (r_n - baseline_n) / (scale_n + eps)`` (see :class:`BranchConfig`); root 0.
-    ``baseline="depth", scale="depth"`` is :func:`grpo.tree.depth_advantages` (BranchGRPO Eq. 7)."""
-    if baseline == "depth" and scale == "depth":
-        return depth_advantages(tree, node_rewards, eps)
-    depth_of = torch.tensor([n.depth for n in tree.nodes], device="cpu")
-    r = node_rewards.float().cpu()
-    lr = leaf_rewards.float().cpu()
-    leaf_std = lr.std(unbiased=False) if lr.numel() > 1 else lr.new_zeros(())
-    parent = torch.tensor([max(n.parent, 0) for n in tree.nodes], device="cpu")
-    adv = torch.zeros(len(tree), dtype=torch.float32, device="cpu")
-    for d in range(1, tree.depth + 1):
-        m = depth_of == d
-        std = leaf_std if scale == "leaf" else (r[m].std(unbiased=False) if int(m.sum()) > 1 else r.new_zeros(()))
-        if float(std) <= 0:
-            continue
-        base = r[parent[m]] if baseline == "parent" else r[m].mean()
-        adv[m] = (r[m] - base) / (std + eps)
-    return adv
-
-
 def tree_credit(tree: RolloutTree, leaf_rewards: torch.Tensor, bc: BranchConfig, edge_log_prob: torch.Tensor,
                 iteration: int = 0, eps: float = 1e-4) -> TreeCredit:
-    """Fusion + depth-wise advantages + width/depth pruning for ``leaf_rewards[P, L]``."""
-    P = leaf_rewards.shape[0]
-    advs, keeps, nrs = [], [], []
-    depths = list(range(1, tree.depth + 1))
-    if bc.depth_window:
-        depths = [d + 1 for d in sliding_window(iteration, tree.depth, min(bc.depth_window, tree.depth), bc.depth_stride)]
-    depth_of = torch.tensor([n.depth for n in tree.nodes], device="cpu")
-    for p in range(P):
-        nr = fuse_rewards(tree, leaf_rewards[p], bc.fusion, edge_log_prob[p], bc.fusion_temperature)
-        adv = node_advantages(tree, nr, leaf_rewards[p], eps, bc.adv_baseline, bc.adv_scale)
-        keep = width_prune(tree, nr, bc.width_prune, bc.prune_k)
-        keep &= torch.isin(depth_of, torch.tensor(depths, device="cpu"))
-        advs.append(adv)
-        keeps.append(keep)
-        nrs.append(nr)
-    return TreeCredit(torch.cat(advs), torch.cat(keeps), torch.stack(nrs), depths)
+    """:func:`grpo.tree.tree_advantages` with the settings of ``bc`` for ``leaf_rewards[P, L]`` (no clip: the caller
+    clips with ``grpo.adv_clip``). Kept so the trainer's call site stays as it is; call ``tree_advantages`` directly."""
+    return tree_advantages(tree, leaf_rewards, edge_log_prob, fusion=bc.fusion, temperature=bc.fusion_temperature,
+                           depth_norm=bc.depth_norm, eps=eps, baseline=bc.adv_baseline, scale=bc.adv_scale,
+                           width_prune_mode=bc.width_prune, prune_k=bc.prune_k, depth_window=bc.depth_window,
+                           depth_stride=bc.depth_stride, iteration=iteration)

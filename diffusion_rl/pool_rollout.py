@@ -117,7 +117,7 @@ def explore(model, cond_rows: Cond, uncond_rows: Cond | None, x: torch.Tensor, n
         v = guided_velocity(model, x, sigmas[i], cond_rows, uncond_rows, sc.cfg_scale)
         stoch = bool(mask[i]) and not ode
         x = sde_step(v, x, float(sigmas[i]), float(sigmas[i + 1]), kind=sc.sde if stoch else "ode", eta=sc.eta,
-                     noise=noise[i].to(dev) if stoch else None).prev_sample
+                     sigma_max=float(sigmas[1]), noise=noise[i].to(dev) if stoch else None).prev_sample
     return x
 
 

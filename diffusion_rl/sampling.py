@@ -33,7 +33,7 @@ import torch
 from grpo.device import randint, randn
 from grpo.distributed import keyed_randn
 from grpo.flow_sde import SDEKind, flow_sigmas, sde_step
-from grpo.tree import sliding_window
+from grpo.mix import sliding_window
 
 from .adapters import Cond, DiffusionAdapter
 
@@ -151,7 +151,7 @@ def denoise_rows(adapter: DiffusionAdapter, x: torch.Tensor, cond: Cond, uncond:
         nfe += x.shape[0] * (2 if uncond is not None and sc.cfg_scale != 1.0 else 1)
         stoch = bool(sde_mask[i])
         out = sde_step(v, x, float(sigmas[i]), float(sigmas[i + 1]), kind=sc.sde if stoch else "ode", eta=sc.eta,
-                       noise=noise_fn(i) if stoch else None)
+                       sigma_max=float(sigmas[1]), noise=noise_fn(i) if stoch else None)
         records.append(StepRecord(i, float(sigmas[i]), float(sigmas[i + 1]), stoch and bool(out.stochastic.all()),
                                   x, out.prev_sample, out.log_prob, rows, prompt_idx))
         x = out.prev_sample

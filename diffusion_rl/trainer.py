@@ -60,10 +60,10 @@ from grpo.checkpoint import (capture_rng_state, load_checkpoint, random_state_fr
                              restore_rng_state, save_checkpoint)
 from grpo.config import check_resume_config, config_to_dict
 from grpo.distributed import all_reduce_floats, barrier, gather_cpu, init_distributed, keyed_generator
-from grpo.flow_sde import sde_step
+from grpo.flow_sde import flow_sigmas, sde_step
 from grpo.fsdp import (full_optimizer_state_dict, full_tensor, full_trainable_state_dict,
                        load_full_optimizer_state_dict, load_full_trainable_state_dict, shard_like, shard_model)
-from grpo.loss import clipped_pg_loss, flow_kl, k3_kl
+from grpo.loss import clipped_pg_loss, flow_kl, flow_kl_scale, k3_kl
 from grpo.metrics import MetricsLogger
 from grpo.loop import Phase, no_phase, resume_latest, run_loop
 from grpo.retry import call_with_retry
@@ -211,7 +211,8 @@ class DiffusionGRPOTrainer:
         uncond = self._uncond(len(idx))
         with torch.set_grad_enabled(grad):
             v = guided_velocity(self.adapter, x, rec.sigma, cond, uncond, sc.cfg_scale)
-            return sde_step(v, x, rec.sigma, rec.sigma_next, kind=sc.sde, eta=sc.eta, prev_sample=xn)
+            return sde_step(v, x, rec.sigma, rec.sigma_next, kind=sc.sde, eta=sc.eta,
+                            sigma_max=float(flow_sigmas(sc.num_steps, sc.shift)[1]), prev_sample=xn)
 
     def update(self, ro: Rollout, prompts: list[str], adv_rows: torch.Tensor, keep_rows: torch.Tensor,
                steps: set[int]) -> dict[str, float]:
@@ -294,7 +295,8 @@ class DiffusionGRPOTrainer:
                         with self.adapter.reference():
                             ref = self._logp(pl, cond_all, grad=False)
                         nfe += len(pl.idx) * nfe_mult
-                        kl = flow_kl(out.mean, ref.mean, out.std) if g.kl_type == "flow" else k3_kl(out.log_prob, ref.log_prob)
+                        kl = (flow_kl(out.mean, ref.mean, flow_kl_scale(g.kl_type, out.std, out.std_dev_t)) if g.kl_type != "k3"
+                              else k3_kl(out.log_prob, ref.log_prob))
                     adv = adv_rows[pl.rec.rows[pl.idx]]
                     lo = clipped_pg_loss(out.log_prob, old, adv, None, g.clip_low, g.clip_high, kl, g.kl_coef,
                                          g.loss_reduction)

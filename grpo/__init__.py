@@ -2,7 +2,8 @@
 
 Modules: ``advantages`` (GRPO, MC-GRPO, GDPO, per-prompt tracker), ``loss`` (clipped PG + KL),
 ``flow_sde`` (the SDE step with log-prob for diffusion latents and robot action chunks alike),
-``tree`` (BranchGRPO rollout trees), ``selection`` (pool-then-train subsets), ``train_step``
+``tree`` (BranchGRPO rollout trees and their credit, ``tree_advantages``), ``mix`` (MixGRPO's sliding window),
+``selection`` (pool-then-train subsets), ``train_step``
 (config + guarded update), ``update`` (the update across processes: scaled backward, FSDP zero-weight passes,
 gradient all-reduce, a skip agreed by every rank), ``loop`` (the training loop: resume, eval / save cadence,
 graceful stop), ``checkpoint``, ``metrics``, ``config``, ``device`` (the ``device`` option and noise drawn the
@@ -15,10 +16,11 @@ from .config import ConfigError, load_config
 from .device import module_device, resolve_device
 from .flow_sde import SDEStepOutput, flow_sigmas, gaussian_log_prob, sde_step
 from .loop import LoopResult, resume_latest, run_loop
-from .loss import PGLossOutput, clipped_pg_loss, flow_kl, k3_kl
+from .loss import PGLossOutput, clipped_pg_loss, flow_kl, flow_kl_scale, k3_kl
 from .selection import select_per_group, select_subset
 from .train_step import GRPOConfig, NonFiniteError, NonFiniteGuard, backward_if_finite, compute_advantages, guarded_step
-from .tree import RolloutTree, depth_advantages, fuse_rewards, sliding_window, width_prune
+from .mix import sliding_window
+from .tree import RolloutTree, TreeCredit, depth_advantages, fuse_rewards, tree_advantages, width_prune
 from .update import DistributedUpdate, agree_on_skip
 
 __all__ = [n for n in dir() if not n.startswith("_")]

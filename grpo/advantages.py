@@ -10,13 +10,23 @@ and need not be contiguous.
 
   with ``std`` taken per group (``std_mode="group"``), over the whole batch (``"global"``, as
   Flow-GRPO's ``global_std`` and Dr.GRPO's argument against per-group scaling), or not at all (``"none"``).
-* MC-GRPO (median-centred GRPO): sample ``G + 1`` rollouts, use the group *median* as the baseline::
+  ``std`` is the population std (Flow-GRPO's stat tracker uses ``np.std``). DanceGRPO's and trl's GDPO trainer
+  use torch's unbiased ``.std()`` (DanceGRPO with eps 1e-8): their advantages are ours times ``sqrt((G - 1) / G)``
+  (0.935 at G = 8), a constant rescale per group size, not a different direction.
+* MC-GRPO (median-centred GRPO, ``method="median"``, the reference trainer's rule): sample ``G + 1``
+  rollouts per group of ``n = G + 1``, use the group *median* as the baseline and the median absolute deviation
+  as the scale, then rescale so the loss's mean over all ``n`` samples weighs only the non-zero advantages::
 
-      A_i = (r_i - median_g(r)) / (scale_g + eps)
+      A_i = (r_i - median_g(r)) / (MAD_g + 1e-3) * n / #{j in g : A_j != 0},   MAD_g = median_g(|r - median_g(r)|)
 
-  The median of an odd-sized group is one of its samples (the *pivot*); its advantage is exactly 0 and
-  it is excluded from the loss by the returned mask, so ``G`` samples carry gradient. For an even-sized
-  group the lower median is used and likewise masked out.
+  (``std_mode`` and ``eps`` do not apply.) The median of an odd-sized group is one of its samples (the *pivot*);
+  its advantage is exactly 0. The returned mask keeps every sample, pivot included, because the reference
+  averages the loss over all ``n`` samples and the ``n / #nonzero`` factor is built for that mean.
+  For an even-sized group torch's lower median (a sample) is used.
+* ``method="median_std"`` (named option, ours): the median baseline scaled like GRPO (``std_mode``, ``eps``), no
+  ``n / #nonzero`` factor, and the pivot masked out of the loss (``G`` samples carry gradient). Useful to change
+  only GRPO's baseline (mean -> median) while keeping its step size: the reference's MAD scale and factor give
+  per-group multipliers of 1.03-207 against the group std.
 * GDPO (group reward-decoupled normalization, Liu et al. 2026, Eq. 5-6): normalize each reward
   component separately within its group, then take the weighted sum, then (optionally) normalize the
   sum over the batch::
@@ -34,7 +44,7 @@ from typing import Literal
 
 import torch
 
-AdvantageMethod = Literal["mean_std", "median"]
+AdvantageMethod = Literal["mean_std", "median", "median_std"]
 StdMode = Literal["group", "global", "none"]
 
 
@@ -85,17 +95,20 @@ def group_advantages(
     Args:
         rewards: ``[N]`` scalar rewards.
         group_ids: ``[N]`` integer group labels.
-        method: ``"mean_std"`` (GRPO) or ``"median"`` (MC-GRPO; the pivot is masked out).
-        std_mode: scale by the per-group std, the batch std, or not at all.
-        eps: added to the scale.
+        method: ``"mean_std"`` (GRPO), ``"median"`` (MC-GRPO as its reference: MAD scale, ``n / #nonzero``
+            factor, nothing masked) or ``"median_std"`` (median baseline with ``std_mode`` scaling; pivot masked).
+        std_mode: scale by the per-group std, the batch std, or not at all (not used by ``"median"``).
+        eps: added to the scale (not used by ``"median"``, whose constant is the reference's 1e-3).
         clip: if set, clamp advantages to ``[-clip, clip]`` (Flow-GRPO's ``adv_clip_max``).
     """
-    if method not in ("mean_std", "median"):
-        raise ValueError(f"unknown advantage method {method!r}; expected 'mean_std' or 'median'")
+    if method not in ("mean_std", "median", "median_std"):
+        raise ValueError(f"unknown advantage method {method!r}; expected 'mean_std', 'median' or 'median_std'")
     if std_mode not in ("group", "global", "none"):
         raise ValueError(f"unknown std_mode {std_mode!r}; expected 'group', 'global' or 'none'")
     r, inv = _check(rewards, group_ids)
     num_groups = int(inv.max()) + 1 if r.numel() else 0
+    if method == "median":
+        return Advantages(values=clip_advantages(_mc_grpo(r, inv, num_groups), clip), mask=torch.ones_like(r, dtype=torch.bool))
     mask = torch.ones_like(r, dtype=torch.bool)
     if method == "mean_std":
         baseline = _group_stat(r, inv, num_groups, "mean")[inv]
@@ -115,6 +128,23 @@ def group_advantages(
     adv = torch.where(denom > 0, centered / torch.where(denom > 0, denom, torch.ones_like(denom)), torch.zeros_like(r))
     adv = torch.where(mask, adv, torch.zeros_like(adv))
     return Advantages(values=clip_advantages(adv, clip), mask=mask)
+
+
+MC_GRPO_EPS = 1e-3  # the reference MC-GRPO trainer's constant in (r - median) / (MAD + 1e-3)
+
+
+def _mc_grpo(r: torch.Tensor, inv: torch.Tensor, num_groups: int) -> torch.Tensor:
+    """MC-GRPO advantages ``[N]``: ``(r - med) / (MAD + 1e-3) * n / #nonzero`` per group (module docstring)."""
+    adv = torch.zeros_like(r)
+    for g in range(num_groups):
+        idx = torch.nonzero(inv == g).flatten()
+        v = r[idx]
+        med = v.median()
+        mad = (v - med).abs().median()
+        a = (v - med) / (mad + MC_GRPO_EPS)
+        nonzero = int((a != 0).sum())
+        adv[idx] = a * (v.numel() / nonzero) if nonzero else a
+    return adv
 
 
 def decoupled_advantages(

@@ -32,7 +32,7 @@ from .distributed import (all_reduce_mean, barrier, gathered_advantages, init_di
                           shard_range)
 from .config import ConfigError, check_resume_config, config_to_dict, dump_config, load_config
 from .flow_sde import SDEKind, flow_sigmas, sde_step
-from .loss import clipped_pg_loss, flow_kl, k3_kl
+from .loss import clipped_pg_loss, flow_kl, flow_kl_scale, k3_kl
 from .metrics import MetricsLogger
 from .loop import Phase, resume_latest, run_loop
 from .train_step import GRPOConfig, NonFiniteGuard, compute_advantages
@@ -139,7 +139,7 @@ def rollout(model: ToyVelocity, c: torch.Tensor, sc: ToySamplerConfig, noise: to
     for i in range(sc.num_steps):
         s = sigmas[i].expand(c.shape[0])
         out = sde_step(model(x, s, c), x, sigmas[i], sigmas[i + 1], kind=sc.sde if sde else "ode", eta=sc.eta,
-                       noise=noise[:, i + 1])
+                       sigma_max=float(sigmas[1]), noise=noise[:, i + 1])
         x = out.prev_sample
         lats.append(x)
         lps.append(out.log_prob)
@@ -236,15 +236,16 @@ def train(cfg: ToyConfig) -> dict:
         s_next = sigmas[1:].repeat_interleave(b)
         cc = c.repeat(T)
         for _ in range(cfg.train.inner_epochs):
-            step = sde_step(model(x_t, s, cc), x_t, s, s_next, kind=cfg.sampler.sde, eta=cfg.sampler.eta, prev_sample=x_next)
+            step = sde_step(model(x_t, s, cc), x_t, s, s_next, kind=cfg.sampler.sde, eta=cfg.sampler.eta,
+                            sigma_max=float(sigmas[1]), prev_sample=x_next)
             logp = step.log_prob.reshape(T, b).T
             kl = None
             if cfg.grpo.kl_coef > 0:
                 with torch.no_grad():
                     ref = sde_step(reference(x_t, s, cc), x_t, s, s_next, kind=cfg.sampler.sde, eta=cfg.sampler.eta,
-                                   prev_sample=x_next)
-                kl = (flow_kl(step.mean, ref.mean, step.std) if cfg.grpo.kl_type == "flow"
-                      else k3_kl(step.log_prob, ref.log_prob)).reshape(T, b).T
+                                   sigma_max=float(sigmas[1]), prev_sample=x_next)
+                kl = (flow_kl(step.mean, ref.mean, flow_kl_scale(cfg.grpo.kl_type, step.std, step.std_dev_t))
+                      if cfg.grpo.kl_type != "k3" else k3_kl(step.log_prob, ref.log_prob)).reshape(T, b).T
             lo = clipped_pg_loss(logp, old_lp.T, adv.values, adv.mask[:, None], cfg.grpo.clip_low, cfg.grpo.clip_high,
                                  kl, cfg.grpo.kl_coef, cfg.grpo.loss_reduction)
             upd.backward(lo.loss, b, p * g)  # this rank's b of the p * g samples

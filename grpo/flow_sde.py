@@ -20,8 +20,12 @@ computed in float32 whatever the model's dtype (bf16 log-probs make the PPO rati
       mean = x + [v + sigma_t^2 / (2 sigma) * (x + (1 - sigma) v)] * dt
       std  = sigma_t * sqrt(-dt)
 
-  (``sigma`` in the ratio is capped at ``sigma_max`` to avoid the pole at sigma = 1, as in the
-  reference implementation, where ``sigma_max`` is the second sigma of the schedule.)
+  At the first step of a schedule (``sigma == 1``) the denominator has a pole; as in the reference
+  implementation (Flow-GRPO's ``sde_step_with_logprob``: ``sqrt(sigma / (1 - where(sigma == 1, sigma_max,
+  sigma)))`` with ``sigma_max = sigmas[1]``) only that denominator is replaced by ``1 - sigma_max``, where
+  ``sigma_max`` is the schedule's *second* sigma; the numerator stays ``sigma`` and no other step is capped.
+  Every caller passes ``sigma_max``; a ``sigma == 1`` step without it is refused. Log-prob: the exact
+  Gaussian density (the reference's).
 * ``"dance_grpo"`` -- DanceGRPO (Xue et al. 2025, Sec. 3.2): ``std = eta * sqrt(-dt)`` and the score
   correction ``s = -(x - (1 - sigma) x0_hat) / sigma^2`` with ``x0_hat = x - sigma v``::
 
@@ -30,6 +34,14 @@ computed in float32 whatever the model's dtype (bf16 log-probs make the PPO rati
   ``x0_hat`` and noise on the schedule, ``std = sigma_next * sin(eta * pi / 2)``::
 
       mean = (1 - sigma_next) x0_hat + sqrt(sigma_next^2 - std^2) * eps_hat,  eps_hat = x + (1 - sigma) v
+
+  Log-prob as in the reference implementations (the official CPS code and Flow-GRPO's ``sde_type="cps"``):
+  ``-(x_next - mean)^2`` averaged (or summed) over the non-batch dims, no ``1 / (2 std^2)``, no constants.
+  The PPO ratio of this "log-prob" is what the reference code clips.
+* ``"cps_gaussian"`` -- the same CPS step with the exact Gaussian log-density ``log N(x_next; mean, std^2)``
+  (a named option, not the reference): its log-ratio is the reference's times ``1 / (2 std^2)`` (0.68 at
+  ``sigma_next = 0.964``, 10.1 at 0.25 for ``eta = 0.7``), a true likelihood ratio, so a clip range bounds the
+  same quantity at every step.
 * ``"ode"`` -- the deterministic Euler step ``x + v dt`` (``std = 0``, log-prob 0).
 
 All SDE kinds reduce to the ODE step as ``eta -> 0`` (tested). Where ``std == 0`` (the ODE, or CPS at
@@ -50,19 +62,23 @@ import torch
 
 from .device import randn
 
-SDEKind = Literal["flow_grpo", "dance_grpo", "cps", "ode"]
-SDE_KINDS: tuple[str, ...] = ("flow_grpo", "dance_grpo", "cps", "ode")
+SDEKind = Literal["flow_grpo", "dance_grpo", "cps", "cps_gaussian", "ode"]
+SDE_KINDS: tuple[str, ...] = ("flow_grpo", "dance_grpo", "cps", "cps_gaussian", "ode")
 _LOG_SQRT_2PI = 0.5 * math.log(2 * math.pi)
 
 
 @dataclass
 class SDEStepOutput:
-    """Result of one step. ``mean``/``std`` are kept for the Flow-GRPO KL on Gaussian means."""
+    """Result of one step. ``mean``/``std``/``std_dev_t`` are kept for the Flow-GRPO KL on Gaussian means."""
 
     prev_sample: torch.Tensor  # [B, ...] float32
     log_prob: torch.Tensor  # [B] float32
     mean: torch.Tensor  # [B, ...] float32
-    std: torch.Tensor  # [B, 1, ..., 1] float32 (0 where deterministic)
+    std: torch.Tensor  # [B, 1, ..., 1] float32 (0 where deterministic): the step's noise std
+    # [B, 1, ..., 1] float32: the scale the reference implementations return next to the mean and divide the KL by
+    # (Flow-GRPO's ``std_dev_t``): sigma_t = std / sqrt(-dt) for flow_grpo, eta for dance_grpo (std / sqrt(-dt)),
+    # std itself for cps / cps_gaussian; 0 where deterministic. See :func:`grpo.loss.flow_kl`.
+    std_dev_t: torch.Tensor
 
     @property
     def stochastic(self) -> torch.Tensor:
@@ -102,7 +118,9 @@ def sde_step(
         sigma, sigma_next: current and next noise level, ``1 >= sigma > sigma_next >= 0``.
         kind: which SDE (see module docstring).
         eta: noise level (``a`` in Flow-GRPO, ``eta`` in DanceGRPO, the angle fraction in CPS).
-        sigma_max: Flow-GRPO only: cap for sigma inside ``sqrt(sigma / (1 - sigma))``; default 0.99.
+        sigma_max: Flow-GRPO only: the schedule's second sigma (``sigmas[1]``); at ``sigma == 1`` it replaces
+            sigma in the denominator of ``sqrt(sigma / (1 - sigma))`` (the reference's rule). Required when a
+            flow_grpo step starts at ``sigma == 1``; ignored elsewhere.
         prev_sample: a stored transition ``x_next``; when given, nothing is sampled and the
             log-prob of this sample under the (new) mean/std is returned (PPO ratio recomputation).
         noise: standard-normal noise ``[B, ...]`` to use instead of drawing it (seeded branching).
@@ -125,22 +143,29 @@ def sde_step(
     if kind == "ode" or eta == 0.0:
         mean = x32 + v32 * dt
         std = torch.zeros_like(s)
+        std_dev_t = std
     elif kind == "flow_grpo":
-        cap = 0.99 if sigma_max is None else sigma_max
-        s_c = torch.clamp(s, max=cap)
-        sigma_t = eta * torch.sqrt(s_c / (1 - s_c))
+        at_one = s == 1
+        if sigma_max is None and bool(at_one.any()):
+            raise ValueError("flow_grpo SDE step at sigma = 1 needs sigma_max, the schedule's second sigma "
+                             "(pass sigma_max=float(sigmas[1]))")
+        denom_sigma = torch.where(at_one, torch.full_like(s, 0.0 if sigma_max is None else float(sigma_max)), s)
+        sigma_t = eta * torch.sqrt(s / (1 - denom_sigma))
         mean = x32 * (1 + sigma_t**2 / (2 * s) * dt) + v32 * (1 + sigma_t**2 * (1 - s) / (2 * s)) * dt
         std = sigma_t * torch.sqrt(-dt)
+        std_dev_t = sigma_t
     elif kind == "dance_grpo":
         x0_hat = x32 - s * v32
         score = -(x32 - (1 - s) * x0_hat) / s**2
         mean = x32 + v32 * dt - 0.5 * eta**2 * score * dt
         std = eta * torch.sqrt(-dt)
-    else:  # cps
+        std_dev_t = torch.full_like(s, float(eta))
+    else:  # cps, cps_gaussian
         x0_hat = x32 - s * v32
         eps_hat = x32 + (1 - s) * v32
         std = sn * math.sin(eta * math.pi / 2)
         mean = (1 - sn) * x0_hat + torch.sqrt(torch.clamp(sn**2 - std**2, min=0.0)) * eps_hat
+        std_dev_t = std
 
     if prev_sample is None:
         if noise is None:
@@ -151,8 +176,28 @@ def sde_step(
     elif prev_sample.shape != x32.shape:
         raise ValueError(f"prev_sample shape {tuple(prev_sample.shape)} != sample shape {tuple(x32.shape)}")
 
-    log_prob = gaussian_log_prob(prev_sample.detach().float(), mean, std, reduce=reduce)
-    return SDEStepOutput(prev_sample=prev_sample.float(), log_prob=log_prob, mean=mean, std=std)
+    if kind == "cps" and eta > 0:
+        log_prob = cps_log_prob(prev_sample.detach().float(), mean, std, reduce=reduce)
+    else:
+        log_prob = gaussian_log_prob(prev_sample.detach().float(), mean, std, reduce=reduce)
+    std_dev_t = torch.where(std > 0, std_dev_t, torch.zeros_like(std_dev_t))
+    return SDEStepOutput(prev_sample=prev_sample.float(), log_prob=log_prob, mean=mean, std=std, std_dev_t=std_dev_t)
+
+
+def cps_log_prob(
+    sample: torch.Tensor, mean: torch.Tensor, std: torch.Tensor, reduce: Literal["mean", "sum"] = "mean"
+) -> torch.Tensor:
+    """The reference CPS "log-prob" ``-(sample - mean)^2`` per element, reduced over non-batch dims to ``[B]``
+    (the official CPS code and Flow-GRPO's ``cps``: no ``1 / (2 std^2)``, no normalizing constants).
+
+    Rows with ``std == 0`` (CPS at ``sigma_next = 0``: deterministic) get 0.
+    """
+    lp = -((sample - mean) ** 2)
+    lp = torch.where(std.expand_as(mean) > 0, lp, torch.zeros_like(lp))
+    dims = tuple(range(1, lp.dim()))
+    if not dims:
+        return lp
+    return lp.mean(dim=dims) if reduce == "mean" else lp.sum(dim=dims)
 
 
 def gaussian_log_prob(

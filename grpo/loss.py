@@ -9,9 +9,19 @@ For each element (a denoising step of a sample, or an action chunk step / token)
 elements where ``mask`` is True (``"token_mean"``), or per sample first and then over samples
 (``"sample_mean"``). An optional KL to a reference policy is added with weight ``kl_coef``:
 
-* ``flow_kl(mean_new, mean_ref, std)``: the closed-form KL between the Gaussian SDE steps of the
-  policy and the reference, as Flow-GRPO (Eq. 12) writes it: ``||mu_new - mu_ref||^2 / (2 std^2)``,
-  averaged over the non-batch dims.
+* ``flow_kl(mean_new, mean_ref, scale)``: the KL on the Gaussian means of the SDE steps of the policy and
+  the reference, ``||mu_new - mu_ref||^2 / (2 scale^2)`` averaged over the non-batch dims (Flow-GRPO Eq. 12).
+  Which ``scale`` is the caller's choice, set by ``GRPOConfig.kl_type``:
+
+  - ``kl_type="flow"`` (default): ``scale = SDEStepOutput.std_dev_t``, what Flow-GRPO's code divides by
+    (``scripts/train_sd3.py``: ``mean((mu - mu_ref)^2) / (2 * std_dev_t^2)`` with the ``std_dev_t`` that
+    ``sde_step_with_logprob`` returns, i.e. ``sigma_t`` *without* the ``sqrt(-dt)``). So ``kl_coef`` means what
+    it means in Flow-GRPO's configs (``beta = 0.04`` there, copied by ``configs/diffusion/sd35m_pickscore.yaml``).
+    For the CPS kinds ``std_dev_t`` is the step's std, so this is the exact KL there (as in Flow-GRPO's ``cps``).
+  - ``kl_type="flow_exact"`` (named option): ``scale = SDEStepOutput.std``, the exact KL between the two Gaussian
+    steps. For flow_grpo it is the reference's value times ``1 / (-dt)`` (4-29x on 10 steps at shift 3), so a
+    ``kl_coef`` copied from Flow-GRPO weighs the KL that much more; use it when the KL should be a true KL
+    (e.g. comparable across schedules and step counts).
 * ``k3_kl(logp_new, logp_ref)``: Schulman's unbiased, positive estimator ``exp(d) - d - 1``,
   ``d = logp_ref - logp_new`` (used by GRPO, Shao et al. 2024, Eq. 4).
 
@@ -97,9 +107,11 @@ def clipped_pg_loss(
 
 
 def flow_kl(mean_new: torch.Tensor, mean_ref: torch.Tensor, std: torch.Tensor) -> torch.Tensor:
-    """KL(N(mu_new, s^2) || N(mu_ref, s^2)) per sample ``[B]``, averaged over non-batch dims (Flow-GRPO Eq. 12).
+    """``(mu_new - mu_ref)^2 / (2 std^2)`` per sample ``[B]``, averaged over non-batch dims (Flow-GRPO Eq. 12).
 
-    Rows with ``std == 0`` (deterministic steps) give 0.
+    With ``std`` the step's noise std this is KL(N(mu_new, s^2) || N(mu_ref, s^2)) exactly (``kl_type="flow_exact"``);
+    with ``std = SDEStepOutput.std_dev_t`` it is Flow-GRPO's code's KL (``kl_type="flow"``, the default), see the
+    module docstring and :func:`flow_kl_scale`. Rows with ``std == 0`` (deterministic steps) give 0.
     """
     s = std.float().expand_as(mean_new)
     safe = torch.where(s > 0, s, torch.ones_like(s))
@@ -112,3 +124,13 @@ def k3_kl(logp_new: torch.Tensor, logp_ref: torch.Tensor) -> torch.Tensor:
     """Schulman's k3 estimator of KL(new || ref) per element: ``exp(d) - d - 1``, ``d = logp_ref - logp_new``."""
     d = logp_ref.detach().float() - logp_new.float()
     return torch.exp(d) - d - 1.0
+
+
+def flow_kl_scale(kl_type: str, std: torch.Tensor, std_dev_t: torch.Tensor | None) -> torch.Tensor:
+    """The divisor :func:`flow_kl` takes for ``kl_type``: ``std_dev_t`` for ``"flow"`` (Flow-GRPO's scale, the
+    default; ``std`` when a head has no separate ``std_dev_t``, e.g. a Gaussian head) and ``std`` for ``"flow_exact"``."""
+    if kl_type == "flow_exact" or std_dev_t is None:
+        return std
+    if kl_type != "flow":
+        raise ValueError(f"flow_kl_scale: kl_type must be 'flow' or 'flow_exact', got {kl_type!r}")
+    return std_dev_t

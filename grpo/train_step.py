@@ -31,7 +31,7 @@ class GRPOConfig:
     """Optimizer-side settings shared by every frontend (the YAML ``grpo:`` section)."""
 
     group_size: int = 8
-    advantage: Literal["mean_std", "median", "gdpo"] = "mean_std"
+    advantage: Literal["mean_std", "median", "median_std", "gdpo"] = "mean_std"  # median: MC-GRPO as its reference; median_std: median baseline, GRPO scale (grpo.advantages)
     std_mode: Literal["group", "global", "none"] = "group"
     adv_eps: float = 1e-4
     adv_clip: float | None = 5.0
@@ -39,7 +39,10 @@ class GRPOConfig:
     clip_low: float = 1e-4
     clip_high: float | None = None
     kl_coef: float = 0.0
-    kl_type: Literal["flow", "k3"] = "flow"
+    # flow: Flow-GRPO's KL on the SDE means, divided by 2 std_dev_t^2 as Flow-GRPO's code does (so kl_coef means what
+    # its beta does); flow_exact: the exact Gaussian KL of the steps (Flow-GRPO's value / -dt); k3: Schulman's k3 on
+    # the log-probs. See grpo.loss.
+    kl_type: Literal["flow", "flow_exact", "k3"] = "flow"
     loss_reduction: Literal["token_mean", "sample_mean"] = "token_mean"
     max_grad_norm: float = 1.0
     max_nonfinite: int = 3  # consecutive skipped updates before aborting
@@ -49,6 +52,8 @@ class GRPOConfig:
             raise ValueError(f"group_size must be >= 2 (group-relative advantages need a group), got {self.group_size}")
         if self.clip_low < 0:
             raise ValueError(f"clip_low must be >= 0, got {self.clip_low}")
+        if self.kl_type not in ("flow", "flow_exact", "k3"):
+            raise ValueError(f"kl_type must be 'flow', 'flow_exact' or 'k3', got {self.kl_type!r}")
         if self.max_grad_norm <= 0:
             raise ValueError(f"max_grad_norm must be > 0, got {self.max_grad_norm}")
 

@@ -14,11 +14,19 @@ child's own noise draw. Nodes are stored in breadth-first order; leaves are the 
 * NFE (denoiser calls per tree, without CFG): ``sum_n len(segment_n)``, against
   ``num_leaves * num_steps`` for flat GRPO with the same number of final samples.
 * Reward fusion (BranchGRPO Sec. 3.3): an internal node's reward is the mean of its leaves'
-  rewards, or the path-probability weighted mean ``sum_l softmax_l(log p(path n -> l) / tau) r_l``.
+  rewards, or the path-probability weighted mean, fused one split at a time as the reference code does
+  (``compute_node_rewards_from_leaves`` with ``tree_prob_weighted``): ``r_n = sum_c softmax_c(lp_c / tau) r_c``
+  over the children ``c`` of ``n``, ``lp_c`` the log-prob of ``c``'s split step (the first step of its segment,
+  the one noise draw that tells siblings apart), ``tau = 1`` in the reference.
 * Depth-wise advantages (BranchGRPO Eq. 7): fused rewards are normalized among all nodes of the same
   depth, ``A_n = (r_n - mean_d) / (std_d + eps)``; a node's advantage applies to the steps of its segment.
+  The reference (``compute_hierarchical_advantages_by_depth``) uses torch's unbiased std, ``eps = 1e-8``, and
+  sets a depth's advantages to 0 when ``std_d < 1e-6`` (and for a lone node).
 * Pruning cuts *backward passes only* (the forward rollout is unchanged): width pruning keeps a subset of
-  the leaves for the loss; depth pruning keeps a sliding window of depths.
+  the leaves for the loss; depth pruning keeps a sliding window of depths (:func:`grpo.mix.sliding_window`).
+
+:func:`tree_advantages` is BranchGRPO's whole credit in one call (fusion, depth-wise normalization, the options
+below, pruning masks, the advantage clip).
 """
 
 from __future__ import annotations
@@ -28,7 +36,13 @@ from typing import Literal, Sequence
 
 import torch
 
+from .advantages import clip_advantages
+from .mix import sliding_window
+
 Fusion = Literal["mean", "path_prob"]
+DepthNorm = Literal["reference", "population"]
+REF_STD_EPS = 1e-8  # BranchGRPO's (r - mean) / (std + 1e-8)
+REF_STD_FLOOR = 1e-6  # BranchGRPO: a depth whose std is below this gets advantage 0
 
 
 @dataclass
@@ -150,44 +164,65 @@ def fuse_rewards(
 ) -> torch.Tensor:
     """Rewards for every node ``[N]`` from the leaves' rewards ``[L]`` (BranchGRPO Sec. 3.3).
 
-    ``edge_log_prob[N]``: log-prob of each node's own segment (sum of its step log-probs); required by
-    ``"path_prob"``, where a node's reward is the softmax(path log-prob / temperature)-weighted mean of
-    its leaves, the path running from the node (exclusive) down to the leaf.
+    ``"mean"``: the mean of the node's leaf descendants. ``"path_prob"`` (the reference's ``tree_prob_weighted``):
+    bottom-up, ``r_n = sum_c softmax_c(edge_log_prob[c] / temperature) r_c`` over ``n``'s children (a single
+    child passes its reward up). ``edge_log_prob[N]``: the log-prob of each node's *split step*, the first
+    step of its segment (the root's entry is unused); required by ``"path_prob"``.
     """
     if leaf_rewards.shape != (tree.num_leaves,):
         raise ValueError(f"leaf_rewards must have shape [{tree.num_leaves}], got {tuple(leaf_rewards.shape)}")
     if fusion not in ("mean", "path_prob"):
         raise ValueError(f"unknown reward fusion {fusion!r}; expected 'mean' or 'path_prob'")
+    if temperature <= 0:
+        raise ValueError(f"fusion temperature must be > 0, got {temperature}")
     r = leaf_rewards.float()
     out = torch.empty(len(tree), dtype=torch.float32, device=r.device)
-    if fusion == "path_prob":
-        if edge_log_prob is None or edge_log_prob.shape != (len(tree),):
-            raise ValueError(f"path_prob fusion needs edge_log_prob of shape [{len(tree)}]")
-        lp = edge_log_prob.detach().float().to(r.device)
-    for node in tree.nodes:
-        leaves = tree.leaf_descendants(node.id)
-        if fusion == "mean":
-            out[node.id] = r[leaves].mean()
-        else:
-            path_lp = torch.stack(
-                [sum(lp[n] for n in tree.path(tree.leaves[i]) if tree.nodes[n].depth > node.depth) + lp.new_zeros(())
-                 for i in leaves]
-            )
-            w = torch.softmax(path_lp / temperature, dim=0)
-            out[node.id] = (w * r[leaves]).sum()
+    if fusion == "mean":
+        for node in tree.nodes:
+            out[node.id] = r[tree.leaf_descendants(node.id)].mean()
+        return out
+    if edge_log_prob is None or edge_log_prob.shape != (len(tree),):
+        raise ValueError(f"path_prob fusion needs edge_log_prob of shape [{len(tree)}]")
+    lp = edge_log_prob.detach().float().to(r.device)
+    out[torch.tensor(tree.leaves, dtype=torch.long, device=r.device)] = r
+    for node in reversed(tree.nodes):  # breadth-first order reversed: children before parents
+        if node.children:
+            kids = torch.tensor(node.children, dtype=torch.long, device=r.device)
+            w = torch.softmax(lp[kids] / temperature, dim=0)
+            out[node.id] = (w * out[kids]).sum()
     return out
 
 
-def depth_advantages(tree: RolloutTree, node_rewards: torch.Tensor, eps: float = 1e-4) -> torch.Tensor:
-    """Depth-wise normalized advantages ``[N]`` (BranchGRPO Eq. 7); the root (depth 0) gets 0."""
+def _spread(r: torch.Tensor, norm: DepthNorm, eps: float) -> tuple[torch.Tensor, float, float]:
+    """``(std, eps, floor)`` of ``r`` under ``norm``: the reference's unbiased std, ``1e-8`` and ``1e-6`` floor, or
+    the population std with ``eps`` and no floor (advantages are zero when ``std < floor``)."""
+    if r.numel() < 2:
+        return r.new_zeros(()), 0.0, 0.0
+    if norm == "reference":
+        return r.std(unbiased=True), REF_STD_EPS, REF_STD_FLOOR
+    return r.std(unbiased=False), eps, 0.0
+
+
+def depth_advantages(tree: RolloutTree, node_rewards: torch.Tensor, norm: DepthNorm = "reference",
+                     eps: float = 1e-4) -> torch.Tensor:
+    """Depth-wise normalized advantages ``[N]`` (BranchGRPO Eq. 7); the root (depth 0) gets 0.
+
+    ``norm="reference"`` (default, BranchGRPO's code): ``(r - mean_d) / (std_d + 1e-8)`` with the unbiased std,
+    0 for the whole depth when ``std_d < 1e-6``. ``norm="population"`` (named option: the convention of
+    GRPO's group std elsewhere in ``grpo``): population std and ``eps``; it is the reference times
+    ``sqrt(n / (n - 1))`` at a depth of ``n`` nodes (1.41 at n = 2), so shallow depths weigh more.
+    """
     if node_rewards.shape != (len(tree),):
         raise ValueError(f"node_rewards must have shape [{len(tree)}], got {tuple(node_rewards.shape)}")
+    if norm not in ("reference", "population"):
+        raise ValueError(f"unknown depth normalization {norm!r}; expected 'reference' or 'population'")
     adv = torch.zeros(len(tree), dtype=torch.float32, device=node_rewards.device)
     for d in range(1, tree.depth + 1):
         ids = torch.tensor(tree.nodes_at_depth(d), device=node_rewards.device)
         r = node_rewards[ids].float()
-        std = r.std(unbiased=False) if r.numel() > 1 else r.new_zeros(())
-        adv[ids] = (r - r.mean()) / (std + eps) if float(std + eps) > 0 else torch.zeros_like(r)
+        std, e, floor = _spread(r, norm, eps)
+        if r.numel() > 1 and not float(std) < floor and float(std + e) > 0:
+            adv[ids] = (r - r.mean()) / (std + e)
     return adv
 
 
@@ -227,12 +262,95 @@ def width_prune(
     return keep
 
 
-def sliding_window(iteration: int, num_positions: int, window: int, stride: int = 1) -> list[int]:
-    """Positions ``[start, start + window)`` active at ``iteration``; the window advances one position
-    every ``stride`` iterations and wraps around (depth pruning; BranchGRPO-Mix's SDE window)."""
-    if not 1 <= window <= num_positions:
-        raise ValueError(f"window must be in [1, {num_positions}], got {window}")
-    if stride < 1:
-        raise ValueError(f"stride must be >= 1, got {stride}")
-    start = (iteration // stride) % (num_positions - window + 1)
-    return list(range(start, start + window))
+@dataclass
+class TreeCredit:
+    """BranchGRPO's credit for ``P`` trees of ``N`` nodes: per-node advantages ``[P * N]`` (clipped), the loss mask
+    over nodes ``[P * N]`` (pruning applied), the fused rewards ``[P, N]`` and the depths trained this iteration."""
+
+    advantages: torch.Tensor
+    keep: torch.Tensor
+    node_rewards: torch.Tensor
+    trained_depths: list[int]
+
+
+def _node_advantages(tree: RolloutTree, node_rewards: torch.Tensor, leaf_rewards: torch.Tensor, norm: DepthNorm,
+                     eps: float, baseline: str, scale: str) -> torch.Tensor:
+    """``A_n = (r_n - baseline_n) / (scale_n + eps)`` for one tree ``[N]``; root 0 (see :func:`tree_advantages`)."""
+    if baseline == "depth" and scale == "depth":
+        return depth_advantages(tree, node_rewards, norm, eps)
+    depth_of = torch.tensor([n.depth for n in tree.nodes], device="cpu")
+    r = node_rewards.float().cpu()
+    leaf_std, leaf_eps, leaf_floor = _spread(leaf_rewards.float().cpu(), norm, eps)
+    parent = torch.tensor([max(n.parent, 0) for n in tree.nodes], device="cpu")
+    adv = torch.zeros(len(tree), dtype=torch.float32, device="cpu")
+    for d in range(1, tree.depth + 1):
+        m = depth_of == d
+        std, e, floor = (leaf_std, leaf_eps, leaf_floor) if scale == "leaf" else _spread(r[m], norm, eps)
+        if float(std) < floor or float(std) <= 0:
+            continue
+        base = r[parent[m]] if baseline == "parent" else r[m].mean()
+        adv[m] = (r[m] - base) / (std + e)
+    return adv
+
+
+def tree_advantages(
+    tree: RolloutTree,
+    leaf_rewards: torch.Tensor,
+    edge_log_prob: torch.Tensor | None = None,
+    *,
+    fusion: Fusion = "mean",
+    temperature: float = 1.0,
+    depth_norm: DepthNorm = "reference",
+    eps: float = 1e-4,
+    baseline: Literal["depth", "parent"] = "depth",
+    scale: Literal["depth", "leaf"] = "depth",
+    clip: float | None = None,
+    width_prune_mode: Literal["none", "topk_per_parent", "best_worst"] = "none",
+    prune_k: int = 1,
+    depth_window: int = 0,
+    depth_stride: int = 1,
+    iteration: int = 0,
+) -> TreeCredit:
+    """BranchGRPO's credit (Li et al. 2025, Sec. 3.3-3.4, Eq. 7) for ``leaf_rewards [P, L]`` (or ``[L]``, one tree).
+
+    Per tree: fuse the leaf rewards up the tree (:func:`fuse_rewards`: ``fusion`` ``"mean"`` or the reference's
+    per-split ``"path_prob"``, which needs ``edge_log_prob [P, N]``: each node's split-step log-prob), then
+
+        A_n = (r_n - baseline_n) / (scale_n + eps_n),   root: 0,   then clamp to [-clip, clip] (``clip``)
+
+    * defaults = the reference code: ``baseline="depth"`` (mean of n's depth), ``scale="depth"`` (std of n's
+      depth) with ``depth_norm="reference"`` (unbiased std, eps 1e-8, 0 when the std < 1e-6); ``clip`` is the
+      reference's ``adv_clip_max`` (5 in BranchGRPO's script), applied last; ``None`` leaves the values unclipped.
+    * ``depth_norm="population"`` (named option): population std and ``eps`` (see :func:`depth_advantages`).
+    * ``baseline="parent"`` (named option, ours): n's parent's fused reward; with mean fusion ``r_n - r_parent``
+      credits exactly n's own noise draws, while the depth mean leaves late segments with the reward gaps of
+      the early decisions their whole subtree shares.
+    * ``scale="leaf"`` (named option, ours): the std of the tree's leaf rewards (flat GRPO's group std) for every
+      depth; Eq. 7 gives two nodes at depth 1 +-0.71 (+-1 population) however small their gap.
+
+    Pruning (BranchGRPO Sec. 3.4; cuts backward passes only): ``width_prune_mode`` / ``prune_k`` select leaves
+    (:func:`width_prune`), ``depth_window > 0`` trains only a window of consecutive depths that slides by one
+    every ``depth_stride`` iterations (:func:`grpo.mix.sliding_window`).
+    """
+    lr = leaf_rewards if leaf_rewards.dim() == 2 else leaf_rewards[None]
+    P = lr.shape[0]
+    if lr.shape[1:] != (tree.num_leaves,):
+        raise ValueError(f"leaf_rewards must have shape [P, {tree.num_leaves}], got {tuple(leaf_rewards.shape)}")
+    if edge_log_prob is not None:
+        elp = edge_log_prob if edge_log_prob.dim() == 2 else edge_log_prob[None]
+        if elp.shape != (P, len(tree)):
+            raise ValueError(f"edge_log_prob must have shape [{P}, {len(tree)}], got {tuple(edge_log_prob.shape)}")
+    if baseline not in ("depth", "parent") or scale not in ("depth", "leaf"):
+        raise ValueError(f"tree advantage baseline must be 'depth'/'parent' and scale 'depth'/'leaf', got {baseline!r}, {scale!r}")
+    depths = list(range(1, tree.depth + 1))
+    if depth_window:
+        depths = [d + 1 for d in sliding_window(iteration, tree.depth, min(depth_window, tree.depth), depth_stride)]
+    depth_of = torch.tensor([n.depth for n in tree.nodes], device="cpu")
+    advs, keeps, nrs = [], [], []
+    for p in range(P):
+        nr = fuse_rewards(tree, lr[p], fusion, None if edge_log_prob is None else elp[p], temperature)
+        advs.append(_node_advantages(tree, nr, lr[p], depth_norm, eps, baseline, scale).cpu())
+        keep = width_prune(tree, nr, width_prune_mode, prune_k)
+        keeps.append(keep & torch.isin(depth_of, torch.tensor(depths, device="cpu")))
+        nrs.append(nr)
+    return TreeCredit(clip_advantages(torch.cat(advs), clip), torch.cat(keeps), torch.stack(nrs), depths)

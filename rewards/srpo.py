@@ -2,23 +2,30 @@
 
 SRPO (Fei et al. 2025, "SRPO: Self-Referential Policy Optimization for Vision-Language-Action Models")
 rewards a *failed* trajectory by how close it came, in a latent space, to the policy's own *successful*
-trajectories of the same task in the current batch -- no demonstrations or hand-made progress signals::
+trajectories of the same task in the current batch -- no demonstrations or hand-made progress signals.
+The rule is the reference implementation's (siiRL's ``compute_embodied_reward``), per task::
 
     z_i   = E(tau_i)                                   trajectory embedding, [N, D]
-    z~_i  = (z_i - mean_task) / std_task               standardized within the task (sklearn StandardScaler)
-    C_k   = centroids of DBSCAN clusters of {z~_j : j success}   (noise points are singleton clusters)
-    d_i   = min_k || z~_i - C_k ||                     distance to the nearest success cluster
-    r_i   = 1                                           if success
-    r_i   = progress_max * (1 - d_i / max_{j fail in task} d_j)   otherwise, in [0, progress_max] < 1
+    z~_j  = (z_j - mean_S) / std_S                     standardized on the task's successes S only (StandardScaler:
+                                                       population std, 1 for a constant feature)
+    C_k   = centres of the DBSCAN(eps=0.5, min_samples=2) clusters of {z~_j : j in S}, mapped back to the raw
+            space (inverse transform of the cluster mean = the cluster's raw mean); DBSCAN noise points are
+            ignored, and with no cluster at all the single centre is the raw mean of S
+    d_i   = min_k || z_i - C_k ||                      raw-space distance of failure i to the nearest centre
+    u_i   = (d_i - min_F d) / (max_F d - min_F d)      min-max over the task's failures F (0.5 for all when the
+                                                       range is < 1e-6, e.g. a single failure)
+    r_i   = 1                                          if success
+    r_i   = progress_max * sigmoid(10 * (0.5 - u_i))   otherwise (progress_max = 0.6): in (0.004, 0.596)
 
-so the farthest failure of a task gets 0 and failures are ordered by latent distance. A task with no
-success in the batch has no reference: its failures fall back to the binary reward 0 (documented choice;
-SRPO's world-model variant would use a demonstration set instead). ``dbscan_eps`` is in units of
-``sqrt(D)`` (the expected distance scale of standardized D-dim vectors).
+so a lone failure gets 0.3 and failures are ordered by latent distance. A task with no success in the batch
+has no reference: its failures keep the binary reward 0 (as in the reference). The reference also gives 0 to
+rows whose embedding is all zeros (its marker of a failed V-JEPA encode); our encoders have no such marker
+(non-finite embeddings are refused instead), so that filter is not reproduced.
 
-``reference="group"`` (an option, not SRPO's rule): a failure whose own group -- same task *and* initial state --
-has successes is measured against those successes, so that the distance is not dominated by layout
-differences between initial states; other failures use the task's clusters as above.
+``reference="group"`` (a named option, ours, not SRPO's rule): a failure whose own group -- same task *and*
+initial state -- has successes is measured (raw space) against the nearest of those successes, so that the
+distance is not dominated by layout differences between initial states; other failures use the task's centres
+as above. The min-max normalization still runs over all of the task's failures.
 
 The batch (``rewards.base.RewardBatch``): ``videos`` holds the ``N`` episodes (a ``[N, T, 3, H, W]`` tensor, or a
 list of ``N`` videos of their own lengths, each uint8 ``[T_i, H, W, 3]`` or float ``[T_i, 3, H, W]``), and
@@ -67,10 +74,10 @@ class SRPOConfig:
     num_frames: int = 8  # frames sampled uniformly from each trajectory (the last one always included)
     frame_size: int = 64
     pooling: Pooling = "mean_last"
-    dbscan_eps: float = 0.5  # in units of sqrt(D)
-    min_samples: int = 2
-    progress_max: float = 0.6  # failures get rewards in [0, progress_max]
-    reference: Literal["task", "group"] = "task"  # group: a failure's references are its group's successes if any
+    dbscan_eps: float = 0.5  # DBSCAN radius in the successes' standardized space (the reference's 0.5)
+    min_samples: int = 2  # DBSCAN min_samples (the reference's 2)
+    progress_max: float = 0.6  # failure reward = progress_max * sigmoid(...) (the reference's 0.6)
+    reference: Literal["task", "group"] = "task"  # group (ours): a failure's references are its group's successes if any
 
     def __post_init__(self) -> None:
         if not 0.0 <= self.progress_max < 1.0:
@@ -161,9 +168,35 @@ def trajectory_embeddings(encoder, videos: Sequence[torch.Tensor], cfg: SRPOConf
 @dataclass
 class SRPOResult:
     total: torch.Tensor  # [N] rewards
-    progress: torch.Tensor  # [N] 1 for successes, progress value (before progress_max scaling) for failures
-    distance: torch.Tensor  # [N] standardized latent distance to the nearest success cluster (0 for successes, nan w/o ref)
+    progress: torch.Tensor  # [N] 1 for successes, sigmoid(10 (0.5 - u)) (before progress_max scaling) for failures
+    distance: torch.Tensor  # [N] raw latent distance to the nearest success centre (0 for successes, nan w/o ref)
     num_clusters: dict[str, int]  # task -> number of success clusters (0: binary fallback)
+
+
+SIGMOID_STEEPNESS = 10.0  # the reference's reward map: 0.6 * sigmoid(10 * (0.5 - u))
+SIGMOID_OFFSET = 0.5
+FLAT_RANGE = 1e-6  # below this spread of failure distances every failure gets u = 0.5
+
+
+def success_centres(z_success: np.ndarray, eps: float, min_samples: int) -> np.ndarray:
+    """Raw-space centres ``[C, D]`` of the successes ``[S, D]`` (siiRL's clustering): StandardScaler fitted on the
+    successes, DBSCAN in that space, each cluster's mean mapped back (= its raw mean); noise points ignored; the
+    mean of all successes when DBSCAN finds no cluster."""
+    from sklearn.cluster import DBSCAN
+    from sklearn.preprocessing import StandardScaler
+
+    scaler = StandardScaler().fit(z_success)
+    zs = scaler.transform(z_success)
+    labels = DBSCAN(eps=eps, min_samples=min_samples).fit(zs).labels_
+    centres = [scaler.inverse_transform(zs[labels == k].mean(0, keepdims=True))[0] for k in sorted(set(labels) - {-1})]
+    return np.stack(centres) if centres else z_success.mean(0, keepdims=True)
+
+
+def distance_progress(d: np.ndarray) -> np.ndarray:
+    """``sigmoid(10 * (0.5 - u))`` with ``u`` the min-max normalized distances ``d`` (0.5 when flat), in (0, 1)."""
+    span = d.max() - d.min()
+    u = np.full_like(d, 0.5) if span < FLAT_RANGE else (d - d.min()) / span
+    return 1.0 / (1.0 + np.exp(-SIGMOID_STEEPNESS * (SIGMOID_OFFSET - u)))
 
 
 def srpo_progress(embeddings: torch.Tensor, tasks: Sequence[str], success: torch.Tensor, cfg: SRPOConfig,
@@ -171,11 +204,8 @@ def srpo_progress(embeddings: torch.Tensor, tasks: Sequence[str], success: torch
     """The SRPO rule of the module docstring on precomputed embeddings ``[N, D]``; ``success`` ``[N]`` bool.
 
     With ``cfg.reference == "group"`` and ``groups`` given, a failure whose group (same task and initial state)
-    holds successes is measured against those successes only (its own layout), others against the task's
-    success clusters; distances are still normalized over the task's failures."""
-    from sklearn.cluster import DBSCAN
-    from sklearn.preprocessing import StandardScaler
-
+    holds successes is measured against the nearest of those successes, others against the task's success
+    centres; distances are still normalized over the task's failures."""
     z_all = embeddings.detach().double().cpu().numpy()
     succ = success.bool().cpu().numpy()
     n = z_all.shape[0]
@@ -193,25 +223,19 @@ def srpo_progress(embeddings: torch.Tensor, tasks: Sequence[str], success: torch
         if len(s_idx) == 0 or len(f_idx) == 0:
             clusters[task] = 0 if len(s_idx) == 0 else 1
             continue  # no reference (failures keep 0) or nothing to grade
-        z = StandardScaler().fit_transform(z_all[idx])
-        pos = {int(i): k for k, i in enumerate(idx)}
-        zs = z[[pos[int(i)] for i in s_idx]]
-        zf = z[[pos[int(i)] for i in f_idx]]
-        eps = cfg.dbscan_eps * math.sqrt(z.shape[1])
-        labels = DBSCAN(eps=eps, min_samples=cfg.min_samples).fit(zs).labels_
-        centroids = [zs[labels == k].mean(0) for k in sorted(set(labels) - {-1})]
-        centroids += [zs[j] for j in np.nonzero(labels == -1)[0]]  # DBSCAN noise: each success is its own reference
-        clusters[task] = len(centroids)
-        d = np.min(np.linalg.norm(zf[:, None, :] - np.stack(centroids)[None], axis=-1), axis=1)
+        centres = success_centres(z_all[s_idx], cfg.dbscan_eps, cfg.min_samples)
+        clusters[task] = len(centres)
+        zf = z_all[f_idx]
+        d = np.min(np.linalg.norm(zf[:, None, :] - centres[None], axis=-1), axis=1)
         if cfg.reference == "group" and groups is not None:
             for k, i in enumerate(f_idx):
-                own = [pos[int(j)] for j in s_idx if groups[j] == groups[i]]
+                own = [int(j) for j in s_idx if groups[j] == groups[i]]
                 if own:
-                    d[k] = np.min(np.linalg.norm(z[own] - zf[k][None], axis=-1))
-        p = 1.0 - d / d.max() if d.max() > 0 else np.ones_like(d)
+                    d[k] = np.min(np.linalg.norm(z_all[own] - zf[k][None], axis=-1))
+        p = distance_progress(d)
         dist[f_idx] = d
-        progress[f_idx] = np.clip(p, 0.0, 1.0)
-        total[f_idx] = cfg.progress_max * np.clip(p, 0.0, 1.0)
+        progress[f_idx] = p
+        total[f_idx] = cfg.progress_max * p
     f32 = lambda a: torch.as_tensor(a, dtype=torch.float32, device="cpu")  # noqa: E731
     return SRPOResult(f32(total), f32(progress), f32(dist), clusters)
 

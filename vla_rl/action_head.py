@@ -87,6 +87,7 @@ class HeadLogProb:
     step_mask: torch.Tensor  # [B, S] bool
     mean: torch.Tensor  # [B, S, K, A] Gaussian means of each token (for the Flow-GRPO closed-form KL)
     std: torch.Tensor  # [B, S, 1, 1] or [B, S, K, A]
+    std_dev_t: torch.Tensor | None = None  # [B, S, 1, 1]: the flow head's SDEStepOutput.std_dev_t (grpo.loss.flow_kl_scale)
 
 
 def autocast(dtype: torch.dtype | None, device: torch.device | str):
@@ -175,8 +176,7 @@ class FlowMatchingActionHead(nn.Module):
         return (err * m).sum() / m.sum().clamp(min=1.0)
 
     def _sde_kwargs(self) -> dict:
-        sigma_max = float(self.sigmas[1]) if self.cfg.num_steps > 1 else None
-        return dict(kind=self.cfg.sde_kind, eta=self.cfg.eta, sigma_max=sigma_max, reduce=self.cfg.logprob_reduce)
+        return dict(kind=self.cfg.sde_kind, eta=self.cfg.eta, sigma_max=float(self.sigmas[1]), reduce=self.cfg.logprob_reduce)
 
     def _step_mask(self, b: int, stochastic: bool, generator: Generators, device) -> torch.Tensor:
         t = self.cfg.num_steps
@@ -232,7 +232,8 @@ class FlowMatchingActionHead(nn.Module):
         out = sde_step(v, x, s, sn, prev_sample=x_next, **self._sde_kwargs())
         logp = torch.where(step_mask, out.log_prob.reshape(b, t), torch.zeros(b, t, device=ctx.device))
         return HeadLogProb(logp=logp, step_mask=step_mask, mean=out.mean.reshape(b, t, *out.mean.shape[1:]),
-                           std=out.std.reshape(b, t, *out.std.shape[1:]))
+                           std=out.std.reshape(b, t, *out.std.shape[1:]),
+                           std_dev_t=out.std_dev_t.reshape(b, t, *out.std_dev_t.shape[1:]))
 
 
 @dataclass

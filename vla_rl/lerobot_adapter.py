@@ -107,7 +107,7 @@ class LeRobotFlowAdapter:
 
     # ---- the SDE loop through LeRobot's denoise_step ---------------------------------------------
     def _sde_kwargs(self) -> dict:
-        return dict(kind=self.flow.sde_kind, eta=self.flow.eta, sigma_max=float(self.sigmas[1]) if self.num_steps > 1 else None,
+        return dict(kind=self.flow.sde_kind, eta=self.flow.eta, sigma_max=float(self.sigmas[1]),
                     reduce=self.flow.logprob_reduce)
 
     def _run(self, batch: dict, step_fn: Callable[[int, torch.Tensor, torch.Tensor], torch.Tensor], noise: torch.Tensor | None):
@@ -169,7 +169,7 @@ class LeRobotFlowAdapter:
 
     def chunk_log_prob(self, batch: dict, record: dict[str, torch.Tensor]) -> HeadLogProb:
         chain, mask = record["chain"], record["step_mask"].bool()
-        logps, means, stds = [], [], []
+        logps, means, stds, kl_stds = [], [], [], []
 
         def step(i: int, x_t: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
             out = sde_step(v, chain[:, i].to(v.device), self.sigmas[i], self.sigmas[i + 1],
@@ -177,8 +177,9 @@ class LeRobotFlowAdapter:
             logps.append(torch.where(mask[:, i].to(v.device), out.log_prob, torch.zeros_like(out.log_prob)))
             means.append(out.mean)
             stds.append(out.std)
+            kl_stds.append(out.std_dev_t)
             return chain[:, i + 1].to(x_t.device)
 
         with torch.enable_grad():
             self._run(batch, step, chain[:, 0])
-        return HeadLogProb(torch.stack(logps, 1), mask, torch.stack(means, 1), torch.stack(stds, 1))
+        return HeadLogProb(torch.stack(logps, 1), mask, torch.stack(means, 1), torch.stack(stds, 1), torch.stack(kl_stds, 1))

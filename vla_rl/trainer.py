@@ -82,7 +82,7 @@ from grpo.device import resolve_device
 from grpo.distributed import all_reduce_floats, barrier, gather_cpu, init_distributed, keyed_generator, shard_range
 from grpo.fsdp import (copy_full_parameters, full_optimizer_state_dict, load_full_optimizer_state_dict,
                        shard_submodules)
-from grpo.loss import clipped_pg_loss, flow_kl, k3_kl
+from grpo.loss import clipped_pg_loss, flow_kl, flow_kl_scale, k3_kl
 from grpo.metrics import MetricsLogger
 from grpo.loop import Phase, no_phase, resume_latest, run_loop
 from grpo.train_step import NonFiniteGuard, compute_advantages
@@ -424,9 +424,10 @@ class VLARLTrainer:
         if g.kl_coef > 0 and self.reference is not None:
             with torch.no_grad():
                 ref = self.reference.chunk_log_prob(obs, rec)
-            if g.kl_type == "flow" and self.policy.cfg.head == "flow":
+            if g.kl_type != "k3" and self.policy.cfg.head == "flow":
                 s = lp.logp.shape
-                kl = flow_kl(lp.mean.flatten(0, 1), ref.mean.flatten(0, 1), lp.std.flatten(0, 1)).reshape(s)
+                scale = flow_kl_scale(g.kl_type, lp.std, lp.std_dev_t)
+                kl = flow_kl(lp.mean.flatten(0, 1), ref.mean.flatten(0, 1), scale.flatten(0, 1)).reshape(s)
             else:
                 kl = k3_kl(lp.logp, ref.logp)
         return clipped_pg_loss(lp.logp, batch.old_logp[mb].to(dev), adv.to(dev), batch.step_mask[mb].to(dev), g.clip_low,

@@ -342,7 +342,7 @@ class VideoWorldModel(nn.Module):
         deterministic = sde == "ode" or eta == 0
         for i in range(len(sig) - 1):
             v = self.velocity(x, sig[i].expand(b), ctx, actions, tokens)
-            x = sde_step(v, x, sig[i], sig[i + 1], kind=sde, eta=eta, generator=generator,  # type: ignore[arg-type]
+            x = sde_step(v, x, sig[i], sig[i + 1], kind=sde, eta=eta, sigma_max=float(sig[1]), generator=generator,  # type: ignore[arg-type]
                          noise=torch.zeros_like(x) if deterministic else None).prev_sample
         return (context[:, -1:].float() + x.permute(0, 2, 1, 3, 4) / 2).clamp(0, 1)
 

@@ -18,6 +18,14 @@ most 2^-4, so ``|x / (s_b s_t)| <= 6 / (1 - 2^-4) = 6.4`` and every element of t
 0.4 of it). Blocks whose target scale underflows E4M3 (``< 2^-10``, i.e. 2^-9/2: more than ~17 binades below the
 tensor's amax) quantize to zero: the format's dynamic range limit, not a bug.
 
+Block scales below E4M3's smallest normal (``2^-6``) are kept as E4M3 *subnormals* here (what the cast gives, as TE
+does); torchao's ``NVFP4Tensor`` floors them at ``2^-6``. The two differ only for blocks whose amax is below
+``2^-6 * 6 * s_t``, about 3.5e-5 of the tensor's amax (``2^-6 / 448``); such blocks round to zero or near it in both.
+
+Non-finite values in the fake quantizers: NaN and +-inf pass through unchanged, and the scales are computed from the
+*finite* values only, so one inf in a tensor does not turn every finite value to 0 (as ``nan_to_num`` to
++-3.4e38 would, through a tensor amax of 3.4e38).
+
 Storage (per NVFP4 tensor ``[R, K]``): ``codes`` uint8 ``[R, K/2]`` (two 4-bit E2M1 codes per byte, element
 ``2i`` in the low nibble, ``2i+1`` in the high nibble; code = ``sign << 3 | magnitude index`` with magnitudes
 ``E2M1_GRID``), ``block_scale`` ``float8_e4m3fn [R, K/16]``, ``tensor_scale`` FP32 scalar: 4.5 bits per value.
@@ -45,6 +53,12 @@ Fp8Granularity = Literal["tensor", "row"]
 def _check_finite(x: torch.Tensor, what: str) -> None:
     if not bool(torch.isfinite(x).all()):
         raise ValueError(f"{what}: input holds NaN/inf; only finite tensors can be quantized")
+
+
+def _finite_or_zero(x: torch.Tensor) -> torch.Tensor:
+    """``x`` in FP32 with NaN/+-inf replaced by 0, so that scales come from the finite values only."""
+    xf = x.float()
+    return torch.where(torch.isfinite(xf), xf, torch.zeros_like(xf))
 
 
 # ---- E2M1 ------------------------------------------------------------------------------------------------------
@@ -143,9 +157,10 @@ def nvfp4_fake_quant(x: torch.Tensor, tensor_scale: torch.Tensor | None = None) 
     """``dequantize(quantize(x))`` in ``x.dtype`` without packing (the emulated activation path).
 
     Activations use a dynamic per-tensor ``s_t`` (the amax of this call), as TE's NVFP4 recipe does for inputs.
-    Non-finite inputs are passed through (NaN in, NaN out) rather than raising in the middle of a forward pass.
+    Non-finite inputs are passed through (NaN in, NaN out, inf in, inf out) rather than raising in the middle of a
+    forward pass; the finite values are quantized against the finite amax (non-finite ones count as 0 in the scales).
     """
-    q, sb, ts = _nvfp4_scaled(torch.nan_to_num(x.float()), tensor_scale)
+    q, sb, ts = _nvfp4_scaled(_finite_or_zero(x), tensor_scale)
     out = (q * (sb.float() * ts)[..., None]).reshape(x.shape)
     return torch.where(torch.isfinite(x), out, x.float()).to(x.dtype)
 
@@ -174,7 +189,8 @@ def fp8_dequantize(q: torch.Tensor, scale: torch.Tensor, dtype: torch.dtype = to
 
 
 def fp8_fake_quant(x: torch.Tensor, granularity: Fp8Granularity = "tensor") -> torch.Tensor:
-    """``dequantize(quantize(x))`` in ``x.dtype`` (dynamic scale of this call; NaN/inf pass through)."""
-    xf = torch.nan_to_num(x.float())
+    """``dequantize(quantize(x))`` in ``x.dtype`` (dynamic scale of this call from the finite values; NaN/inf pass
+    through)."""
+    xf = _finite_or_zero(x)
     q, s = fp8_quantize(xf, granularity)
     return torch.where(torch.isfinite(x), q.float() * s, x.float()).to(x.dtype)

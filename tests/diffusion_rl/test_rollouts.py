@@ -6,7 +6,7 @@ import torch
 from diffusion_rl.adapters import cond_select
 from diffusion_rl.branch import BranchConfig, tree_credit, tree_rollout
 from diffusion_rl.sampling import SamplerConfig, flat_rollout, guided_velocity, sde_step_mask
-from grpo.flow_sde import sde_step
+from grpo.flow_sde import flow_sigmas, sde_step
 from grpo.loss import clipped_pg_loss
 
 
@@ -18,7 +18,8 @@ def recompute(adapter, rec, prompts, sc, idx=None):
         u = adapter.encode_prompts([""])
         uncond = {k: v.expand(len(idx), *v.shape[1:]) for k, v in u.items()}
     v = guided_velocity(adapter, rec.x[idx], rec.sigma, cond, uncond, sc.cfg_scale)
-    return sde_step(v, rec.x[idx], rec.sigma, rec.sigma_next, kind=sc.sde, eta=sc.eta, prev_sample=rec.x_next[idx])
+    return sde_step(v, rec.x[idx], rec.sigma, rec.sigma_next, kind=sc.sde, eta=sc.eta,
+                    sigma_max=float(flow_sigmas(sc.num_steps, sc.shift)[1]), prev_sample=rec.x_next[idx])
 
 
 @pytest.mark.parametrize("sde,cfg_scale", [("flow_grpo", 1.0), ("dance_grpo", 3.0), ("cps", 1.0)])
@@ -66,6 +67,13 @@ def test_tree_rollout_structure_nfe_and_exactness(sd3):
         if rec.stochastic:
             assert torch.equal(recompute(sd3, rec, prompts, sc).log_prob, rec.log_prob)
     assert ro.extra["edge_log_prob"].shape == (P, N)
+    # each node's edge log-prob is its split step's (the first step of its segment), as BranchGRPO's fusion weighs
+    for p in range(P):
+        for node in tree.nodes[1:]:
+            rec = ro.records[node.start]
+            row = (rec.rows == p * N + node.id).nonzero().item()
+            assert float(ro.extra["edge_log_prob"][p, node.id]) == float(rec.log_prob[row])
+    assert torch.equal(ro.extra["edge_log_prob"][:, 0], torch.zeros(P))
 
 
 def test_fusion_pruning_and_depth_window():
@@ -84,7 +92,7 @@ def test_fusion_pruning_and_depth_window():
     dw = tree_credit(tree, r, BranchConfig(enabled=True, split_steps=[2, 4], depth_window=1), torch.zeros(1, len(tree)),
                      iteration=1)
     assert dw.trained_depths == [2] and not dw.keep[tree.nodes_at_depth(1)].any()
-    # path-probability fusion weights leaves by their path log-prob
+    # path-probability fusion weights siblings by their split-step log-prob
     lp = torch.zeros(1, len(tree))
     lp[0, tree.leaves[3]] = 5.0
     pp = tree_credit(tree, r, BranchConfig(enabled=True, split_steps=[2, 4], fusion="path_prob"), lp)
@@ -97,7 +105,8 @@ def test_split_step_beyond_schedule_fails():
 
 
 def test_tree_advantage_scale_and_baseline():
-    """Default: BranchGRPO Eq. 7 (each depth by its own mean and std: 2 nodes -> +-1 whatever the gap).
+    """Default: BranchGRPO Eq. 7 as its code (each depth by its own mean and unbiased std: 2 nodes -> +-0.71 whatever
+    the gap; depth_norm='population': +-1).
     adv_scale='leaf' divides by the leaf rewards' std, so a small gap between fused internal rewards stays small;
     adv_baseline='parent' subtracts the parent's fused reward (siblings' mean): a leaf whose sibling scored the same
     gets 0, however its subtree compares with the rest of the tree."""
@@ -109,8 +118,10 @@ def test_tree_advantage_scale_and_baseline():
     zeros = torch.zeros(1, len(tree))
     dep = tree_credit(tree, r, BranchConfig(enabled=True, split_steps=[2, 4]), zeros)
     assert torch.equal(dep.advantages, depth_advantages(tree, fuse_rewards(tree, r[0])))
-    assert torch.allclose(dep.advantages[d1].abs(), torch.ones(2), atol=1e-2)  # a 0.1 gap -> +-1
-    std = r[0].std(unbiased=False)
+    assert torch.allclose(dep.advantages[d1].abs(), torch.full((2,), 0.5**0.5), atol=1e-5)  # a 0.1 gap -> +-0.71
+    pop = tree_credit(tree, r, BranchConfig(enabled=True, split_steps=[2, 4], depth_norm="population"), zeros)
+    assert torch.allclose(pop.advantages[d1].abs(), torch.ones(2), atol=1e-2)  # population std: +-1
+    std = r[0].std(unbiased=True)
     leaf = tree_credit(tree, r, BranchConfig(enabled=True, split_steps=[2, 4], adv_scale="leaf"), zeros)
     assert torch.allclose(leaf.advantages[d1], torch.tensor([-0.05, 0.05]) / std, atol=1e-3)
     assert torch.allclose(leaf.advantages[leaves], (r[0] - r[0].mean()) / std, atol=1e-3)
@@ -121,7 +132,7 @@ def test_tree_advantage_scale_and_baseline():
     r2 = torch.tensor([[0.0, 0.0, 1.0, 1.0]])  # siblings agree: the leaves' own segments made no difference
     for bc in (pl, BranchConfig(enabled=True, split_steps=[2, 4], adv_baseline="parent")):
         par2 = tree_credit(tree, r2, bc, zeros)
-        assert torch.equal(par2.advantages[leaves], torch.zeros(4)) and par2.advantages[d1].abs().min() > 0.9
+        assert torch.equal(par2.advantages[leaves], torch.zeros(4)) and par2.advantages[d1].abs().min() > 0.7
     for a in (leaf, par):
         assert a.advantages[0] == 0
     same = tree_credit(tree, torch.ones(1, 4), pl, zeros)
@@ -130,3 +141,20 @@ def test_tree_advantage_scale_and_baseline():
         BranchConfig(adv_scale="global")
     with pytest.raises(ValueError, match="adv_baseline"):
         BranchConfig(adv_baseline="root")
+    with pytest.raises(ValueError, match="depth_norm"):
+        BranchConfig(depth_norm="biased")
+
+
+def test_tree_credit_is_tree_advantages():
+    from grpo.tree import tree_advantages
+
+    bc = BranchConfig(enabled=True, split_steps=[2, 4], branch=[2], fusion="path_prob", width_prune="best_worst",
+                      depth_window=1)
+    tree = bc.make_tree(6)
+    r = torch.tensor([[0.0, 1.0, 0.1, 1.1], [1.0, 0.0, 0.0, 0.5]])
+    lp = torch.randn(2, len(tree), generator=torch.Generator().manual_seed(0))
+    c = tree_credit(tree, r, bc, lp, iteration=3)
+    d = tree_advantages(tree, r, lp, fusion="path_prob", width_prune_mode="best_worst", depth_window=1, iteration=3)
+    for a, b in ((c.advantages, d.advantages), (c.keep, d.keep), (c.node_rewards, d.node_rewards)):
+        assert torch.equal(a, b)
+    assert c.trained_depths == d.trained_depths

@@ -34,11 +34,11 @@ def test_constant_group_gets_zero_and_clip():
     assert float(a.max()) == 5.0 and float(a.min()) == -5.0
 
 
-def test_median_pivot_zero_advantage_and_no_gradient():
-    # G + 1 = 5 samples per group; the median sample is the pivot
+def test_median_std_pivot_zero_advantage_and_no_gradient():
+    # the named option median_std: G + 1 = 5 samples per group; the median sample is the pivot, masked out
     g = torch.tensor([0] * 5 + [1] * 5)
     r = torch.tensor([0.1, 0.9, 0.5, 0.3, 0.7, 5.0, 1.0, 4.0, 2.0, 3.0])
-    adv = group_advantages(r, g, method="median")
+    adv = group_advantages(r, g, method="median_std")
     assert adv.mask.tolist() == [True, True, False, True, True, True, True, True, True, False]
     assert adv.values[2] == 0 and adv.values[9] == 0
     assert int(adv.mask.sum()) == 8
@@ -52,9 +52,28 @@ def test_median_pivot_zero_advantage_and_no_gradient():
     assert float(adv.values[1]) > 0 and float(adv.values[0]) < 0
 
 
-def test_median_with_ties_masks_exactly_one():
-    adv = group_advantages(torch.tensor([1.0, 1.0, 1.0]), torch.zeros(3, dtype=torch.long), method="median")
+def test_median_std_with_ties_masks_exactly_one():
+    adv = group_advantages(torch.tensor([1.0, 1.0, 1.0]), torch.zeros(3, dtype=torch.long), method="median_std")
     assert int((~adv.mask).sum()) == 1
+
+
+def test_median_is_mc_grpo_reference_mad_and_nonzero_factor():
+    # MC-GRPO's reference: A = (r - median) / (MAD + 1e-3) * n / #nonzero, computed here by hand
+    g = torch.tensor([0] * 5 + [1] * 5)
+    r = torch.tensor([0.1, 0.9, 0.5, 0.3, 0.7, 5.0, 1.0, 4.0, 2.0, 2.0])
+    adv = group_advantages(r, g, method="median", clip=None)
+    # group 0: median 0.5, |r - med| = [0.4, 0.4, 0, 0.2, 0.2] -> MAD 0.2; 4 non-zero of 5
+    a0 = [(x - 0.5) / (0.2 + 1e-3) * 5 / 4 for x in [0.1, 0.9, 0.5, 0.3, 0.7]]
+    # group 1: median 2.0 (two samples), |r - med| = [3, 1, 2, 0, 0] -> MAD 1; 3 non-zero of 5
+    a1 = [(x - 2.0) / (1.0 + 1e-3) * 5 / 3 for x in [5.0, 1.0, 4.0, 2.0, 2.0]]
+    torch.testing.assert_close(adv.values, torch.tensor(a0 + a1), rtol=1e-6, atol=1e-6)
+    assert adv.mask.all()  # the reference averages the loss over all n samples; the factor is built for that
+    # a constant group: all zero (no division by a zero count)
+    c = group_advantages(torch.tensor([1.0, 1.0, 1.0]), torch.zeros(3, dtype=torch.long), method="median")
+    assert torch.equal(c.values, torch.zeros(3))
+    # std_mode / eps do not change the reference rule; clip still applies last
+    assert torch.equal(group_advantages(r, g, method="median", std_mode="none", eps=0.5, clip=None).values, adv.values)
+    assert float(group_advantages(r, g, method="median", clip=2.0).values.abs().max()) == 2.0
 
 
 def test_gdpo_keeps_distinct_advantages_where_grpo_collapses():

@@ -3,7 +3,7 @@ import math
 import pytest
 import torch
 
-from grpo.loss import clipped_pg_loss, flow_kl, k3_kl
+from grpo.loss import clipped_pg_loss, flow_kl, flow_kl_scale, k3_kl
 
 
 def test_clip_boundaries_values_and_gradients():
@@ -64,3 +64,27 @@ def test_loss_bad_inputs():
         clipped_pg_loss(torch.zeros(2, 3), torch.zeros(2, 4), torch.zeros(2))
     with pytest.raises(ValueError, match="reduction"):
         clipped_pg_loss(torch.zeros(2), torch.zeros(2), torch.zeros(2), reduction="sum")
+
+
+def test_flow_kl_default_scale_is_flow_grpos():
+    # Flow-GRPO's train_sd3.py: kl = mean((mu - mu_ref)^2) / (2 * std_dev_t^2), std_dev_t without sqrt(-dt);
+    # the exact Gaussian KL (kl_type flow_exact) is that / -dt
+    import math
+
+    from grpo.flow_sde import flow_sigmas, sde_step
+
+    sig = flow_sigmas(10, shift=3.0)
+    g = torch.Generator().manual_seed(0)
+    x, v, v_ref = (torch.randn(2, 4, generator=g) for _ in range(3))
+    for i in (0, 4, 9):
+        s, sn = float(sig[i]), float(sig[i + 1])
+        new = sde_step(v, x, s, sn, kind="flow_grpo", eta=0.7, sigma_max=float(sig[1]), noise=torch.zeros(2, 4))
+        ref = sde_step(v_ref, x, s, sn, kind="flow_grpo", eta=0.7, sigma_max=float(sig[1]), noise=torch.zeros(2, 4))
+        st = 0.7 * math.sqrt(s / (1 - (float(sig[1]) if s == 1 else s)))
+        by_hand = ((new.mean - ref.mean) ** 2).mean(dim=1) / (2 * st**2)
+        default = flow_kl(new.mean, ref.mean, flow_kl_scale("flow", new.std, new.std_dev_t))
+        torch.testing.assert_close(default, by_hand, rtol=1e-5, atol=0)
+        exact = flow_kl(new.mean, ref.mean, flow_kl_scale("flow_exact", new.std, new.std_dev_t))
+        torch.testing.assert_close(exact, by_hand / (s - sn), rtol=1e-5, atol=0)
+    with pytest.raises(ValueError, match="kl_type"):
+        flow_kl_scale("k4", new.std, new.std_dev_t)

@@ -39,7 +39,13 @@ def test_compute_advantages_dispatch():
     a = compute_advantages(cfg, torch.zeros(4), g, {"x": torch.tensor([0.0, 1.0, 0.0, 1.0])})
     assert a.values.shape == (4,)
     med = compute_advantages(GRPOConfig(group_size=3, advantage="median"), torch.tensor([1.0, 2.0, 3.0]), torch.zeros(3))
-    assert int(med.mask.sum()) == 2
+    assert int(med.mask.sum()) == 3  # MC-GRPO's reference keeps the pivot (advantage 0) in the loss's mean
+    assert med.values.tolist() == pytest.approx([-1 / 1.001 * 1.5, 0.0, 1 / 1.001 * 1.5])  # MAD 1, 3 / 2 non-zero
+    med_std = compute_advantages(GRPOConfig(group_size=3, advantage="median_std"), torch.tensor([1.0, 2.0, 3.0]),
+                                 torch.zeros(3))
+    assert int(med_std.mask.sum()) == 2
+    with pytest.raises(ValueError, match="kl_type"):
+        GRPOConfig(kl_type="exact")
 
 
 def _toy(tmp_path, *extra):

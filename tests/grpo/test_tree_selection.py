@@ -2,7 +2,8 @@ import pytest
 import torch
 
 from grpo.selection import select_per_group, select_subset
-from grpo.tree import RolloutTree, depth_advantages, fuse_rewards, sliding_window, width_prune
+from grpo.mix import sliding_window
+from grpo.tree import RolloutTree, depth_advantages, fuse_rewards, tree_advantages, width_prune
 
 
 def test_tree_structure_and_nfe_hand_worked():
@@ -48,10 +49,12 @@ def test_fusion_and_depth_advantages_hand_worked():
     leaf_r = torch.tensor([1.0, 3.0, 0.0, 4.0])
     r = fuse_rewards(t, leaf_r)
     torch.testing.assert_close(r, torch.tensor([2.0, 2.0, 2.0, 1.0, 3.0, 0.0, 4.0]))
-    a = depth_advantages(t, r, eps=0.0)
+    a = depth_advantages(t, r)
     assert float(a[0]) == 0.0 and torch.equal(a[1:3], torch.zeros(2))  # equal siblings
     lr = torch.tensor([1.0, 3.0, 0.0, 4.0])
-    torch.testing.assert_close(a[3:], (lr - lr.mean()) / lr.std(unbiased=False))
+    torch.testing.assert_close(a[3:], (lr - lr.mean()) / (lr.std(unbiased=True) + 1e-8))
+    pop = depth_advantages(t, r, "population", eps=0.0)
+    torch.testing.assert_close(pop[3:], (lr - lr.mean()) / lr.std(unbiased=False))
     # path-probability weighting: leaf 3's edge is far more likely than leaf 4's
     elp = torch.zeros(7)
     elp[3], elp[4] = 0.0, -100.0
@@ -92,3 +95,61 @@ def test_selection_semantics():
     assert select_per_group(r.reshape(2, 4), 2).shape == (2, 2)
     with pytest.raises(ValueError, match="n=9"):
         select_subset(r, 9)
+
+
+def test_depth_norm_reference_at_two_nodes_and_flat_depth():
+    # BranchGRPO's compute_hierarchical_advantages_by_depth: (r - mean) / (std_unbiased + 1e-8), 0 when std < 1e-6
+    t = RolloutTree(4, [1, 2], 2)  # depth 1: n = 2 nodes
+    r = torch.tensor([0.0, 0.2, 0.5, 0.1, 0.3, 0.4, 0.6])
+    a = depth_advantages(t, r)
+    s1 = 0.3 / 2**0.5  # unbiased std of [0.2, 0.5]
+    torch.testing.assert_close(a[1:3], torch.tensor([-0.15, 0.15]) / (s1 + 1e-8))
+    assert float(a[2]) == pytest.approx(2**-0.5, rel=1e-6)
+    pop = depth_advantages(t, r, "population", eps=1e-4)  # the named option: population std, eps
+    torch.testing.assert_close(pop[1:3], torch.tensor([-0.15, 0.15]) / (0.15 + 1e-4))
+    flat = r.clone()
+    flat[1], flat[2] = 0.3, 0.3 + 5e-7  # std ~3.5e-7 < 1e-6: the whole depth gets 0
+    assert torch.equal(depth_advantages(t, flat)[1:3], torch.zeros(2))
+    with pytest.raises(ValueError, match="depth normalization"):
+        depth_advantages(t, r, "biased")
+
+
+def test_path_prob_fuses_one_split_at_a_time():
+    # the issue's example: 3 steps, splits [1, 2], leaf rewards [1, 0, 0, 0], log-prob 2 on leaf 0's split step.
+    # reference: node 1 = softmax([2, 0]) . [1, 0] = e^2 / (e^2 + 1); root = mean(node 1, node 2 = 0) = 0.440
+    # (one softmax over the leaves' summed path log-probs would give e^2 / (e^2 + 3) = 0.711)
+    import math
+
+    t = RolloutTree(3, [1, 2], 2)
+    elp = torch.zeros(len(t))
+    elp[t.leaves[0]] = 2.0
+    r = fuse_rewards(t, torch.tensor([1.0, 0.0, 0.0, 0.0]), "path_prob", elp)
+    n1 = math.exp(2) / (math.exp(2) + 1)
+    torch.testing.assert_close(r, torch.tensor([n1 / 2, n1, 0.0, 1.0, 0.0, 0.0, 0.0]))
+    assert float(r[0]) == pytest.approx(0.440, abs=1e-3)
+    # multi-split with uneven branching and a temperature: every internal node is a softmax of its children only
+    t2 = RolloutTree(5, [0, 2, 4], [3, 2, 1])
+    leaf_r = torch.arange(t2.num_leaves, dtype=torch.float32)
+    elp2 = torch.randn(len(t2), generator=torch.Generator().manual_seed(0))
+    r2 = fuse_rewards(t2, leaf_r, "path_prob", elp2, temperature=0.5)
+    for node in t2.nodes:
+        if node.children:
+            kids = torch.tensor(node.children)
+            w = torch.softmax(elp2[kids] / 0.5, 0)
+            assert float(r2[node.id]) == pytest.approx(float((w * r2[kids]).sum()), rel=1e-6)
+    torch.testing.assert_close(r2[t2.leaves], leaf_r)
+
+
+def test_tree_advantages_one_call():
+    t = RolloutTree(4, [1, 2], 2)
+    leaf_r = torch.tensor([[1.0, 3.0, 0.0, 40.0]])
+    c = tree_advantages(t, leaf_r)
+    nr = fuse_rewards(t, leaf_r[0])
+    torch.testing.assert_close(c.advantages, depth_advantages(t, nr))
+    assert c.keep.tolist() == [False] + [True] * 6 and c.trained_depths == [1, 2]
+    clipped = tree_advantages(t, leaf_r[0], clip=1.0)  # [L] for one tree; clip last
+    torch.testing.assert_close(clipped.advantages, depth_advantages(t, nr).clamp(-1, 1))
+    with pytest.raises(ValueError, match="leaf_rewards"):
+        tree_advantages(t, torch.zeros(1, 3))
+    with pytest.raises(ValueError, match="edge_log_prob"):
+        tree_advantages(t, leaf_r, torch.zeros(1, 3))

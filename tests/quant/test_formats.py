@@ -116,3 +116,21 @@ def test_fp8_round_trip_and_bound(gran):
 def test_fp8_bad_granularity():
     with pytest.raises(ValueError, match="'tensor' or 'row'"):
         fp8_quantize(torch.randn(2, 16), "block")
+
+
+def test_fake_quant_with_inf_keeps_finite_values():
+    # one inf must not zero the finite values: NaN/inf pass through, the rest is quantized against the finite amax
+    x = torch.tensor([1.0, float("nan"), float("inf"), 0.0])
+    y = fp8_fake_quant(x)
+    assert y[0] == 1.0 and torch.isnan(y[1]) and y[2] == float("inf") and y[3] == 0.0
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(3, 32, generator=g)
+    xi = x.clone()
+    xi[0, 3], xi[1, 5], xi[2, 7] = float("inf"), float("-inf"), float("nan")
+    finite = torch.isfinite(xi)
+    for fq in (fp8_fake_quant, lambda t: fp8_fake_quant(t, "row"), nvfp4_fake_quant):
+        yi = fq(xi)
+        # the finite values come out as the quantizer gives them for the same tensor with the non-finite ones at 0
+        torch.testing.assert_close(yi[finite], fq(torch.where(finite, xi, torch.zeros_like(xi)))[finite])
+        assert yi[0, 3] == float("inf") and yi[1, 5] == float("-inf") and torch.isnan(yi[2, 7])
+        assert (yi[finite] - xi[finite]).abs().max() < 0.5 * xi[finite].abs().max()

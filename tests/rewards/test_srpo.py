@@ -1,6 +1,8 @@
 """SRPO reward properties (rewards.srpo), the binary success reward (rewards.success), injected encoders (built-in
 and tiny random DINOv2 / V-JEPA 2), both behind the Reward(RewardBatch) -> RewardOutput protocol."""
 
+import math
+
 import pytest
 import torch
 
@@ -8,6 +10,58 @@ from grpo.train_step import GRPOConfig, compute_advantages
 from rewards import Reward, RewardBatch
 from rewards.srpo import RandomConvEncoder, SRPOConfig, SRPOReward, srpo_progress, trajectory_embeddings
 from rewards.success import episode_fields, episode_metadata, success_reward
+
+
+def _sig(t: float) -> float:
+    return 1 / (1 + math.exp(-t))
+
+
+def _reference_failure_rewards(d: list[float]) -> torch.Tensor:
+    """siiRL's map, restated: u = min-max(d) (0.5 if the range < 1e-6), reward = 0.6 sigmoid(10 (0.5 - u))."""
+    lo, hi = min(d), max(d)
+    u = [0.5] * len(d) if hi - lo < 1e-6 else [(x - lo) / (hi - lo) for x in d]
+    return torch.tensor([0.6 * _sig(10 * (0.5 - x)) for x in u])
+
+
+def test_srpo_one_mode_cluster_ignores_noise_successes():
+    # successes: a tight mode at x ~ 0.01 and one outlier at x = 10. Standardized on the successes only (x std 4.33),
+    # the mode is one DBSCAN(0.5, 2) cluster and the outlier is noise, ignored: the one centre is the mode's raw mean
+    emb = torch.tensor([[0.0, 0.0], [0.01, 0.0], [0.02, 0.0], [10.0, 0.0], [1.0, 0.0], [3.0, 0.0], [9.9, 0.0]])
+    succ = torch.tensor([1, 1, 1, 1, 0, 0, 0], dtype=torch.bool)
+    r = srpo_progress(emb, ["A"] * 7, succ, SRPOConfig())
+    assert r.num_clusters["A"] == 1
+    d = [0.99, 2.99, 9.89]  # raw distances to the centre (0.01, 0)
+    torch.testing.assert_close(r.distance[4:], torch.tensor(d))
+    torch.testing.assert_close(r.total[4:], _reference_failure_rewards(d))
+    assert torch.equal(r.total[:4], torch.ones(4))
+    assert r.total[6] < 0.01  # next to the noise success, but far from the cluster: the lowest reward
+
+
+def test_srpo_two_mode_clusters_and_no_cluster_fallback():
+    # two tight success modes far apart -> two centres (raw means (0.025, 0) and (10.025, 10))
+    emb = torch.tensor([[0.0, 0.0], [0.05, 0.0], [10.0, 10.0], [10.05, 10.0], [9.5, 9.5], [5.0, 5.0], [1.0, 1.0]])
+    succ = torch.tensor([1, 1, 1, 1, 0, 0, 0], dtype=torch.bool)
+    r = srpo_progress(emb, ["A"] * 7, succ, SRPOConfig())
+    assert r.num_clusters["A"] == 2
+    d = [math.hypot(0.525, 0.5), math.hypot(4.975, 5.0), math.hypot(0.975, 1.0)]
+    torch.testing.assert_close(r.distance[4:], torch.tensor(d))
+    torch.testing.assert_close(r.total[4:], _reference_failure_rewards(d))
+    # spread successes (standardized pairwise distances > 0.5): DBSCAN finds no cluster, the single centre is the
+    # successes' mean (2, 4/3)
+    emb2 = torch.tensor([[0.0, 0.0], [4.0, 0.0], [2.0, 4.0], [2.0, 7 / 3], [5.0, 16 / 3]])
+    r2 = srpo_progress(emb2, ["B"] * 5, torch.tensor([1, 1, 1, 0, 0], dtype=torch.bool), SRPOConfig())
+    assert r2.num_clusters["B"] == 1
+    torch.testing.assert_close(r2.distance[3:], torch.tensor([1.0, 5.0]))
+    torch.testing.assert_close(r2.total[3:], _reference_failure_rewards([1.0, 5.0]))
+
+
+def test_srpo_single_failure_and_flat_distances_get_03():
+    emb = torch.tensor([[0.0, 0.0], [0.1, 0.0], [3.0, 4.0]])
+    r = srpo_progress(emb, ["A"] * 3, torch.tensor([1, 1, 0], dtype=torch.bool), SRPOConfig())
+    assert float(r.total[2]) == pytest.approx(0.3)  # u = 0.5 -> 0.6 sigmoid(0)
+    emb = torch.tensor([[0.0, 0.5], [0.0, 1.0], [0.0, -1.0], [0.0, -0.5]])  # failures equidistant from the mean (0, 0)
+    r = srpo_progress(emb, ["A"] * 4, torch.tensor([1, 0, 0, 1], dtype=torch.bool), SRPOConfig(min_samples=2))
+    torch.testing.assert_close(r.total[1:3], torch.full((2,), 0.3))
 
 
 def test_srpo_successes_get_one_failures_ordered_by_distance():
@@ -21,8 +75,10 @@ def test_srpo_successes_get_one_failures_ordered_by_distance():
     f = r.total[2:]
     assert (f >= 0).all() and (f < 1).all() and (f <= cfg.progress_max).all()
     assert f[0] > f[1] > f[2]  # closer to the success cluster -> higher reward
-    assert f[2] == 0  # the farthest failure of the task gets 0
     assert torch.all(r.distance[2:].diff() > 0)
+    # min_samples 1: each success is a centre; raw distances 0.9, 1.9, 3.9 -> u = 0, 1/3, 1
+    torch.testing.assert_close(r.distance[2:], torch.tensor([0.9, 1.9, 3.9]))
+    torch.testing.assert_close(f, torch.tensor([0.8 * _sig(10 * (0.5 - u)) for u in (0.0, 1 / 3, 1.0)]))
 
 
 def test_srpo_normalizes_per_task_and_falls_back_to_binary_without_success():

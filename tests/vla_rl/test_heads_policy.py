@@ -46,9 +46,10 @@ def test_logprob_recomputation_is_exact(head, mode):
     assert any(q.grad is not None and q.grad.abs().sum() > 0 for q in p.head.parameters())
 
 
-@pytest.mark.parametrize("kind", ["flow_grpo", "dance_grpo", "cps"])
+@pytest.mark.parametrize("kind", ["flow_grpo", "dance_grpo", "cps", "cps_gaussian"])
 def test_flow_head_sde_logprob_matches_torch_normal(kind):
-    """Each stored transition x_t -> x_{t+1} has the log-density of N(mean, std^2) (torch.distributions)."""
+    """Each stored transition x_t -> x_{t+1} has the log-density of N(mean, std^2) (torch.distributions); the
+    reference CPS "log-prob" is -(x_{t+1} - mean)^2 (summed here, logprob_reduce='sum')."""
     torch.manual_seed(0)
     head = FlowMatchingActionHead(16, 3, 4, FlowHeadConfig(num_steps=4, sde_kind=kind, eta=0.6, logprob_reduce="sum"))
     ctx = torch.randn(6, 16)
@@ -59,6 +60,8 @@ def test_flow_head_sde_logprob_matches_torch_normal(kind):
         mean, std = lp.mean[:, t], lp.std[:, t]
         ok = std.reshape(-1) > 0
         ref = torch.distributions.Normal(mean[ok], std[ok].expand_as(mean[ok])).log_prob(chain[ok, t + 1]).sum((1, 2))
+        if kind == "cps":
+            ref = -((chain[ok, t + 1] - mean[ok]) ** 2).sum((1, 2))
         torch.testing.assert_close(lp.logp[ok, t], ref, atol=1e-4, rtol=1e-5)
         torch.testing.assert_close(s.logp[ok, t], ref, atol=1e-4, rtol=1e-5)
 
