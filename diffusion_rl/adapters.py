@@ -68,6 +68,7 @@ class ModelConfig:
     gradient_checkpointing: bool = False
     device: str = "auto"  # auto (cuda when available, each rank's own GPU under torchrun), cpu, cuda, cuda:<i>
     lora: LoraSettings = field(default_factory=LoraSettings)
+    lora_init: str | None = None  # a diffusers-saved LoRA (directory or .safetensors) to start the adapter from
     tiny_words: list[str] = field(default_factory=list)  # extra vocabulary for the tiny tokenizer
     tiny: dict[str, Any] = field(default_factory=dict)  # keyword arguments of the tiny builder (path=None)
     pretrain: Literal["none", "shapes"] = "none"  # "shapes": pretrain the demo model into `path` when it is missing
@@ -366,4 +367,10 @@ def build_adapter(cfg: ModelConfig, pipe=None) -> DiffusionAdapter:
     adapter = ADAPTERS[cfg.kind](pipe, cfg)
     if cfg.lora.enabled:
         adapter.add_lora(cfg.lora)
+        if cfg.lora_init:
+            from .export import load_lora_init
+
+            load_lora_init(adapter, cfg.lora_init)
+    elif cfg.lora_init:
+        raise ValueError(f"model.lora_init={cfg.lora_init!r} needs model.lora.enabled=true")
     return adapter

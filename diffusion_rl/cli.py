@@ -2,6 +2,7 @@
 
     diffusion-rl train configs/diffusion/shapes_branch.yaml [key=value ...] [--dry-run]
     diffusion-rl eval runs/shapes_branch/checkpoints[/step_000040]
+    diffusion-rl export runs/shapes_branch OUT [--merge]   (the LoRA as diffusers' load_lora_weights reads it)
 
 Scale-out: one process per device, e.g. ``torchrun --nproc_per_node 8 -m diffusion_rl.cli train cfg.yaml`` or
 ``accelerate launch --multi_gpu --num_processes 8 -m diffusion_rl.cli train cfg.yaml``; the result matches one
@@ -57,10 +58,18 @@ def main(argv: list[str] | None = None) -> int:
     e = sub.add_parser("eval", help="evaluate a checkpoint (a step_* directory or a checkpoints/ root)")
     e.add_argument("checkpoint")
     e.add_argument("overrides", nargs="*")
+    x = sub.add_parser("export", help="write a run's LoRA in the diffusers format (pipe.load_lora_weights(OUT))")
+    x.add_argument("run_dir", help="a run directory, its checkpoints/ folder, or one step_* checkpoint")
+    x.add_argument("out")
+    x.add_argument("--merge", action="store_true", help="also save the pipeline with the LoRA fused, in OUT/merged")
+    x.add_argument("--weights", choices=("auto", "ema", "live"), default="auto",
+                   help="auto: the EMA weights when the run kept them (what its evaluation scored), else the live ones")
     args = ap.parse_args(argv)
     try:
         if args.cmd == "train":
             return _train(args)
+        if args.cmd == "export":
+            return _export(args)
         return _eval(args)
     except RetryError as err:
         print(f"error: {err}", file=sys.stderr)
@@ -101,6 +110,17 @@ def _train(args) -> int:
         for k in ca:
             if k in cb:
                 print(f"  {k.removeprefix('eval/')}: {cb[k]:.3f} -> {ca[k]:.3f}")
+    return 0
+
+
+def _export(args) -> int:
+    from .export import export_run
+
+    info = export_run(args.run_dir, args.out, merge=args.merge, weights=args.weights)
+    lo = info["lora"]
+    print(f"exported {info['weights']} LoRA of {info['checkpoint']} (iteration {info['iteration']}): rank {lo['rank']}, "
+          f"alpha {lo['alpha']}, {lo['tensors']} tensors -> {args.out} (load with {info['pipeline']}"
+          f".load_lora_weights)" + (f"; merged pipeline -> {info['merged']}" if info["merged"] else ""))
     return 0
 
 
