@@ -58,7 +58,9 @@ class ModelConfig:
     """Which denoiser to load and how (the YAML ``model:`` section)."""
 
     kind: Literal["sd3", "flux", "wan"] = "sd3"
-    path: str | None = None  # local pipeline directory or hub id; None builds the tiny model in code
+    path: str | None = None  # a diffusers directory, a single .safetensors checkpoint, or a hub id; None: tiny model in code
+    components: str | None = None  # single-file path: a diffusers directory with the rest (text encoders, VAE, scheduler)
+    drop_t5: bool = False  # SD3: load without T5-XXL (text_encoder_3=None; ~9.5 GB less, CLIP-only prompts)
     dtype: Literal["fp32", "bf16", "fp16"] = "fp32"
     height: int = 32
     width: int = 32
@@ -336,6 +338,10 @@ def load_pipeline(cfg: ModelConfig):
         from .tiny_models import TINY_BUILDERS
 
         return TINY_BUILDERS[cfg.kind](words=cfg.tiny_words, max_length=cfg.max_sequence_length, **cfg.tiny)
+    from .checkpoints import check_pipeline_dir, dropped_components, is_single_file, load_single_file
+
+    if is_single_file(cfg.path):  # one checkpoint file (+ model.components), diffusion_rl.checkpoints
+        return load_single_file(cfg, DTYPES[cfg.dtype] if cfg.dtype != "fp32" else None)
     cls = getattr(diffusers, PIPELINES[cfg.kind])
     p = resolve_model_path(cfg.path)
     if cfg.pretrain == "shapes":
@@ -346,14 +352,10 @@ def load_pipeline(cfg: ModelConfig):
     if looks_local and not (p / "model_index.json").is_file():
         raise FileNotFoundError(f"model.path={cfg.path!r}: no diffusers pipeline there (expected a directory with "
                                 f"model_index.json, as written by {PIPELINES[cfg.kind]}.save_pretrained, or a hub id)")
-    missing: dict[str, None] = {}
-    if looks_local:  # components saved as None (a pixel-space model has no VAE) must be passed as None again
-        import inspect
-        import json
-
-        saved = json.loads((p / "model_index.json").read_text())
-        missing = {k: None for k in inspect.signature(cls.__init__).parameters
-                   if k != "self" and (k not in saved or saved[k] == [None, None])}
+    # components saved as None (a pixel-space model has no VAE) are passed as None again; a listed component whose
+    # folder or weights are absent is one error naming it (diffusion_rl.checkpoints)
+    missing = check_pipeline_dir(p, cls, cfg.kind, cfg.drop_t5) if looks_local \
+        else dropped_components(cfg.kind, cfg.drop_t5)
     try:
         return cls.from_pretrained(str(p) if looks_local else cfg.path, torch_dtype=DTYPES[cfg.dtype] if cfg.dtype != "fp32" else None,
                                    local_files_only=os.environ.get("HF_HUB_OFFLINE", "0") == "1", **missing)
