@@ -68,6 +68,7 @@ class ModelConfig:
     max_sequence_length: int = 16
     guidance: float = 3.5  # FLUX-dev distilled guidance (only used when the transformer has guidance embeddings)
     gradient_checkpointing: bool = False
+    attention: Literal["sdpa", "xformers", "flash"] = "sdpa"  # attention kernel (diffusion_rl.attention); sdpa: torch SDPA
     device: str = "auto"  # auto (cuda when available, each rank's own GPU under torchrun), cpu, cuda, cuda:<i>
     lora: LoraSettings = field(default_factory=LoraSettings)
     lora_init: str | None = None  # a diffusers-saved LoRA (directory or .safetensors) to start the adapter from
@@ -110,6 +111,9 @@ class DiffusionAdapter:
                 m.eval()
                 m.to(self.device)
         self.transformer.to(dtype=self.dtype)
+        from .attention import set_attention
+
+        self.attention = set_attention(self.transformer, cfg.attention, self.kind, self.device)
         if cfg.gradient_checkpointing:
             self.transformer.enable_gradient_checkpointing()
         self._cache: dict[str, Cond] = {}
