@@ -10,7 +10,9 @@ process over the same global batch (see :mod:`diffusion_rl.trainer`). SIGTERM/SI
 checkpoint and exit 0; rerunning the same command resumes. A reward that keeps raising (after ``reward.retries``)
 stops the run with exit code 1 and the prompts of the batch it failed on.
 
-``--dry-run`` prints the resolved config and the cost of one iteration (rollout NFE, backward passes) and exits.
+``--dry-run`` prints the resolved config and the cost of one iteration (rollout NFE, backward passes) and exits;
+``--dry-run --plan`` instead plans the full-size architecture without loading it (:mod:`diffusion_rl.plan`): parameters
+per component, memory per GPU for DDP and FSDP, FLOPs and seconds per iteration.
 A ``pool:`` section with ``enabled: true`` trains with pool-and-select exploration through a quantized rollout copy
 (:class:`diffusion_rl.pool_rollout.PoolGRPOTrainer`, e.g. ``configs/diffusion/shapes_pool_fp8.yaml``);
 ``train.loss=nft`` uses the DiffusionNFT objective instead of the clipped policy gradient.
@@ -55,6 +57,13 @@ def main(argv: list[str] | None = None) -> int:
     t.add_argument("config")
     t.add_argument("overrides", nargs="*", help="key=value overrides, e.g. train.lr=1e-4")
     t.add_argument("--dry-run", action="store_true", help="print the resolved config and cost per iteration")
+    t.add_argument("--plan", action="store_true", help="with --dry-run: memory per GPU (DDP/FSDP), FLOPs and s/iter of the "
+                   "full-size architecture, traced on fake tensors without loading weights (diffusion_rl.plan)")
+    t.add_argument("--arch", default=None, help="--plan: architecture name (default: inferred from model.path)")
+    t.add_argument("--gpus", default="1,8", help="--plan: GPU counts to plan for, comma-separated")
+    t.add_argument("--gpu-mem", type=float, default=80.0, help="--plan: memory of one GPU in GB (H100 SXM: 80)")
+    t.add_argument("--peak-tflops", type=float, default=989.0, help="--plan: dense bf16 peak per GPU (H100 SXM: 989)")
+    t.add_argument("--mfu", type=float, default=0.4, help="--plan: sustained fraction of the peak")
     e = sub.add_parser("eval", help="evaluate a checkpoint (a step_* directory or a checkpoints/ root)")
     e.add_argument("checkpoint")
     e.add_argument("overrides", nargs="*")
@@ -81,6 +90,18 @@ def main(argv: list[str] | None = None) -> int:
 
 def _train(args) -> int:
     cfg, Trainer = _build(args.config, args.overrides)
+    if args.plan:
+        from .plan import build_plan, format_plan
+
+        try:
+            gpus = tuple(int(g) for g in args.gpus.split(","))
+        except ValueError:
+            gpus = ()
+        if not gpus or min(gpus) < 1 or not 0 < args.mfu <= 1 or args.gpu_mem <= 0 or args.peak_tflops <= 0:
+            raise ValueError(f"--plan needs --gpus as positive integers (got {args.gpus!r}), 0 < --mfu <= 1 (got "
+                             f"{args.mfu}), --gpu-mem > 0 and --peak-tflops > 0")
+        print(format_plan(build_plan(cfg, args.arch), cfg, gpus, args.gpu_mem, args.peak_tflops, args.mfu))
+        return 0
     if args.dry_run:
         print(dump_config(cfg))
         cfg.model.lora.enabled = cfg.model.lora.enabled  # the dry run builds the model to check weights and targets
