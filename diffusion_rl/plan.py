@@ -234,7 +234,7 @@ def trace_extrapolated(arch: Arch, mc, mode: str, sde: str, eta: float) -> tuple
 
 
 def trace_vae_decode(arch: Arch, mc) -> Trace:
-    """FLOPs and transient peak of decoding one final sample (Wan: linear in latent frames, traced at 1 and 2)."""
+    """FLOPs and transient peak of decoding one final sample, traced at the recipe's size."""
     from torch._subclasses.fake_tensor import FakeTensorMode
     from torch.utils.flop_counter import FlopCounterMode
 
@@ -255,12 +255,7 @@ def trace_vae_decode(arch: Arch, mc) -> Trace:
                 vae.decode(z, return_dict=False)
         return Trace(float(flops.get_total_flops()), float(mem.peak))
 
-    lat = shapes_for(arch, mc).latent
-    if arch.kind != "wan":
-        return one(lat)
-    t1, t2 = one((lat[0], 1, *lat[2:])), one((lat[0], 2, *lat[2:]))
-    f = lat[1]
-    return Trace(t1.flops + (t2.flops - t1.flops) * (f - 1), t1.peak + (t2.peak - t1.peak) * (f - 1))
+    return one(shapes_for(arch, mc).latent)  # at the true size: Wan's chunked causal decoder's peak is not linear in frames
 
 
 # ---- the iteration -------------------------------------------------------------------------------------------------
