@@ -69,6 +69,7 @@ class ModelConfig:
     guidance: float = 3.5  # FLUX-dev distilled guidance (only used when the transformer has guidance embeddings)
     gradient_checkpointing: bool = False
     attention: Literal["sdpa", "xformers", "flash"] = "sdpa"  # attention kernel (diffusion_rl.attention); sdpa: torch SDPA
+    decode_batch: int = 0  # > 0: decode final samples in chunks of this many (bounds the VAE's transient memory)
     device: str = "auto"  # auto (cuda when available, each rank's own GPU under torchrun), cpu, cuda, cuda:<i>
     lora: LoraSettings = field(default_factory=LoraSettings)
     lora_init: str | None = None  # a diffusers-saved LoRA (directory or .safetensors) to start the adapter from
@@ -78,6 +79,8 @@ class ModelConfig:
 
     def __post_init__(self) -> None:
         check_device_name(self.device)  # the name only: resolved (and CUDA required) when the adapter is built
+        if self.decode_batch < 0:
+            raise ValueError(f"model.decode_batch must be >= 0 (0: all at once), got {self.decode_batch}")
 
 
 Cond = dict[str, torch.Tensor]
@@ -118,6 +121,9 @@ class DiffusionAdapter:
             self.transformer.enable_gradient_checkpointing()
         self._cache: dict[str, Cond] = {}
         self.has_lora = False
+        if cfg.decode_batch > 0:  # the VAE's transient memory grows with the batch: decode chunk by chunk
+            whole = self.decode
+            self.decode = lambda latents: torch.cat([whole(c) for c in latents.split(cfg.decode_batch)])
 
     # ---- prompts ------------------------------------------------------------------------------
     def _encode(self, prompts: list[str]) -> Cond:

@@ -23,7 +23,7 @@ all-gathered blocks); LoRA weights fp32 + gradients fp32 + AdamW moments 2 x fp3
 FSDP; text encoders and VAE bf16, replicated (the trainer keeps them on the device); the rollout's stored latents
 (fp32, two per denoiser row); then the larger of the phases' transient peaks: rollout forward (rows of one
 denoiser call), training forward+backward (rows of one record), VAE decode (all final samples at once, as
-``Trainer.score`` does). The reward model is not included (its size is the reward's, printed as a note).
+``Trainer.score`` does, or ``model.decode_batch`` at a time). The reward model is not included.
 """
 
 from __future__ import annotations
@@ -364,7 +364,7 @@ def memory_per_gpu(plan: Plan, cfg, world: int, strategy: str, gc: bool) -> dict
     tr = plan.traces["train_gc" if gc else "train"].peak
     act = max(0.0, tr - grad_lora_row) * c["train_rows"] + grad_lora_row / shard
     roll = plan.traces["rollout"].peak * c["rows_call"]
-    dec = plan.vae.peak * c["final_local"]
+    dec = plan.vae.peak * (min(c["final_local"], cfg.model.decode_batch) if cfg.model.decode_batch else c["final_local"])
     static = weights + lora + frozen + buffers
     return {"weights": weights, "lora_optim": lora, "text_vae": frozen, "rollout_buffers": buffers,
             "activations": act, "rollout_transient": roll, "decode_transient": dec,

@@ -73,3 +73,25 @@ def test_plan_bad_input(capsys):
     assert "names no known full-size architecture; pass --arch" in capsys.readouterr().err
     with pytest.raises(ValueError, match="unknown architecture"):
         arch_for(None, "sd4")
+
+
+def test_decode_batch_chunks_the_decode_and_the_plan_counts_it():
+    from diffusion_rl.adapters import LoraSettings, ModelConfig, build_adapter
+    from diffusion_rl.plan import Plan, Trace, memory_per_gpu
+
+    lat = torch.randn(5, 4, 16, 16)
+    whole = build_adapter(ModelConfig(kind="sd3", lora=LoraSettings(enabled=False))).decode(lat)
+    chunked = build_adapter(ModelConfig(kind="sd3", decode_batch=2, lora=LoraSettings(enabled=False))).decode(lat)
+    torch.testing.assert_close(chunked, whole, atol=1e-6, rtol=0)
+    with pytest.raises(ValueError, match="decode_batch must be >= 0"):
+        ModelConfig(decode_batch=-1)
+
+    cfg = DiffusionRLConfig()
+    cfg.model.kind, cfg.model.height, cfg.model.width = "sd3", 512, 512
+    cfg.grpo.group_size, cfg.train.prompts_per_iter = 8, 2
+    one = Trace(0.0, 1.0)
+    plan = Plan(ARCHS["sd3.5-medium"], {"transformer": 10, "vae": 1}, 1, 1, 1,
+                {"rollout": one, "train": one, "train_gc": one}, Trace(0.0, 2.0 ** 30))
+    assert memory_per_gpu(plan, cfg, 1, "ddp", True)["decode_transient"] == 16 * 2.0 ** 30  # 16 samples at once
+    cfg.model.decode_batch = 4
+    assert memory_per_gpu(plan, cfg, 1, "ddp", True)["decode_transient"] == 4 * 2.0 ** 30
