@@ -84,3 +84,41 @@ def test_missing_parts_are_named_and_t5_can_be_dropped(tmp_path, capsys):
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "T5-XXL (text_encoder_3)" in err[0] and "drop_t5" in err[0]
     assert not (tmp_path / "run").exists()
+
+
+# diffusers WanTransformer3DModel names -> the original Wan2.1 release's names (Wan-AI's wan/modules/model.py), which
+# is how ComfyUI-style single files (e.g. wan2.1_t2v_1.3B_bf16.safetensors) store the transformer
+_WAN_ORIGINAL = [("condition_embedder.time_embedder.linear_1", "time_embedding.0"),
+                 ("condition_embedder.time_embedder.linear_2", "time_embedding.2"),
+                 ("condition_embedder.text_embedder.linear_1", "text_embedding.0"),
+                 ("condition_embedder.text_embedder.linear_2", "text_embedding.2"),
+                 ("condition_embedder.time_proj", "time_projection.1"), ("attn1", "self_attn"), ("attn2", "cross_attn"),
+                 (".to_out.0.", ".o."), (".to_q.", ".q."), (".to_k.", ".k."), (".to_v.", ".v."),
+                 ("ffn.net.0.proj", "ffn.0"), ("ffn.net.2", "ffn.2"), (".norm2.", ".norm3."),
+                 ("proj_out", "head.head")]
+
+
+def _to_original_wan(sd):
+    out = {}
+    for k, v in sd.items():
+        n = k
+        for a, b in _WAN_ORIGINAL:
+            n = n.replace(a, b)
+        if n == "scale_shift_table":
+            n = "head.modulation"
+        n = n.replace(".scale_shift_table", ".modulation")
+        out["model.diffusion_model." + n] = v.contiguous()
+    return out
+
+
+def test_single_file_in_the_original_wan_layout(tmp_path):
+    """A transformer file in the original release's key layout is converted by from_single_file (diffusers' own
+    converter) and gives the same velocity as the diffusers model."""
+    pipe, snap = _snapshot(tmp_path, "wan")
+    want = _velocity(ADAPTERS["wan"](pipe, _cfg("wan")))
+    single = tmp_path / "wan2.1_t2v_tiny_bf16.safetensors"
+    orig = _to_original_wan(pipe.transformer.state_dict())
+    assert not any(k.startswith("model.diffusion_model.blocks.0.attn1") for k in orig)  # really the other layout
+    save_file(orig, str(single))
+    ad = build_adapter(_cfg("wan", path=str(single), components=str(snap)))
+    torch.testing.assert_close(_velocity(ad), want, atol=1e-6, rtol=0)
