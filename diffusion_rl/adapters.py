@@ -58,7 +58,9 @@ class ModelConfig:
     """Which denoiser to load and how (the YAML ``model:`` section)."""
 
     kind: Literal["sd3", "flux", "wan"] = "sd3"
-    path: str | None = None  # local pipeline directory or hub id; None builds the tiny model in code
+    path: str | None = None  # a diffusers directory, a single .safetensors checkpoint, or a hub id; None: tiny model in code
+    components: str | None = None  # single-file path: a diffusers directory with the rest (text encoders, VAE, scheduler)
+    drop_t5: bool = False  # SD3: load without T5-XXL (text_encoder_3=None; ~9.5 GB less, CLIP-only prompts)
     dtype: Literal["fp32", "bf16", "fp16"] = "fp32"
     height: int = 32
     width: int = 32
@@ -66,8 +68,11 @@ class ModelConfig:
     max_sequence_length: int = 16
     guidance: float = 3.5  # FLUX-dev distilled guidance (only used when the transformer has guidance embeddings)
     gradient_checkpointing: bool = False
+    attention: Literal["sdpa", "xformers", "flash"] = "sdpa"  # attention kernel (diffusion_rl.attention); sdpa: torch SDPA
+    decode_batch: int = 0  # > 0: decode final samples in chunks of this many (bounds the VAE's transient memory)
     device: str = "auto"  # auto (cuda when available, each rank's own GPU under torchrun), cpu, cuda, cuda:<i>
     lora: LoraSettings = field(default_factory=LoraSettings)
+    lora_init: str | None = None  # a diffusers-saved LoRA (directory or .safetensors) to start the adapter from
     tiny_words: list[str] = field(default_factory=list)  # extra vocabulary for the tiny tokenizer
     tiny: dict[str, Any] = field(default_factory=dict)  # keyword arguments of the tiny builder (path=None)
     # "shapes": `path` is the colors-and-shapes demo model; when it is missing the run stops naming the command that
@@ -76,6 +81,8 @@ class ModelConfig:
 
     def __post_init__(self) -> None:
         check_device_name(self.device)  # the name only: resolved (and CUDA required) when the adapter is built
+        if self.decode_batch < 0:
+            raise ValueError(f"model.decode_batch must be >= 0 (0: all at once), got {self.decode_batch}")
 
 
 Cond = dict[str, torch.Tensor]
@@ -109,10 +116,16 @@ class DiffusionAdapter:
                 m.eval()
                 m.to(self.device)
         self.transformer.to(dtype=self.dtype)
+        from .attention import set_attention
+
+        self.attention = set_attention(self.transformer, cfg.attention, self.kind, self.device)
         if cfg.gradient_checkpointing:
             self.transformer.enable_gradient_checkpointing()
         self._cache: dict[str, Cond] = {}
         self.has_lora = False
+        if cfg.decode_batch > 0:  # the VAE's transient memory grows with the batch: decode chunk by chunk
+            whole = self.decode
+            self.decode = lambda latents: torch.cat([whole(c) for c in latents.split(cfg.decode_batch)])
 
     # ---- prompts ------------------------------------------------------------------------------
     def _encode(self, prompts: list[str]) -> Cond:
@@ -345,6 +358,10 @@ def load_pipeline(cfg: ModelConfig):
         from .tiny_models import TINY_BUILDERS
 
         return TINY_BUILDERS[cfg.kind](words=cfg.tiny_words, max_length=cfg.max_sequence_length, **cfg.tiny)
+    from .checkpoints import check_pipeline_dir, dropped_components, is_single_file, load_single_file
+
+    if is_single_file(cfg.path):  # one checkpoint file (+ model.components), diffusion_rl.checkpoints
+        return load_single_file(cfg, DTYPES[cfg.dtype] if cfg.dtype != "fp32" else None)
     cls = getattr(diffusers, PIPELINES[cfg.kind])
     p = resolve_model_path(cfg.path)
     if cfg.pretrain == "shapes" and not (p / "model_index.json").is_file():
@@ -354,14 +371,10 @@ def load_pipeline(cfg: ModelConfig):
     if looks_local and not (p / "model_index.json").is_file():
         raise FileNotFoundError(f"model.path={cfg.path!r}: no diffusers pipeline there (expected a directory with "
                                 f"model_index.json, as written by {PIPELINES[cfg.kind]}.save_pretrained, or a hub id)")
-    missing: dict[str, None] = {}
-    if looks_local:  # components saved as None (a pixel-space model has no VAE) must be passed as None again
-        import inspect
-        import json
-
-        saved = json.loads((p / "model_index.json").read_text())
-        missing = {k: None for k in inspect.signature(cls.__init__).parameters
-                   if k != "self" and (k not in saved or saved[k] == [None, None])}
+    # components saved as None (a pixel-space model has no VAE) are passed as None again; a listed component whose
+    # folder or weights are absent is one error naming it (diffusion_rl.checkpoints)
+    missing = check_pipeline_dir(p, cls, cfg.kind, cfg.drop_t5) if looks_local \
+        else dropped_components(cfg.kind, cfg.drop_t5)
     try:
         return cls.from_pretrained(str(p) if looks_local else cfg.path, torch_dtype=DTYPES[cfg.dtype] if cfg.dtype != "fp32" else None,
                                    local_files_only=os.environ.get("HF_HUB_OFFLINE", "0") == "1", **missing)
@@ -375,4 +388,10 @@ def build_adapter(cfg: ModelConfig, pipe=None) -> DiffusionAdapter:
     adapter = ADAPTERS[cfg.kind](pipe, cfg)
     if cfg.lora.enabled:
         adapter.add_lora(cfg.lora)
+        if cfg.lora_init:
+            from .export import load_lora_init
+
+            load_lora_init(adapter, cfg.lora_init)
+    elif cfg.lora_init:
+        raise ValueError(f"model.lora_init={cfg.lora_init!r} needs model.lora.enabled=true")
     return adapter

@@ -151,10 +151,10 @@ def tree_rollout(adapter: DiffusionAdapter, prompts: list[str], tree: RolloutTre
 
 
 def tree_credit(tree: RolloutTree, leaf_rewards: torch.Tensor, bc: BranchConfig, edge_log_prob: torch.Tensor,
-                iteration: int = 0, eps: float = 1e-4) -> TreeCredit:
-    """:func:`grpo.tree.tree_advantages` with the settings of ``bc`` for ``leaf_rewards[P, L]`` (no clip: the caller
-    clips with ``grpo.adv_clip``). Kept so the trainer's call site stays as it is; call ``tree_advantages`` directly."""
+                iteration: int = 0, eps: float = 1e-4, clip: float | None = None) -> TreeCredit:
+    """:func:`grpo.tree.tree_advantages` (BranchGRPO's credit, the one implementation) with the settings of the YAML
+    ``branch:`` section ``bc``, for ``leaf_rewards [P, L]``; ``clip`` is ``grpo.adv_clip``."""
     return tree_advantages(tree, leaf_rewards, edge_log_prob, fusion=bc.fusion, temperature=bc.fusion_temperature,
-                           depth_norm=bc.depth_norm, eps=eps, baseline=bc.adv_baseline, scale=bc.adv_scale,
+                           depth_norm=bc.depth_norm, eps=eps, baseline=bc.adv_baseline, scale=bc.adv_scale, clip=clip,
                            width_prune_mode=bc.width_prune, prune_k=bc.prune_k, depth_window=bc.depth_window,
                            depth_stride=bc.depth_stride, iteration=iteration)

@@ -5,6 +5,7 @@ core's toy GRPO run.
     diffusion-rl eval runs/shapes_branch/checkpoints[/step_000040]
     diffusion-rl pretrain-shapes --out DIR [--steps 4000 ...]     # the colors-and-shapes demo model (pretrain_shapes)
     diffusion-rl toy configs/grpo/toy_flow.yaml [key=value ...] [--dry-run]   # grpo.demo: 2-D flow model, ~1 min
+    diffusion-rl export runs/shapes_branch OUT [--merge]   (the LoRA as diffusers' load_lora_weights reads it)
 
 Scale-out: one process per device, e.g. ``torchrun --nproc_per_node 8 -m diffusion_rl.cli train cfg.yaml`` or
 ``accelerate launch --multi_gpu --num_processes 8 -m diffusion_rl.cli train cfg.yaml``; the result matches one
@@ -12,7 +13,9 @@ process over the same global batch (see :mod:`diffusion_rl.trainer`). SIGTERM/SI
 checkpoint and exit 0; rerunning the same command resumes. A reward that keeps raising (after ``reward.retries``)
 stops the run with exit code 1 and the prompts of the batch it failed on.
 
-``--dry-run`` prints the resolved config and the cost of one iteration (rollout NFE, backward passes) and exits.
+``--dry-run`` prints the resolved config and the cost of one iteration (rollout NFE, backward passes) and exits;
+``--dry-run --plan`` instead plans the full-size architecture without loading it (:mod:`diffusion_rl.plan`): parameters
+per component, memory per GPU for DDP and FSDP, FLOPs and seconds per iteration.
 A ``pool:`` section with ``enabled: true`` trains with pool-and-select exploration through a quantized rollout copy
 (:class:`diffusion_rl.strategies.PoolStrategy`, e.g. ``configs/diffusion/shapes_pool_fp8.yaml``);
 ``train.loss=nft`` uses the DiffusionNFT objective instead of the clipped policy gradient.
@@ -55,6 +58,13 @@ def main(argv: list[str] | None = None) -> int:
     t.add_argument("config")
     t.add_argument("overrides", nargs="*", help="key=value overrides, e.g. train.lr=1e-4")
     t.add_argument("--dry-run", action="store_true", help="print the resolved config and cost per iteration")
+    t.add_argument("--plan", action="store_true", help="with --dry-run: memory per GPU (DDP/FSDP), FLOPs and s/iter of the "
+                   "full-size architecture, traced on fake tensors without loading weights (diffusion_rl.plan)")
+    t.add_argument("--arch", default=None, help="--plan: architecture name (default: inferred from model.path)")
+    t.add_argument("--gpus", default="1,8", help="--plan: GPU counts to plan for, comma-separated")
+    t.add_argument("--gpu-mem", type=float, default=80.0, help="--plan: memory of one GPU in GB (H100 SXM: 80)")
+    t.add_argument("--peak-tflops", type=float, default=989.0, help="--plan: dense bf16 peak per GPU (H100 SXM: 989)")
+    t.add_argument("--mfu", type=float, default=0.4, help="--plan: sustained fraction of the peak")
     e = sub.add_parser("eval", help="evaluate a checkpoint (a step_* directory or a checkpoints/ root)")
     e.add_argument("checkpoint")
     e.add_argument("overrides", nargs="*")
@@ -79,6 +89,12 @@ def main(argv: list[str] | None = None) -> int:
     y.add_argument("config", nargs="?", default=None, help="a ToyConfig YAML (e.g. configs/grpo/toy_flow.yaml)")
     y.add_argument("overrides", nargs="*", help="key=value overrides, e.g. train.iterations=10")
     y.add_argument("--dry-run", action="store_true", help="print the resolved config and the cost per iteration")
+    x = sub.add_parser("export", help="write a run's LoRA in the diffusers format (pipe.load_lora_weights(OUT))")
+    x.add_argument("run_dir", help="a run directory, its checkpoints/ folder, or one step_* checkpoint")
+    x.add_argument("out")
+    x.add_argument("--merge", action="store_true", help="also save the pipeline with the LoRA fused, in OUT/merged")
+    x.add_argument("--weights", choices=("auto", "ema", "live"), default="auto",
+                   help="auto: the EMA weights when the run kept them (what its evaluation scored), else the live ones")
     args = parse_args(ap, argv, takes_overrides=("train", "toy"))  # key=value overrides may follow --dry-run
     try:
         if args.cmd == "train":
@@ -87,6 +103,8 @@ def main(argv: list[str] | None = None) -> int:
             return _pretrain_shapes(args)
         if args.cmd == "toy":
             return _toy(args)
+        if args.cmd == "export":
+            return _export(args)
         return _eval(args)
     except RetryError as err:
         print(f"error: {err}", file=sys.stderr)
@@ -98,6 +116,18 @@ def main(argv: list[str] | None = None) -> int:
 
 def _train(args) -> int:
     cfg, Trainer = _build(args.config, args.overrides)
+    if args.plan:
+        from .plan import build_plan, format_plan
+
+        try:
+            gpus = tuple(int(g) for g in args.gpus.split(","))
+        except ValueError:
+            gpus = ()
+        if not gpus or min(gpus) < 1 or not 0 < args.mfu <= 1 or args.gpu_mem <= 0 or args.peak_tflops <= 0:
+            raise ValueError(f"--plan needs --gpus as positive integers (got {args.gpus!r}), 0 < --mfu <= 1 (got "
+                             f"{args.mfu}), --gpu-mem > 0 and --peak-tflops > 0")
+        print(format_plan(build_plan(cfg, args.arch), cfg, gpus, args.gpu_mem, args.peak_tflops, args.mfu))
+        return 0
     if args.dry_run:
         print(dump_config(cfg))
         cfg.model.lora.enabled = cfg.model.lora.enabled  # the dry run builds the model to check weights and targets
@@ -149,6 +179,17 @@ def _toy(args) -> int:
 
     argv = ([args.config] if args.config else []) + list(args.overrides) + (["--dry-run"] if args.dry_run else [])
     return toy_main(argv)
+
+
+def _export(args) -> int:
+    from .export import export_run
+
+    info = export_run(args.run_dir, args.out, merge=args.merge, weights=args.weights)
+    lo = info["lora"]
+    print(f"exported {info['weights']} LoRA of {info['checkpoint']} (iteration {info['iteration']}): rank {lo['rank']}, "
+          f"alpha {lo['alpha']}, {lo['tensors']} tensors -> {args.out} (load with {info['pipeline']}"
+          f".load_lora_weights)" + (f"; merged pipeline -> {info['merged']}" if info["merged"] else ""))
+    return 0
 
 
 def _eval(args) -> int:

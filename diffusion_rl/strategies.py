@@ -30,6 +30,7 @@ import torch
 from grpo.advantages import PerPromptStatTracker, clip_advantages
 from grpo.distributed import DistInfo, comm_device, gather_cpu, gathered_advantages, shard_range
 from grpo.train_step import compute_advantages
+from grpo.tree import RolloutTree
 
 from .adapters import DiffusionAdapter
 from .branch import tree_credit, tree_rollout
@@ -81,11 +82,7 @@ class FlatStrategy:
         return adv_rows, keep_rows
 
     def cost(self) -> dict[str, float]:
-        sc, P, G = self.cfg.sampler, self.cfg.train.prompts_per_iter, self.cfg.grpo.group_size
-        cfg_mult = 2 if sc.cfg_scale != 1.0 else 1
-        n_st = int(sde_step_mask(sc, 0).sum())
-        trained = _trained_steps(sc, n_st, self.cfg.train.loss == "nft", self.cfg.train.nft_timesteps)
-        return {"nfe": P * G * sc.num_steps * cfg_mult, "backward": P * G * trained, "final_samples": P * G}
+        return flat_cost(self.cfg)
 
     def after_update(self) -> None:
         """Nothing to follow the trained weights."""
@@ -119,27 +116,12 @@ class TreeStrategy(FlatStrategy):
     def credit(self, ro: Rollout, prompts: list[str], rewards: torch.Tensor, components, iteration: int) -> Credit:
         all_r = gather_cpu(rewards).view(len(prompts), -1)
         edge_lp = gather_cpu(ro.extra["edge_log_prob"].float())
-        c = tree_credit(self.tree, all_r, self.cfg.branch, edge_lp, iteration, self.cfg.grpo.adv_eps)
-        return clip_advantages(c.advantages, self.cfg.grpo.adv_clip), c.keep
+        c = tree_credit(self.tree, all_r, self.cfg.branch, edge_lp, iteration, self.cfg.grpo.adv_eps,
+                        clip=self.cfg.grpo.adv_clip)
+        return c.advantages, c.keep
 
     def cost(self) -> dict[str, float]:
-        sc, P, tree = self.cfg.sampler, self.cfg.train.prompts_per_iter, self.tree
-        cfg_mult = 2 if sc.cfg_scale != 1.0 else 1
-        if self.cfg.train.loss == "nft":
-            return {"nfe": P * tree.nfe() * cfg_mult, "backward": P * tree.num_leaves * self.cfg.train.nft_timesteps,
-                    "final_samples": P * tree.num_leaves}
-        mask = sde_step_mask(sc, 0, force=tuple(tree.split_steps))
-        steps = [i for i in range(sc.num_steps) if mask[i]]
-        trained = steps[:max(1, math.ceil(sc.timestep_fraction * len(steps)))] if sc.timestep_fraction < 1 else steps
-        keep = None
-        if self.cfg.branch.width_prune != "none" or self.cfg.branch.depth_window:
-            credit = tree_credit(tree, torch.arange(tree.num_leaves, dtype=torch.float32, device="cpu")[None],
-                                 self.cfg.branch, torch.zeros(1, len(tree), device="cpu"))
-            keep = credit.keep
-        bw = tree.backward_steps(keep, trained)
-        if sc.timestep_fraction < 1:  # expected value over random step subsets
-            bw = tree.backward_steps(keep, steps) * len(trained) / len(steps)
-        return {"nfe": P * tree.nfe() * cfg_mult, "backward": P * bw, "final_samples": P * tree.num_leaves}
+        return tree_cost(self.cfg, self.tree)
 
 
 class PoolStrategy(FlatStrategy):
@@ -169,12 +151,7 @@ class PoolStrategy(FlatStrategy):
         return pr.rollout
 
     def cost(self) -> dict[str, float]:
-        """Per iteration: the pool's K candidates per prompt (quantized copy) + the N regenerated (policy) rollouts."""
-        c = super().cost()
-        sc, P = self.cfg.sampler, self.cfg.train.prompts_per_iter
-        nfe_pool = P * self.pool.pool_size * sc.num_steps * (2 if sc.cfg_scale != 1.0 else 1)
-        return {**c, "nfe": c["nfe"] + nfe_pool, "nfe_pool": nfe_pool, "nfe_policy": c["nfe"],
-                "pool_candidates": P * self.pool.pool_size}
+        return pool_cost(self.cfg)
 
     def after_update(self) -> None:
         refresh_rollout_copy(self.model_q, self.adapter.transformer)
@@ -217,3 +194,52 @@ def make_strategy(cfg: DiffusionRLConfig, adapter: DiffusionAdapter, dist: DistI
     check_strategy(cfg, dist.world_size)
     cls = strategy_class(cfg)
     return PoolStrategy(cfg, adapter, dist, score) if cls is PoolStrategy else cls(cfg, adapter, dist)
+
+
+# ---- cost per iteration, from the config alone (the trainer's dry run and the full-size --plan use them) ----------
+def flat_cost(cfg: DiffusionRLConfig) -> dict[str, float]:
+    """Flat GRPO per iteration: rollout NFE (x2 with CFG), backward passes over the trained (sample, step) pairs
+    (expected value under ``timestep_fraction``; NFT: its re-noising times), final samples."""
+    sc, P, G = cfg.sampler, cfg.train.prompts_per_iter, cfg.grpo.group_size
+    cfg_mult = 2 if sc.cfg_scale != 1.0 else 1
+    n_st = int(sde_step_mask(sc, 0).sum())
+    trained = _trained_steps(sc, n_st, cfg.train.loss == "nft", cfg.train.nft_timesteps)
+    return {"nfe": P * G * sc.num_steps * cfg_mult, "backward": P * G * trained, "final_samples": P * G}
+
+
+def tree_cost(cfg: DiffusionRLConfig, tree: RolloutTree | None = None) -> dict[str, float]:
+    """BranchGRPO per iteration: NFE of the P trees' shared-prefix rollouts, backward passes over the trained
+    (node, step) pairs after pruning (expected value under ``timestep_fraction``), final samples (the leaves)."""
+    tree = tree if tree is not None else cfg.branch.make_tree(cfg.sampler.num_steps)
+    sc, P = cfg.sampler, cfg.train.prompts_per_iter
+    cfg_mult = 2 if sc.cfg_scale != 1.0 else 1
+    if cfg.train.loss == "nft":
+        return {"nfe": P * tree.nfe() * cfg_mult, "backward": P * tree.num_leaves * cfg.train.nft_timesteps,
+                "final_samples": P * tree.num_leaves}
+    mask = sde_step_mask(sc, 0, force=tuple(tree.split_steps))
+    steps = [i for i in range(sc.num_steps) if mask[i]]
+    trained = steps[:max(1, math.ceil(sc.timestep_fraction * len(steps)))] if sc.timestep_fraction < 1 else steps
+    keep = None
+    if cfg.branch.width_prune != "none" or cfg.branch.depth_window:
+        credit = tree_credit(tree, torch.arange(tree.num_leaves, dtype=torch.float32, device="cpu")[None],
+                             cfg.branch, torch.zeros(1, len(tree), device="cpu"))
+        keep = credit.keep
+    bw = tree.backward_steps(keep, trained)
+    if sc.timestep_fraction < 1:  # expected value over random step subsets
+        bw = tree.backward_steps(keep, steps) * len(trained) / len(steps)
+    return {"nfe": P * tree.nfe() * cfg_mult, "backward": P * bw, "final_samples": P * tree.num_leaves}
+
+
+def pool_cost(cfg: DiffusionRLConfig) -> dict[str, float]:
+    """Pool-then-train per iteration: the pool's K candidates per prompt (quantized copy) + the N regenerated
+    (policy) rollouts as flat GRPO."""
+    c = flat_cost(cfg)
+    sc, P = cfg.sampler, cfg.train.prompts_per_iter
+    nfe_pool = P * cfg.pool.pool_size * sc.num_steps * (2 if sc.cfg_scale != 1.0 else 1)
+    return {**c, "nfe": c["nfe"] + nfe_pool, "nfe_pool": nfe_pool, "nfe_policy": c["nfe"],
+            "pool_candidates": P * cfg.pool.pool_size}
+
+
+def strategy_cost(cfg: DiffusionRLConfig) -> dict[str, float]:
+    """The configured strategy's cost per iteration, without building a model."""
+    return pool_cost(cfg) if cfg.pool.enabled else tree_cost(cfg) if cfg.branch.enabled else flat_cost(cfg)

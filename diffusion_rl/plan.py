@@ -1,0 +1,457 @@
+"""``diffusion-rl train CFG --dry-run --plan``: memory and cost of a full-size recipe, computed on fake tensors.
+
+Nothing is loaded and no weights are allocated. The plan
+
+1. builds every component of the recipe's architecture (:mod:`diffusion_rl.architectures`, configs in code) on the
+   ``meta`` device and counts its parameters (denoiser, LoRA, each text encoder, VAE);
+2. traces the denoiser at full width under ``FakeTensorMode`` (shapes and dtypes only; the CPU fake device makes
+   ``scaled_dot_product_attention`` take its fused, flash-style kernel, O(S) memory, as on a GPU), with the
+   recipe's LoRA in fp32 on bf16 weights, one row, three passes: the rollout forward (no grad), and forward +
+   fp32 SDE log-prob (grpo.flow_sde.sde_step with the stored x_next) + backward with and without gradient
+   checkpointing. ``torch.utils.flop_counter.FlopCounterMode`` counts the FLOPs; :class:`PeakMemory` follows
+   every storage the traced ops create (freed when the last reference dies) and keeps the peak. Each pass is
+   traced at a few depths (1-2 blocks of each block type) and extrapolated linearly in the block counts, which is
+   exact for stacks of identical blocks (``extrapolation`` in the output; :func:`trace_denoiser` traces any
+   depth directly, e.g. the full one, to check it);
+3. combines them with the recipe's iteration (rollout NFE, trained rows, micro-batch = the rows of one record,
+   CFG doubling, KL reference passes, VAE decodes of the final samples) into per-GPU memory for DDP and FSDP on
+   1 and N GPUs of a stated size, FLOPs per iteration for flat GRPO and each BranchGRPO mode, and seconds per
+   iteration at a stated sustained throughput (default H100 SXM bf16 dense 989 TFLOP/s at 40% MFU).
+
+Memory model per GPU (bytes): denoiser weights bf16 (FSDP: 1/N, plus the root's non-block weights and two
+all-gathered blocks); LoRA weights fp32 + gradients fp32 + AdamW moments 2 x fp32 (+ EMA fp32), sharded 1/N under
+FSDP; text encoders and VAE bf16, replicated (the trainer keeps them on the device); the rollout's stored latents
+(fp32, two per denoiser row); then the larger of the phases' transient peaks: rollout forward (rows of one
+denoiser call), training forward+backward (rows of one record), VAE decode (all final samples at once, as
+``Trainer.score`` does, or ``model.decode_batch`` at a time). The reward model is not included.
+"""
+
+from __future__ import annotations
+
+import math
+import weakref
+from dataclasses import dataclass, field
+
+import torch
+from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils._pytree import tree_flatten
+from torch.utils.weak import WeakIdKeyDictionary
+
+from .architectures import Arch, arch_for, build_meta, build_meta_transformer, count_params
+
+GiB = 2 ** 30
+H100_BF16_TFLOPS = 989.0  # H100 SXM dense bf16 tensor-core peak (NVIDIA datasheet)
+# BranchGRPO README (Li et al. 2025, github.com/Fredreic1849/BranchGRPO), FLUX.1-dev, 16 leaves, 20 steps, as published
+ANCHORS_S_PER_ITER = {"DanceGRPO (flat)": 698.0, "BranchGRPO": 493.0, "BranchGRPO + pruning": 314.0,
+                      "BranchGRPO-Mix": 148.0}
+
+
+# ---- FLOPs of the CPU fused attention kernel (what SDPA runs on fake CPU tensors) --------------------------------
+def _register_cpu_flash_flops() -> None:
+    """``FlopCounterMode`` knows the CUDA SDPA kernels; register the same formulas (4 B H S_q S_k D forward,
+    twice that plus the recompute backward, torch.utils.flop_counter.sdpa_*flop_count) for the CPU kernel."""
+    from torch.utils.flop_counter import flop_registry, register_flop_formula, sdpa_backward_flop_count, sdpa_flop_count
+
+    aten = torch.ops.aten
+    fwd = aten._scaled_dot_product_flash_attention_for_cpu
+    bwd = aten._scaled_dot_product_flash_attention_for_cpu_backward
+    if fwd.default not in flop_registry and fwd not in flop_registry:
+        @register_flop_formula(fwd)
+        def _fwd(query_shape, key_shape, value_shape, *args, out_shape=None, **kwargs) -> int:
+            return sdpa_flop_count(query_shape, key_shape, value_shape)
+
+    if bwd.default not in flop_registry and bwd not in flop_registry:
+        @register_flop_formula(bwd)
+        def _bwd(grad_out_shape, query_shape, key_shape, value_shape, *args, out_shape=None, **kwargs) -> int:
+            return sdpa_backward_flop_count(grad_out_shape, query_shape, key_shape, value_shape)
+
+
+class PeakMemory(TorchDispatchMode):
+    """Live bytes of every storage created by a dispatched op (views share their base's storage), freed when the
+    storage is garbage-collected; ``peak`` is the maximum. Storages passed to :meth:`ignore` (weights, inputs that
+    exist before the traced region) are not counted. Works on real and fake tensors."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.live = 0
+        self.peak = 0
+        self._seen: WeakIdKeyDictionary = WeakIdKeyDictionary()
+
+    def ignore(self, tensors) -> None:
+        for t in tensors:
+            self._seen[t.untyped_storage()] = None
+
+    def reset_peak(self) -> None:
+        self.peak = self.live
+
+    def _freed(self, n: int, _ref) -> None:
+        self.live -= n
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        out = func(*args, **(kwargs or {}))
+        for t in tree_flatten(out)[0]:
+            if isinstance(t, torch.Tensor) and not t.is_meta:
+                st = t.untyped_storage()
+                if st in self._seen:
+                    continue
+                n = st.nbytes()
+                self._seen[st] = weakref.ref(st, lambda r, n=n: self._freed(n, r))
+                self.live += n
+                self.peak = max(self.peak, self.live)
+        return out
+
+
+# ---- the traced unit -------------------------------------------------------------------------------------------
+@dataclass
+class Shapes:
+    """Token geometry of one row for an architecture at the recipe's resolution."""
+
+    latent: tuple[int, ...]  # the adapter's latent shape [C, (f,) h, w]
+    cond: dict[str, tuple[int, ...]]  # conditioning tensors of one row
+
+
+def shapes_for(arch: Arch, mc) -> Shapes:
+    if arch.kind == "wan":
+        f = (mc.num_frames - 1) // 4 + 1
+        return Shapes((16, f, mc.height // 8, mc.width // 8), {"prompt_embeds": (mc.max_sequence_length, 4096)})
+    h, w = mc.height // 8, mc.width // 8
+    if arch.kind == "sd3":  # CLIP-L + CLIP-G (77 tokens, padded to 4096) then T5 tokens
+        return Shapes((16, h, w), {"prompt_embeds": (77 + mc.max_sequence_length, 4096), "pooled": (2048,)})
+    return Shapes((16, h, w), {"prompt_embeds": (mc.max_sequence_length, 4096), "pooled": (768,)})
+
+
+def _to_fake(module: torch.nn.Module, fake_mode, device: torch.device) -> list[torch.Tensor]:
+    """Replace every meta parameter / buffer by a fake tensor on ``device`` (same shape, dtype, requires_grad)."""
+    from torch._subclasses.fake_tensor import FakeTensor
+
+    out = []
+    for m in module.modules():
+        for n, p in list(m._parameters.items()):
+            if p is not None:
+                m._parameters[n] = torch.nn.Parameter(FakeTensor(fake_mode, p.data, device), requires_grad=p.requires_grad)
+                out.append(m._parameters[n])
+        for n, b in list(m._buffers.items()):
+            if b is not None:
+                m._buffers[n] = FakeTensor(fake_mode, b, device)
+                out.append(m._buffers[n])
+    return out
+
+
+def add_lora(transformer: torch.nn.Module, kind: str, lora) -> None:
+    """The trainer's LoRA (DiffusionAdapter.add_lora): peft on the attention projections, weights in fp32."""
+    from peft import LoraConfig
+
+    from .adapters import DEFAULT_LORA_TARGETS
+
+    transformer.requires_grad_(False)
+    with torch.device("meta"):
+        transformer.add_adapter(LoraConfig(r=lora.rank, lora_alpha=lora.alpha, lora_dropout=lora.dropout,
+                                           init_lora_weights=True,
+                                           target_modules=list(lora.targets) or DEFAULT_LORA_TARGETS[kind]))
+    for p in transformer.parameters():
+        if p.requires_grad:
+            p.data = p.data.float()
+
+
+def _shell_adapter(arch: Arch, transformer, mc):
+    """An adapter of the recipe's family around ``transformer`` without a pipeline: only ``velocity`` is used."""
+    from .adapters import ADAPTERS
+
+    ad = object.__new__(ADAPTERS[arch.kind])
+    ad.transformer, ad.dtype, ad.device, ad.cfg = transformer, torch.bfloat16, torch.device("cpu"), mc
+    return ad
+
+
+@dataclass
+class Trace:
+    flops: float  # FLOPs of the traced pass (one row)
+    peak: float  # peak bytes created by the pass (weights excluded)
+
+
+def trace_denoiser(arch: Arch, mc, counts: tuple[int, ...] | None, mode: str, sde: str = "flow_grpo",
+                   eta: float = 0.7, rows: int = 1) -> Trace:
+    """One pass of the denoiser at full width, depth ``counts``, under fake tensors. ``mode``: ``rollout`` (no grad,
+    forward + SDE step), ``train`` / ``train_gc`` (forward, fp32 log-prob of the stored transition, backward of
+    ``-(A log p)``; ``_gc``: with gradient checkpointing). FLOPs and memory are traced in two separate runs: the
+    FLOP counter's module hooks keep the recomputed activations of checkpointed blocks alive, inflating the peak."""
+    return Trace(_trace_once(arch, mc, counts, mode, sde, eta, rows, "flops"),
+                 _trace_once(arch, mc, counts, mode, sde, eta, rows, "memory"))
+
+
+def _trace_once(arch, mc, counts, mode, sde, eta, rows, what) -> float:
+    import contextlib
+
+    from torch._subclasses.fake_tensor import FakeTensorMode
+    from torch.utils.flop_counter import FlopCounterMode
+
+    from grpo.flow_sde import sde_step
+
+    _register_cpu_flash_flops()
+    t = build_meta_transformer(arch, counts)
+    add_lora(t, arch.kind, mc.lora)
+    if mode == "train_gc":
+        t.enable_gradient_checkpointing()
+    t.train(mode != "rollout")
+    fm = FakeTensorMode()
+    held = _to_fake(t, fm, torch.device("cpu"))
+    ad = _shell_adapter(arch, t, mc)
+    sh = shapes_for(arch, mc)
+    mem = PeakMemory()
+    flops = FlopCounterMode(display=False)
+    with fm:
+        x = torch.randn(rows, *sh.latent)
+        x_next = torch.randn(rows, *sh.latent)
+        cond = {k: torch.randn(rows, *s, dtype=torch.bfloat16) for k, s in sh.cond.items()}
+        sigma = torch.full((rows,), 0.7)
+        mem.ignore([*held, x, x_next, sigma, *cond.values()])
+        with (mem if what == "memory" else flops), (torch.no_grad() if mode == "rollout" else contextlib.nullcontext()):
+            v = ad.velocity(x, sigma, cond)
+            if mode == "rollout":
+                out = sde_step(v, x, 0.7, 0.65, kind=sde, eta=eta, noise=torch.randn_like(x))
+            else:
+                out = sde_step(v, x, 0.7, 0.65, kind=sde, eta=eta, prev_sample=x_next)
+                (-(out.log_prob * torch.ones_like(out.log_prob)).mean()).backward()
+            del v, out
+    return float(mem.peak) if what == "memory" else float(flops.get_total_flops())
+
+
+def trace_extrapolated(arch: Arch, mc, mode: str, sde: str, eta: float) -> tuple[Trace, dict]:
+    """:func:`trace_denoiser` at depth 1 of every block type and with one more block of each type, extrapolated
+    linearly to ``arch.full_depth`` (``f(full) = f(base) + sum_i (f(base + e_i) - f(base)) (full_i - 1)``)."""
+    k = len(arch.full_depth)
+    base = (1,) * k
+    b = trace_denoiser(arch, mc, base, mode, sde, eta)
+    flops, peak, per_block = b.flops, b.peak, []
+    for i in range(k):
+        c = tuple(2 if j == i else 1 for j in range(k))
+        ti = trace_denoiser(arch, mc, c, mode, sde, eta)
+        extra = arch.full_depth[i] - 1
+        flops += (ti.flops - b.flops) * extra
+        peak += (ti.peak - b.peak) * extra
+        per_block.append({"flops": ti.flops - b.flops, "peak": ti.peak - b.peak})
+    return Trace(flops, peak), {"base": {"flops": b.flops, "peak": b.peak}, "per_block": per_block}
+
+
+def trace_vae_decode(arch: Arch, mc) -> Trace:
+    """FLOPs and transient peak of decoding one final sample, traced at the recipe's size."""
+    from torch._subclasses.fake_tensor import FakeTensorMode
+    from torch.utils.flop_counter import FlopCounterMode
+
+    _register_cpu_flash_flops()
+
+    def one(latent):
+        vae = build_meta(arch.vae)
+        fm = FakeTensorMode()
+        held = _to_fake(vae, fm, torch.device("cpu"))
+        mem = PeakMemory()
+        flops = FlopCounterMode(display=False)
+        with fm:
+            z = torch.randn(1, *latent, dtype=torch.bfloat16)
+            mem.ignore([*held, z])
+            with mem, torch.no_grad():
+                vae.decode(z, return_dict=False)
+            with flops, torch.no_grad():
+                vae.decode(z, return_dict=False)
+        return Trace(float(flops.get_total_flops()), float(mem.peak))
+
+    return one(shapes_for(arch, mc).latent)  # at the true size: Wan's chunked causal decoder's peak is not linear in frames
+
+
+# ---- the iteration -------------------------------------------------------------------------------------------------
+def _tree_keep(cfg, tree):
+    from .branch import tree_credit
+
+    if cfg.branch.width_prune == "none" and not cfg.branch.depth_window:
+        return None
+    credit = tree_credit(tree, torch.arange(tree.num_leaves, dtype=torch.float32, device="cpu")[None], cfg.branch,
+                         torch.zeros(1, len(tree), device="cpu"))
+    return credit.keep
+
+
+def iteration_counts(cfg, world: int) -> dict:
+    """Rollout NFE, trained rows, micro-batches of the recipe's iteration (the trainer's own cost accounting,
+    :func:`diffusion_rl.strategies.strategy_cost`, plus the per-call row counts on one of ``world`` ranks)."""
+    from .sampling import sde_step_mask
+    from .strategies import strategy_cost
+
+    sc, P = cfg.sampler, cfg.train.prompts_per_iter
+    tree = cfg.branch.make_tree(sc.num_steps) if cfg.branch.enabled else None
+    cost = strategy_cost(cfg)
+    cfg_mult = 2 if sc.cfg_scale != 1.0 else 1
+    if tree is None:
+        rows_call = math.ceil(P * cfg.grpo.group_size / world)
+        train_rows = rows_call
+        final_local = rows_call
+    else:
+        trees = math.ceil(P / world)
+        keep = _tree_keep(cfg, tree)
+        mask = sde_step_mask(sc, 0, force=tuple(tree.split_steps))
+        active = [[n for n in tree.nodes if n.start <= s < n.end] for s in range(sc.num_steps)]
+        rows_call = trees * max(len(a) for a in active)
+        train_rows = trees * max((sum(1 for n in a if n.depth > 0 and (keep is None or keep[n.id])) for s, a in
+                                  enumerate(active) if mask[s]), default=0)
+        final_local = trees * tree.num_leaves
+    return {"nfe": cost["nfe"], "backward": cost["backward"], "final": cost["final_samples"], "cfg_mult": cfg_mult,
+            "rows_call": rows_call * cfg_mult, "train_rows": max(1, train_rows) * cfg_mult, "final_local": final_local,
+            "nfe_rows_local": math.ceil(cost["nfe"] / cfg_mult / world)}
+
+
+@dataclass
+class Plan:
+    arch: Arch
+    params: dict[str, int]
+    lora_params: int
+    largest_block: int
+    root_params: int
+    traces: dict[str, Trace]
+    vae: Trace
+    extrapolation: dict = field(default_factory=dict)
+
+
+def build_plan(cfg, arch_name: str | None = None) -> Plan:
+    """Parameter counts and the three traced passes (plus the VAE decode) for ``cfg``'s recipe."""
+    arch = arch_for(cfg.model.path, arch_name)
+    if arch.kind != cfg.model.kind:
+        raise ValueError(f"architecture {arch.name} is a {arch.kind} model, the recipe has model.kind={cfg.model.kind}")
+    t = build_meta_transformer(arch)
+    params = {"transformer": count_params(t)}
+    blocks = [b for name in ("transformer_blocks", "single_transformer_blocks", "blocks")
+              for b in getattr(t, name, [])]
+    largest = max(count_params(b) for b in blocks)
+    root = params["transformer"] - sum(count_params(b) for b in blocks)
+    add_lora(t, arch.kind, cfg.model.lora)
+    lora = count_params(t, trainable=True)
+    for name, spec in arch.text_encoders.items():
+        if name == "text_encoder_3" and cfg.model.drop_t5:
+            continue
+        params[name] = count_params(build_meta(spec))
+    params["vae"] = count_params(build_meta(arch.vae))
+    sc = cfg.sampler
+    traces, extra = {}, {}
+    for mode in ("rollout", "train", "train_gc"):
+        traces[mode], extra[mode] = trace_extrapolated(arch, cfg.model, mode, sc.sde, sc.eta)
+    return Plan(arch, params, lora, largest, root, traces, trace_vae_decode(arch, cfg.model), extra)
+
+
+def iteration_flops(plan: Plan, cfg, gc: bool | None = None) -> dict[str, float]:
+    """FLOPs of one iteration over all ranks: rollout forwards, training passes (x inner epochs; checkpointing
+    recomputes the forward), KL reference forwards, VAE decodes."""
+    c = iteration_counts(cfg, 1)
+    gc = cfg.model.gradient_checkpointing if gc is None else gc
+    tr = plan.traces["train_gc" if gc else "train"].flops
+    fwd = plan.traces["rollout"].flops
+    epochs = cfg.train.inner_epochs
+    out = {"rollout": c["nfe"] * fwd, "train": c["backward"] * c["cfg_mult"] * tr * epochs,
+           "kl_reference": c["backward"] * c["cfg_mult"] * fwd * epochs if cfg.grpo.kl_coef > 0 else 0.0,
+           "vae_decode": c["final"] * plan.vae.flops}
+    out["total"] = sum(out.values())
+    return out
+
+
+def memory_per_gpu(plan: Plan, cfg, world: int, strategy: str, gc: bool) -> dict[str, float]:
+    """Bytes per GPU (see the module docstring for the model)."""
+    c = iteration_counts(cfg, world)
+    n_t = plan.params["transformer"]
+    shard = world if strategy == "fsdp" and world > 1 else 1
+    weights = 2 * (n_t / shard + (plan.root_params + 2 * plan.largest_block if shard > 1 else 0))
+    per_lora = 16 + (4 if cfg.train.ema_decay > 0 else 0)
+    lora = per_lora * plan.lora_params / shard
+    frozen = 2 * sum(v for k, v in plan.params.items() if k != "transformer")
+    lat = 4 * math.prod(shapes_for(plan.arch, cfg.model).latent)
+    buffers = lat * (c["nfe_rows_local"] + c["final_local"])
+    grad_lora_row = 4 * plan.lora_params  # LoRA gradients are inside the traced peak once, not per row
+    tr = plan.traces["train_gc" if gc else "train"].peak
+    act = max(0.0, tr - grad_lora_row) * c["train_rows"] + grad_lora_row / shard
+    roll = plan.traces["rollout"].peak * c["rows_call"]
+    dec = plan.vae.peak * (min(c["final_local"], cfg.model.decode_batch) if cfg.model.decode_batch else c["final_local"])
+    static = weights + lora + frozen + buffers
+    return {"weights": weights, "lora_optim": lora, "text_vae": frozen, "rollout_buffers": buffers,
+            "activations": act, "rollout_transient": roll, "decode_transient": dec,
+            "peak": static + max(act, roll, dec)}
+
+
+def seconds_per_iteration(flops: float, gpus: int, peak_tflops: float, mfu: float) -> float:
+    return flops / (gpus * peak_tflops * 1e12 * mfu)
+
+
+# ---- the anchors' setting (BranchGRPO README) -----------------------------------------------------------------------
+def anchor_modes(cfg) -> dict[str, object]:
+    """FLUX at 16 leaves and 20 steps in the four settings the BranchGRPO README times, as configs of this trainer:
+    flat DanceGRPO (16 samples per prompt, timestep fraction 0.6); BranchGRPO (splits at steps 0, 3, 6, 9, factor 2,
+    16 leaves); + pruning (width: top-1 per parent, depth window 2); -Mix (+ an SDE window of 4 steps)."""
+    import copy
+
+    base = copy.deepcopy(cfg)
+    base.sampler.num_steps = 20
+    base.sampler.cfg_scale = 1.0
+    base.sampler.mix_window = 0
+    base.train.inner_epochs = 1
+    flat = copy.deepcopy(base)
+    flat.branch.enabled = False
+    flat.grpo.group_size = 16
+    flat.sampler.timestep_fraction = 0.6
+    flat.sampler.sde = "dance_grpo"
+    tree = copy.deepcopy(base)
+    tree.branch.enabled = True
+    tree.branch.split_steps, tree.branch.branch = [0, 3, 6, 9], [2]
+    tree.branch.width_prune, tree.branch.depth_window = "none", 0
+    tree.sampler.timestep_fraction = 1.0
+    pruned = copy.deepcopy(tree)
+    pruned.branch.width_prune, pruned.branch.prune_k, pruned.branch.depth_window = "topk_per_parent", 1, 2
+    mix = copy.deepcopy(pruned)
+    mix.sampler.mix_window = 4
+    return {"DanceGRPO (flat)": flat, "BranchGRPO": tree, "BranchGRPO + pruning": pruned, "BranchGRPO-Mix": mix}
+
+
+def format_plan(plan: Plan, cfg, gpus: tuple[int, ...] = (1, 8), gpu_mem_gb: float = 80.0,
+                peak_tflops: float = H100_BF16_TFLOPS, mfu: float = 0.4) -> str:
+    a = plan.arch
+    L = []
+    L.append(f"plan: {a.name} ({a.kind}) at {cfg.model.height}x{cfg.model.width}"
+             + (f"x{cfg.model.num_frames} frames" if a.kind == "wan" else "")
+             + f", bf16 weights, LoRA r={cfg.model.lora.rank} fp32, fake-tensor trace (no weights loaded)")
+    L.append("parameters (meta device):")
+    for k, v in plan.params.items():
+        pub = f"   published {a.published_params:g} B ({a.published_source})" if k == "transformer" else ""
+        L.append(f"  {k:16s} {v / 1e9:8.3f} B{pub}")
+    L.append(f"  {'LoRA (trainable)':16s} {plan.lora_params / 1e6:8.1f} M   largest block {plan.largest_block / 1e6:.1f} M, "
+             f"non-block {plan.root_params / 1e6:.1f} M")
+    tr = plan.traces
+    L.append(f"per-row trace (extrapolated from {a.block_names} depth 1-2 to {a.full_depth}): forward "
+             f"{tr['rollout'].flops / 1e12:.2f} TFLOP, train step {tr['train'].flops / 1e12:.2f} TFLOP "
+             f"(checkpointed {tr['train_gc'].flops / 1e12:.2f}); activations {tr['train'].peak / GiB:.2f} GiB "
+             f"(checkpointed {tr['train_gc'].peak / GiB:.2f}); VAE decode {plan.vae.flops / 1e12:.2f} TFLOP, "
+             f"{plan.vae.peak / GiB:.2f} GiB")
+    c1 = iteration_counts(cfg, 1)
+    L.append(f"iteration: NFE {c1['nfe']}, backward rows {c1['backward']:.0f}, final samples {c1['final']}, "
+             f"CFG x{c1['cfg_mult']}, inner epochs {cfg.train.inner_epochs}")
+    L.append(f"memory per GPU (GiB) on {gpu_mem_gb:g} GB GPUs; reward model not included:")
+    L.append(f"  {'strategy':8s} {'GPUs':>4s} {'ckpt':>4s} {'weights':>8s} {'LoRA+opt':>8s} {'text+VAE':>8s} "
+             f"{'buffers':>8s} {'act':>8s} {'rollout':>8s} {'decode':>8s} {'peak':>8s}  fits")
+    for n in gpus:
+        for strat in (("ddp",) if n == 1 else ("ddp", "fsdp")):
+            for gc in (True, False):
+                m = memory_per_gpu(plan, cfg, n, strat, gc)
+                fits = "yes" if m["peak"] <= gpu_mem_gb * 1e9 else "NO"
+                L.append(f"  {strat:8s} {n:4d} {'on' if gc else 'off':>4s} " + " ".join(
+                    f"{m[k] / GiB:8.2f}" for k in ("weights", "lora_optim", "text_vae", "rollout_buffers", "activations",
+                                                  "rollout_transient", "decode_transient", "peak")) + f"  {fits}")
+    f = iteration_flops(plan, cfg)
+    rate = f"{peak_tflops:g} TFLOP/s x {mfu:.0%} MFU"
+    L.append(f"FLOPs per iteration (this recipe): {f['total'] / 1e15:.1f} PFLOP (rollout {f['rollout'] / 1e15:.1f}, "
+             f"train {f['train'] / 1e15:.1f}, KL ref {f['kl_reference'] / 1e15:.1f}, decode {f['vae_decode'] / 1e15:.2f}); "
+             + ", ".join(f"{seconds_per_iteration(f['total'], n, peak_tflops, mfu):.0f} s/iter on {n} GPU(s)"
+                         for n in gpus) + f" at {rate}")
+    if a.kind == "flux":
+        L.append(f"anchors: FLUX 16 leaves, 20 steps, {cfg.train.prompts_per_iter} prompts/iter, {max(gpus)} GPUs at "
+                 f"{rate}; published s/iter from the BranchGRPO README (hardware and batch as there):")
+        modes = anchor_modes(cfg)
+        base = None
+        for name, mc in modes.items():
+            fm = iteration_flops(plan, mc)
+            s = seconds_per_iteration(fm["total"], max(gpus), peak_tflops, mfu)
+            base = base or s
+            pub = ANCHORS_S_PER_ITER[name]
+            L.append(f"  {name:22s} {fm['total'] / 1e15:8.1f} PFLOP  predicted {s:7.0f} s/iter ({s / base:.2f}x flat)   "
+                     f"published {pub:5.0f} s/iter ({pub / ANCHORS_S_PER_ITER['DanceGRPO (flat)']:.2f}x flat)")
+    return "\n".join(L)

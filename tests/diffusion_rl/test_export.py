@@ -1,0 +1,152 @@
+"""Export: a run's LoRA loads into a stock diffusers pipeline (SD3, FLUX, Wan) and samples the same images as the
+trainer's own sampler; --merge saves a pipeline that does the same without peft; a diffusers-saved LoRA starts a run."""
+
+import json
+
+import pytest
+import torch
+
+from diffusion_rl.adapters import ADAPTERS, LoraSettings, ModelConfig, build_adapter
+from diffusion_rl.cli import main
+from diffusion_rl.prompts import PromptConfig
+from diffusion_rl.sampling import ode_sample
+from diffusion_rl.tiny_models import TINY_BUILDERS
+from diffusion_rl.trainer import DiffusionGRPOTrainer, DiffusionRLConfig
+from grpo.device import randn
+from grpo.flow_sde import flow_sigmas
+
+from .conftest import redness
+
+SIZES = {"sd3": dict(height=32, width=32), "flux": dict(height=32, width=32), "wan": dict(height=32, width=32, num_frames=5)}
+PROMPT = "a red circle"
+STEPS = 4
+
+
+def _run(tmp_path, kind, ema=False):
+    """A saved run whose LoRA is far from zero (random A and B), so the export changes the images."""
+    cfg = DiffusionRLConfig(output_dir=str(tmp_path / "run"), resume=False,
+                            prompts=PromptConfig(source="list", prompts=[PROMPT], num_eval=1))
+    cfg.model.kind = kind
+    for k, v in SIZES[kind].items():
+        setattr(cfg.model, k, v)
+    cfg.model.lora = LoraSettings(rank=4, alpha=8)  # scale alpha / r = 2: the metadata must carry alpha
+    cfg.train.ema_decay = 0.5 if ema else 0.0
+    tr = DiffusionGRPOTrainer(cfg, reward_fn=redness, log=False)
+    g = torch.Generator().manual_seed(1)
+    with torch.no_grad():
+        for p in tr.params:
+            p.copy_(torch.randn(p.shape, generator=g) * 0.2)
+    if ema:  # live weights move on after the EMA was taken: the export must pick the EMA
+        tr.ema = {k: v.clone() for k, v in tr.adapter.trainable_state_dict().items()}
+    tr.save()
+    return cfg, tr
+
+
+def _stock(kind, cfg):
+    """The tiny base pipeline of the run (same seed, same weights) in eval mode, as from_pretrained returns it."""
+    pipe = TINY_BUILDERS[kind](max_length=cfg.max_sequence_length)
+    for m in pipe.components.values():
+        if isinstance(m, torch.nn.Module):
+            m.eval()
+    return pipe
+
+
+def _pipeline_images(pipe, kind, cfg, latents, embeds=None):
+    """Sample with the stock pipeline's own loop, on the trainer's sigma schedule and initial latents, no CFG.
+    Wan: ``embeds`` are the prompt's UMT5 states (WanPipeline's prompt cleaning calls ftfy, not installed here)."""
+    sig = flow_sigmas(STEPS, 1.0)[:-1].tolist()
+    common = dict(prompt=PROMPT, height=cfg.height, width=cfg.width, num_inference_steps=STEPS, output_type="pt",
+                  max_sequence_length=cfg.max_sequence_length)
+    if kind == "sd3":
+        return pipe(**common, guidance_scale=1.0, latents=latents, sigmas=sig).images
+    if kind == "flux":
+        from diffusers import FluxPipeline
+
+        b, c, h, w = latents.shape
+        return pipe(**common, latents=FluxPipeline._pack_latents(latents, b, c, h, w), sigmas=sig).images
+    set_ts = pipe.scheduler.set_timesteps  # WanPipeline takes no sigmas=: hand the schedule to its scheduler
+    pipe.scheduler.set_timesteps = lambda n, device=None, **kw: set_ts(device=device, sigmas=sig)
+    del common["prompt"]
+    return pipe(**common, prompt_embeds=embeds, num_frames=cfg.num_frames, guidance_scale=1.0, latents=latents).frames
+
+
+@pytest.mark.parametrize("kind", ["sd3", "flux", "wan"])
+def test_export_loads_in_stock_pipeline_with_same_images(tmp_path, kind, capsys):
+    cfg, tr = _run(tmp_path, kind)
+    out = tmp_path / "lora"
+    assert main(["export", str(tmp_path / "run"), str(out), "--merge"]) == 0
+    assert "exported live LoRA" in capsys.readouterr().out
+    info = json.loads((out / "export.json").read_text())
+    assert info["lora"]["rank"] == 4 and info["lora"]["alpha"] == 8.0 and info["weights"] == "live"
+
+    # the trainer's sampler (ODE) with the trained LoRA
+    gen = torch.Generator().manual_seed(7)
+    ours = tr.adapter.decode(ode_sample(tr.adapter, [PROMPT], STEPS, gen))
+    x0 = randn((1, *tr.adapter.latent_shape), torch.Generator().manual_seed(7), "cpu")
+    with tr.adapter.reference():
+        base = tr.adapter.decode(ode_sample(tr.adapter, [PROMPT], STEPS, torch.Generator().manual_seed(7)))
+    assert (ours - base).abs().max() > 1e-3  # the LoRA matters, so equality below is not vacuous
+
+    pipe = _stock(kind, cfg.model)  # the same base weights, stock class
+    pipe.load_lora_weights(str(out), weight_name="pytorch_lora_weights.safetensors")  # offline hub needs the name
+    emb = tr.adapter.encode_prompts([PROMPT])["prompt_embeds"] if kind == "wan" else None
+    stock = _pipeline_images(pipe, kind, cfg.model, x0, emb)
+    assert stock.shape == ours.shape
+    torch.testing.assert_close(stock, ours, atol=2e-5, rtol=0)
+
+    merged = type(pipe).from_pretrained(str(out / "merged"))  # fused weights, no adapter
+    assert not any("lora" in n for n, _ in merged.transformer.named_parameters())
+    torch.testing.assert_close(_pipeline_images(merged, kind, cfg.model, x0, emb), ours, atol=2e-4, rtol=0)
+
+
+def test_export_prefers_ema_and_refuses_bad_input(tmp_path, capsys):
+    _, tr = _run(tmp_path, "sd3", ema=True)
+    with torch.no_grad():
+        for p in tr.params:
+            p.add_(1.0)
+    tr.save()  # live != ema now
+    out = tmp_path / "lora"
+    assert main(["export", str(tmp_path / "run"), str(out)]) == 0
+    from safetensors.torch import load_file
+
+    sd = load_file(str(out / "pytorch_lora_weights.safetensors"))
+    key = next(k for k in sd if k.endswith("lora_A.weight"))
+    name = "transformer." + next(n for n in tr.ema if n.endswith("lora_A.default.weight") and
+                                 n.replace("lora_A.default.", "lora_A.") == key[len("transformer."):])
+    torch.testing.assert_close(sd[key], tr.ema[name[len("transformer."):]])
+    assert all(k.startswith("transformer.") and ".default." not in k for k in sd)
+    capsys.readouterr()
+    assert main(["export", str(tmp_path / "nothing"), str(tmp_path / "o2")]) == 2
+    assert "run directory not found" in capsys.readouterr().err
+    assert not (tmp_path / "o2").exists()
+
+
+@pytest.mark.parametrize("kind", ["sd3", "flux", "wan"])
+def test_diffusers_saved_lora_starts_a_run(tmp_path, kind):
+    from peft import LoraConfig
+    from peft.utils import get_peft_model_state_dict
+
+    from diffusion_rl.adapters import DEFAULT_LORA_TARGETS
+
+    mc = ModelConfig(kind=kind, lora=LoraSettings(rank=4, alpha=8), **SIZES[kind])
+    pipe = _stock(kind, mc)
+    cfg = LoraConfig(r=4, lora_alpha=8, target_modules=DEFAULT_LORA_TARGETS[kind])
+    pipe.transformer.add_adapter(cfg)
+    g = torch.Generator().manual_seed(3)
+    with torch.no_grad():
+        for n, p in pipe.transformer.named_parameters():
+            if "lora_" in n:
+                p.copy_(torch.randn(p.shape, generator=g) * 0.2)
+    # the way diffusers' LoRA training scripts save
+    type(pipe).save_lora_weights(str(tmp_path / "dl"), transformer_lora_layers=get_peft_model_state_dict(pipe.transformer),
+                                 transformer_lora_adapter_metadata=cfg.to_dict())
+    mc.lora_init = str(tmp_path / "dl")
+    ad = build_adapter(mc)
+    stock = ADAPTERS[kind](pipe, ModelConfig(kind=kind, **SIZES[kind]))
+    x = torch.randn(2, *ad.latent_shape, generator=g)
+    cond = ad.encode_prompts([PROMPT, "a blue square"])
+    torch.testing.assert_close(ad.velocity(x, torch.tensor([0.7, 0.3]), cond),
+                               stock.velocity(x, torch.tensor([0.7, 0.3]), cond), atol=1e-6, rtol=0)
+    mc.lora = LoraSettings(rank=8, alpha=8)
+    with pytest.raises(ValueError, match="rank \\[4\\] and alpha 8.0.*model.lora.rank=8"):
+        build_adapter(mc)
