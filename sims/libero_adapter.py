@@ -296,6 +296,7 @@ class LiberoEnv(gym.Env):
         self.t, self.init_seed = 0, -1
         self._fault: dict | None = None
         self._warn0 = 0
+        self._expert = _BowlExpertState()
         self.action_space = gym.spaces.Box(-1.0, 1.0, (7,), np.float32)
         o = self._env.reset()
         sd = len(self._state(o))
@@ -363,6 +364,7 @@ class LiberoEnv(gym.Env):
             o, _, _, _ = self._env.step(_SETTLE_ACTION)
         self._warn0 = _bad_warnings(self._env.sim.data)
         self.t = 0
+        self._expert = _BowlExpertState()
         return self._obs(o), self._info(False, False)
 
     def reset_to_state(self, sim_state: np.ndarray, init_seed: int = 0):
@@ -402,9 +404,95 @@ class LiberoEnv(gym.Env):
             info["error"] = "simulation diverged (MuJoCo bad qacc/qvel/qpos warning or non-finite state)"
         return self._obs(o), float(success), success or failed, self.t >= self.max_steps, info
 
+    def expert_action(self, rng: np.random.Generator | None = None, noise: float = 0.0) -> np.ndarray:
+        """A scripted expert's action (``float32[7]``) for LIBERO-Spatial (every task: "pick up the black bowl ... and
+        place it on the plate"); other suites raise NotImplementedError. Success rates in docs/LIBERO.md.
+
+        A phase machine on the simulator state (it keeps its phase between calls; ``reset`` clears it): hover 8 cm
+        above a point of the bowl's rim that lies on the fingers' opening axis, descend with the gripper open,
+        close until both finger pads touch the bowl (robosuite's ``_check_grasp``; on a miss, try the other side of
+        the rim), lift 20 cm above the plate, carry the bowl over the plate, lower it onto the plate, open and
+        rise. The gripper is kept pointing down. ``noise``: std of Gaussian noise added to the translation
+        components (action units, drawn from ``rng``)."""
+        if self.suite != "libero_spatial":
+            raise NotImplementedError(f"no scripted expert for {self.name}; available: libero/libero_spatial/*")
+        a = _bowl_expert(self, self._expert)
+        if noise > 0:
+            rng = rng if rng is not None else np.random.default_rng()
+            a[:3] += noise * rng.standard_normal(3)
+        return np.clip(a, -1.0, 1.0).astype(np.float32)
+
     def close(self) -> None:
         with contextlib.suppress(Exception):
             self._env.close()
+
+
+@dataclass
+class _BowlExpertState:
+    phase: str = "hover"
+    k: int = 0  # steps in this phase
+    side: float = 1.0  # which side of the rim along the finger axis (flipped after a missed grasp)
+    offset: Any = None  # gripper - bowl at the grasp, kept while carrying
+
+
+def _bowl_expert(env: LiberoEnv, st: _BowlExpertState) -> np.ndarray:
+    e = env._env.env
+    d = e.sim.data
+    robot = e.robots[0]
+    gripper = robot.gripper[robot.arms[0]] if isinstance(robot.gripper, dict) else robot.gripper
+    sid = robot.eef_site_id[robot.arms[0]]
+    eef = np.array(d.site_xpos[sid], dtype=np.float64)
+    rot = np.array(d.site_xmat[sid], dtype=np.float64).reshape(3, 3)
+    bowl, plate = (e.objects_dict[n] for n in e.obj_of_interest)
+    bc = np.array(d.body_xpos[e.sim.model.body_name2id(bowl.root_body)], dtype=np.float64)
+    pc = np.array(d.body_xpos[e.sim.model.body_name2id(plate.root_body)], dtype=np.float64)
+    a = np.zeros(7)
+    a[3:5] = np.clip(np.cross(rot[:, 2], [0.0, 0.0, -1.0])[:2] * 4.0, -1.0, 1.0)  # keep the gripper pointing down
+
+    def move(target, gain=10.0):  # 1.0 asks for 5 cm: gain x the error in m / 5 cm
+        return np.clip(gain * (np.asarray(target) - eef), -1.0, 1.0)
+
+    fingers = rot[:, 0] / np.linalg.norm(rot[:, 0])  # the pads open along the eef site's x axis
+    side = (fingers if fingers[1] < 0 else -fingers) * st.side
+    grasp = bc + 0.053 * side + np.array([0.0, 0.0, 0.03])  # the rim wall (5.6 cm outer radius), 3 cm above its base
+    held = bool(e._check_grasp(gripper=gripper, object_geoms=bowl))
+    st.k += 1
+    if st.phase == "hover":
+        above = grasp + np.array([0.0, 0.0, 0.08])
+        target = above if eef[2] >= grasp[2] + 0.05 or np.linalg.norm((above - eef)[:2]) <= 0.02 else \
+            np.array([eef[0], eef[1], above[2]])  # low and off to the side: rise first
+        a[:3], a[6] = move(target), -1.0
+        if np.linalg.norm(above - eef) < 0.012:
+            st.phase, st.k = "descend", 0
+    elif st.phase == "descend":
+        a[:3], a[6] = move(grasp, 6.0), -1.0
+        if (abs(eef[2] - grasp[2]) < 0.012 and np.linalg.norm((grasp - eef)[:2]) < 0.006) or st.k > 40:
+            st.phase, st.k = "close", 0
+    elif st.phase == "close":
+        a[6] = 1.0
+        if (held and st.k > 8) or st.k > 25:
+            st.phase, st.k, st.offset = ("lift" if held else "hover"), 0, eef - bc
+            if not held:
+                st.side = -st.side
+    elif st.phase in ("lift", "carry"):
+        target = np.array([eef[0], eef[1], pc[2] + 0.2]) if st.phase == "lift" else \
+            np.array([pc[0] + st.offset[0], pc[1] + st.offset[1], pc[2] + 0.2])
+        a[:3], a[6] = move(target), 1.0
+        if st.phase == "lift" and eef[2] > pc[2] + 0.17:
+            st.phase, st.k = "carry", 0
+        elif st.phase == "carry" and np.linalg.norm((target - eef)[:2]) < 0.01:
+            st.phase, st.k = "lower", 0
+        if not held and st.k > 3:  # dropped it: start over from the other side
+            st.phase, st.k, st.side = "hover", 0, -st.side
+    elif st.phase == "lower":
+        a[:3], a[6] = move(pc + st.offset + np.array([0.0, 0.0, 0.035]), 6.0), 1.0
+        if bc[2] < pc[2] + 0.03 or st.k > 40:
+            st.phase, st.k = "release", 0
+    else:  # release, then rise
+        a[6] = -1.0
+        if st.k > 8:
+            a[2] = 0.6
+    return a
 
 
 def make(name: str, **kw: Any) -> LiberoEnv:

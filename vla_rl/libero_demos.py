@@ -23,9 +23,10 @@ regeneration step. LIBERO's files do not store the fixtures' sampled positions (
 the ``model_file`` XML, which is not loaded here), so the replay places them from ``init_seed`` and a demo whose
 fixture moved far enough can fail on replay; the count of kept demos says how many.
 
-Where SFT data comes from: no LIBERO demo can be downloaded on this project's machines and sims has no scripted
-LIBERO expert, so SFT data comes from the user: LIBERO's own human demos (50 per task, ``libero-download-datasets``
-where the network allows) converted or replayed here.
+Where SFT data comes from: no LIBERO demo can be downloaded on this project's machines, so LIBERO's own human demos
+(50 per task, ``libero-download-datasets`` where the network allows) come from the user, converted or replayed here.
+For LIBERO-Spatial only, sims has a scripted expert (``LiberoEnv.expert_action``) that ``vla_rl.demos`` records
+demos with when ``sft.demo_path`` is unset; the other suites have none.
 """
 
 from __future__ import annotations
