@@ -53,8 +53,13 @@ class TrainConfig:
     loss: Literal["grpo", "nft"] = "grpo"  # grpo (clipped PG on SDE log-probs) or nft (DiffusionNFT)
     nft_beta: float = 1.0  # DiffusionNFT's beta: how far the implicit positive/negative policies move from the old velocity
     nft_timesteps: int = 2  # re-noising times per final sample and iteration (split over updates_per_iter chunks)
+    onpolicy_tol: float = 1e-3  # on-policy self-check (grpo.onpolicy): max |log pi_train - log pi_rollout| allowed before the first update
+    onpolicy_action: str = "warn"  # warn | stop | off: what the run does when the on-policy gap exceeds onpolicy_tol
 
     def __post_init__(self) -> None:
+        from grpo.onpolicy import validate
+
+        validate(self.onpolicy_tol, self.onpolicy_action, "train.onpolicy")
         if self.loss not in ("grpo", "nft"):
             raise ValueError(f"train.loss must be 'grpo' or 'nft', got {self.loss!r}")
         if self.nft_beta <= 0 or self.nft_timesteps < 1:
@@ -100,6 +105,8 @@ class DiffusionRLConfig:
             if self.grpo.advantage == "gdpo":
                 out["grpo.std_mode"] = "grpo.advantage='gdpo' (each reward component is normalized per group)"
             else:
+                if self.grpo.advantage == "median":
+                    out["grpo.std_mode"] = "grpo.advantage='median' (MC-GRPO scales by the group's MAD)"
                 out["grpo.reward_weights"] = f"grpo.advantage={self.grpo.advantage!r} (component weights are GDPO's)"
         if self.train.loss != "nft":
             why = "train.loss='grpo' (these are DiffusionNFT's settings)"

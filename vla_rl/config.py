@@ -95,5 +95,7 @@ class VLARLConfig:
         if self.grpo.advantage == "gdpo":
             out["grpo.std_mode"] = "grpo.advantage='gdpo' (each reward component is normalized per group)"
         else:
+            if self.grpo.advantage == "median":
+                out["grpo.std_mode"] = "grpo.advantage='median' (MC-GRPO scales by the group's MAD)"
             out["grpo.reward_weights"] = f"grpo.advantage={self.grpo.advantage!r} (component weights are GDPO's)"
         return out
