@@ -76,13 +76,8 @@ def align_world_model(wm: VideoWorldModel, idm: InverseDynamicsModel, table: Con
     ``eta * sqrt(sigma / (1 - sigma)) * sqrt(dt)`` per step; at the world model's 4 sampling steps, eta 0.7
     makes the rollouts so noisy that the update drifts away from the ODE predictions it is judged on) and a
     KL to the LoRA-disabled reference, ``grpo.kl_coef = 0.03`` (``kl_type = flow_exact``, the exact KL the 0.03 was tuned with: ``||mu_theta -
-    mu_ref||^2 / (2 std^2)`` per SDE step), at ``train.lr = 1e-3``. Measured on reach (loop_reach.yaml data
-    and world model, 16 training rows + 32 held-out rows of (context, chunk), 40 iterations x 4 rows x 8,
-    two seeds): EVA reward of the ODE predictions 1.156 -> 1.171 / 1.188 (held-out rows 1.042 -> 1.046 /
-    1.078), frame MSE vs the simulator 0.00433 -> 0.00423 / 0.00423 (held-out 0.00582 -> 0.00583 / 0.00576).
-    The former eta 0.7 without KL lowered the reward (1.156 -> 1.104, held-out 1.042 -> 0.926) and raised the
-    MSE (0.00433 -> 0.00526); eta 0.3 without KL raises the reward a lot (-> 1.57 / 1.90) but the held-out
-    frame MSE drifts up with seed and length (0.00577 / 0.00679, 0.00621 at 80 iterations).
+    mu_ref||^2 / (2 std^2)`` per SDE step), at ``train.lr = 1e-3``.
+    What these defaults and the alternatives did on reach: docs/RESULTS.md#world-model-parts-and-eva.
     """
     base = [f"output_dir={output_dir}", "prompts.source=list", f"prompts.prompts={table.keys()}",
             f"prompts.num_eval={min(8, len(table.keys()))}", f"sampler.num_steps={wm.cfg.sampling_steps}",

@@ -213,19 +213,12 @@ def fit_success_head(wm: VideoWorldModel, m: ModelsConfig, train: Trajectories, 
     """Class-balanced training of the success head: on the real frames of ``windows`` and, with
     ``m.success_imagined``, on the world model's own rollouts of ``train`` (:func:`imagined_success_samples`,
     sampled with ``m.env_sampling_steps`` as in the env), ``m.success_imagined_fraction`` of each batch;
-    ``m.success_augment``: label-preserving flips and shifts (``train_success_head(augment=True)``).
+    ``m.success_augment``: label-preserving flips and shifts (``train_success_head(augment=True)``). State-aware
+    head (``m.success_state``; the state model must be trained first, ``state_model``): the imagined samples carry
+    the state model's open-loop states.
 
-    Measured on reach (loop_reach.yaml data and world model, 1000 head steps, 72 held-out episodes, balanced
-    accuracy of the head on the model's *imagined* frames at threshold 0.5 / 0.7): real frames only 0.54 /
-    0.54; + imagined frames 0.60 / 0.57; + imagined frames + augmentation (the default) 0.69 / 0.68 (0.70 /
-    0.69 with a world model trained 3000 steps at batch 32). On real held-out frames: 0.60 -> 0.69.
-
-    State-aware head (``m.success_state``; the state model must be trained first, ``state_model``): the
-    imagined samples carry the state model's open-loop states. Same world model, 72 held-out episodes,
-    threshold 0.7, per-frame balanced accuracy / episode agreement / episode false-positive rate: frames only
-    0.62 / 0.58 / 0.61; + state 0.66 / 0.65 / 0.34; + state, distances and the camera grounding with
-    ``success_ground_weight`` 5 and 2000 steps (loop_reach.yaml) 0.79 / 0.85 / 0.07; the rule "predicted grip
-    point within 3 cm of the true target" (the ceiling of the state model) 0.99 / 0.99 / 0.0."""
+    What each of these options bought on reach (balanced accuracy, episode agreement, false positives):
+    docs/RESULTS.md#world-model-parts-and-eva."""
     imagined = None
     if m.success_imagined:
         imagined = imagined_success_samples(wm, train, m.success_imagined_rollouts, seed=seed + 1,

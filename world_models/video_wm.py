@@ -28,9 +28,8 @@
   frame ``state[B, K, D]`` -- in the env the state model's open-loop prediction, far more accurate than the
   pixels -- plus (``state_points``) grip-to-object distances and (``state_camera``) an instruction grounding:
   each object's colour in the episode's first real frame ``ref`` (through the camera projection) scored
-  against the instruction, giving the expected distance to the *named* object. Measured on 72 held-out reach
-  episodes (``world_models.fit.fit_success_head``): episode false positives 0.61 -> 0.07, episode agreement
-  0.58 -> 0.85, per-frame balanced accuracy 0.62 -> 0.79.
+  against the instruction, giving the expected distance to the *named* object (what it changes, measured:
+  docs/RESULTS.md#world-model-parts-and-eva).
 
 Shapes: frames are float ``[B, T, 3, H, W]`` in [0, 1] at the API; internally ``[B, 3, T, H, W]`` in [-1, 1].
 """
