@@ -2,7 +2,7 @@
 core's toy GRPO run.
 
     diffusion-rl train configs/diffusion/shapes_branch.yaml [key=value ...] [--dry-run]
-    diffusion-rl eval runs/shapes_branch/checkpoints[/step_000040]
+    diffusion-rl eval runs/shapes_branch/checkpoints[/step_000040 | /best]   # best: highest eval reward so far
     diffusion-rl pretrain-shapes --out DIR [--steps 4000 ...]     # the colors-and-shapes demo model (pretrain_shapes)
     diffusion-rl toy configs/grpo/toy_flow.yaml [key=value ...] [--dry-run]   # grpo.demo: 2-D flow model, ~1 min
     diffusion-rl export runs/shapes_branch OUT [--merge]   (the LoRA as diffusers' load_lora_weights reads it)
@@ -216,7 +216,8 @@ def _eval(args) -> int:
         tr.ema = state["ema"]
     score = tr.evaluate()
     print(f"{state['__path__']} (iteration {state['iteration']}): eval reward {score:.4f} "
-          f"(pretrained model: {base:.4f}) on {len(tr.prompts.eval_prompts)} prompts")
+          f"(pretrained model: {base:.4f}) on {len(tr.prompts.eval_prompts)} prompts"
+          + (f"; kept as best for {state['best']['metric']} {state['best']['value']:.4f}" if "best" in state else ""))
     return 0
 
 

@@ -56,8 +56,8 @@ from typing import Any, Callable
 
 import torch
 
-from grpo.checkpoint import (capture_rng_state, load_checkpoint, random_state_from_json, random_state_to_json,
-                             restore_rng_state, save_checkpoint)
+from grpo.checkpoint import (best_record, capture_rng_state, improves, load_checkpoint, random_state_from_json,
+                             random_state_to_json, restore_rng_state, save_best, save_checkpoint)
 from grpo.config import check_resume_config, config_to_dict
 from grpo.distributed import all_reduce_floats, barrier, gather_cpu, init_distributed, keyed_generator
 from grpo.flow_sde import flow_sigmas, sde_step
@@ -138,6 +138,7 @@ class DiffusionGRPOTrainer:
         self.logger = MetricsLogger(self.out, enabled=log and self.dist.is_main, config=config_to_dict(cfg))
         self.iteration = 0
         self.eval_before: float | None = None
+        self.best: dict[str, Any] | None = None  # {"metric", "value", "iteration", "mode"} of checkpoints/best
         self.last_eval_components: dict[str, float] = {}
         self.eval_before_components: dict[str, float] = {}
         self.last_advantages: torch.Tensor | None = None  # global advantages per row id of the last iteration
@@ -444,8 +445,18 @@ class DiffusionGRPOTrainer:
         return float(out.total.float().mean())
 
     # ---- checkpoints --------------------------------------------------------------------------
-    def save(self) -> Path | None:
-        """Rank 0 writes the checkpoint (nothing in it depends on the world size), then every rank waits for it.
+    def keep_best(self, value: float) -> Path | None:
+        """After an evaluation (every rank calls it): when rank 0's ``value`` of ``eval/reward`` beats the best so far,
+        save this iteration as ``checkpoints/best`` (grpo.checkpoint.save_best) beside the latest."""
+        value = all_reduce_floats([value if self.dist.is_main else float("-inf")], "max")[0]
+        if not improves(self.best, value):
+            return None
+        self.best = best_record("eval/reward", value, self.iteration)
+        return self.save(best=True)
+
+    def save(self, best: bool = False) -> Path | None:
+        """Rank 0 writes the checkpoint (nothing in it depends on the world size), then every rank waits for it;
+        ``best``: as ``checkpoints/best`` (record ``self.best``) instead of the next ``step_*``.
         FSDP: every rank first takes part in gathering the full trainable weights, optimizer state and EMA."""
         path = None
         if self.fsdp:
@@ -461,13 +472,14 @@ class DiffusionGRPOTrainer:
                      "tracker": self.strategy.state_dict(), "guard": self.guard.state_dict(),
                      "rng": capture_rng_state(), "generator": self.gen.get_state(),
                      "data_rng": random_state_to_json(self.rng.getstate()), "iteration": self.iteration,
-                     "eval_before": self.eval_before,
+                     "eval_before": self.eval_before, "best": self.best,
                      "config": config_to_dict(self.cfg)}
             if ema is not None:
                 state["ema"] = ema
             if self.last_advantages is not None:  # the last iteration's global credit (diagnostics, tests)
                 state["last_iteration"] = {"advantages": self.last_advantages, "rewards": self.last_rewards}
-            path = save_checkpoint(self.out / "checkpoints", self.iteration, state, keep_last=self.cfg.train.keep_last)
+            path = (save_best(self.out / "checkpoints", self.iteration, state, self.best) if best else
+                    save_checkpoint(self.out / "checkpoints", self.iteration, state, keep_last=self.cfg.train.keep_last))
         barrier()
         return path
 
@@ -496,6 +508,7 @@ class DiffusionGRPOTrainer:
             self.ema = {k: shard_like(v.clone(), like[k]) for k, v in state["ema"].items()}
         self.iteration = int(state["iteration"])
         self.eval_before = state.get("eval_before")
+        self.best = state.get("best")
         self.strategy.after_load()
 
     # ---- the loop -----------------------------------------------------------------------------
@@ -556,11 +569,16 @@ class DiffusionGRPOTrainer:
             self.eval_before_components = dict(self.last_eval_components)
             self.logger.log(0, {"eval/reward": self.eval_before})
         barrier()
+        if latest is None:
+            self.keep_best(self.eval_before if self.eval_before is not None else float("nan"))
 
         def evaluate(iteration: int) -> None:
+            value = float("nan")
             if ev:
-                self.logger.log(iteration, {"eval/reward": self.evaluate(step=iteration)})
+                value = self.evaluate(step=iteration)
+                self.logger.log(iteration, {"eval/reward": value})
             barrier()
+            self.keep_best(value)
 
         res = run_loop(self.step, self.iteration, cfg.train.iterations, save=self.save, save_every=cfg.train.save_every,
                        evaluate=evaluate, eval_every=cfg.train.eval_every, desc="diffusion-rl", progress=progress,
@@ -571,6 +589,8 @@ class DiffusionGRPOTrainer:
             after = self.evaluate("samples/after", self.iteration)
             self.logger.log(self.iteration, {"eval/reward": after, "eval/reward_before": self.eval_before})
         barrier()
+        if stopped is None:
+            self.keep_best(after)
         self.logger.close()
         before = self.eval_before if self.eval_before is not None else float("nan")
         return {"eval_before": before, "eval_after": after, "seconds": time.time() - t0, "last": last, "stopped": stopped,

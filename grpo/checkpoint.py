@@ -11,6 +11,13 @@ Layout of ``<root>/step_000120/``::
 A checkpoint is written into ``step_000120.tmp-<pid>`` and renamed into place only when complete, then
 ``latest`` is replaced by an atomic rename; a crash or a full disk mid-save leaves the previous checkpoint
 and pointer untouched. Loading never unpickles: safetensors and JSON only.
+
+Best and last: beside the rolling ``step_*`` checkpoints, :func:`save_best` keeps the checkpoint that scored best
+on the run's evaluation metric as ``<root>/best``, a symlink to ``best-step_000125/`` (same layout, its state
+holding ``"best": {"metric", "value", "iteration", "mode"}``). The new directory is written completely, then the
+link is swapped by an atomic rename, then the previous best directory is removed: at every instant
+``<root>/best`` is a complete checkpoint (or absent). ``keep_last`` never removes it; :func:`load_checkpoint`
+reads ``<root>/best`` like any checkpoint directory.
 """
 
 from __future__ import annotations
@@ -27,6 +34,7 @@ import torch
 from safetensors.torch import load_file, save_file
 
 LATEST = "latest"
+BEST = "best"
 
 
 # ---- RNG -------------------------------------------------------------------------------------
@@ -137,7 +145,17 @@ def save_checkpoint(root: str | os.PathLike, step: int, state: Mapping[str, Any]
     root = Path(root)
     root.mkdir(parents=True, exist_ok=True)
     final = root / f"step_{step:06d}"
-    tmp = root / f"{final.name}.tmp-{os.getpid()}"
+    _write_dir(final, step, state)
+    _write_atomic(root / LATEST, final.name)
+    if keep_last is not None:
+        for old in list_checkpoints(root)[:-keep_last]:
+            shutil.rmtree(old, ignore_errors=True)
+    return final
+
+
+def _write_dir(final: Path, step: int, state: Mapping[str, Any]) -> None:
+    """Write ``state`` into ``final`` through ``final.tmp-<pid>`` and one rename (the old ``final`` is replaced)."""
+    tmp = final.with_name(f"{final.name}.tmp-{os.getpid()}")
     if tmp.exists():
         shutil.rmtree(tmp)
     try:
@@ -162,11 +180,68 @@ def save_checkpoint(root: str | os.PathLike, step: int, state: Mapping[str, Any]
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
-    _write_atomic(root / LATEST, final.name)
-    if keep_last is not None:
-        for old in list_checkpoints(root)[:-keep_last]:
+
+
+# ---- best checkpoint -------------------------------------------------------------------------
+def improves(best: Mapping[str, Any] | None, value: float, mode: str = "max") -> bool:
+    """Whether ``value`` beats the record ``best`` (``{"value": ...}``; None: no best yet). A NaN never improves;
+    ties keep the earlier one. ``mode``: ``"max"`` (success rate, reward) or ``"min"`` (a loss)."""
+    if value != value:  # NaN
+        return False
+    if best is None:
+        return True
+    return value > best["value"] if mode == "max" else value < best["value"]
+
+
+def best_record(metric: str, value: float, iteration: int, mode: str = "max") -> dict[str, Any]:
+    """The ``"best"`` entry a best checkpoint's state holds."""
+    return {"metric": metric, "value": float(value), "iteration": int(iteration), "mode": mode}
+
+
+def publish_best(root: str | os.PathLike, name: str, write: Any) -> Path:
+    """Make ``<root>/best`` point at a new directory ``<root>/<name>`` that ``write(path)`` fills completely first.
+
+    The link is replaced by an atomic rename; older ``best-*`` directories are removed afterwards. Returns the new
+    directory. Used for training checkpoints (:func:`save_best`) and for any other artefact a job keeps as its best
+    (e.g. the World-VLA-Loop's best policy directory)."""
+    root = Path(root)
+    root.mkdir(parents=True, exist_ok=True)
+    final = root / name
+    link = root / BEST
+    if link.is_symlink() and os.readlink(link) == name:  # the same iteration again: re-point before rewriting
+        os.unlink(link)
+    write(final)
+    tmp_link = root / f".{BEST}.tmp-{os.getpid()}"
+    if tmp_link.is_symlink() or tmp_link.exists():
+        os.unlink(tmp_link)
+    os.symlink(name, tmp_link)
+    os.replace(tmp_link, link)
+    for old in root.iterdir():
+        if old.name.startswith(f"{BEST}-") and old.name != name and ".tmp" not in old.name:
             shutil.rmtree(old, ignore_errors=True)
     return final
+
+
+def save_best(root: str | os.PathLike, step: int, state: Mapping[str, Any], record: Mapping[str, Any]) -> Path:
+    """Write ``state`` (plus ``"best": record``) as ``<root>/best`` (see the module docstring); returns its path."""
+    full = {**state, "best": dict(record)}
+    return publish_best(root, f"{BEST}-step_{step:06d}", lambda d: _write_dir(d, step, full))
+
+
+def best_checkpoint(root: str | os.PathLike) -> Path | None:
+    """``<root>/best`` when it holds a complete checkpoint, else None."""
+    p = Path(root) / BEST
+    return p if (p / "state.json").exists() else None
+
+
+def read_best_record(root: str | os.PathLike) -> dict[str, Any] | None:
+    """The ``"best"`` record of ``<root>/best`` (JSON only, no tensors read), or None."""
+    p = best_checkpoint(root)
+    if p is None:
+        return None
+    with open(p / "state.json") as f:
+        skeleton = json.load(f)["state"].get("__dict__", {}).get("best")
+    return None if skeleton is None else _unflatten(skeleton, {})
 
 
 def _write_atomic(path: Path, text: str) -> None:

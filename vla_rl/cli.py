@@ -103,6 +103,8 @@ def cmd_eval(args: argparse.Namespace) -> int:
     res = evaluate(policy, pool, cfg.env.tasks, seeds, cfg.env.max_episode_steps, record_frames=args.video)
     out = {"checkpoint": st["__path__"], "iteration": st["trainer"]["iteration"], "success_rate": res.success_rate,
            "mean_length": res.mean_length, "per_task": res.per_task, "episodes": len(res.episodes)}
+    if "best" in st:  # checkpoints/best: the metric, value and iteration it was kept for
+        out["best"] = st["best"]
     if args.video:
         logger = MetricsLogger(Path(cfg.output_dir) / "eval", tensorboard=False)
         out["video"] = str(logger.log_video(int(out["iteration"]), "rollouts/eval",

@@ -76,7 +76,8 @@ import torch
 import torch.distributed as tdist
 from tqdm.auto import tqdm
 
-from grpo.checkpoint import capture_rng_state, load_checkpoint, restore_rng_state, save_checkpoint
+from grpo.checkpoint import (best_record, capture_rng_state, improves, load_checkpoint, restore_rng_state, save_best,
+                             save_checkpoint)
 from grpo.config import check_resume_config, config_to_dict
 from grpo.device import resolve_device
 from grpo.distributed import all_reduce_floats, barrier, gather_cpu, init_distributed, keyed_generator, shard_range
@@ -231,8 +232,17 @@ class VLARLTrainer:
                                "rank must start RL from rank 0's weights and apply the same averaged gradients")
 
     # ---- bookkeeping ---------------------------------------------------------------------------
-    def save(self) -> Path | None:
-        """Rank 0 writes the checkpoint (nothing in it depends on the world size), then every rank waits for it."""
+    def keep_best(self, value: float) -> Path | None:
+        """After an evaluation (every rank calls it, with the broadcast value): when held-out ``eval/success_rate``
+        beats the best so far, save this iteration as ``checkpoints/best`` (grpo.checkpoint.save_best)."""
+        if not improves(self.state.get("best"), value):
+            return None
+        self.state["best"] = best_record("eval/success_rate", value, int(self.state["iteration"]))
+        return self.save(best=True)
+
+    def save(self, best: bool = False) -> Path | None:
+        """Rank 0 writes the checkpoint (nothing in it depends on the world size), then every rank waits for it;
+        ``best``: as ``checkpoints/best`` (record ``state["best"]``) instead of the next ``step_*``."""
         path = None
         sharded = self.train_policy is not self.policy
         # FSDP: the optimizer state is gathered FULL onto rank 0 (a collective; the unsharded optimizer.state_dict()
@@ -247,7 +257,9 @@ class VLARLTrainer:
             }
             if self.last_iteration is not None:  # the last iteration's global credit (diagnostics, tests)
                 state["last_iteration"] = self.last_iteration
-            path = save_checkpoint(self.ckpt_dir, int(self.state["iteration"]), state, keep_last=self.cfg.rl.keep_last)
+            it = int(self.state["iteration"])
+            path = (save_best(self.ckpt_dir, it, state, self.state["best"]) if best
+                    else save_checkpoint(self.ckpt_dir, it, state, keep_last=self.cfg.rl.keep_last))
         barrier()
         return path
 
@@ -475,6 +487,7 @@ class VLARLTrainer:
         if self.dist.is_main:
             self.run_eval(tag, step, videos)
         self.state["eval"] = self._broadcast_obj(self.state["eval"])
+        self.keep_best(self.state["eval"][tag]["success_rate"])
 
     def rollout(self, it: int) -> tuple[list[EpisodeSpec], range, RolloutBatch]:
         """Iteration ``it``'s global episode list, this rank's share ``[start, stop)`` of it, and its rollout."""

@@ -30,7 +30,9 @@ every metric stay in CPU RAM, and batches move to the models.
 
 The world model is a module's worth of tensors and the policy a ``SmallVLA`` directory, so every stage
 is checkpointed under ``output_dir`` (``sft/``, ``cycle_<c>/``: ``world_model.pt`` and ``vla/``); the loop itself is
-not resumable mid-cycle.
+not resumable mid-cycle. The policy with the best real-simulator success so far (cycle 0 = after SFT) is kept as
+``<output_dir>/checkpoints/best`` (a ``SmallVLA`` directory with ``best.json``: metric, value, cycle), swapped
+atomically (grpo.checkpoint.publish_best).
 """
 
 from __future__ import annotations
@@ -45,6 +47,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from grpo.checkpoint import best_record, improves, publish_best
 from grpo.cli import config_command
 from grpo.config import ConfigError, config_to_dict
 from grpo.device import check_device_name, device_of, resolve_device
@@ -62,19 +65,19 @@ from .trainer import VLARLTrainer
 
 @dataclass
 class LoopConfig:
-    seed: int = 0
-    output_dir: str = "runs/wm_loop"
+    seed: int = 0  # seeds data, models, SFT and RL (reproducible from it)
+    output_dir: str = "runs/wm_loop"  # where models, metrics and the VLA runs go
     # where the world model, state model, IDM and the VLA run ("auto": CUDA when available, else CPU; the VLA
     # stages use the same unless vla.device names another); data, start pools and windows stay in CPU RAM
-    device: str = "auto"
-    data: DataConfig = field(default_factory=DataConfig)
-    models: ModelsConfig = field(default_factory=ModelsConfig)
+    device: str = "auto"  # auto, cpu, cuda or cuda:<i> for the models and the VLA
+    data: DataConfig = field(default_factory=DataConfig)  # the SANS-style simulator data the world model learns from
+    models: ModelsConfig = field(default_factory=ModelsConfig)  # world model, success head, state model and IDM
     vla: VLARLConfig = field(default_factory=VLARLConfig)  # the VLA's SFT + GRPO settings (vla-rl train's config)
-    cycles: int = 3
+    cycles: int = 3  # RL-in-the-world-model cycles
     rl_iterations: int = 10  # GRPO iterations inside the world model per cycle
     real_eval_episodes: int = 32  # held-out real-simulator initial states
     rollouts_per_cycle: int = 16  # fresh real rollouts of the policy per cycle (metrics, then added to the data)
-    policy_seed_offset: int = 400_000
+    policy_seed_offset: int = 400_000  # initial states of the policy's fresh real rollouts start here
 
     def __post_init__(self) -> None:
         try:
@@ -168,6 +171,7 @@ def run_loop(cfg: LoopConfig, quiet: bool = False) -> dict[str, Any]:
     history = [{"cycle": 0, "real_success": real_success(policy), **{f"wm_heldout/{k}": v for k, v in rep.items()},
                 "idm/heldout_mse": idm_err["mse"], "idm/heldout_r2": idm_err["r2"], "data/episodes": len(train)}]
     logger.log(0, {k: v for k, v in history[0].items() if k != "cycle"})
+    best = keep_best_policy(out / "checkpoints", policy, history[0]["real_success"], 0, None)
     say(f"cycle 0: real-sim success after SFT {history[0]['real_success']:.3f}")
 
     for c in range(1, cfg.cycles + 1):
@@ -202,6 +206,7 @@ def run_loop(cfg: LoopConfig, quiet: bool = False) -> dict[str, Any]:
                "wm/finetune_loss": float(np.mean(ft_loss[-50:])) if ft_loss else float("nan"),
                "time/cycle_s": time.time() - tc}
         history.append(rec)
+        best = keep_best_policy(out / "checkpoints", policy, rs, c, best)
         logger.log(c, {k: v for k, v in rec.items() if k != "cycle" and v is not None})
         torch.save({"wm": models["wm"].state_dict(), "state": models["state"].state_dict()}, cdir / "world_model.pt")
         say(f"cycle {c}: WM-imagined success {summary['sft_success']:.3f} -> {summary['final_success']:.3f}; "
@@ -214,6 +219,23 @@ def run_loop(cfg: LoopConfig, quiet: bool = False) -> dict[str, Any]:
     say(f"real-sim success per cycle: {[round(h['real_success'], 3) for h in history]} ({time.time() - t_start:.0f}s); "
         f"outputs in {out.resolve()}")
     return {"history": history, "models": models, "train": train, "test": test, "policy_dir": str(policy_dir)}
+
+
+def keep_best_policy(root: Path, policy: SmallVLA, value: float, cycle: int, best: dict | None) -> dict | None:
+    """Save ``policy`` as ``root/best`` (with ``best.json``) when its real-simulator success beats ``best``; returns
+    the record now kept."""
+    if not improves(best, value):
+        return best
+    rec = best_record("real_success", value, cycle)
+
+    def write(d: Path) -> None:
+        tmp = d.with_name(f"{d.name}.tmp")
+        policy.save_pretrained(tmp)
+        (tmp / "best.json").write_text(json.dumps(rec))
+        tmp.replace(d)
+
+    publish_best(root, f"best-cycle_{cycle}", write)
+    return rec
 
 
 def run_loop_command(config: str | None, overrides: list[str], dry_run: bool = False) -> int:
