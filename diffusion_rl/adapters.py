@@ -42,10 +42,10 @@ DEFAULT_LORA_TARGETS = {
 
 @dataclass
 class LoraSettings:
-    enabled: bool = True
-    rank: int = 8
-    alpha: float = 16.0
-    dropout: float = 0.0
+    enabled: bool = True  # train LoRA adapters (false: the full denoiser)
+    rank: int = 8  # LoRA rank
+    alpha: float = 16.0  # LoRA alpha (scale alpha / rank)
+    dropout: float = 0.0  # LoRA dropout (keep 0 for an exact PPO ratio)
     targets: list[str] = field(default_factory=list)  # empty: DEFAULT_LORA_TARGETS[kind]
 
     def __post_init__(self) -> None:
@@ -57,27 +57,27 @@ class LoraSettings:
 class ModelConfig:
     """Which denoiser to load and how (the YAML ``model:`` section)."""
 
-    kind: Literal["sd3", "flux", "wan"] = "sd3"
+    kind: Literal["sd3", "flux", "wan"] = "sd3"  # model family: sd3 (SD3/SD3.5), flux or wan
     path: str | None = None  # a diffusers directory, a single .safetensors checkpoint, or a hub id; None: tiny model in code
     components: str | None = None  # single-file path: a diffusers directory with the rest (text encoders, VAE, scheduler)
     drop_t5: bool = False  # SD3: load without T5-XXL (text_encoder_3=None; ~9.5 GB less, CLIP-only prompts)
-    dtype: Literal["fp32", "bf16", "fp16"] = "fp32"
-    height: int = 32
-    width: int = 32
+    dtype: Literal["fp32", "bf16", "fp16"] = "fp32"  # base weights' dtype (LoRA weights and log-probs stay fp32)
+    height: int = 32  # image height in pixels
+    width: int = 32  # image width in pixels
     num_frames: int = 9  # Wan only
-    max_sequence_length: int = 16
+    max_sequence_length: int = 16  # text tokens per prompt
     guidance: float = 3.5  # FLUX-dev distilled guidance (only used when the transformer has guidance embeddings)
-    gradient_checkpointing: bool = False
+    gradient_checkpointing: bool = False  # recompute activations in the backward (less memory)
     attention: Literal["sdpa", "xformers", "flash"] = "sdpa"  # attention kernel (diffusion_rl.attention); sdpa: torch SDPA
     decode_batch: int = 0  # > 0: decode final samples in chunks of this many (bounds the VAE's transient memory)
     device: str = "auto"  # auto (cuda when available, each rank's own GPU under torchrun), cpu, cuda, cuda:<i>
-    lora: LoraSettings = field(default_factory=LoraSettings)
+    lora: LoraSettings = field(default_factory=LoraSettings)  # the trained LoRA adapters
     lora_init: str | None = None  # a diffusers-saved LoRA (directory or .safetensors) to start the adapter from
     tiny_words: list[str] = field(default_factory=list)  # extra vocabulary for the tiny tokenizer
     tiny: dict[str, Any] = field(default_factory=dict)  # keyword arguments of the tiny builder (path=None)
     # "shapes": `path` is the colors-and-shapes demo model; when it is missing the run stops naming the command that
     # builds it (`diffusion-rl pretrain-shapes --out <path>`): loading a model never trains one
-    pretrain: Literal["none", "shapes"] = "none"
+    pretrain: Literal["none", "shapes"] = "none"  # shapes: path is the demo model (a missing one names the command that builds it)
 
     def __post_init__(self) -> None:
         check_device_name(self.device)  # the name only: resolved (and CUDA required) when the adapter is built

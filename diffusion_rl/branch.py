@@ -43,15 +43,15 @@ from .sampling import (STREAM_TREE_NODE, STREAM_TREE_ROOT, Rollout, SamplerConfi
 class BranchConfig:
     """Tree settings (the YAML ``branch:`` section); ``enabled: false`` means flat GRPO."""
 
-    enabled: bool = False
-    split_steps: list[int] = field(default_factory=lambda: [2, 4, 6, 8])
+    enabled: bool = False  # BranchGRPO tree rollouts (false: flat GRPO)
+    split_steps: list[int] = field(default_factory=lambda: [2, 4, 6, 8])  # denoising steps at which every node branches
     branch: list[int] = field(default_factory=lambda: [2])  # one factor for all splits, or one per split
-    fusion: Literal["mean", "path_prob"] = "mean"
-    fusion_temperature: float = 1.0
-    width_prune: Literal["none", "topk_per_parent", "best_worst"] = "none"
-    prune_k: int = 1
+    fusion: Literal["mean", "path_prob"] = "mean"  # leaf -> node rewards: mean or path_prob
+    fusion_temperature: float = 1.0  # path_prob softmax temperature
+    width_prune: Literal["none", "topk_per_parent", "best_worst"] = "none"  # which leaves are trained
+    prune_k: int = 1  # leaves kept per parent / per end by width_prune
     depth_window: int = 0  # > 0: train only this many consecutive depths (sliding), 0 = all depths
-    depth_stride: int = 1
+    depth_stride: int = 1  # iterations per one-depth advance of depth_window
     # Credit per node n (fused reward r_n), A_n = (r_n - baseline_n) / (scale + eps), the root gets 0:
     # adv_baseline  "depth":  the mean over all nodes of n's depth (BranchGRPO Eq. 7, default);
     #               "parent": n's parent's fused reward (mean fusion: the mean over n and its siblings). n's own noise
@@ -62,11 +62,11 @@ class BranchConfig:
     #                         get +-0.71 (+-1 with depth_norm population) however small their gap);
     #               "leaf":   the std of the tree's leaf rewards (flat GRPO's group std; internal nodes keep the
     #                         smaller spread of their fused rewards).
-    adv_baseline: Literal["depth", "parent"] = "depth"
-    adv_scale: Literal["depth", "leaf"] = "depth"
+    adv_baseline: Literal["depth", "parent"] = "depth"  # depth (Eq. 7, the depth's mean) or parent (the parent's fused reward)
+    adv_scale: Literal["depth", "leaf"] = "depth"  # depth (Eq. 7, the depth's std) or leaf (the tree's leaf std)
     # depth_norm   "reference": BranchGRPO's code: unbiased std, eps 1e-8, zero advantages where the std < 1e-6 (default);
     #              "population": population std + grpo.adv_eps (x sqrt(n / (n - 1)) of the reference at n nodes).
-    depth_norm: Literal["reference", "population"] = "reference"
+    depth_norm: Literal["reference", "population"] = "reference"  # reference (unbiased std, eps 1e-8) or population (std, adv_eps)
 
     def __post_init__(self) -> None:
         if self.depth_norm not in ("reference", "population"):

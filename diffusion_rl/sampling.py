@@ -42,9 +42,9 @@ from .adapters import Cond, DiffusionAdapter
 class SamplerConfig:
     """Sampling settings (the YAML ``sampler:`` section)."""
 
-    num_steps: int = 10
-    sde: SDEKind = "flow_grpo"
-    eta: float = 0.7
+    num_steps: int = 10  # denoising steps per sample
+    sde: SDEKind = "flow_grpo"  # step kind: flow_grpo, dance_grpo, cps, cps_gaussian or ode (grpo.flow_sde)
+    eta: float = 0.7  # SDE noise level
     shift: float = 1.0  # SD3 time shift of the sigma schedule
     cfg_scale: float = 1.0  # > 1 enables classifier-free guidance (unconditional = empty prompt)
     same_init_noise: bool = True  # one initial noise per group (flat GRPO)

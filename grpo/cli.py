@@ -5,6 +5,7 @@
     return grpo.cli.run_command(lambda: commands[args.cmd](args))     # bad input raised at start -> one line, exit 2
 
     grpo.cli.config_command(LoopConfig, path, overrides, dry_run, run)   # load a config; print it (--dry-run) or run it
+    grpo.cli.add_config_help(train_parser, lambda: DiffusionRLConfig)   # --help-config: every key, type, default, help
 
 A user's mistake (an unknown key, a missing file, a value out of range) stops the command before anything is
 written, with one line that names the bad value and what was expected, and no traceback.
@@ -16,7 +17,7 @@ import argparse
 import sys
 from typing import Any, Callable, Sequence
 
-from .config import ConfigError, dump_config, load_config
+from .config import ConfigError, dump_config, format_config_help, load_config
 
 BAD_INPUT = (ConfigError, ValueError, FileNotFoundError, KeyError)  # what a command raises on bad input
 
@@ -27,6 +28,26 @@ class ArgumentParser(argparse.ArgumentParser):
 
     def error(self, message: str):  # noqa: D102 - argparse's hook
         self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+
+class _ConfigHelp(argparse.Action):
+    """``--help-config``: print every key of the command's config (dotted key, type, default, one-line help) and exit
+    0, like ``--help`` (the positional arguments are not needed)."""
+
+    def __init__(self, option_strings, dest, config_class: Callable[[], type], **kw):
+        super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS, **kw)
+        self.config_class = config_class
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        print(format_config_help(self.config_class()))
+        parser.exit(0)
+
+
+def add_config_help(parser: argparse.ArgumentParser, config_class: Callable[[], type]) -> None:
+    """Give ``parser`` a ``--help-config`` option listing the keys of ``config_class()`` (a callable, so the config's
+    module, which may import torch, loads only when the option is used)."""
+    parser.add_argument("--help-config", action=_ConfigHelp, config_class=config_class,
+                        help="list every config key with its type, default and a one-line description, then exit")
 
 
 def run_command(fn: Callable[[], int], bad_input: tuple[type[BaseException], ...] = BAD_INPUT) -> int:

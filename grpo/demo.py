@@ -41,42 +41,42 @@ from .update import DistributedUpdate
 
 @dataclass
 class ToyModelConfig:
-    hidden: int = 128
-    num_prompts: int = 4
-    num_modes: int = 8
-    radius: float = 2.0
-    mode_std: float = 0.15
-    pretrain_steps: int = 1500
-    pretrain_lr: float = 3e-3
+    hidden: int = 128  # MLP width of the toy velocity model
+    num_prompts: int = 4  # prompts (each rewards one mode)
+    num_modes: int = 8  # modes on the ring the model is pretrained on
+    radius: float = 2.0  # ring radius
+    mode_std: float = 0.15  # spread of each mode
+    pretrain_steps: int = 1500  # flow-matching pretraining steps
+    pretrain_lr: float = 3e-3  # pretraining learning rate
 
 
 @dataclass
 class ToySamplerConfig:
-    num_steps: int = 10
-    sde: SDEKind = "flow_grpo"
-    eta: float = 0.7
+    num_steps: int = 10  # denoising steps
+    sde: SDEKind = "flow_grpo"  # SDE step kind (grpo.flow_sde)
+    eta: float = 0.7  # SDE noise level
 
 
 @dataclass
 class ToyTrainConfig:
-    iterations: int = 200
-    prompts_per_iter: int = 4
-    lr: float = 2e-3
-    inner_epochs: int = 2
-    eval_samples: int = 256
-    save_every: int = 20
-    keep_last: int = 2
+    iterations: int = 200  # GRPO iterations
+    prompts_per_iter: int = 4  # prompts per iteration
+    lr: float = 2e-3  # Adam learning rate
+    inner_epochs: int = 2  # passes over each iteration's rollouts
+    eval_samples: int = 256  # ODE samples per evaluation
+    save_every: int = 20  # iterations between checkpoints
+    keep_last: int = 2  # checkpoints kept
 
 
 @dataclass
 class ToyConfig:
-    seed: int = 0
-    output_dir: str = "runs/grpo_toy"
-    resume: bool = True
-    model: ToyModelConfig = field(default_factory=ToyModelConfig)
-    sampler: ToySamplerConfig = field(default_factory=ToySamplerConfig)
-    grpo: GRPOConfig = field(default_factory=lambda: GRPOConfig(group_size=16, clip_low=0.2, kl_coef=0.01))
-    train: ToyTrainConfig = field(default_factory=ToyTrainConfig)
+    seed: int = 0  # seeds everything
+    output_dir: str = "runs/grpo_toy"  # where checkpoints and metrics go
+    resume: bool = True  # continue from the latest checkpoint in output_dir
+    model: ToyModelConfig = field(default_factory=ToyModelConfig)  # the toy flow model
+    sampler: ToySamplerConfig = field(default_factory=ToySamplerConfig)  # the rollout sampler
+    grpo: GRPOConfig = field(default_factory=lambda: GRPOConfig(group_size=16, clip_low=0.2, kl_coef=0.01))  # GRPO settings
+    train: ToyTrainConfig = field(default_factory=ToyTrainConfig)  # iterations and cadence
 
 
 class ToyVelocity(nn.Module):

@@ -30,21 +30,21 @@ from .advantages import Advantages, decoupled_advantages, group_advantages
 class GRPOConfig:
     """Optimizer-side settings shared by every frontend (the YAML ``grpo:`` section)."""
 
-    group_size: int = 8
-    advantage: Literal["mean_std", "median", "median_std", "gdpo"] = "mean_std"  # median: MC-GRPO as its reference; median_std: median baseline, GRPO scale (grpo.advantages)
-    std_mode: Literal["group", "global", "none"] = "group"
-    adv_eps: float = 1e-4
-    adv_clip: float | None = 5.0
+    group_size: int = 8  # samples per group (per prompt / initial state)
+    advantage: Literal["mean_std", "median", "median_std", "gdpo"] = "mean_std"  # GRPO, MC-GRPO (median), median_std, GDPO
+    std_mode: Literal["group", "global", "none"] = "group"  # GRPO scale: per-group std, batch std, or none
+    adv_eps: float = 1e-4  # added to the advantage scale
+    adv_clip: float | None = 5.0  # clamp advantages to [-adv_clip, adv_clip] (None: no clamp)
     reward_weights: dict[str, float] = field(default_factory=dict)  # GDPO component weights
-    clip_low: float = 1e-4
-    clip_high: float | None = None
-    kl_coef: float = 0.0
+    clip_low: float = 1e-4  # PPO ratio clip below 1 (1 - clip_low)
+    clip_high: float | None = None  # PPO ratio clip above 1 (None: clip_low; DAPO's clip-higher)
+    kl_coef: float = 0.0  # weight of the KL to the reference policy (Flow-GRPO's beta)
     # flow: Flow-GRPO's KL on the SDE means, divided by 2 std_dev_t^2 as Flow-GRPO's code does (so kl_coef means what
     # its beta does); flow_exact: the exact Gaussian KL of the steps (Flow-GRPO's value / -dt); k3: Schulman's k3 on
     # the log-probs. See grpo.loss.
-    kl_type: Literal["flow", "flow_exact", "k3"] = "flow"
-    loss_reduction: Literal["token_mean", "sample_mean"] = "token_mean"
-    max_grad_norm: float = 1.0
+    kl_type: Literal["flow", "flow_exact", "k3"] = "flow"  # flow (Flow-GRPO's scale), flow_exact (exact Gaussian KL) or k3
+    loss_reduction: Literal["token_mean", "sample_mean"] = "token_mean"  # average the loss over (sample, step) tokens or over samples
+    max_grad_norm: float = 1.0  # gradient clipping norm
     max_nonfinite: int = 3  # consecutive skipped updates before aborting
 
     def __post_init__(self) -> None:

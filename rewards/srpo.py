@@ -69,11 +69,11 @@ Pooling = Literal["mean", "last", "mean_last", "concat"]
 @dataclass
 class SRPOConfig:
     # the trajectory encoder the frontend builds and injects (vla_rl.srpo_encoders.build_trajectory_encoder)
-    encoder: Literal["random_conv", "policy", "small", "dinov2", "vjepa2"] = "random_conv"
+    encoder: Literal["random_conv", "policy", "small", "dinov2", "vjepa2"] = "random_conv"  # trajectory encoder
     encoder_path: str | None = None  # local weights for small/dinov2/vjepa2
     num_frames: int = 8  # frames sampled uniformly from each trajectory (the last one always included)
-    frame_size: int = 64
-    pooling: Pooling = "mean_last"
+    frame_size: int = 64  # frames are resized to this side before encoding
+    pooling: Pooling = "mean_last"  # frame embeddings -> one trajectory embedding: mean, last, mean_last or concat
     dbscan_eps: float = 0.5  # DBSCAN radius in the successes' standardized space (the reference's 0.5)
     min_samples: int = 2  # DBSCAN min_samples (the reference's 2)
     progress_max: float = 0.6  # failure reward = progress_max * sigmoid(...) (the reference's 0.6)

@@ -36,43 +36,43 @@ WM_CAMERA = "agentview"  # the one camera the data, the world model and its env 
 
 @dataclass
 class DataConfig:
-    task: str = "tabletop/reach"
-    image_size: int = 32
-    horizon: int = 16
-    train: dict[str, int] = field(default_factory=lambda: {"success": 24, "near": 24, "failure": 12, "random": 12})
-    test: dict[str, int] = field(default_factory=lambda: {"success": 6, "near": 6, "failure": 3, "random": 3})
-    noise: float = 0.1
-    train_seed_offset: int = 200_000
-    test_seed_offset: int = 300_000
+    task: str = "tabletop/reach"  # sims task the data is collected on
+    image_size: int = 32  # frame side in pixels
+    horizon: int = 16  # steps per episode
+    train: dict[str, int] = field(default_factory=lambda: {"success": 24, "near": 24, "failure": 12, "random": 12})  # training episodes per kind
+    test: dict[str, int] = field(default_factory=lambda: {"success": 6, "near": 6, "failure": 3, "random": 3})  # held-out episodes per kind
+    noise: float = 0.1  # action noise of the scripted expert
+    train_seed_offset: int = 200_000  # initial states of the training episodes start here
+    test_seed_offset: int = 300_000  # initial states of the held-out episodes start here
     start_pool: int = 128  # real initial observations (init seeds 0..N-1) the world-model env starts from
     # task progress at which a near-success stops following the expert (collect_sans; the task's own scale:
     # tabletop (0.5, 0.85), robosuite Lift ~(0.25, 0.5): 0.4 over the cube, 0.5 once grasped)
-    near_progress: tuple[float, float] = NEAR_PROGRESS
+    near_progress: tuple[float, float] = NEAR_PROGRESS  # task progress at which a near-success stops following the expert
 
 
 @dataclass
 class ModelsConfig:
-    wm: WorldModelConfig = field(default_factory=lambda: WorldModelConfig(image_size=32, chunk=4, sampling_steps=4))
-    wm_steps: int = 1500
-    wm_finetune_steps: int = 300
+    wm: WorldModelConfig = field(default_factory=lambda: WorldModelConfig(image_size=32, chunk=4, sampling_steps=4))  # world model
+    wm_steps: int = 1500  # world-model training steps before the first cycle
+    wm_finetune_steps: int = 300  # world-model fine-tuning steps per cycle
     success_steps: int = 1500  # extra, class-balanced training of the success head alone (after the world model)
-    wm_batch: int = 16
-    wm_lr: float = 1e-3
-    idm: IDMConfig = field(default_factory=lambda: IDMConfig(image_size=32, channels=(16, 32, 32), hidden=64))
-    idm_steps: int = 600
-    state_steps: int = 800
+    wm_batch: int = 16  # world-model training batch (windows)
+    wm_lr: float = 1e-3  # world-model learning rate
+    idm: IDMConfig = field(default_factory=lambda: IDMConfig(image_size=32, channels=(16, 32, 32), hidden=64))  # the IDM
+    idm_steps: int = 600  # IDM training steps
+    state_steps: int = 800  # state-model training steps
     # the success head also learns on the world model's own open-loop rollouts of the training episodes
     # (imagined frames labelled with the real episode's success), mixed with real frames: the env's reward
     # reads imagined frames only, where a head fit on real frames is at chance
-    success_imagined: bool = True
+    success_imagined: bool = True  # also train the success head on the world model's own rollouts
     success_imagined_rollouts: int = 2  # noise seeds per training episode
     success_imagined_fraction: float = 0.5  # share of imagined samples per head batch
     success_augment: bool = True  # random flips / 2-pixel shifts of the head's frames (label-preserving)
     success_balance: bool = True  # weight positives by the negative/positive ratio (else: the data's own prior)
-    success_threshold: float = 0.5
+    success_threshold: float = 0.5  # success probability above which an imagined step counts as success
     # state-aware success head: it also reads the state at each frame (wm.state_dim is set from the data's
     # state dim; in the env and for its imagined training samples, the state model's open-loop prediction)
-    success_state: bool = False
+    success_state: bool = False  # the success head also reads the (predicted) state
     success_state_points: list[int] = field(default_factory=list)  # -> wm.state_points (e.g. [0, 9, 12, 15] on reach)
     success_camera: list[float] = field(default_factory=list)  # -> wm.state_camera (instruction grounding)
     success_ground_weight: float = 1.0  # grounding cross-entropy on successful samples (train_success_head)

@@ -22,11 +22,11 @@ from .encoders import check_video
 
 @dataclass
 class IDMConfig:
-    action_dim: int = 4
-    window: int = 2
-    channels: tuple[int, ...] = (32, 64, 64)
-    hidden: int = 128
-    image_size: int = 64
+    action_dim: int = 4  # action size
+    window: int = 2  # frames the IDM sees per predicted action
+    channels: tuple[int, ...] = (32, 64, 64)  # conv channels per block
+    hidden: int = 128  # MLP width
+    image_size: int = 64  # frame side in pixels
 
 
 class InverseDynamicsModel(nn.Module):

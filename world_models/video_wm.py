@@ -50,34 +50,34 @@ from .windows import FrameBatch, FrameSamples, WindowBatch, WindowSet, instructi
 
 @dataclass
 class WorldModelConfig:
-    image_size: int = 32
-    context_frames: int = 2
+    image_size: int = 32  # frame side in pixels
+    context_frames: int = 2  # past frames the model conditions on
     chunk: int = 4  # future frames per call = actions per call
-    action_dim: int = 4
-    hidden_heads: int = 2
-    head_dim: int = 16
-    layers: int = 2
-    ffn_dim: int = 64
-    token_dim: int = 32
-    patch: int = 4
-    sampling_steps: int = 8
-    reward_channels: tuple[int, ...] = (16, 32)
+    action_dim: int = 4  # action size
+    hidden_heads: int = 2  # attention heads
+    head_dim: int = 16  # width per attention head
+    layers: int = 2  # transformer blocks
+    ffn_dim: int = 64  # feed-forward width
+    token_dim: int = 32  # patch-token width before the transformer
+    patch: int = 4  # pixels per patch side
+    sampling_steps: int = 8  # denoising steps per predicted chunk
+    reward_channels: tuple[int, ...] = (16, 32)  # conv channels of the success head
     reward_pool: int = 4  # spatial grid the success head keeps (small objects: keep where things are)
     text_dim: int = 64  # hashed bag-of-words of the instruction for the success head (0: no instruction)
     prediction: str = "x0"  # what the transformer outputs: "x0" (the clean change) or "velocity"
     # state-aware success head: > 0 feeds the (predicted) simulator state at each future frame ``[B, K, state_dim]``
     # (proprio + object positions with ``object_state``) into the head next to the frames; 0: frames only
-    state_dim: int = 0
+    state_dim: int = 0  # simulator-state size the success head reads (0: frames only)
     # offsets of xyz points in the state (first: the gripper); the state-aware head also reads the distances
     # from the first point to each other one (e.g. (0, 9, 12, 15): grip point to each reach ball)
-    state_points: tuple[int, ...] = ()
+    state_points: tuple[int, ...] = ()  # state indices of 3-D points whose distances the head reads
     # instruction grounding for the state-aware head: a pinhole camera (position xyz, image x axis xyz, image
     # y axis xyz, vertical fov in degrees: MuJoCo's ``pos``/``xyaxes``/``fovy``) that projects each object point
     # into the episode's first real frame (``ref``; later frames hide the target under the gripper); the head
     # reads each object's colour there, scores it against the instruction (softmax over objects) and reads the
     # expected grip-to-target distance. () = no grounding (and with one object, e.g. reach_one's (0, 9), where
     # the single grip-to-object distance is the target distance)
-    state_camera: tuple[float, ...] = ()
+    state_camera: tuple[float, ...] = ()  # camera projection for the instruction grounding (empty: none)
 
     def __post_init__(self) -> None:
         if self.image_size % self.patch:

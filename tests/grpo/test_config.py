@@ -176,3 +176,42 @@ def test_every_shipped_recipe_loads():
             load_config(cls, f)
             seen += 1
     assert seen >= 15
+
+
+def test_every_config_field_has_a_help_line():
+    """Each field of every job's config (nested sections included) has a one-line description for --help-config."""
+    import dataclasses
+
+    from diffusion_rl.config import DiffusionRLConfig
+    from grpo.config import field_help
+    from grpo.demo import ToyConfig
+    from typing import get_type_hints
+    from vla_rl.config import VLARLConfig
+    from vla_rl.wm_loop import LoopConfig
+
+    missing = []
+
+    def walk(cls):
+        helps, hints = field_help(cls), get_type_hints(cls)
+        for f in dataclasses.fields(cls):
+            if dataclasses.is_dataclass(hints[f.name]):
+                walk(hints[f.name])
+            if f.init and not helps[f.name]:
+                missing.append(f"{cls.__name__}.{f.name}")
+
+    for cls in (DiffusionRLConfig, VLARLConfig, LoopConfig, ToyConfig):
+        walk(cls)
+    assert not missing, f"config fields without a help line: {missing}"
+
+
+def test_help_config_option_prints_every_key(capsys):
+    from grpo.cli import ArgumentParser, add_config_help
+
+    p = ArgumentParser(prog="job")
+    p.add_argument("config")
+    add_config_help(p, lambda: Moded)
+    with pytest.raises(SystemExit) as e:
+        p.parse_args(["--help-config"])
+    assert e.value.code == 0
+    out = capsys.readouterr().out
+    assert "inner.lr" in out and re.search(r"^b_only +int = 1  # read only in mode b$", out, re.M)
