@@ -31,6 +31,7 @@ import sys
 
 from grpo.cli import ArgumentParser, parse_args
 from grpo.config import ConfigError, dump_config, load_config
+from grpo.onpolicy import OnPolicyError
 from grpo.retry import RetryError
 
 
@@ -106,7 +107,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.cmd == "export":
             return _export(args)
         return _eval(args)
-    except RetryError as err:
+    except (RetryError, OnPolicyError) as err:  # a run stopped by a check: one line, exit 1
         print(f"error: {err}", file=sys.stderr)
         return 1
     except (ConfigError, ValueError, FileNotFoundError, KeyError) as err:

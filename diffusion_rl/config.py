@@ -53,7 +53,7 @@ class TrainConfig:
     loss: Literal["grpo", "nft"] = "grpo"  # grpo (clipped PG on SDE log-probs) or nft (DiffusionNFT)
     nft_beta: float = 1.0  # DiffusionNFT's beta: how far the implicit positive/negative policies move from the old velocity
     nft_timesteps: int = 2  # re-noising times per final sample and iteration (split over updates_per_iter chunks)
-    onpolicy_tol: float = 1e-3  # on-policy self-check (grpo.onpolicy): max |log pi_train - log pi_rollout| allowed before the first update
+    onpolicy_tol: float = 1e-4  # on-policy self-check (grpo.onpolicy): max |log pi_train - log pi_rollout| allowed before the first update
     onpolicy_action: str = "warn"  # warn | stop | off: what the run does when the on-policy gap exceeds onpolicy_tol
 
     def __post_init__(self) -> None:

@@ -65,6 +65,7 @@ from grpo.fsdp import (full_optimizer_state_dict, full_tensor, full_trainable_st
                        load_full_optimizer_state_dict, load_full_trainable_state_dict, shard_like, shard_model)
 from grpo.loss import clipped_pg_loss, flow_kl, flow_kl_scale, k3_kl
 from grpo.metrics import MetricsLogger
+from grpo.onpolicy import OnPolicyGap, check_onpolicy
 from grpo.loop import Phase, no_phase, resume_latest, run_loop
 from grpo.retry import call_with_retry
 from grpo.train_step import NonFiniteGuard
@@ -250,6 +251,7 @@ class DiffusionGRPOTrainer:
         rows_global = upd.global_sum([sum(len(pl.idx) for pl in chunk) for chunk in chunks])
         nfe_mult = 2 if sc.cfg_scale != 1.0 else 1
         nfe, backward, gap = 0, 0, 0.0
+        onp = OnPolicyGap()
         objective: list[float] = []
         # old log-probs: exact rollout values where the batch is reproduced; otherwise a pre-update forward pass
         # (a pass another rank runs in lockstep is run here too, on a stand-in row: upd.lockstep)
@@ -290,6 +292,8 @@ class DiffusionGRPOTrainer:
                         pl.old = out.log_prob.detach()
                     if pl.full and epoch == 0 and ci == 0:  # before the first update: must be exactly 0
                         gap = max(gap, float((out.log_prob.detach() - pl.rec.log_prob[pl.idx]).abs().max()))
+                    if epoch == 0 and ci == 0:  # on-policy self-check (grpo.onpolicy): the rollout's own values
+                        onp.add(out.log_prob, pl.rec.log_prob[pl.idx])
                     old = pl.old  # full record: idx covers every row in order
                     kl = None
                     if g.kl_coef > 0:
@@ -320,7 +324,17 @@ class DiffusionGRPOTrainer:
         backward, nfe = upd.global_sum([backward, nfe])
         out.update({"backward": backward, "nfe_train": nfe, "logp_recompute_gap": upd.global_max([gap])[0],
                     "loss/objective": sum(objective) / max(1, len(objective))})
+        out.update(self._onpolicy(onp))
         return out
+
+    def _onpolicy(self, onp: OnPolicyGap) -> dict[str, float]:
+        """The iteration's on-policy gap over ranks (:mod:`grpo.onpolicy`), warned about or stopped on per
+        ``train.onpolicy_tol`` / ``train.onpolicy_action``."""
+        tc = self.cfg.train
+        sc = onp.scalars(self.upd.global_sum, self.upd.global_max)
+        check_onpolicy(sc, tc.onpolicy_tol, tc.onpolicy_action, self.iteration + 1, "train.onpolicy_tol",
+                       say=print if self.dist.is_main else (lambda m: None))
+        return sc
 
     def update_nft(self, ro: Rollout, prompts: list[str], adv_rows: torch.Tensor,
                    keep_rows: torch.Tensor) -> dict[str, float]:

@@ -51,8 +51,13 @@ class RLConfig:
     save_every: int = 5  # iterations between checkpoints
     keep_last: int = 2  # checkpoints kept on disk
     grad_accum: int = 1  # micro-batches per minibatch (per rank): one optimizer step per minibatch, the same update
+    onpolicy_tol: float = 1e-4  # on-policy self-check (grpo.onpolicy): max |log pi_train - log pi_rollout| allowed before the first update
+    onpolicy_action: str = "warn"  # warn | stop | off: what the run does when the on-policy gap exceeds onpolicy_tol
 
     def __post_init__(self) -> None:
+        from grpo.onpolicy import validate
+
+        validate(self.onpolicy_tol, self.onpolicy_action, "rl.onpolicy")
         lo, hi = self.success_band
         if not lo < hi:
             raise ValueError(f"rl.success_band must be (low, high) with low < high, got {self.success_band}")

@@ -79,6 +79,7 @@ from tqdm.auto import tqdm
 from grpo.checkpoint import (best_record, capture_rng_state, improves, load_checkpoint, restore_rng_state, save_best,
                              save_checkpoint)
 from grpo.config import check_resume_config, config_to_dict
+from grpo.onpolicy import OnPolicyGap, check_onpolicy
 from grpo.device import resolve_device
 from grpo.distributed import all_reduce_floats, barrier, gather_cpu, init_distributed, keyed_generator, shard_range
 from grpo.fsdp import (copy_full_parameters, full_optimizer_state_dict, load_full_optimizer_state_dict,
@@ -395,7 +396,8 @@ class VLARLTrainer:
 
         def den_of(m: torch.Tensor) -> float:  # the loss denominator of rows m: tokens or samples
             return float(mask[m].sum()) if g.loss_reduction == "token_mean" else float(mask[m].any(1).sum())
-        for _ in range(cfg.inner_epochs):
+        onp = OnPolicyGap()  # on-policy self-check on the first minibatch, before the first step (grpo.onpolicy)
+        for epoch in range(cfg.inner_epochs):
             perm = rows[torch.randperm(rows.numel(), generator=gen, device="cpu")]
             mbs = [loc[loc >= 0] for loc in (local_of[mb] for mb in perm.split(cfg.minibatch_size))]  # local rows
             # loss denominators of the global minibatches (tokens or samples): each (micro-)batch's loss is weighted
@@ -409,7 +411,7 @@ class VLARLTrainer:
                     if micro.numel() == 0:  # the other ranks' passes on a stand-in row, weight 0 (FSDP)
                         upd.zero_weight_pass(lambda: self._minibatch_loss(batch, mb.new_zeros(1), row_adv[gid[:1]]).loss)
                         continue
-                    out = self._minibatch_loss(batch, micro, row_adv[gid[micro]])
+                    out = self._minibatch_loss(batch, micro, row_adv[gid[micro]], onp if epoch == 0 and j == 0 else None)
                     upd.backward(out.loss, den_of(micro), global_den[j])
                     share = den_of(micro) / global_den[j] if global_den[j] > 0 else 1.0
                     w = float(mask[micro].sum()) / max(global_tok[j], 1.0)
@@ -423,15 +425,22 @@ class VLARLTrainer:
                     stats[k].append(float(v))
         model.eval()
         self._sync_replica()
-        return {**{f"loss/{k}": float(np.mean(v)) for k, v in stats.items() if v}, "loss/rows": float(rows.numel())}
+        onp_scal = onp.scalars(upd.global_sum, upd.global_max)
+        check_onpolicy(onp_scal, cfg.onpolicy_tol, cfg.onpolicy_action, it + 1, "rl.onpolicy_tol",
+                       say=print if self.dist.is_main else (lambda m: None))
+        return {**{f"loss/{k}": float(np.mean(v)) for k, v in stats.items() if v}, "loss/rows": float(rows.numel()),
+                **onp_scal}
 
-    def _minibatch_loss(self, batch: RolloutBatch, mb: torch.Tensor, adv: torch.Tensor):
+    def _minibatch_loss(self, batch: RolloutBatch, mb: torch.Tensor, adv: torch.Tensor, onp: OnPolicyGap | None = None):
         """``clipped_pg_loss`` (+ KL) over this rank's decision points ``mb`` (local row indices), advantages ``adv[|mb|]``;
-        the CPU rollout rows are moved to the policy's device here."""
+        the CPU rollout rows are moved to the policy's device here. ``onp``: also compare the recomputed log-probs with
+        the rollout's (the on-policy self-check, before the first optimizer step)."""
         g, dev = self.cfg.grpo, self.device
         obs = batch_to(batch.select(mb), dev)
         rec = {k: v[mb].to(dev) for k, v in batch.record.items()}
         lp = self.train_policy.chunk_log_prob(obs, rec)
+        if onp is not None:
+            onp.add(lp.logp, batch.old_logp[mb], batch.step_mask[mb])
         kl = None
         if g.kl_coef > 0 and self.reference is not None:
             with torch.no_grad():
