@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from grpo.fsdp import DistConfig
+from grpo.monitors import MonitorConfig
 from grpo.train_step import GRPOConfig
 
 from .adapters import ModelConfig
@@ -84,6 +85,7 @@ class DiffusionRLConfig:
     prompts: PromptConfig = field(default_factory=PromptConfig)  # the training / evaluation prompt source
     pool: PoolConfig = field(default_factory=PoolConfig)  # enabled: pool-then-train (diffusion_rl.pool_rollout)
     dist: DistConfig = field(default_factory=DistConfig)  # ddp (replicas) or fsdp (sharded denoiser), grpo.fsdp
+    eval: MonitorConfig = field(default_factory=MonitorConfig)  # gold monitors on evaluation samples (colour_variance, low_freq_ratio, reward names) and the reward-hacking alarm
 
     def inactive_keys(self) -> dict[str, str]:
         """Keys the chosen mode reads nowhere (:func:`grpo.config.check_inactive_keys` refuses them when given).

@@ -65,12 +65,14 @@ from grpo.fsdp import (full_optimizer_state_dict, full_tensor, full_trainable_st
                        load_full_optimizer_state_dict, load_full_trainable_state_dict, shard_like, shard_model)
 from grpo.loss import clipped_pg_loss, flow_kl, flow_kl_scale, k3_kl
 from grpo.metrics import MetricsLogger
+from grpo.monitors import HackingAlarm, RewardHackingError
 from grpo.onpolicy import OnPolicyGap, check_onpolicy
 from grpo.loop import Phase, no_phase, resume_latest, run_loop
 from grpo.retry import call_with_retry
 from grpo.train_step import NonFiniteGuard
 from grpo.update import DistributedUpdate, agree_on_skip
 from rewards import RewardBatch, build_reward
+from rewards.image_stats import build_monitor
 
 from .adapters import Cond, DiffusionAdapter, build_adapter, cond_select
 from .config import DiffusionRLConfig
@@ -126,6 +128,9 @@ class DiffusionGRPOTrainer:
             print("dist.strategy=fsdp with one process: nothing to shard, the denoiser is not wrapped")
         self.reward_fn = reward_fn if reward_fn is not None else build_reward(cfg.reward.name, **cfg.reward.kwargs)
         self.reward_name = cfg.reward.name if reward_fn is None else getattr(reward_fn, "__name__", type(reward_fn).__name__)
+        # gold monitors on the evaluation samples, never trained on, and the reward-hacking alarm (grpo.monitors)
+        self.monitors = {n: build_monitor(n) for n in cfg.eval.monitors}
+        self.alarm = HackingAlarm(cfg.eval.patience, cfg.eval.action)
         self.params = self.adapter.trainable_parameters()
         if not self.params:
             raise ValueError("nothing to train: enable model.lora (or pass an adapter with trainable parameters)")
@@ -456,7 +461,23 @@ class DiffusionGRPOTrainer:
         if comps:
             self.logger.log(step, comps)
             self.last_eval_components = comps
-        return float(out.total.float().mean())
+        total = float(out.total.float().mean())
+        self._monitor(images, prompts, step, total)
+        return total
+
+    def _monitor(self, images: torch.Tensor, prompts: list[str], step: int, total: float) -> None:
+        """Score the evaluation images with ``eval.monitors`` (logged as ``monitor/<name>``) and feed the alarm
+        (:class:`grpo.monitors.HackingAlarm`; with ``eval.action=stop`` it raises after a checkpoint is saved)."""
+        if not self.monitors:
+            return
+        batch = RewardBatch(images=images, prompts=prompts, metadata=[{} for _ in prompts])
+        vals = {n: float(fn(batch).total.float().mean()) for n, fn in self.monitors.items()}
+        self.logger.log(step, {f"monitor/{n}": v for n, v in vals.items()})
+        try:
+            self.alarm.observe(step, total, vals)
+        except RewardHackingError:
+            self.save()
+            raise
 
     # ---- checkpoints --------------------------------------------------------------------------
     def keep_best(self, value: float) -> Path | None:

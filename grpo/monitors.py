@@ -1,0 +1,80 @@
+"""Gold-reward monitors and the reward-hacking alarm (frontend-free).
+
+A monitor is a score computed on the *evaluation* samples and never trained on (another reward model, a verifier,
+a distribution statistic; for robots the simulator's real success beside a shaped training reward). The alarm reads,
+at every evaluation ``e``, the training reward ``R_e`` (the trained reward on the evaluation samples, or the
+rollouts' mean) and each monitor ``M_e`` (higher is better), and fires for a monitor when, over the last ``patience``
+evaluations (``K``), the training reward rose while the monitor fell at every one of them::
+
+    R_{e-K} < R_{e-K+1} < ... < R_e   and   M_{e-K} > M_{e-K+1} > ... > M_e      (strict, K transitions)
+
+(the proxy keeps improving while the gold measure degrades: Goodhart, Gao et al. 2023 "Scaling laws for reward model
+overoptimization"). ``action``: ``warn`` prints it, ``stop`` raises :class:`RewardHackingError` (the trainer saves
+first; its best checkpoint is kept).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Callable, Literal
+
+
+class RewardHackingError(RuntimeError):
+    """The training reward rose while a monitor fell for ``patience`` evaluations, with ``action: stop``."""
+
+
+@dataclass
+class MonitorConfig:
+    """The frontends' ``eval:`` section (monitors and the alarm)."""
+
+    monitors: list[str] = field(default_factory=list)  # gold scores on evaluation samples, never trained on (reward names, "package.module:attr", or built-in statistics)
+    patience: int = 3  # K: evaluations in a row with the training reward rising and a monitor falling before the alarm
+    action: str = "warn"  # warn | stop: what the alarm does (stop: the run ends after a checkpoint; the best one is kept)
+
+    def __post_init__(self) -> None:
+        if self.patience < 1:
+            raise ValueError(f"eval.patience must be >= 1, got {self.patience}")
+        if self.action not in ("warn", "stop"):
+            raise ValueError(f"eval.action must be 'warn' or 'stop', got {self.action!r}")
+
+
+@dataclass
+class HackingAlarm:
+    """Keeps the history of evaluations and checks the rule of the module docstring."""
+
+    patience: int = 3
+    action: Literal["warn", "stop"] = "warn"
+    history: list[tuple[int, float, dict[str, float]]] = field(default_factory=list)  # (iteration, R, {monitor: M})
+
+    def observe(self, iteration: int, train_reward: float, monitors: dict[str, float],
+                say: Callable[[str], None] = print) -> list[str]:
+        """Record one evaluation; returns the monitors that fire now (warned about, or raised with ``stop``)."""
+        self.history.append((iteration, float(train_reward), {k: float(v) for k, v in monitors.items()}))
+        k = self.patience
+        if len(self.history) < k + 1:
+            return []
+        win = self.history[-(k + 1):]
+        rs = [r for _, r, _ in win]
+        if not all(b > a for a, b in zip(rs, rs[1:])):
+            return []
+        fired = []
+        for name in monitors:
+            ms = [m.get(name) for _, _, m in win]
+            if None not in ms and all(b < a for a, b in zip(ms, ms[1:])):
+                fired.append(name)
+        if fired:
+            its = [i for i, _, _ in win]
+            msg = (f"reward hacking suspected at iteration {iteration}: the training reward rose "
+                   f"{rs[0]:.4g} -> {rs[-1]:.4g} over the last {k} evaluations (iterations {its[0]}..{its[-1]}) while "
+                   + ", ".join(f"monitor {n!r} fell {win[0][2][n]:.4g} -> {win[-1][2][n]:.4g}" for n in fired)
+                   + "; look at the evaluation samples, and prefer the best checkpoint (checkpoints/best)")
+            if self.action == "stop":
+                raise RewardHackingError(msg + " (stopping: eval.action=stop)")
+            say("warning: " + msg)
+        return fired
+
+    def state_dict(self) -> dict:
+        return {"history": [[i, r, m] for i, r, m in self.history]}
+
+    def load_state_dict(self, st: dict | None) -> None:
+        self.history = [(int(i), float(r), dict(m)) for i, r, m in (st or {}).get("history", [])]
