@@ -79,6 +79,7 @@ from tqdm.auto import tqdm
 from grpo.checkpoint import (best_record, capture_rng_state, improves, load_checkpoint, restore_rng_state, save_best,
                              save_checkpoint)
 from grpo.config import check_resume_config, config_to_dict
+from grpo.monitors import HackingAlarm
 from grpo.onpolicy import OnPolicyGap, check_onpolicy
 from grpo.device import resolve_device
 from grpo.distributed import all_reduce_floats, barrier, gather_cpu, init_distributed, keyed_generator, shard_range
@@ -189,6 +190,12 @@ class VLARLTrainer:
         if cfg.dist.strategy == "fsdp" and ws == 1 and not quiet:
             print("dist.strategy=fsdp with one process: nothing to shard, the policy is not wrapped")
         self.guard = NonFiniteGuard(cfg.grpo.max_nonfinite)
+        # the reward-hacking alarm (grpo.monitors): the training reward (SRPO progress / binary) rising while the
+        # held-out real success falls for eval.patience evaluations
+        if cfg.eval.monitors:
+            raise ValueError(f"eval.monitors: vla-rl's gold monitor is the held-out real success rate (always on); "
+                             f"got {cfg.eval.monitors}, expected []")
+        self.alarm, self._rewards_since_eval = HackingAlarm(cfg.eval.patience, cfg.eval.action), []
         # backward passes and steps over the ranks (rebuilt on the sharded copy by ``_shard``)
         self.upd = DistributedUpdate(self.policy.parameters(), self.optimizer, self.guard, cfg.grpo.max_grad_norm,
                                      self.fsdp, self.dist)
@@ -330,6 +337,13 @@ class VLARLTrainer:
                 self.logger.log_video(step, f"rollouts/{tag}", tile_videos([e.frames for e in picks]), fps=15)
         self._print(f"eval[{tag}] success {res.success_rate:.3f} ({len(res.episodes)} held-out episodes), "
                     f"mean length {res.mean_length:.1f}, {time.time() - t0:.1f}s")
+        if self._rewards_since_eval:  # the training reward since the last evaluation beside the real success
+            r = float(np.mean(self._rewards_since_eval))
+            self._rewards_since_eval = []
+            if self.logger:
+                self.logger.log(step, {"monitor/train_reward": r, "monitor/success_rate": res.success_rate})
+            self.alarm.observe(step, r, {"success_rate": res.success_rate},
+                               say=print if self.dist.is_main else (lambda m: None))
         return res
 
     def make_specs(self, it: int) -> list[EpisodeSpec]:
@@ -536,6 +550,7 @@ class VLARLTrainer:
         self.last_iteration = {"rewards": rew.total.clone(), "advantages": adv,
                                "keep": (keep & (kept > 0)).to(torch.uint8), "success": succ.to(torch.uint8)}
         scal["time/iteration_s"] = time.time() - t0
+        self._rewards_since_eval.append(scal["reward/mean"])
         self.state["iteration"] = it + 1
         if self.logger is not None:
             self.logger.log(it + 1, scal)

@@ -72,3 +72,38 @@ def test_injected_cause_is_caught(tmp_path, capsys, inject, cause, tol):
     inject(tr2)
     with pytest.raises(OnPolicyError, match="rl.onpolicy_action=stop"):
         tr2.train()
+
+
+def test_reward_hacking_alarm_on_real_success(tmp_path, capsys):
+    """The training reward rises at every evaluation while held-out real success falls: the alarm warns (the VLA's
+    gold monitor is the simulator's success beside the trained reward); a user monitor list is refused."""
+    tr = _trainer(tmp_path)
+    tr.cfg.rl.iterations, tr.cfg.rl.eval_every, tr.alarm.patience = 3, 1, 2
+    rising = iter([0.1, 0.2, 0.3, 0.4])
+    orig = tr.rewards
+
+    def hacked(batch, specs=None):
+        out = orig(batch, specs)
+        return RewardOutput(total=next(rising) + torch.linspace(0, 1e-3, len(out.total)), components={})
+    tr.rewards = hacked
+    from vla_rl import trainer as T
+    falling = iter([0.9, 0.6, 0.3, 0.1])
+    real = T.evaluate
+
+    def fake_eval(*a, **k):
+        res = real(*a, **k)
+        res.success_rate = next(falling)
+        return res
+    T.evaluate = fake_eval
+    try:
+        tr.train()
+    finally:
+        T.evaluate = real
+    rows = [r for r in read_jsonl(tmp_path / "run" / "metrics.jsonl") if "monitor/success_rate" in r]
+    assert len(rows) == 3, rows
+    out = capsys.readouterr().out
+    assert "reward hacking suspected" in out, [(r["monitor/train_reward"], r["monitor/success_rate"]) for r in rows]
+    cfg = load_config(VLARLConfig, "configs/vla/tabletop_reach.yaml", TINY + [f"output_dir={tmp_path / 'x'}",
+                                                                               "eval.monitors=[foo]"])
+    with pytest.raises(ValueError, match="eval.monitors: vla-rl's gold monitor"):
+        VLARLTrainer(cfg, quiet=True)
