@@ -9,7 +9,7 @@ TORCH   ?= torch==2.13.0
 export OMP_NUM_THREADS ?= 1
 export MKL_NUM_THREADS ?= 1
 
-.PHONY: install sysdeps demo demo-vla demo-wm vla-base test bench clean
+.PHONY: install sysdeps browser demo demo-vla demo-wm vla-base test bench clean
 
 # Headless MuJoCo rendering needs OSMesa (or a working EGL). Installed when missing and we are root;
 # otherwise print the command to run.
@@ -18,6 +18,14 @@ sysdeps:
 	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
 	    (apt-get update -qq && apt-get install -y -qq libosmesa6 >/dev/null) || echo "warning: could not install libosmesa6"; \
 	  else echo "note: for headless MuJoCo rendering install OSMesa: sudo apt-get install libosmesa6"; fi; }
+
+# The run-report test (tests/test_report.py) opens the page in headless Chromium: installed for `make test` when
+# missing and we are root; otherwise print the command to run.
+browser:
+	@command -v chromium >/dev/null || { \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+	    (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null) || echo "warning: could not install chromium"; \
+	  else echo "note: the report test needs Chromium: sudo apt-get install chromium"; fi; }
 
 $(BIN)/python:
 	$(PY) -m venv --system-site-packages $(VENV)
@@ -39,22 +47,25 @@ install: $(VENV)/.installed sysdeps
 
 demo: install
 	$(BIN)/diffusion-rl train configs/diffusion/shapes_branch.yaml
+	$(BIN)/diffusion-rl report runs/shapes_branch --out runs/shapes_branch/report.html
 
 # The VLA demo: 5 reach_one demos fine-tune the shipped pretrained base, then GRPO + SRPO (~15 min on 2 cores).
 demo-vla: install
 	$(BIN)/vla-rl train configs/vla/tabletop_reach_one.yaml
+	$(BIN)/vla-rl report runs/vla_reach_one --out runs/vla_reach_one/report.html
 
 # The World-VLA-Loop demo: GRPO of the VLA only inside the learned world model, real-simulator success per cycle
 # (reach_one, 4 cycles, ~11 min on 2 cores: 0.30 -> 0.70).
 demo-wm: install
 	$(BIN)/vla-rl loop configs/world_models/loop_reach_one.yaml
+	$(BIN)/vla-rl report runs/wm_loop_reach_one --out runs/wm_loop_reach_one/report.html
 
 # Rebuild the shipped base VLA (vla_rl/assets/tabletop_base) from scripted demos of the other tabletop tasks.
 vla-base: install
 	$(BIN)/vla-rl train configs/vla/pretrain_tabletop_base.yaml resume=false
 	rm -rf vla_rl/assets/tabletop_base && mkdir -p vla_rl/assets && cp -r runs/vla_pretrain_base/policy vla_rl/assets/tabletop_base
 
-test: install
+test: install browser
 	$(BIN)/python -m pytest -q
 
 bench: install

@@ -32,6 +32,7 @@ import sys
 from grpo.cli import ArgumentParser, parse_args
 from grpo.config import ConfigError, dump_config, load_config
 from grpo.onpolicy import OnPolicyError
+from grpo.report import add_report_command, run_report
 from grpo.retry import RetryError
 
 
@@ -96,8 +97,11 @@ def main(argv: list[str] | None = None) -> int:
     x.add_argument("--merge", action="store_true", help="also save the pipeline with the LoRA fused, in OUT/merged")
     x.add_argument("--weights", choices=("auto", "ema", "live"), default="auto",
                    help="auto: the EMA weights when the run kept them (what its evaluation scored), else the live ones")
+    add_report_command(sub)  # grpo.report: one offline HTML page for one or more runs
     args = parse_args(ap, argv, takes_overrides=("train", "toy"))  # key=value overrides may follow --dry-run
     try:
+        if args.cmd == "report":
+            return run_report(args)
         if args.cmd == "train":
             return _train(args)
         if args.cmd == "pretrain-shapes":

@@ -130,7 +130,7 @@ class DiffusionGRPOTrainer:
         self.reward_name = cfg.reward.name if reward_fn is None else getattr(reward_fn, "__name__", type(reward_fn).__name__)
         # gold monitors on the evaluation samples, never trained on, and the reward-hacking alarm (grpo.monitors)
         self.monitors = {n: build_monitor(n) for n in cfg.eval.monitors}
-        self.alarm = HackingAlarm(cfg.eval.patience, cfg.eval.action)
+        self.alarm = HackingAlarm(cfg.eval.patience, cfg.eval.action, cfg.eval.min_delta)
         self.params = self.adapter.trainable_parameters()
         if not self.params:
             raise ValueError("nothing to train: enable model.lora (or pass an adapter with trainable parameters)")

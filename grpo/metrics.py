@@ -44,6 +44,10 @@ class MetricsLogger:
             return
         self.logdir.mkdir(parents=True, exist_ok=True)
         self._jsonl = open(self.logdir / "metrics.jsonl", "a")
+        if config is not None:  # the resolved config, seed, versions and machine beside the metrics (grpo.runinfo)
+            from .runinfo import write_run_info
+
+            write_run_info(self.logdir, config)
         if tensorboard:
             from torch.utils.tensorboard import SummaryWriter
 

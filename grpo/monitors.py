@@ -7,6 +7,7 @@ rollouts' mean) and each monitor ``M_e`` (higher is better), and fires for a mon
 evaluations (``K``), the training reward rose while the monitor fell at every one of them::
 
     R_{e-K} < R_{e-K+1} < ... < R_e   and   M_{e-K} > M_{e-K+1} > ... > M_e      (strict, K transitions)
+    and  M_{e-K} - M_e > min_delta                                                 (not a noise-level drift)
 
 (the proxy keeps improving while the gold measure degrades: Goodhart, Gao et al. 2023 "Scaling laws for reward model
 overoptimization"). ``action``: ``warn`` prints it, ``stop`` raises :class:`RewardHackingError` (the trainer saves
@@ -30,10 +31,13 @@ class MonitorConfig:
     monitors: list[str] = field(default_factory=list)  # gold scores on evaluation samples, never trained on (reward names, "package.module:attr", or built-in statistics)
     patience: int = 3  # K: evaluations in a row with the training reward rising and a monitor falling before the alarm
     action: str = "warn"  # warn | stop: what the alarm does (stop: the run ends after a checkpoint; the best one is kept)
+    min_delta: float = 1e-3  # a monitor must fall by more than this over the K evaluations (noise-level drifts are ignored)
 
     def __post_init__(self) -> None:
         if self.patience < 1:
             raise ValueError(f"eval.patience must be >= 1, got {self.patience}")
+        if self.min_delta < 0:
+            raise ValueError(f"eval.min_delta must be >= 0, got {self.min_delta}")
         if self.action not in ("warn", "stop"):
             raise ValueError(f"eval.action must be 'warn' or 'stop', got {self.action!r}")
 
@@ -44,6 +48,7 @@ class HackingAlarm:
 
     patience: int = 3
     action: Literal["warn", "stop"] = "warn"
+    min_delta: float = 0.0  # the monitor's total fall over the window must exceed this
     history: list[tuple[int, float, dict[str, float]]] = field(default_factory=list)  # (iteration, R, {monitor: M})
 
     def observe(self, iteration: int, train_reward: float, monitors: dict[str, float],
@@ -60,7 +65,7 @@ class HackingAlarm:
         fired = []
         for name in monitors:
             ms = [m.get(name) for _, _, m in win]
-            if None not in ms and all(b < a for a, b in zip(ms, ms[1:])):
+            if None not in ms and all(b < a for a, b in zip(ms, ms[1:])) and ms[0] - ms[-1] > self.min_delta:
                 fired.append(name)
         if fired:
             its = [i for i, _, _ in win]

@@ -209,9 +209,12 @@ def main(argv: list[str] | None = None) -> int:
     lb.add_argument("--replay", action="store_true", help="re-run each demo in sims' LIBERO env and store what it renders "
                     "(successes only) instead of copying the stored frames")
     lb.add_argument("--image-size", type=int, default=None, help="with --replay: the env's image size")
+    from grpo.report import add_report_command, run_report
+
+    add_report_command(sub)  # grpo.report: one offline HTML page for one or more runs (train or loop)
     args = parse_args(p, argv, takes_overrides=("train", "loop"))  # key=value overrides may follow --dry-run
     cmd = {"train": cmd_train, "eval": cmd_eval, "loop": cmd_loop, "record-demos": cmd_record_demos,
-           "libero-demos": cmd_libero_demos}[args.cmd]
+           "libero-demos": cmd_libero_demos, "report": run_report}[args.cmd]
     return run_command(lambda: cmd(args))
 
 

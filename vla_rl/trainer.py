@@ -195,7 +195,7 @@ class VLARLTrainer:
         if cfg.eval.monitors:
             raise ValueError(f"eval.monitors: vla-rl's gold monitor is the held-out real success rate (always on); "
                              f"got {cfg.eval.monitors}, expected []")
-        self.alarm, self._rewards_since_eval = HackingAlarm(cfg.eval.patience, cfg.eval.action), []
+        self.alarm, self._rewards_since_eval = HackingAlarm(cfg.eval.patience, cfg.eval.action, cfg.eval.min_delta), []
         # backward passes and steps over the ranks (rebuilt on the sharded copy by ``_shard``)
         self.upd = DistributedUpdate(self.policy.parameters(), self.optimizer, self.guard, cfg.grpo.max_grad_norm,
                                      self.fsdp, self.dist)

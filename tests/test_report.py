@@ -1,0 +1,99 @@
+"""The run report: `diffusion-rl report` and `vla-rl report` write one self-contained page for real runs (two
+diffusion runs overlaid, a VLA run with rollout videos), and headless Chromium renders it: a screenshot that is not
+blank, every image decoded, no console errors. Chromium comes from the system's packages (`make test` installs it)."""
+
+import json
+import re
+import shutil
+import subprocess
+
+import numpy as np
+import pytest
+from PIL import Image
+
+from diffusion_rl.cli import main as diffusion_main
+from diffusion_rl.trainer import DiffusionGRPOTrainer
+from grpo.config import load_config
+from grpo.report import load_run
+from vla_rl.cli import main as vla_main
+from vla_rl.trainer import VLARLConfig, VLARLTrainer
+
+from .diffusion_rl.conftest import redness
+from .diffusion_rl.test_trainer import small_cfg
+from .vla_rl.test_trainer_e2e import TINY
+
+# appended to a copy of the page for the check only (the report itself has no scripts): after load, every <img>
+# must be decoded, else a console error
+PROBE = ("<script>window.addEventListener('load', () => { let n = 0; for (const i of document.images) { "
+         "if (!i.complete || i.naturalWidth === 0) console.error('broken image: ' + i.alt); else n++; } "
+         "console.log('images decoded: ' + n); });</script>")
+
+
+def chromium(page, shot, tmp_path):
+    exe = shutil.which("chromium") or shutil.which("chromium-browser")
+    assert exe, "Chromium is missing: `make browser` (or apt-get install chromium)"
+    probe = page.with_name(page.stem + "_probe.html")
+    probe.write_text(page.read_text().replace("</body>", PROBE + "</body>"))
+    cmd = [exe, "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+           "--disable-component-update", "--no-first-run", f"--user-data-dir={tmp_path / 'chromium-profile'}",
+           "--enable-logging=stderr", "--v=0", "--window-size=1200,1600", f"--screenshot={shot}",
+           probe.resolve().as_uri()]
+    res = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+    console = [ln for ln in (res.stdout + res.stderr).splitlines() if ":CONSOLE" in ln]
+    return res.returncode, console
+
+
+def _diffusion_runs(tmp_path):
+    for name, tree in (("flat", False), ("tree", True)):
+        cfg = small_cfg(tmp_path, train__iterations=2, train__eval_every=1, train__log_images=True, branch__enabled=tree,
+                        branch__split_steps=[0, 2], branch__branch=[3, 2])
+        cfg.output_dir = str(tmp_path / name)
+        cfg.eval.monitors = ["colour_variance", "low_freq_ratio"]
+        DiffusionGRPOTrainer(cfg, reward_fn=redness).train(progress=False)
+    return [tmp_path / "flat", tmp_path / "tree"]
+
+
+def test_report_renders_in_headless_chromium(tmp_path, capsys):
+    runs = _diffusion_runs(tmp_path)
+    vla = tmp_path / "vla"
+    cfg = load_config(VLARLConfig, "configs/vla/tabletop_reach.yaml",
+                      TINY + [f"output_dir={vla}", "rl.iterations=1", "rl.reward=binary", "rl.save_every=100"])
+    VLARLTrainer(cfg, quiet=True).train()
+    assert list((vla / "videos").glob("*.mp4"))
+
+    out = tmp_path / "report.html"
+    assert diffusion_main(["report", *map(str, runs), "--out", str(out)]) == 0
+    page = out.read_text()
+    assert not re.search(r"(src|href)=['\"](https?:|//)", page), "the page must not fetch anything"
+    assert page.count("data:image/png;base64,") >= 6  # plots + 2 x (before, after) grids
+    assert "<b>flat</b>" in page and "<b>tree</b>" in page and "On-policy gap" in page and "Monitors" in page
+    assert "samples before, iteration 0, eval reward" in page and "&quot;seed&quot;: 0" in page and "version torch" in page
+    info = json.loads((runs[0] / "run_info.json").read_text())
+    assert info["config"]["eval"]["monitors"] == ["colour_variance", "low_freq_ratio"] and info["versions"]["torch"]
+
+    vout = tmp_path / "vla_report.html"
+    assert vla_main(["report", str(vla), "--out", str(vout)]) == 0
+    vpage = vout.read_text()
+    assert "data:image/gif;base64," in vpage and "task tabletop/reach" in vpage and "success" in vpage
+
+    for name, pg in (("diffusion", out), ("vla", vout)):
+        shot = tmp_path / f"{name}.png"
+        rc, console = chromium(pg, shot, tmp_path)
+        assert rc == 0 and shot.is_file(), (rc, console)
+        errors = [c for c in console if "images decoded" not in c]
+        assert not errors, errors
+        assert any("images decoded" in c for c in console), console
+        px = np.asarray(Image.open(shot).convert("L"), dtype=np.float32)
+        assert px.std() > 10 and (px < 128).mean() > 0.005, "blank screenshot"  # text, lines and images drawn
+
+    # bad input: one line, exit 2, nothing written
+    assert diffusion_main(["report", str(tmp_path / "nope"), "--out", str(tmp_path / "x.html")]) == 2
+    assert "has no metrics.jsonl" in capsys.readouterr().err and not (tmp_path / "x.html").exists()
+
+
+def test_reference_metrics_file_overlays(tmp_path):
+    ref = tmp_path / "ref" / "metrics.jsonl"
+    ref.parent.mkdir()
+    ref.write_text("\n".join(json.dumps({"step": i, "time": i * 2.0, "reward/mean": 0.1 * i}) for i in range(1, 5)))
+    run = load_run(ref)
+    assert run.series("reward/mean") == ([1, 2, 3, 4], [2.0, 4.0, 6.0, 8.0], pytest.approx([0.1, 0.2, 0.3, 0.4]))
