@@ -2,6 +2,7 @@
 time (soft: the loaded model reset, hard: rebuilt from XML), memory per worker.
 
     python bench/bench_libero.py [--task libero/libero_spatial/0] [--steps 40] [--image-size 128] [--workers 1 2]
+                                 [--expert-states 50]   # + the scripted LIBERO-Spatial expert's success per task
 
 Steps are a fixed still action (``[0]*6 + [-1]``), so the numbers are the simulator's and renderer's cost, not a
 policy's. Each reset loads init state ``init_seed % 50`` and runs ``settle_steps`` (10, LIBERO's evaluation
@@ -88,6 +89,30 @@ def vector(task: str, n: int, cameras: tuple, image_size: int, steps: int, settl
     return {"make_s": made, "reset_s": reset, "steps_per_s": sps, "rss_mb": float(np.mean(mem))}
 
 
+def expert_rates(n_states: int) -> None:
+    """The scripted LIBERO-Spatial expert over init states 0..n_states-1 of every task, no camera."""
+    import sims
+
+    total = 0
+    for task in range(10):
+        env = sims.make(f"libero/libero_spatial/{task}", cameras=())
+        ok, lengths = 0, []
+        for s in range(n_states):
+            env.reset(options={"init_seed": s})
+            for t in range(env.max_steps):
+                *_, term, trunc, info = env.step(env.expert_action())
+                if term or trunc:
+                    break
+            ok += info["success"]
+            if info["success"]:
+                lengths.append(t + 1)
+        env.close()
+        total += ok
+        print(f"libero_spatial/{task}: expert {ok}/{n_states}, mean steps of successes "
+              f"{np.mean(lengths) if lengths else float('nan'):.0f}", flush=True)
+    print(f"expert total {total}/{10 * n_states}")
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--task", default="libero/libero_spatial/0")
@@ -95,6 +120,8 @@ def main(argv=None) -> int:
     p.add_argument("--image-size", type=int, default=128)
     p.add_argument("--settle", type=int, default=10, help="settle steps per reset (LIBERO's protocol: 10)")
     p.add_argument("--workers", type=int, nargs="*", default=[1, 2], help="VectorEnv sizes to time")
+    p.add_argument("--expert-states", type=int, default=0,
+                   help="also run the scripted LIBERO-Spatial expert on this many init states per task (50: all)")
     a = p.parse_args(argv)
     if a.steps < 1 or a.image_size < 16 or a.settle < 0 or any(w < 1 for w in a.workers):
         p.error("need --steps >= 1, --image-size >= 16, --settle >= 0, --workers >= 1")
@@ -113,6 +140,8 @@ def main(argv=None) -> int:
         for name, cams in setups[:2]:
             r = vector(a.task, n, cams, a.image_size, a.steps * (5 if not cams else 1), a.settle)
             print(f"{n:<8}{name:<18}{r['make_s']:>8.1f}{r['reset_s']:>9.2f}{r['steps_per_s']:>9.1f}{r['rss_mb']:>15.0f}")
+    if a.expert_states > 0:
+        expert_rates(a.expert_states)
     return 0
 
 
