@@ -78,9 +78,14 @@ class ModelConfig:
     # "shapes": `path` is the colors-and-shapes demo model; when it is missing the run stops naming the command that
     # builds it (`diffusion-rl pretrain-shapes --out <path>`): loading a model never trains one
     pretrain: Literal["none", "shapes"] = "none"  # shapes: path is the demo model (a missing one names the command that builds it)
+    adapter: str = ""  # a user's adapter class "package.module:Name" (grpo.plugins.DIFFUSION_ADAPTER; docs/EXTENDING.md); empty: the built-in for kind
 
     def __post_init__(self) -> None:
         check_device_name(self.device)  # the name only: resolved (and CUDA required) when the adapter is built
+        if self.adapter:  # imported and checked against the protocol now: one error naming what the class lacks
+            from grpo.plugins import DIFFUSION_ADAPTER, load_checked
+
+            load_checked(self.adapter, DIFFUSION_ADAPTER, "model.adapter", want_class=True)
         if self.decode_batch < 0:
             raise ValueError(f"model.decode_batch must be >= 0 (0: all at once), got {self.decode_batch}")
 
@@ -384,8 +389,15 @@ def load_pipeline(cfg: ModelConfig):
 
 def build_adapter(cfg: ModelConfig, pipe=None) -> DiffusionAdapter:
     """Load (or take) the pipeline and wrap it; LoRA is added when ``cfg.lora.enabled``."""
+    cls = ADAPTERS[cfg.kind]
+    if cfg.adapter:  # a user's adapter (grpo.plugins): its own pipeline loader when it has one
+        from grpo.plugins import DIFFUSION_ADAPTER, load_checked
+
+        cls = load_checked(cfg.adapter, DIFFUSION_ADAPTER, "model.adapter", want_class=True)
+        if pipe is None and callable(getattr(cls, "load_pipeline", None)):
+            pipe = cls.load_pipeline(cfg)
     pipe = pipe if pipe is not None else load_pipeline(cfg)
-    adapter = ADAPTERS[cfg.kind](pipe, cfg)
+    adapter = cls(pipe, cfg)
     if cfg.lora.enabled:
         adapter.add_lora(cfg.lora)
         if cfg.lora_init:

@@ -29,6 +29,10 @@ class RewardConfig:
     def __post_init__(self) -> None:
         if self.retries < 0:
             raise ValueError(f"reward.retries must be >= 0, got {self.retries}")
+        if ":" in self.name:  # a user's reward: imported and checked now (grpo.plugins.REWARD)
+            from grpo.plugins import REWARD, load_checked
+
+            load_checked(self.name, REWARD, "reward.name")
 
 
 @dataclass

@@ -25,8 +25,20 @@ class EnvConfig:
     kwargs: dict[str, Any] = field(default_factory=dict)  # passed to sims.make
     video_camera: str = "agentview"  # camera whose frames are recorded for SRPO and videos
     stop_on_success: bool = True  # end an episode at its first success
+    plugins: list[str] = field(default_factory=list)  # user modules imported before sims.make (they register their tasks; docs/EXTENDING.md)
 
     def __post_init__(self) -> None:
+        if self.plugins:  # imported now, so env.tasks may name the tasks they register
+            from grpo.plugins import import_modules
+
+            import_modules(self.plugins, "env.plugins")
+            import sims
+
+            known = set(sims.list_tasks())
+            unknown = [t for t in self.tasks if t not in known and not t.startswith("libero/")]
+            if unknown:
+                raise ValueError(f"env.tasks: {unknown} not registered after importing env.plugins {self.plugins} "
+                                 f"(a plugin registers with sims.registry.register('<suite>/<task>', factory))")
         if not self.tasks:
             raise ValueError("env.tasks is empty")
         if self.max_episode_steps < 1:
