@@ -507,7 +507,7 @@ class DiffusionGRPOTrainer:
                      "tracker": self.strategy.state_dict(), "guard": self.guard.state_dict(),
                      "rng": capture_rng_state(), "generator": self.gen.get_state(),
                      "data_rng": random_state_to_json(self.rng.getstate()), "iteration": self.iteration,
-                     "eval_before": self.eval_before, "best": self.best,
+                     "eval_before": self.eval_before, "best": self.best, "alarm": self.alarm.state_dict(),
                      "config": config_to_dict(self.cfg)}
             if ema is not None:
                 state["ema"] = ema
@@ -543,6 +543,7 @@ class DiffusionGRPOTrainer:
             self.ema = {k: shard_like(v.clone(), like[k]) for k, v in state["ema"].items()}
         self.iteration = int(state["iteration"])
         self.eval_before = state.get("eval_before")
+        self.alarm.load_state_dict(state.get("alarm"))  # the reward-hacking alarm's history of evaluations
         self.best = state.get("best")
         self.strategy.after_load()
 

@@ -262,6 +262,7 @@ class VLARLTrainer:
                 "optimizer": optim if sharded else self.optimizer.state_dict(), "guard": self.guard.state_dict(),
                 "rng": capture_rng_state(), "trainer": self.state, "vocab": self.policy.tokenizer.vocab,
                 "policy_config": config_to_dict(self.policy.cfg), "config": config_to_dict(self.cfg),
+                "alarm": self.alarm.state_dict(),
             }
             if self.last_iteration is not None:  # the last iteration's global credit (diagnostics, tests)
                 state["last_iteration"] = self.last_iteration
@@ -286,6 +287,7 @@ class VLARLTrainer:
         self.policy.load_state_dict(st["model"])
         self.optimizer.load_state_dict(st["optimizer"])  # full state; ``_shard`` shards it under FSDP
         self.guard.load_state_dict(st["guard"])
+        self.alarm.load_state_dict(st.get("alarm"))  # the reward-hacking alarm's history of evaluations
         restore_rng_state(st["rng"])
         self.state = st["trainer"]
         self._print(f"resumed from {latest} (iteration {self.state['iteration']}, sft_done={self.state['sft_done']})")

@@ -77,6 +77,13 @@ def test_hacked_reward_trips_the_alarm(tmp_path, capsys):
     assert any("monitor/colour_variance" in r for r in rows)
     out = capsys.readouterr().out
     assert "reward hacking suspected" in out and "greenness" in out
+    # the alarm's history is in the checkpoint: a resumed run goes on counting
+    from grpo.checkpoint import latest_checkpoint
+
+    tr3 = DiffusionGRPOTrainer(_cfg(tmp_path, "warn"), reward_fn=redness)
+    tr3.load(latest_checkpoint(tmp_path / "run" / "checkpoints"))
+    n = len(tr3.alarm.history)
+    assert n >= 8 and tr3.alarm.history == tr.alarm.history[:n]
     tr2 = DiffusionGRPOTrainer(_cfg(tmp_path / "stop", "stop"), reward_fn=redness)
     with pytest.raises(RewardHackingError):
         tr2.train(progress=False)
