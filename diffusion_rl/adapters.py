@@ -30,14 +30,11 @@ import torch
 
 from grpo.device import check_device_name, resolve_device
 
+from .families import DEFAULT_LORA_TARGETS, PIPELINES  # noqa: F401  (re-exported: the families' defaults)
+
 DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
 
 # attention projections of the joint (MM-DiT) blocks and of Wan's self/cross attention
-DEFAULT_LORA_TARGETS = {
-    "sd3": ["to_q", "to_k", "to_v", "to_out.0", "add_q_proj", "add_k_proj", "add_v_proj", "to_add_out"],
-    "flux": ["to_q", "to_k", "to_v", "to_out.0", "add_q_proj", "add_k_proj", "add_v_proj", "to_add_out"],
-    "wan": ["to_q", "to_k", "to_v", "to_out.0"],
-}
 
 
 @dataclass
@@ -332,7 +329,6 @@ class WanAdapter(DiffusionAdapter):
 
 
 ADAPTERS = {"sd3": SD3Adapter, "flux": FluxAdapter, "wan": WanAdapter}
-PIPELINES = {"sd3": "StableDiffusion3Pipeline", "flux": "FluxPipeline", "wan": "WanPipeline"}
 
 
 ASSETS = Path(__file__).resolve().parent / "assets"
@@ -401,7 +397,7 @@ def build_adapter(cfg: ModelConfig, pipe=None) -> DiffusionAdapter:
     if cfg.lora.enabled:
         adapter.add_lora(cfg.lora)
         if cfg.lora_init:
-            from .export import load_lora_init
+            from .lora_files import load_lora_init
 
             load_lora_init(adapter, cfg.lora_init)
     elif cfg.lora_init:

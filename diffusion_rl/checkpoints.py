@@ -88,7 +88,7 @@ def load_single_file(cfg, dtype):
     import diffusers
     from safetensors import safe_open
 
-    from .adapters import PIPELINES
+    from .families import PIPELINES
 
     f = Path(cfg.path).expanduser()
     if not f.is_file():

@@ -141,7 +141,7 @@ def add_lora(transformer: torch.nn.Module, kind: str, lora) -> None:
     """The trainer's LoRA (DiffusionAdapter.add_lora): peft on the attention projections, weights in fp32."""
     from peft import LoraConfig
 
-    from .adapters import DEFAULT_LORA_TARGETS
+    from .families import DEFAULT_LORA_TARGETS
 
     transformer.requires_grad_(False)
     with torch.device("meta"):

@@ -1,0 +1,100 @@
+"""LoRA files in diffusers' format: the run's peft names <-> diffusers' keys, the adapter metadata, and reading a
+diffusers-saved LoRA into a run's adapter (``model.lora_init``). Used by the adapters (loading) and the export."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import torch
+
+from .families import DEFAULT_LORA_TARGETS, pipeline_class
+
+LORA_FILE = "pytorch_lora_weights.safetensors"
+_ADAPTER_SEGMENT = re.compile(r"\.lora_(A|B)\.default\.")
+
+
+def to_diffusers_keys(trainable: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    """The run's peft parameter names (``blocks.0.attn.to_q.lora_A.default.weight``) -> the adapter-free names
+    diffusers stores without the component prefix (``blocks.0.attn.to_q.lora_A.weight``). Anything that is not a
+    LoRA A/B matrix (e.g. a fully fine-tuned parameter) has no place in a LoRA file and is refused."""
+    out, other = {}, []
+    for k, v in trainable.items():
+        if _ADAPTER_SEGMENT.search(k):
+            out[_ADAPTER_SEGMENT.sub(r".lora_\1.", k)] = v
+        else:
+            other.append(k)
+    if other:
+        raise ValueError(f"the run trains parameters that are not LoRA A/B matrices ({other[:3]}...): a LoRA export "
+                         "cannot hold them")
+    if not out:
+        raise ValueError("the checkpoint holds no LoRA weights (model.lora.enabled was false?)")
+    return out
+
+
+def lora_metadata(lora, kind: str) -> dict:
+    """The peft ``LoraConfig`` of the run's adapter as a dict (what diffusers keeps in the safetensors header)."""
+    from peft import LoraConfig
+
+
+    targets = list(lora.targets) or DEFAULT_LORA_TARGETS[kind]
+    d = LoraConfig(r=lora.rank, lora_alpha=lora.alpha, lora_dropout=lora.dropout, target_modules=targets).to_dict()
+    return {k: (sorted(v) if isinstance(v, set) else v) for k, v in d.items()}
+
+
+def read_lora_file(path: str | Path, kind: str) -> tuple[dict[str, torch.Tensor], dict | None]:
+    """A diffusers LoRA (a directory holding one ``*.safetensors`` LoRA file, or the file) -> ``({module.lora_A.weight:
+    tensor} of the denoiser, the adapter metadata or None)``. Read with the pipeline's own ``lora_state_dict``, so
+    the formats it converts (e.g. kohya / XLabs FLUX LoRAs) are accepted as well."""
+    cls = pipeline_class(kind)
+    p = Path(path)
+    if not p.exists():
+        raise FileNotFoundError(f"model.lora_init={str(path)!r} does not exist (expected a diffusers LoRA directory "
+                                f"with {LORA_FILE}, or a .safetensors file)")
+    kw = {}
+    if p.is_dir():
+        files = sorted(p.glob("*.safetensors"))
+        if not files:
+            raise FileNotFoundError(f"model.lora_init={str(path)!r}: no .safetensors file in the directory")
+        name = LORA_FILE if (p / LORA_FILE).exists() else files[0].name
+        kw = {"weight_name": name}
+    res = cls.lora_state_dict(str(p), return_lora_metadata=True, **kw)  # (state, metadata); FLUX may add alphas
+    sd, meta = res[0], res[-1]
+    prefix = "transformer."
+    other = sorted({k.split(".", 1)[0] for k in sd if not k.startswith(prefix)})
+    if other:
+        raise ValueError(f"model.lora_init={str(path)!r} also holds LoRA weights of {other}; only the denoiser "
+                         "(transformer) LoRA is trained here")
+    sd = {k[len(prefix):]: v for k, v in sd.items()}
+    if meta:
+        meta = {k[len(prefix):]: v for k, v in meta.items() if k.startswith(prefix)} or None
+    return sd, meta
+
+
+def load_lora_init(adapter, path: str | Path) -> int:
+    """Copy a diffusers-saved LoRA into the adapter's (just injected) peft LoRA; returns the tensors loaded.
+
+    The file's rank (from the A matrices' shapes) and alpha (from its metadata; absent metadata means alpha = rank,
+    diffusers' own convention) must equal ``model.lora.rank`` / ``model.lora.alpha``, and each of its modules must be
+    one the run targets; otherwise one error says which values to set."""
+    cfg = adapter.cfg.lora
+    sd, meta = read_lora_file(path, adapter.kind)
+    ranks = sorted({int(v.shape[0]) for k, v in sd.items() if ".lora_A." in k})
+    alpha = float(meta["lora_alpha"]) if meta and "lora_alpha" in meta else (float(ranks[0]) if ranks else None)
+    if ranks != [cfg.rank] or alpha != float(cfg.alpha):
+        raise ValueError(f"model.lora_init={str(path)!r} has rank {ranks} and alpha {alpha}, the run has "
+                         f"model.lora.rank={cfg.rank} and model.lora.alpha={cfg.alpha}: set them to the file's values")
+    params = dict(adapter.transformer.named_parameters())
+    want = {_ADAPTER_SEGMENT.sub(r".lora_\1.", n): n for n in params if _ADAPTER_SEGMENT.search(n)}
+    unknown = sorted(k for k in sd if k not in want)
+    if unknown:
+        raise ValueError(f"model.lora_init={str(path)!r} has LoRA weights for modules the run does not target, e.g. "
+                         f"{unknown[:3]}; set model.lora.targets to cover them")
+    with torch.no_grad():
+        for k, v in sd.items():
+            p = params[want[k]]
+            if p.shape != v.shape:
+                raise ValueError(f"model.lora_init={str(path)!r}: {k} has shape {tuple(v.shape)}, the model expects "
+                                 f"{tuple(p.shape)}")
+            p.copy_(v.to(p.dtype))
+    return len(sd)
