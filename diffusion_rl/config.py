@@ -108,12 +108,7 @@ class DiffusionRLConfig:
         else:
             why = "train.use_tracker=false (per-batch groups)"
             out.update({k: why for k in ("train.tracker_buffer", "train.tracker_min_count")})
-            if self.grpo.advantage == "gdpo":
-                out["grpo.std_mode"] = "grpo.advantage='gdpo' (each reward component is normalized per group)"
-            else:
-                if self.grpo.advantage == "median":
-                    out["grpo.std_mode"] = "grpo.advantage='median' (MC-GRPO scales by the group's MAD)"
-                out["grpo.reward_weights"] = f"grpo.advantage={self.grpo.advantage!r} (component weights are GDPO's)"
+            out.update(self.grpo.inactive_keys())
         if self.train.loss != "nft":
             why = "train.loss='grpo' (these are DiffusionNFT's settings)"
             out.update({k: why for k in ("train.nft_beta", "train.nft_timesteps")})

@@ -47,6 +47,19 @@ class GRPOConfig:
     max_grad_norm: float = 1.0  # gradient clipping norm
     max_nonfinite: int = 3  # consecutive skipped updates before aborting
 
+    def inactive_keys(self, prefix: str = "grpo") -> dict[str, str]:
+        """Keys of this section that the chosen ``advantage`` reads nowhere (``prefix.key`` -> why), for the jobs'
+        :func:`grpo.config.check_inactive_keys`: ``std_mode`` under GDPO (each component is normalized per group)
+        and MC-GRPO (the MAD scales), ``reward_weights`` unless GDPO."""
+        out: dict[str, str] = {}
+        if self.advantage == "gdpo":
+            out[f"{prefix}.std_mode"] = "grpo.advantage='gdpo' (each reward component is normalized per group)"
+        else:
+            if self.advantage == "median":
+                out[f"{prefix}.std_mode"] = "grpo.advantage='median' (MC-GRPO scales by the group's MAD)"
+            out[f"{prefix}.reward_weights"] = f"grpo.advantage={self.advantage!r} (component weights are GDPO's)"
+        return out
+
     def __post_init__(self) -> None:
         if self.group_size < 2:
             raise ValueError(f"group_size must be >= 2 (group-relative advantages need a group), got {self.group_size}")

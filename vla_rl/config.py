@@ -111,10 +111,5 @@ class VLARLConfig:
             out["rl.success_band"] = "rl.dynamic_sampling=false (every group is kept)"
         if self.rl.train_seeds:
             out["rl.train_seed_range"] = "rl.train_seeds set (the fixed training states are cycled)"
-        if self.grpo.advantage == "gdpo":
-            out["grpo.std_mode"] = "grpo.advantage='gdpo' (each reward component is normalized per group)"
-        else:
-            if self.grpo.advantage == "median":
-                out["grpo.std_mode"] = "grpo.advantage='median' (MC-GRPO scales by the group's MAD)"
-            out["grpo.reward_weights"] = f"grpo.advantage={self.grpo.advantage!r} (component weights are GDPO's)"
+        out.update(self.grpo.inactive_keys())
         return out
