@@ -67,6 +67,7 @@ from grpo.loss import clipped_pg_loss, flow_kl, flow_kl_scale, k3_kl
 from grpo.metrics import MetricsLogger
 from grpo.monitors import HackingAlarm, RewardHackingError
 from grpo.onpolicy import OnPolicyGap, check_onpolicy
+from grpo.runinfo import write_grid_captions
 from grpo.loop import Phase, no_phase, resume_latest, run_loop
 from grpo.retry import call_with_retry
 from grpo.train_step import NonFiniteGuard
@@ -455,7 +456,9 @@ class DiffusionGRPOTrainer:
         if backup is not None:
             self.adapter.load_trainable_state_dict(backup)
         if tag and self.cfg.train.log_images and images.dim() == 4:
-            self.logger.log_images(step, tag, images[:16], nrow=8)
+            grid = self.logger.log_images(step, tag, images[:16], nrow=8)
+            if grid is not None:  # the cells' prompts and rewards beside the grid, for the run report (grpo.report)
+                write_grid_captions(grid, prompts[:16], out.total[:16].float().tolist(), nrow=8)
         named = {**(getattr(out, "components", None) or {}), **(getattr(out, "details", None) or {})}
         comps = {f"eval/{k}": float(v.float().mean()) for k, v in named.items()}
         if comps:

@@ -159,12 +159,28 @@ def _caption(run: Run, p: Path) -> str:
     return ", ".join(bits)
 
 
+def _cells(grid: Path) -> str:
+    """The grid's per-cell prompts and rewards (``<grid>.json``, :func:`grpo.runinfo.write_grid_captions`) as a
+    small table, row by row as tiled; empty when the run did not write them."""
+    side = grid.with_suffix(".json")
+    if not side.is_file():
+        return ""
+    try:
+        d = json.loads(side.read_text())
+        cells, nrow = d["cells"], int(d["nrow"])
+    except (ValueError, KeyError, TypeError):
+        return ""
+    rows = "".join(f"<tr><td>{i // nrow + 1},{i % nrow + 1}</td><td>{html.escape(str(c.get('prompt', '')))}</td>"
+                   f"<td>{float(c.get('reward', float('nan'))):.3f}</td></tr>" for i, c in enumerate(cells))
+    return f"<table class='cells'><tr><th>row,col</th><th>prompt</th><th>reward</th></tr>{rows}</table>"
+
+
 CSS = """body{font-family:system-ui,sans-serif;margin:24px;max-width:1200px;color:#222}
 h1{font-size:22px}h2{font-size:17px;border-bottom:1px solid #ddd;padding-bottom:4px;margin-top:28px}
 figure{display:inline-block;margin:6px 12px 12px 0;vertical-align:top}figcaption{font-size:12px;color:#555;max-width:420px}
 img.plot{max-width:100%}img.grid{image-rendering:pixelated;max-width:420px;min-width:160px;border:1px solid #ccc}
 table{border-collapse:collapse;font-size:13px}td,th{border:1px solid #ddd;padding:3px 8px;text-align:left}
-pre{background:#f6f6f6;padding:8px;font-size:12px;overflow-x:auto}"""
+table.cells{font-size:11px;margin-top:4px}pre{background:#f6f6f6;padding:8px;font-size:12px;overflow-x:auto}"""
 
 
 def _summary_table(runs: list[Run]) -> str:
@@ -207,7 +223,7 @@ def render(runs: list[Run], title: str = "branchloop run report") -> str:
                 b64 = base64.b64encode(p.read_bytes()).decode()
                 cap = html.escape(_caption(r, p))
                 parts.append(f"<figure><img class='grid' alt='{cap}' src='data:image/png;base64,{b64}'>"
-                             f"<figcaption>{cap}</figcaption></figure>")
+                             f"<figcaption>{cap}{_cells(p)}</figcaption></figure>")
         if r.videos:
             parts.append(f"<h2>Rollout videos: {html.escape(r.name)}</h2>")
             for p in r.videos:

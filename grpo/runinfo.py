@@ -48,3 +48,12 @@ def write_run_info(logdir: str | Path, config: Mapping[str, Any]) -> Path:
             "started": time.strftime("%Y-%m-%d %H:%M:%S %Z")}
     path.write_text(json.dumps(info, indent=1, default=str))
     return path
+
+
+def write_grid_captions(grid_png: str | Path, prompts: list[str], rewards: list[float], nrow: int) -> Path:
+    """``<grid>.json`` beside an image grid: ``{"nrow", "cells": [{"prompt", "reward"}, ...]}`` in the grid's
+    row-major cell order (what :func:`grpo.metrics.image_grid` tiles), read by the run report's captions."""
+    path = Path(grid_png).with_suffix(".json")
+    cells = [{"prompt": p, "reward": float(r)} for p, r in zip(prompts, rewards)]
+    path.write_text(json.dumps({"nrow": nrow, "cells": cells}))
+    return path

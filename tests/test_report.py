@@ -67,6 +67,7 @@ def test_report_renders_in_headless_chromium(tmp_path, capsys):
     assert not re.search(r"(src|href)=['\"](https?:|//)", page), "the page must not fetch anything"
     assert page.count("data:image/png;base64,") >= 6  # plots + 2 x (before, after) grids
     assert "<b>flat</b>" in page and "<b>tree</b>" in page and "On-policy gap" in page and "Monitors" in page
+    assert "<td>a red circle</td>" in page and "<th>prompt</th><th>reward</th>" in page  # the grid cells' captions
     assert "samples before, iteration 0, eval reward" in page and "&quot;seed&quot;: 0" in page and "version torch" in page
     info = json.loads((runs[0] / "run_info.json").read_text())
     assert info["config"]["eval"]["monitors"] == ["colour_variance", "low_freq_ratio"] and info["versions"]["torch"]
