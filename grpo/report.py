@@ -39,6 +39,9 @@ GROUPS = (
     ("Grad norm", r"^(loss/)?grad_norm$"),
     ("NFE / cost per iteration", r"^cost/(nfe_rollout|nfe_train|backward)$|^rollout/env_steps$"),
     ("Loss", r"^loss/(loss|objective)$"),
+    ("World-VLA-Loop: success in the real simulator and in the world model (per cycle)",
+     r"^(real_success|wm_success_before_rl|wm_success_after_rl)$"),
+    ("World model and IDM (held out)", r"^(wm_heldout|idm)/.*(mse|r2|error|psnr|acc)"),
 )
 
 

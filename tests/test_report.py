@@ -98,3 +98,12 @@ def test_reference_metrics_file_overlays(tmp_path):
     ref.write_text("\n".join(json.dumps({"step": i, "time": i * 2.0, "reward/mean": 0.1 * i}) for i in range(1, 5)))
     run = load_run(ref)
     assert run.series("reward/mean") == ([1, 2, 3, 4], [2.0, 4.0, 6.0, 8.0], pytest.approx([0.1, 0.2, 0.3, 0.4]))
+    loop = tmp_path / "loop"  # a World-VLA-Loop run's per-cycle rows (vla_rl.wm_loop), overlaid with the reference
+    loop.mkdir()
+    (loop / "metrics.jsonl").write_text("\n".join(json.dumps({"step": c, "time": 60.0 * c, "real_success": 0.3 + 0.1 * c,
+                                                             "wm_success_after_rl": 0.5, "idm/heldout_mse": 0.01})
+                                                 for c in range(3)))
+    out = tmp_path / "loop.html"
+    assert vla_main(["report", str(loop), str(ref), "--out", str(out)]) == 0
+    page = out.read_text()
+    assert "World-VLA-Loop: success" in page and "World model and IDM" in page and "<b>loop</b>" in page
