@@ -30,6 +30,7 @@ import argparse
 import sys
 
 from grpo.cli import ArgumentParser, parse_args
+from grpo.preflight import check_writable_dir, quiet_third_party_warnings
 from grpo.config import ConfigError, dump_config, load_config
 from grpo.onpolicy import OnPolicyError
 from grpo.report import add_report_command, run_report
@@ -53,6 +54,7 @@ def _mode(cfg) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
+    quiet_third_party_warnings()
     ap = ArgumentParser(prog="diffusion-rl", description=__doc__.split("\n\n")[0],
                         formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = ap.add_subparsers(dest="cmd", required=True)
@@ -120,7 +122,10 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _train(args) -> int:
+    from .preflight import check_train_inputs
+
     cfg, Trainer = _build(args.config, args.overrides)
+    check_train_inputs(cfg, writes=not (args.dry_run or args.plan))  # before any model is built
     if args.plan:
         from .plan import build_plan, format_plan
 
@@ -170,8 +175,10 @@ def _pretrain_shapes(args) -> int:
 
     import torch
 
+    from .preflight import check_pretrain_args
     from .pretrain_shapes import DEFAULT_DIR, pretrain
 
+    check_pretrain_args(args)
     torch.set_num_threads(int(os.environ.get("OMP_NUM_THREADS", "2")))
     out = pretrain(args.out or DEFAULT_DIR, args.steps, args.size, args.batch, lr=args.lr, seed=args.seed, hidden=args.hidden,
                    layers=args.layers, init=args.init, save_every=args.save_every)
@@ -180,7 +187,18 @@ def _pretrain_shapes(args) -> int:
 
 
 def _toy(args) -> int:
-    from grpo.demo import main as toy_main
+    from grpo.config import ConfigError, load_config
+    from grpo.demo import ToyConfig, main as toy_main
+    from grpo.preflight import check_sizes
+
+    try:
+        cfg = load_config(ToyConfig, args.config, list(args.overrides))
+    except ConfigError:
+        cfg = None  # toy_main reports it (one line, exit 2)
+    if cfg is not None:
+        check_sizes(("train.iterations", cfg.train.iterations, 0), ("grpo.group_size", cfg.grpo.group_size, 2))
+        if not args.dry_run:
+            check_writable_dir(cfg.output_dir, "output_dir")
 
     argv = ([args.config] if args.config else []) + list(args.overrides) + (["--dry-run"] if args.dry_run else [])
     return toy_main(argv)
@@ -189,6 +207,7 @@ def _toy(args) -> int:
 def _export(args) -> int:
     from .export import export_run
 
+    check_writable_dir(args.out, "OUT")
     info = export_run(args.run_dir, args.out, merge=args.merge, weights=args.weights)
     lo = info["lora"]
     print(f"exported {info['weights']} LoRA of {info['checkpoint']} (iteration {info['iteration']}): rank {lo['rank']}, "
@@ -208,6 +227,10 @@ def _eval(args) -> int:
     p = Path(args.checkpoint)
     if p.is_dir() and not (p / "state.json").exists():
         p = latest_checkpoint(p) or latest_checkpoint(p / "checkpoints") or p
+    if (p / "state.json").exists() or p.is_dir():
+        from grpo.preflight import check_checkpoint_dir
+
+        check_checkpoint_dir(p)  # a truncated / corrupt checkpoint: one line naming the file
     state = load_checkpoint(p)
     cfg = build_cfg(DiffusionRLConfig, state["config"], "", str(p))
     if args.overrides:

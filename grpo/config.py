@@ -194,8 +194,14 @@ def load_config(cls: type[T], path: str | Path | None = None, overrides: list[st
             raise ConfigError(f"config file not found: {p} (expected a YAML file for {cls.__name__})")
         try:
             loaded = yaml.safe_load(p.read_text())
-        except yaml.YAMLError as e:
-            raise ConfigError(f"{p}: not valid YAML: {e}") from e
+        except yaml.YAMLError as e:  # one line, with where the parser stopped (1-based line and column)
+            mark = getattr(e, "problem_mark", None) or getattr(e, "context_mark", None)
+            where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
+            what = " ".join(str(getattr(e, "problem", None) or e).split())
+            ctx, cm = getattr(e, "context", None), getattr(e, "context_mark", None)
+            if ctx and cm is not None and cm is not mark:
+                what += f" ({ctx.removeprefix('while ')} at line {cm.line + 1})"
+            raise ConfigError(f"{p}: not valid YAML{where}: {what}") from e
         if loaded is None:
             loaded = {}
         if not isinstance(loaded, dict):

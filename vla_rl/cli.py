@@ -25,6 +25,7 @@ import sys
 from pathlib import Path
 
 from grpo.cli import ArgumentParser, parse_args, run_command
+from grpo.preflight import check_writable_file, quiet_third_party_warnings
 
 
 def _setup_threads() -> None:
@@ -44,6 +45,9 @@ def cmd_train(args: argparse.Namespace) -> int:
     except ConfigError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
+    from .preflight import check_vla_inputs
+
+    check_vla_inputs(cfg, writes=not args.dry_run)  # before any env, model or file is made
     if args.dry_run:
         print(dump_config(cfg))
         cost = cost_per_iteration(cfg)
@@ -83,9 +87,17 @@ def cmd_eval(args: argparse.Namespace) -> int:
     from .trainer import VLARLConfig
 
     _setup_threads()
+    if args.episodes < 0:
+        raise ValueError(f"--episodes={args.episodes}: expected >= 1 (or 0: the config's rl.eval_episodes)")
     path = Path(args.checkpoint)
     if (path / "checkpoints").is_dir():
         path = path / "checkpoints"
+    from grpo.checkpoint import latest_checkpoint
+    from grpo.preflight import check_checkpoint_dir
+
+    target = path if (path / "state.json").exists() else latest_checkpoint(path)
+    if target is not None:
+        check_checkpoint_dir(target)  # a truncated / corrupt checkpoint: one line naming the file
     try:
         st = load_checkpoint(path)
     except FileNotFoundError as e:
@@ -141,6 +153,7 @@ def cmd_record_demos(args: argparse.Namespace) -> int:
     if args.task not in tasks:
         known = [t for t in tasks if not t.startswith("libero/")] + (["libero/<suite>/<i>"] if len(tasks) > 20 else [])
         raise ValueError(f"unknown task {args.task!r}; known: {', '.join(known)}")
+    check_writable_file(args.out, "out")
     cams = () if args.cameras == ["none"] else tuple(args.cameras)
     summary = sims.record_demos(args.task, args.n, args.out, env_kwargs={"image_size": args.image_size, "cameras": cams},
                                 seed_offset=args.seed_offset, noise=args.noise, wrong_object=args.wrong_object,
@@ -160,6 +173,7 @@ def cmd_libero_demos(args: argparse.Namespace) -> int:
     missing = [f for f in args.inputs if not Path(f).is_file()]
     if missing:
         raise FileNotFoundError(f"no such LIBERO demo file(s): {', '.join(missing[:5])}")
+    check_writable_file(args.out, "out")
     if args.image_size is not None and (not args.replay or args.image_size < 1):
         raise ValueError(f"--image-size={args.image_size}: expected >= 1, with --replay")
     names = args.env_names or [f"libero/{args.suite}/{task_index(args.suite, f)}" for f in args.inputs]
@@ -169,6 +183,7 @@ def cmd_libero_demos(args: argparse.Namespace) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
+    quiet_third_party_warnings()
     p = ArgumentParser(prog="vla-rl", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = p.add_subparsers(dest="cmd", required=True)
     t = sub.add_parser("train", help="SFT on a few demos, then GRPO (per the config)")

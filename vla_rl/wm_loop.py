@@ -240,8 +240,16 @@ def keep_best_policy(root: Path, policy: SmallVLA, value: float, cycle: int, bes
 
 def run_loop_command(config: str | None, overrides: list[str], dry_run: bool = False) -> int:
     """``vla-rl loop CONFIG [key=value ...] [--dry-run]`` (a bad config: one line on stderr, exit 2)."""
+    from grpo.config import dump_config
+
+    from .preflight import check_loop_inputs
+
     def run(cfg: LoopConfig) -> int:
+        check_loop_inputs(cfg, writes=not dry_run)  # before any data, model or file is made
+        if dry_run:
+            print(dump_config(cfg))
+            return 0
         run_loop(cfg)
         return 0
 
-    return config_command(LoopConfig, config, overrides, dry_run, run)
+    return config_command(LoopConfig, config, overrides, False, run)

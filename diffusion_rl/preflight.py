@@ -1,0 +1,47 @@
+"""What ``diffusion-rl`` commands check before building a model (grpo.preflight): image sizes, group size, the
+output directory, pretrain-shapes' flags. Each failure is one line (ValueError)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from grpo.preflight import check_path_exists, check_resumable, check_sizes, check_writable_dir
+
+
+def check_train_inputs(cfg, writes: bool = True) -> None:
+    """A ``DiffusionRLConfig``'s checks (``writes``: the output directory too; a dry run writes nothing)."""
+    check_sizes(("model.height", cfg.model.height, 1), ("model.width", cfg.model.width, 1),
+                ("train.iterations", cfg.train.iterations, 0), ("sampler.num_steps", cfg.sampler.num_steps, 1))
+    if not cfg.branch.enabled:
+        check_sizes(("grpo.group_size", cfg.grpo.group_size, 2))
+    if writes:
+        check_writable_dir(cfg.output_dir, "output_dir")
+        probe_reward(cfg)
+        if cfg.resume:
+            check_resumable(Path(cfg.output_dir) / "checkpoints")
+
+
+def check_pretrain_args(args) -> None:
+    """``diffusion-rl pretrain-shapes`` flags."""
+    check_sizes(("--steps", args.steps, 1), ("--size", args.size, 8), ("--batch", args.batch, 1),
+                ("--hidden", args.hidden, 1), ("--layers", args.layers, 1), ("--save-every", args.save_every, 0))
+    if not args.lr > 0:
+        raise ValueError(f"--lr={args.lr}: expected > 0")
+    check_path_exists("--init", args.init, "a saved shapes pipeline directory")
+    if args.out:
+        check_writable_dir(args.out, "--out")
+
+
+def probe_reward(cfg) -> None:
+    """Call a custom ``module:attr`` reward once on random images of the run's size and its first prompts."""
+    if ":" not in cfg.reward.name:
+        return
+    import torch
+
+    from grpo.preflight import check_custom_reward
+    from rewards import RewardBatch, build_reward
+
+    prompts = (list(getattr(cfg.prompts, "prompts", None) or []) or ["a probe prompt"])[:2] * 2
+    gen = torch.Generator().manual_seed(0)
+    images = torch.rand(len(prompts), 3, cfg.model.height, cfg.model.width, generator=gen)
+    check_custom_reward(cfg.reward.name, dict(cfg.reward.kwargs), build_reward, RewardBatch(images=images, prompts=prompts))

@@ -1,0 +1,169 @@
+"""Checks every command runs before its first expensive step, so that bad input is one line and nothing is written.
+
+    quiet_third_party_warnings()                          # at a CLI's entry point
+    check_writable_dir(cfg.output_dir, "output_dir")      # before anything is created under it
+    check_sizes(("grpo.group_size", g, 2), ("rl.iterations", n, 1))   # value >= minimum, else one line naming it
+    check_choice("env.tasks", task, known)                # one of ``known``, with a "did you mean"
+
+Each check raises ``ValueError`` with one line that names the key, the value and what was expected
+(:func:`grpo.cli.run_command` prints it as ``error: ...`` and exits 2).
+"""
+
+from __future__ import annotations
+
+import difflib
+import os
+import warnings
+from pathlib import Path
+from typing import Iterable, Sequence
+
+# third-party warnings that mean nothing to a user of these commands (message regexes)
+NOISE = (
+    r"CUDA is not available or torch_xla is imported\. Disabling autocast",  # diffusers' Kandinsky, at import, on CPU
+)
+
+
+def quiet_third_party_warnings() -> None:
+    """Drop the warnings in :data:`NOISE` (printed by third-party imports on every start)."""
+    for msg in NOISE:
+        warnings.filterwarnings("ignore", message=msg)
+
+
+def check_writable_dir(path: str | os.PathLike, key: str, shown: str | os.PathLike | None = None) -> Path:
+    """``path`` can be created (or exists) as a writable directory: its nearest existing ancestor is a directory
+    we may write into. Nothing is created. Returns the path (``shown``: the path the message names instead)."""
+    p = Path(path).expanduser()
+    probe = p
+    shown = Path(shown) if shown is not None else p
+    while not probe.exists() and not probe.is_symlink():
+        if probe.parent == probe:
+            break
+        probe = probe.parent
+    if probe.exists() and not probe.is_dir():
+        raise ValueError(f"{key}={str(shown)!r}: cannot create it ({probe} is a file, not a directory)")
+    if probe.exists() and not os.access(probe, os.W_OK | os.X_OK):
+        raise ValueError(f"{key}={str(shown)!r}: {probe} is not writable (expected a directory this user may write into)")
+    return p
+
+
+def check_writable_file(path: str | os.PathLike, key: str) -> Path:
+    """The file ``path`` can be written: its directory passes :func:`check_writable_dir` and it is not a directory."""
+    p = Path(path).expanduser()
+    if p.is_dir():
+        raise ValueError(f"{key}={str(p)!r}: is a directory (expected a file path)")
+    check_writable_dir(p.parent, key, shown=p)
+    return p
+
+
+def check_sizes(*items: tuple[str, float, float]) -> None:
+    """Each ``(key, value, minimum)``: ``value >= minimum`` (an int), else one line naming the key."""
+    for key, value, minimum in items:
+        if not isinstance(value, (int, float)) or isinstance(value, bool) or value < minimum:
+            raise ValueError(f"{key}={value!r}: expected an integer >= {minimum}")
+
+
+def check_choice(key: str, value: str, known: Iterable[str], hint: str = "") -> None:
+    """``value`` is one of ``known``, else one line with the closest names ("did you mean")."""
+    known = list(known)
+    if value in known:
+        return
+    close = difflib.get_close_matches(value, known, n=3)
+    shown = ", ".join(known[:20]) + (" ..." if len(known) > 20 else "")
+    raise ValueError(f"{key}={value!r} is not known" + (f"; did you mean {', '.join(map(repr, close))}?" if close else "")
+                     + f" (expected one of: {shown}{hint})")
+
+
+def check_path_exists(key: str, value: str | None, what: str) -> None:
+    """A local path given for ``key`` exists (hub ids and ``builtin:`` names are left to their loaders)."""
+    if not value or value.startswith("builtin:"):
+        return
+    looks_local = value.startswith(("/", "./", "../", "~")) or os.sep in value and Path(value).expanduser().parent.exists()
+    if looks_local and not Path(value).expanduser().exists():
+        raise ValueError(f"{key}={value!r}: no such path (expected {what})")
+
+
+def check_safetensors_file(path: Path) -> None:
+    """``path`` is a complete safetensors file: its 8-byte header length, JSON header and data size agree (reads the
+    header only). A truncated or corrupt file: one line naming it."""
+    import json
+    import struct
+
+    size = path.stat().st_size
+    try:
+        with open(path, "rb") as f:
+            (n,) = struct.unpack("<Q", f.read(8))
+            if n > size - 8:
+                raise ValueError
+            header = json.loads(f.read(n))
+        end = max((int(v["data_offsets"][1]) for k, v in header.items() if k != "__metadata__"), default=0)
+    except (ValueError, KeyError, TypeError, struct.error, UnicodeDecodeError):
+        raise ValueError(f"{path}: corrupt safetensors file ({size} bytes; its header cannot be read)") from None
+    if size != 8 + n + end:
+        raise ValueError(f"{path}: truncated or corrupt safetensors file ({size} bytes, its header says {8 + n + end})")
+
+
+def check_checkpoint_dir(path: str | os.PathLike) -> None:
+    """A checkpoint directory (grpo.checkpoint layout) is complete: ``state.json`` parses, every safetensors file is
+    whole. Nothing is read beyond headers."""
+    import json
+
+    p = Path(path)
+    state = p / "state.json"
+    if not state.exists():
+        raise ValueError(f"{p}: no state.json (an incomplete or corrupt checkpoint; expected a step_* directory "
+                         "written by the trainer)")
+    try:
+        json.loads(state.read_text())
+    except ValueError as e:
+        raise ValueError(f"{state}: corrupt checkpoint state ({' '.join(str(e).split())})") from None
+    for f in sorted(p.glob("*.safetensors")):
+        check_safetensors_file(f)
+
+
+def check_resumable(ckpt_root: str | os.PathLike) -> None:
+    """Before resuming from ``ckpt_root``: the checkpoint the run would resume from is complete. A corrupt one is
+    reported (one line) and left as it is, never deleted or overwritten; the user moves it away or starts afresh."""
+    from .checkpoint import LATEST, latest_checkpoint
+
+    root = Path(ckpt_root)
+    if not root.is_dir():
+        return
+    advice = "; it was left untouched: move it away to resume from an older checkpoint, or set resume=false"
+    pointer = root / LATEST
+    if pointer.exists():
+        named = root / pointer.read_text().strip()
+        if not (named / "state.json").exists():
+            raise ValueError(f"resume: {named} (named by {pointer}) has no state.json, an incomplete or corrupt "
+                             f"checkpoint{advice}")
+    latest = latest_checkpoint(root)
+    if latest is not None:
+        try:
+            check_checkpoint_dir(latest)
+        except ValueError as e:
+            raise ValueError(f"resume: {e}{advice}") from None
+
+
+def check_custom_reward(name: str, kwargs: dict, build, batch) -> None:
+    """A user's ``module:attr`` reward, called once on ``batch`` (e.g. random images, the config's prompts) before
+    the run: it must not raise and must return a finite ``total`` of one value per sample (rewards.check_output).
+    Built-in rewards are not probed (they are tested, and some load large models)."""
+    if ":" not in name:
+        return
+    from rewards import check_output
+
+    fn = build(name, **kwargs)
+    try:
+        out = fn(batch)
+    except Exception as e:  # noqa: BLE001 - any failure of user code is reported as one line
+        raise ValueError(f"reward.name={name!r} raised on a probe batch of {len(batch)} samples before the run: "
+                         f"{type(e).__name__}: {' '.join(str(e).split())}") from None
+    try:
+        check_output(out, len(batch), name, nonfinite="raise")
+    except (TypeError, ValueError) as e:
+        raise ValueError(f"reward.name={name!r} on a probe batch before the run: {' '.join(str(e).split())} "
+                         "(expected finite values, one per sample)") from None
+
+
+def first_line(msgs: Sequence[str]) -> str:
+    """The messages joined on one line (multi-line library errors flattened)."""
+    return " ".join(" ".join(str(m).split()) for m in msgs)

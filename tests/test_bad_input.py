@@ -1,0 +1,251 @@
+"""The bad-input battery (issue 22): every CLI subcommand, fed a bad input in a subprocess (the real entry point and
+exit code), must print exactly one error line on stderr naming the bad key/value/path and what was expected, exit
+non-zero, print no traceback, and leave the run directory byte-for-byte as it was (tree + SHA-256 of every file).
+
+Cases that the config loader catches run with ``--dry-run``; the others (unwritable output directory, corrupt
+checkpoint on resume, misbehaving custom reward, demo file of the wrong action size) run the command for real with
+tiny overrides and must stop before the first expensive step."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+D_CFG = "configs/diffusion/tiny_sd3_flat.yaml"
+V_CFG = "configs/vla/tabletop_reach.yaml"
+L_CFG = "configs/world_models/loop_reach_one.yaml"
+T_CFG = "configs/grpo/toy_flow.yaml"
+D_TINY = ["train.iterations=1", "grpo.group_size=2", "sampler.num_steps=2", "train.prompts_per_iter=1",
+          "prompts.num_eval=1", "train.eval_steps=2", "train.log_images=false"]
+V_TINY = ["env.max_episode_steps=8", "env.kwargs={image_size: 32}", "policy.image_size=32", "policy.ctx_dim=32",
+          "policy.flow.hidden=32", "policy.flow.num_steps=2", "sft.demos_per_task=1", "sft.steps=2", "sft.batch_size=4",
+          "rl.groups_per_task=1", "rl.eval_episodes=1", "rl.iterations=1", "rl.num_videos=0", "rl.reward=binary",
+          "grpo.group_size=2"]
+
+
+def snapshot(root: Path) -> dict[str, str]:
+    """Every path under ``root`` -> SHA-256 of its bytes (``dir`` / ``link:<target>`` for the others)."""
+    out = {}
+    for p in sorted(root.rglob("*")):
+        rel = str(p.relative_to(root))
+        if p.is_symlink():
+            out[rel] = f"link:{os.readlink(p)}"
+        elif p.is_dir():
+            out[rel] = "dir"
+        else:
+            out[rel] = hashlib.sha256(p.read_bytes()).hexdigest()
+    return out
+
+
+def run_cli(module: str, args: list[str], timeout: float = 120) -> subprocess.CompletedProcess:
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "PYTHONPATH": str(REPO)}
+    return subprocess.run([sys.executable, "-m", module, *args], cwd=REPO, env=env, capture_output=True, text=True,
+                          timeout=timeout)
+
+
+# ---- fixtures that real-run cases need --------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def assets(tmp_path_factory):
+    """A regular file (an output directory under it cannot be created, even by root), a YAML with a syntax error on
+    line 4, one tiny diffusion run and one tiny VLA run with checkpoints, and a demo file."""
+    a = tmp_path_factory.mktemp("assets")
+    (a / "a_file").write_text("not a directory\n")
+    (a / "broken.yaml").write_text("seed: 0\nmodel:\n  kind: sd3\n  height: [16\nreward: {name: x}\n")
+    return a
+
+
+def _corrupt_copy(src: Path, dst: Path, how: str) -> Path:
+    shutil.copytree(src, dst, symlinks=True)
+    ck = max((dst / "checkpoints").glob("step_*"))
+    if how == "truncated":
+        f = next(p for p in sorted(ck.glob("*.safetensors")) if p.name != "state.safetensors")
+        f.write_bytes(f.read_bytes()[:100])
+    else:
+        (ck / "state.json").unlink()
+        # state.json gone: "latest" still names it; the run must say so, not start over
+    return dst
+
+
+@pytest.fixture(scope="module")
+def diffusion_run(tmp_path_factory):
+    out = tmp_path_factory.mktemp("drun") / "run"
+    r = run_cli("diffusion_rl.cli", ["train", D_CFG, f"output_dir={out}", *D_TINY], timeout=300)
+    assert r.returncode == 0, r.stderr[-2000:]
+    return out
+
+
+@pytest.fixture(scope="module")
+def vla_run(tmp_path_factory):
+    out = tmp_path_factory.mktemp("vrun") / "run"
+    r = run_cli("vla_rl.cli", ["train", V_CFG, f"output_dir={out}", *V_TINY], timeout=300)
+    assert r.returncode == 0, r.stderr[-2000:]
+    return out
+
+
+@pytest.fixture(scope="module")
+def demo_wrong_action(tmp_path_factory):
+    import h5py
+
+    d = tmp_path_factory.mktemp("demo") / "demos.hdf5"
+    r = run_cli("vla_rl.cli", ["record-demos", "tabletop/reach", "1", str(d), "--image-size", "32"])
+    assert r.returncode == 0, r.stderr[-2000:]
+    with h5py.File(d, "a") as f:
+        for name in list(f["data"]):
+            acts = f["data"][name]["actions"][()]
+            del f["data"][name]["actions"]
+            f["data"][name]["actions"] = acts[:, :-2]  # 2 action dims fewer than the task's
+    return d
+
+
+# ---- the battery ---------------------------------------------------------------------------------------------
+D = ("diffusion_rl.cli", ["train", D_CFG, "--dry-run"])
+V = ("vla_rl.cli", ["train", V_CFG, "--dry-run"])
+L = ("vla_rl.cli", ["loop", L_CFG, "--dry-run"])
+T = ("diffusion_rl.cli", ["toy", T_CFG, "--dry-run"])
+
+# id -> (module, argv before the run-dir override, extra args, substrings the error line must hold)
+CASES = {
+    # diffusion-rl train
+    "d-unknown-key": (*D, ["nosuch.key=1"], ["nosuch"]),
+    "d-wrong-type": (*D, ["train.iterations=abc"], ["train.iterations", "abc"]),
+    "d-neg-iterations": (*D, ["train.iterations=-1"], ["train.iterations", ">= 0"]),
+    "d-zero-group": (*D, ["grpo.group_size=0"], ["group_size", "0"]),
+    "d-neg-group": (*D, ["grpo.group_size=-4"], ["group_size", "-4"]),
+    "d-group-1": (*D, ["grpo.group_size=1"], ["group_size", "1"]),
+    "d-zero-image": (*D, ["model.height=0"], ["model.height", "0"]),
+    "d-neg-image": (*D, ["model.width=-16"], ["model.width", "-16"]),
+    "d-missing-model": (*D, ["model.path=/nonexistent/model_dir"], ["/nonexistent/model_dir"]),
+    "d-unknown-reward": (*D, ["reward.name=nosuch_reward"], ["nosuch_reward"]),
+    "d-unknown-sde": (*D, ["sampler.sde=nosuch_sde"], ["nosuch_sde"]),
+    "d-typo": (*D, ["train.itrations=2"], ["itrations", "did you mean"]),
+    "d-yaml-syntax": ("diffusion_rl.cli", ["train", "{assets}/broken.yaml", "--dry-run"], [], ["broken.yaml", "line 5", "line 4"]),
+    "d-unwritable-out": ("diffusion_rl.cli", ["train", D_CFG], ["output_dir={assets}/a_file/run", *D_TINY],
+                         ["{assets}/a_file/run"]),
+    "d-reward-raises": ("diffusion_rl.cli", ["train", D_CFG], ["reward.name=tests.bad_rewards:raises", *D_TINY],
+                        ["tests.bad_rewards:raises", "reward service unavailable"]),
+    "d-reward-nan": ("diffusion_rl.cli", ["train", D_CFG], ["reward.name=tests.bad_rewards:nan", *D_TINY],
+                     ["tests.bad_rewards:nan", "non-finite"]),
+    "d-reward-shape": ("diffusion_rl.cli", ["train", D_CFG], ["reward.name=tests.bad_rewards:wrong_shape", *D_TINY],
+                       ["tests.bad_rewards:wrong_shape", "shape"]),
+    "d-resume-truncated": ("diffusion_rl.cli", ["train", D_CFG], ["{drun_truncated}", *D_TINY, "train.iterations=2"],
+                           ["safetensors"]),
+    "d-resume-no-state": ("diffusion_rl.cli", ["train", D_CFG], ["{drun_nostate}", *D_TINY, "train.iterations=2"],
+                          ["state.json"]),
+    # diffusion-rl eval / export / pretrain-shapes / toy
+    "d-eval-missing": ("diffusion_rl.cli", ["eval", "{assets}/no_run"], [], ["{assets}/no_run"]),
+    "d-eval-truncated": ("diffusion_rl.cli", ["eval", "{drun_truncated_ck}"], [], ["safetensors"]),
+    "d-export-missing": ("diffusion_rl.cli", ["export", "{assets}/no_run", "{assets}/exp"], [], ["{assets}/no_run"]),
+    "d-export-unwritable": ("diffusion_rl.cli", ["export", "{drun}", "{assets}/a_file/exp"], [], ["{assets}/a_file/exp"]),
+    "p-zero-steps": ("diffusion_rl.cli", ["pretrain-shapes", "--out", "{assets}/ps", "--steps", "0"], [], ["steps", "0"]),
+    "p-neg-size": ("diffusion_rl.cli", ["pretrain-shapes", "--out", "{assets}/ps", "--size", "-8"], [], ["--size", "-8"]),
+    "p-zero-batch": ("diffusion_rl.cli", ["pretrain-shapes", "--out", "{assets}/ps", "--batch", "0"], [], ["--batch", "0"]),
+    "p-wrong-type": ("diffusion_rl.cli", ["pretrain-shapes", "--out", "{assets}/ps", "--steps", "ten"], [], ["--steps", "ten"]),
+    "p-unwritable-out": ("diffusion_rl.cli", ["pretrain-shapes", "--out", "{assets}/a_file/ps", "--steps", "1"], [],
+                         ["{assets}/a_file/ps"]),
+    "p-missing-init": ("diffusion_rl.cli", ["pretrain-shapes", "--out", "{assets}/ps", "--init", "{assets}/no_model"], [],
+                       ["{assets}/no_model"]),
+    "t-unknown-key": (*T, ["nosuch.key=1"], ["nosuch"]),
+    "t-typo": (*T, ["train.itrations=2"], ["itrations", "did you mean"]),
+    "t-group-1": (*T, ["grpo.group_size=1"], ["group_size", "1"]),
+    "t-neg-iterations": (*T, ["train.iterations=-3"], ["iterations", "-3"]),
+    "t-wrong-type": (*T, ["model.hidden=wide"], ["model.hidden", "wide"]),
+    "t-unknown-sde": (*T, ["sampler.sde=nosuch_sde"], ["nosuch_sde"]),
+    "t-yaml-syntax": ("diffusion_rl.cli", ["toy", "{assets}/broken.yaml", "--dry-run"], [], ["broken.yaml", "line 5", "line 4"]),
+    # vla-rl train
+    "v-unknown-key": (*V, ["nosuch.key=1"], ["nosuch"]),
+    "v-wrong-type": (*V, ["rl.iterations=abc"], ["rl.iterations", "abc"]),
+    "v-neg-iterations": (*V, ["rl.iterations=-1"], ["rl.iterations", ">= 0"]),
+    "v-zero-group": (*V, ["grpo.group_size=0"], ["group_size", "0"]),
+    "v-neg-group": (*V, ["grpo.group_size=-2"], ["group_size", "-2"]),
+    "v-group-1": (*V, ["grpo.group_size=1"], ["group_size", "1"]),
+    "v-zero-image": (*V, ["policy.image_size=0"], ["image_size", "0"]),
+    "v-neg-image": (*V, ["policy.image_size=-32"], ["image_size", "-32"]),
+    "v-missing-model": (*V, ["sft.base_policy=/nonexistent/policy"], ["/nonexistent/policy"]),
+    "v-unknown-reward": (*V, ["rl.reward=nosuch_reward"], ["nosuch_reward"]),
+    "v-unknown-task": (*V, ["env.tasks=[tabletop/nosuch_task]"], ["tabletop/nosuch_task"]),
+    "v-unknown-policy-kind": (*V, ["policy.head=nosuch_head"], ["nosuch_head"]),
+    "v-unknown-encoder": (*V, ["srpo.encoder=nosuch_encoder"], ["nosuch_encoder"]),
+    "v-unknown-sde": (*V, ["policy.flow.sde_kind=nosuch_sde"], ["nosuch_sde"]),
+    "v-typo": (*V, ["rl.itrations=2"], ["itrations", "did you mean"]),
+    "v-yaml-syntax": ("vla_rl.cli", ["train", "{assets}/broken.yaml", "--dry-run"], [], ["broken.yaml", "line 5", "line 4"]),
+    "v-unwritable-out": ("vla_rl.cli", ["train", V_CFG], ["output_dir={assets}/a_file/run", *V_TINY],
+                         ["{assets}/a_file/run"]),
+    "v-demo-wrong-action": ("vla_rl.cli", ["train", V_CFG], ["sft.demo_path={demo}", "output_dir={assets}/vdemo", *V_TINY],
+                            ["{demo}", "action"]),
+    "v-resume-truncated": ("vla_rl.cli", ["train", V_CFG], ["{vrun_truncated}", *V_TINY, "rl.iterations=2"],
+                           ["safetensors"]),
+    "v-resume-no-state": ("vla_rl.cli", ["train", V_CFG], ["{vrun_nostate}", *V_TINY, "rl.iterations=2"], ["state.json"]),
+    # vla-rl eval / loop / record-demos / libero-demos
+    "v-eval-missing": ("vla_rl.cli", ["eval", "{assets}/no_run"], [], ["{assets}/no_run"]),
+    "v-eval-truncated": ("vla_rl.cli", ["eval", "{vrun_truncated_ck}"], [], ["safetensors"]),
+    "v-eval-neg-episodes": ("vla_rl.cli", ["eval", "{vrun}", "--episodes", "-1"], [], ["--episodes", "-1"]),
+    "l-unknown-key": (*L, ["nosuch.key=1"], ["nosuch"]),
+    "l-wrong-type": (*L, ["cycles=abc"], ["cycles", "abc"]),
+    "l-neg-cycles": (*L, ["cycles=-1"], ["cycles", ">= 0"]),
+    "l-zero-image": (*L, ["data.image_size=0"], ["image_size", "0"]),
+    "l-group-1": (*L, ["vla.grpo.group_size=1"], ["group_size", "1"]),
+    "l-unknown-task": (*L, ["data.task=tabletop/nosuch_task"], ["tabletop/nosuch_task"]),
+    "l-typo": (*L, ["rl_iteratons=3"], ["rl_iteratons", "did you mean"]),
+    "l-yaml-syntax": ("vla_rl.cli", ["loop", "{assets}/broken.yaml", "--dry-run"], [], ["broken.yaml", "line 5", "line 4"]),
+    "l-unwritable-out": ("vla_rl.cli", ["loop", L_CFG], ["output_dir={assets}/a_file/loop", "cycles=1"],
+                         ["{assets}/a_file/loop"]),
+    "r-zero-n": ("vla_rl.cli", ["record-demos", "tabletop/reach", "0", "{assets}/r.hdf5"], [], ["n", "0"]),
+    "r-unknown-task": ("vla_rl.cli", ["record-demos", "tabletop/nosuch", "1", "{assets}/r.hdf5"], [], ["tabletop/nosuch"]),
+    "r-zero-image": ("vla_rl.cli", ["record-demos", "tabletop/reach", "1", "{assets}/r.hdf5", "--image-size", "0"], [],
+                     ["--image-size", "0"]),
+    "r-wrong-type": ("vla_rl.cli", ["record-demos", "tabletop/reach", "two", "{assets}/r.hdf5"], [], ["two"]),
+    "r-unwritable-out": ("vla_rl.cli", ["record-demos", "tabletop/reach", "1", "{assets}/a_file/r.hdf5"], [],
+                         ["{assets}/a_file/r.hdf5"]),
+    "lb-missing-input": ("vla_rl.cli", ["libero-demos", "{assets}/o.hdf5", "{assets}/none_demo.hdf5", "--suite",
+                                        "libero_spatial"], [], ["{assets}/none_demo.hdf5"]),
+    "lb-unwritable-out": ("vla_rl.cli", ["libero-demos", "{assets}/a_file/o.hdf5", "{demo}", "--env-names",
+                                         "libero/libero_spatial/0"], [], ["{assets}/a_file/o.hdf5"]),
+}
+NEEDS = {"drun": "diffusion_run", "vrun": "vla_run", "demo": "demo_wrong_action"}
+
+
+@pytest.mark.parametrize("case", list(CASES))
+def test_bad_input(case, assets, request, tmp_path):
+    module, head, extra, expect = CASES[case]
+    subs = {"assets": str(assets)}
+    text = " ".join(head + extra)
+    for key, fixture in NEEDS.items():
+        if "{" + key in text:
+            subs[key] = str(request.getfixturevalue(fixture))
+    for kind in ("truncated", "nostate"):
+        for key, fixture in (("drun", "diffusion_run"), ("vrun", "vla_run")):
+            if f"{{{key}_{kind}" in text:
+                src = request.getfixturevalue(fixture)
+                dst = _corrupt_copy(src, tmp_path / f"{key}_{kind}", "truncated" if kind == "truncated" else "nostate")
+                subs[f"{key}_{kind}"] = f"output_dir={dst}"
+                subs[f"{key}_{kind}_ck"] = str(max((dst / "checkpoints").glob("step_*")))
+    def fill(text: str) -> str:
+        for k, v in subs.items():
+            text = text.replace("{" + k + "}", v)
+        return text
+
+    head, extra, expect = [fill(a) for a in head], [fill(a) for a in extra], [fill(e) for e in expect]
+    # the run directory of a dry run: watched too (a dry run writes nothing)
+    has_out = any(a.startswith("output_dir=") for a in extra)
+    if not has_out and any(a.endswith(".yaml") for a in head) and head[0] in ("train", "loop", "toy"):
+        extra = [f"output_dir={tmp_path / 'run'}", *extra]
+    watched = [tmp_path, assets]
+    before = [snapshot(w) for w in watched]
+    r = run_cli(module, head + extra)
+    lines = [ln for ln in r.stderr.splitlines() if ln.strip()]
+    assert r.returncode != 0, f"exit 0; stdout tail: {r.stdout[-500:]}"
+    assert "Traceback" not in r.stderr, r.stderr[-3000:]
+    assert len(lines) == 1, f"{len(lines)} stderr lines:\n" + "\n".join(lines[-15:])
+    missing = [e for e in expect if e.lower() not in lines[0].lower()]
+    assert not missing, f"error line lacks {missing}: {lines[0]}"
+    after = [snapshot(w) for w in watched]
+    for w, b, a in zip(watched, before, after):
+        changed = sorted(set(b.items()) ^ set(a.items()))
+        assert not changed, f"{w} changed: {changed[:10]}"

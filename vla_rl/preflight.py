@@ -1,0 +1,78 @@
+"""What ``vla-rl train`` / ``loop`` check before building anything (grpo.preflight): sizes, known sim tasks, that
+the paths the config names exist, that the output directory can be created. Each failure is one line (ValueError)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from grpo.preflight import check_choice, check_path_exists, check_resumable, check_sizes, check_writable_dir
+
+
+def known_tasks() -> list[str]:
+    import sims
+
+    return list(sims.list_tasks())
+
+
+def check_task(key: str, task: str, tasks: list[str]) -> None:
+    """``task`` is a registered sims task (``wm/...`` tasks are registered by the World-VLA-Loop at run time)."""
+    if task.startswith("wm/"):
+        return
+    check_choice(key, task, [t for t in tasks if not t.startswith("libero/")] + [t for t in tasks if t.startswith("libero/")],
+                 hint="; LIBERO tasks are libero/<suite>/<i>")
+
+
+def check_vla_inputs(cfg, writes: bool = True) -> None:
+    """A ``VLARLConfig``'s checks (``writes``: the output directory too; a dry run writes nothing)."""
+    check_sizes(("policy.image_size", cfg.policy.image_size, 1), ("rl.iterations", cfg.rl.iterations, 0),
+                ("grpo.group_size", cfg.grpo.group_size, 2))
+    if "image_size" in cfg.env.kwargs:
+        check_sizes(("env.kwargs.image_size", cfg.env.kwargs["image_size"], 1))
+    tasks = known_tasks()
+    for t in cfg.env.tasks:
+        check_task("env.tasks", t, tasks)
+    check_path_exists("sft.base_policy", cfg.sft.base_policy, "a SmallVLA directory (save_pretrained) or builtin:<name>")
+    check_path_exists("sft.init_policy", cfg.sft.init_policy, "a SmallVLA directory (save_pretrained)")
+    check_path_exists("sft.demo_path", cfg.sft.demo_path, "an HDF5 demo file (vla-rl record-demos / libero-demos)")
+    if cfg.sft.demo_path:
+        check_demo_actions(cfg)
+    if writes:
+        check_writable_dir(cfg.output_dir, "output_dir")
+        if cfg.resume:
+            check_resumable(Path(cfg.output_dir) / "checkpoints")
+
+
+def check_loop_inputs(cfg, writes: bool = True) -> None:
+    """A World-VLA-Loop ``LoopConfig``'s checks."""
+    check_sizes(("data.image_size", cfg.data.image_size, 1), ("data.horizon", cfg.data.horizon, 1),
+                ("cycles", cfg.cycles, 0), ("rl_iterations", cfg.rl_iterations, 0),
+                ("real_eval_episodes", cfg.real_eval_episodes, 1), ("vla.grpo.group_size", cfg.vla.grpo.group_size, 2))
+    check_task("data.task", cfg.data.task, known_tasks())
+    check_path_exists("vla.sft.base_policy", cfg.vla.sft.base_policy, "a SmallVLA directory or builtin:<name>")
+    if writes:
+        check_writable_dir(cfg.output_dir, "output_dir")
+
+
+def check_demo_actions(cfg) -> None:
+    """The demo file's action size equals the first task's action space (read from one demo and one env)."""
+    import h5py
+    import sims
+
+    try:
+        with h5py.File(cfg.sft.demo_path, "r") as f:
+            first = sorted(f["data"])[0]
+            dim = int(f["data"][first]["actions"].shape[-1])
+    except (OSError, KeyError, IndexError) as e:
+        raise ValueError(f"sft.demo_path={cfg.sft.demo_path!r}: not a readable demo file ({' '.join(str(e).split())}); "
+                         "expected robomimic-style HDF5 with data/<demo>/actions") from None
+    task = cfg.env.tasks[0]
+    if task.startswith("wm/"):
+        return
+    env = sims.make(task, **cfg.env.kwargs)
+    try:
+        want = int(env.action_space.shape[0])
+    finally:
+        env.close()
+    if dim != want:
+        raise ValueError(f"sft.demo_path={cfg.sft.demo_path!r}: demo {first!r} has actions of size {dim}, expected "
+                         f"{want} (the action size of {task})")
