@@ -53,6 +53,29 @@ def _batch_dependent(tr):  # a kernel whose result depends on the batch's compos
     tr.credit = drop_half
 
 
+def _unseen_noise(tr, monkeypatch):  # the sampler perturbs its sample after the log-prob was taken
+    import dataclasses
+
+    from diffusion_rl import sampling
+
+    real = sampling.sde_step
+
+    def noisy(*a, **k):
+        out = real(*a, **k)
+        if k.get("prev_sample") is None and float(out.std.max()) > 0:
+            out = dataclasses.replace(out, prev_sample=out.prev_sample + 0.05 * out.std * torch.randn_like(out.prev_sample))
+        return out
+    monkeypatch.setattr(sampling, "sde_step", noisy)
+
+
+def test_sampler_noise_the_log_prob_does_not_see_is_caught(tmp_path, capsys, monkeypatch):
+    tr = _trainer(tmp_path)
+    _unseen_noise(tr, monkeypatch)
+    s = tr.step()
+    assert s["onpolicy/max_abs_dlogp"] > tr.cfg.train.onpolicy_tol
+    assert "noise the log-prob does not see" in capsys.readouterr().out
+
+
 def test_correct_run_has_zero_gap(tmp_path, capsys):
     tr = _trainer(tmp_path, action="stop")
     s = tr.step()
