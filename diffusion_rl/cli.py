@@ -32,6 +32,7 @@ import sys
 from grpo.cli import ArgumentParser, parse_args
 from grpo.preflight import check_writable_dir, quiet_third_party_warnings
 from grpo.config import ConfigError, dump_config, load_config
+from grpo.monitors import RewardHackingError
 from grpo.onpolicy import OnPolicyError
 from grpo.report import add_report_command, run_report
 from grpo.retry import RetryError
@@ -113,7 +114,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.cmd == "export":
             return _export(args)
         return _eval(args)
-    except (RetryError, OnPolicyError) as err:  # a run stopped by a check: one line, exit 1
+    except (RetryError, OnPolicyError, RewardHackingError) as err:  # a run stopped by a check: one line, exit 1
         print(f"error: {err}", file=sys.stderr)
         return 1
     except (ConfigError, ValueError, FileNotFoundError, KeyError) as err:

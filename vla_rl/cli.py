@@ -57,11 +57,12 @@ def cmd_train(args: argparse.Namespace) -> int:
         return 0
     _setup_threads()
     tr = VLARLTrainer(cfg)  # under torchrun / accelerate launch: one rank each (see vla_rl.trainer's docstring)
+    from grpo.monitors import RewardHackingError
     from grpo.onpolicy import OnPolicyError
 
     try:
         res = tr.train()
-    except OnPolicyError as e:  # a run stopped by the on-policy check: one line, exit 1
+    except (OnPolicyError, RewardHackingError) as e:  # a run stopped by a check: one line, exit 1
         print(f"error: {e}", file=sys.stderr)
         return 1
     finally:

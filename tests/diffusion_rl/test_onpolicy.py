@@ -99,3 +99,21 @@ def test_injected_cause_is_caught(tmp_path, capsys, inject, cause, tol):
     inject(tr2)
     with pytest.raises(OnPolicyError, match="train.onpolicy_action=stop"):
         tr2.step()
+
+
+def test_cli_stop_is_one_line_exit_1(tmp_path, capsys, monkeypatch):
+    """A run stopped by the check ends the CLI with one line naming the gap and the causes, exit 1."""
+    from diffusion_rl import cli, trainer
+
+    real_init = trainer.DiffusionGRPOTrainer.__init__
+
+    def init(self, *a, **k):
+        real_init(self, *a, **k)
+        _dropout(self)
+    monkeypatch.setattr(trainer.DiffusionGRPOTrainer, "__init__", init)
+    rc = cli.main(["train", "configs/diffusion/tiny_sd3_flat.yaml", f"output_dir={tmp_path / 'run'}",
+                   "train.iterations=1", "train.onpolicy_action=stop", "prompts.num_eval=2", "train.log_images=false"])
+    err = capsys.readouterr().err
+    lines = [ln for ln in err.splitlines() if ln.startswith("error:")]  # (the rest is the progress bar)
+    assert rc == 1 and "Traceback" not in err and len(lines) == 1
+    assert lines[0].startswith("error: iteration 1: off-policy") and "dropout" in lines[0]
