@@ -186,16 +186,24 @@ def main(argv: list[str] | None = None) -> int:
     print(f"\n(b) final eval reward (clean, ODE), mean +- SE over {len(seeds)} seeds; pretrained start {fmt(before)}")
     print("| noise | G | " + " | ".join(ARMS) + " |")
     print("|---|---|" + "---|" * len(ARMS))
+    finals: dict[tuple[str, int, str], list[float]] = {}
     for noise in noises:
         reward = make_reward(noise, args.noise_scale, model_cfg)
         for g in gs:
-            cells = []
             for arm in ARMS:
                 cfg = GRPOConfig(**{**grpo.__dict__, "group_size": group_size_of(arm, g), "advantage": METHOD[arm]})
                 vals = [train_arm(starts[s], cfg, reward, run, model_cfg, sampler, s)["reward"] for s in seeds]
-                cells.append(fmt(vals))
+                finals[noise, g, arm] = vals
                 print(f"  {noise} G={g} {arm}: " + " ".join(f"{v:.3f}" for v in vals), flush=True)
-            print(f"| {noise} | {g} | " + " | ".join(cells) + " |", flush=True)
+            print(f"| {noise} | {g} | " + " | ".join(fmt(finals[noise, g, arm]) for arm in ARMS) + " |", flush=True)
+    pairs = [("median", "mean"), ("median", "mean_G+1"), ("median_std", "mean"), ("median_std", "mean_G+1")]
+    print(f"\n(b') paired differences of the final eval reward (same seed, same start), mean +- SE over {len(seeds)} seeds")
+    print("| noise | G | " + " | ".join(f"{a} - {b}" for a, b in pairs) + " |")
+    print("|---|---|" + "---|" * len(pairs))
+    for noise in noises:
+        for g in gs:
+            print(f"| {noise} | {g} | " + " | ".join(
+                fmt([x - y for x, y in zip(finals[noise, g, a], finals[noise, g, b])]) for a, b in pairs) + " |")
     print(f"\ntotal {time.time() - t0:.0f}s")
     return 0
 

@@ -48,6 +48,8 @@ def test_mcgrpo_small_prints_flips_and_rewards(capsys):
     train = _table(out, "| noise | G |")
     assert len(train) == 2 * 2
     assert all(cell.count("+-") == 1 for row in train for cell in row[2:])  # mean +- SE per arm
+    paired = _table(out, "| noise | G | median - mean |")
+    assert len(paired) == 2 * 2 and all(len(row) == 2 + 4 for row in paired)
 
 
 def test_mcgrpo_small_is_seeded(capsys):
@@ -83,13 +85,17 @@ def test_gdpo_small_prints_components(capsys):
     mod = _load("bench_gdpo")
     assert mod.main(["--small"]) == 0
     out = capsys.readouterr().out
-    rows = {r[0]: r for r in _table(out, "| arm |")}
-    assert set(rows) == {"pretrained start", "GRPO (summed)", "GDPO"}
-    assert all(cell.count("+-") == 1 for r in rows.values() for cell in r[1:])
-    assert "paired over seeds" in out
+    for task in ("dense_sparse", "two_binary"):
+        rows = {r[0]: r for r in _table(out, f"| {task} arm |")}
+        assert set(rows) == {"pretrained start", "GRPO (summed)", "GDPO"}
+        assert all(len(r) == 1 + 3 + 2 for r in rows.values())  # two components, total, two within-group stds
+        assert all(cell.count("+-") == 1 for r in rows.values() for cell in r[1:])
+        assert f"{task}: GDPO - summed GRPO, paired over seeds: " in out and out.count(" +- ") > 10
 
 
 def test_gdpo_bad_input_exits_2(capsys):
     mod = _load("bench_gdpo")
     assert mod.main(["--small", "--hit-radius", "0"]) == 2
     assert "--hit-radius" in capsys.readouterr().err
+    assert mod.main(["--small", "--tasks", "three_binary"]) == 2
+    assert "three_binary" in capsys.readouterr().err
