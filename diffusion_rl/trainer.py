@@ -456,7 +456,8 @@ class DiffusionGRPOTrainer:
         if backup is not None:
             self.adapter.load_trainable_state_dict(backup)
         if tag and self.cfg.train.log_images and images.dim() == 4:
-            grid = self.logger.log_images(step, tag, images[:16], nrow=8)
+            grid = self.logger.log_images(step, tag, images[:16], nrow=8, captions=[  # prompt and reward under each tile
+                f"{p} | reward {float(r):.3f}" for p, r in zip(prompts[:16], out.total[:16].float().tolist())])
             if grid is not None:  # the cells' prompts and rewards beside the grid, for the run report (grpo.report)
                 write_grid_captions(grid, prompts[:16], out.total[:16].float().tolist(), nrow=8)
         named = {**(getattr(out, "components", None) or {}), **(getattr(out, "details", None) or {})}

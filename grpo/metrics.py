@@ -74,13 +74,20 @@ class MetricsLogger:
         if self._wandb is not None:
             self._wandb.log(row, step=step)
 
-    def log_images(self, step: int, tag: str, images: torch.Tensor, nrow: int | None = None) -> Path | None:
-        """Log ``[B, 3, H, W]`` images in ``[0, 1]`` as one grid; also saved as ``images/<tag>_<step>.png``."""
+    def log_images(self, step: int, tag: str, images: torch.Tensor, nrow: int | None = None,
+                   captions: list[str] | None = None, min_tile: int = 256) -> Path | None:
+        """Log ``[B, 3, H, W]`` images in ``[0, 1]`` as one grid; also saved as ``images/<tag>_<step>.png``. With
+        ``captions`` (one per image) the tiles are upscaled to >= ``min_tile`` px and captioned (grpo.captions)."""
         if not self.enabled:
             return None
         import imageio.v3 as iio
 
-        grid = image_grid(images.detach().float().clamp(0, 1), nrow)
+        if captions is not None:
+            from .captions import captioned_grid
+
+            grid = captioned_grid(images, list(captions), nrow, min_tile)
+        else:
+            grid = image_grid(images.detach().float().clamp(0, 1), nrow)
         if self._tb is not None:
             self._tb.add_image(tag, grid, step)
         out = self.logdir / "images" / f"{tag.replace('/', '_')}_{step:06d}.png"

@@ -126,6 +126,12 @@ def group_keep_mask(success: torch.Tensor, group_ids: torch.Tensor, band: tuple[
     return keep, kept
 
 
+def video_name(episodes) -> str:
+    """A rollout video's file-name part naming its tasks and outcomes, e.g. ``tabletop-reach_one__3of4_success``."""
+    tasks = "+".join(dict.fromkeys(e.spec.env_name.replace("/", "-") for e in episodes))
+    return f"{tasks}__{sum(bool(e.success) for e in episodes)}of{len(episodes)}_success"
+
+
 def spearman(a: torch.Tensor, b: torch.Tensor) -> float:
     """Rank correlation of two ``[N]`` tensors (average ranks for ties); 0 when either is constant."""
     from scipy.stats import spearmanr
@@ -336,7 +342,8 @@ class VLARLTrainer:
             self.logger.log(step, scal)
             if videos and self.cfg.rl.num_videos > 0:
                 picks = res.episodes[: self.cfg.rl.num_videos]
-                self.logger.log_video(step, f"rollouts/{tag}", tile_videos([e.frames for e in picks]), fps=15)
+                self.logger.log_video(step, f"rollouts/{tag}_{video_name(picks)}", tile_videos([e.frames for e in picks]),
+                                      fps=15)
         self._print(f"eval[{tag}] success {res.success_rate:.3f} ({len(res.episodes)} held-out episodes), "
                     f"mean length {res.mean_length:.1f}, {time.time() - t0:.1f}s")
         if self._rewards_since_eval:  # the training reward since the last evaluation beside the real success
