@@ -249,3 +249,49 @@ def test_bad_input(case, assets, request, tmp_path):
     for w, b, a in zip(watched, before, after):
         changed = sorted(set(b.items()) ^ set(a.items()))
         assert not changed, f"{w} changed: {changed[:10]}"
+
+
+# ---- SIGINT mid-run, then resume -----------------------------------------------------------------------------
+def _interrupt_then_resume(module: str, args: list[str], ready, total_key: str, tmp_out: Path):
+    """Start ``args``; once ``ready(out)`` holds send SIGINT; the run must exit 0 after saving ("stopped by SIGINT
+    after iteration N"), and the same command with ``total_key=N+1`` must resume from it and finish."""
+    import re
+    import signal
+    import time
+
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "PYTHONPATH": str(REPO)}
+    p = subprocess.Popen([sys.executable, "-m", module, *args], cwd=REPO, env=env, stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True)
+    t0 = time.time()
+    while not ready(tmp_out) and p.poll() is None and time.time() - t0 < 240:
+        time.sleep(0.2)
+    p.send_signal(signal.SIGINT)
+    out, err = p.communicate(timeout=240)
+    assert p.returncode == 0, err[-2000:]
+    assert "Traceback" not in err, err[-2000:]
+    m = re.search(r"stopped by SIGINT after iteration (\d+); checkpoint saved", out)
+    assert m, out[-2000:]
+    n = int(m.group(1))
+    assert (tmp_out / "checkpoints" / f"step_{n:06d}" / "state.json").exists()
+    r = run_cli(module, [*args, f"{total_key}={n + 1}"], timeout=300)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert "resumed from" in r.stdout + r.stderr and f"step_{n:06d}" in r.stdout + r.stderr
+    assert (tmp_out / "checkpoints" / f"step_{n + 1:06d}" / "state.json").exists()
+
+
+def _metrics_rows(out: Path) -> int:
+    f = out / "metrics.jsonl"
+    return sum('"reward/mean"' in ln for ln in f.read_text().splitlines()) if f.exists() else 0
+
+
+def test_sigint_mid_run_then_resume_vla(tmp_path):
+    out = tmp_path / "run"
+    args = ["train", V_CFG, f"output_dir={out}", *V_TINY, "rl.iterations=200", "rl.save_every=100"]
+    _interrupt_then_resume("vla_rl.cli", args, lambda o: _metrics_rows(o) >= 1, "rl.iterations", out)
+
+
+def test_sigint_mid_run_then_resume_diffusion(tmp_path):
+    out = tmp_path / "run"
+    args = ["train", D_CFG, f"output_dir={out}", *D_TINY, "train.iterations=200", "train.save_every=100",
+            "train.eval_every=0"]
+    _interrupt_then_resume("diffusion_rl.cli", args, lambda o: _metrics_rows(o) >= 1, "train.iterations", out)
