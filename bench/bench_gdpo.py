@@ -17,10 +17,11 @@ Tasks: ``grpo/demo.py``'s 2-D flow model (pretrained on a ring of radius 2 with 
   1[angle(x, g_c) < pi/16]`` (in the target's sector, ~1/8 at the start) and ``radius = 1[| ||x|| - 1.8 | < 0.15]``
   (a ring inside the pretrained one, ~1/3 at the start; independent of the angle). Under the sum, (1, 0) and
   (0, 1) get the same advantage; GDPO tells them apart by each component's group frequency. Every arm runs from the same pretrained start per seed with the
-same G, lr, prompts per iteration, clip and KL (the demo's ``configs/grpo/toy_flow.yaml``); evaluation is 256 ODE
+same G, lr, prompts per iteration, clip and KL (the demo's ``configs/grpo/toy_flow.yaml``), at each of two learning
+rates (1e-3 and the demo's 2e-3: the comparison turned on the learning rate, so both are in the table); evaluation is 256 ODE
 samples from fixed noise; each component and the total are reported, mean +- standard error over seeds.
 
-    python bench/bench_gdpo.py               # both tasks (docs/RESULTS.md, "Seed claims"), ~3 min on 1 core
+    python bench/bench_gdpo.py               # both tasks (docs/RESULTS.md, "Seed claims"), ~6 min on 1 core
     python bench/bench_gdpo.py --small       # seconds: the test's mode
 """
 
@@ -83,23 +84,28 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seeds", type=int, default=10, help="seeds per arm (each seed: its own pretrained start)")
     ap.add_argument("--group-size", type=int, default=8, help="rollouts per prompt (both arms)")
     ap.add_argument("--iterations", type=int, default=150, help="GRPO iterations per run")
-    ap.add_argument("--lr", type=float, default=2e-3, help="Adam learning rate (both arms)")
+    ap.add_argument("--lrs", default="1e-3,2e-3", help="Adam learning rates, comma-separated (both arms at each)")
     ap.add_argument("--prompts", type=int, default=4, help="prompts per iteration (both arms)")
     ap.add_argument("--hit-radius", type=float, default=0.15, help="radius of the hit / radius-band rewards")
     ap.add_argument("--tasks", default="dense_sparse,two_binary", help=f"comma-separated, from {list(TASKS)}")
     args = ap.parse_args(argv)
-    if args.seeds < 1 or args.group_size < 2 or args.iterations < 1 or args.hit_radius <= 0 or args.lr <= 0:
-        print(f"error: need --seeds >= 1, --group-size >= 2, --iterations >= 1, --hit-radius > 0, --lr > 0; got "
-              f"{args.seeds}, {args.group_size}, {args.iterations}, {args.hit_radius}, {args.lr}", file=sys.stderr)
+    try:
+        lrs = [float(v) for v in args.lrs.split(",")]
+    except ValueError:
+        lrs = []
+    if args.seeds < 1 or args.group_size < 2 or args.iterations < 1 or args.hit_radius <= 0 or not lrs or min(lrs) <= 0:
+        print(f"error: need --seeds >= 1, --group-size >= 2, --iterations >= 1, --hit-radius > 0, --lrs positive "
+              f"numbers; got {args.seeds}, {args.group_size}, {args.iterations}, {args.hit_radius}, {args.lrs!r}",
+              file=sys.stderr)
         return 2
     torch.set_num_threads(1)
     model_cfg, sampler = ToyModelConfig(), ToySamplerConfig()
     seeds = range(args.seeds)
-    run = RunConfig(iterations=args.iterations, prompts_per_iter=args.prompts, lr=args.lr)
+    run = RunConfig(iterations=args.iterations, prompts_per_iter=args.prompts)
     if args.small:
         model_cfg = ToyModelConfig(hidden=32, pretrain_steps=100)
         seeds = range(min(args.seeds, 2))
-        run = RunConfig(iterations=3, prompts_per_iter=2, lr=args.lr, eval_samples=32)
+        run = RunConfig(iterations=3, prompts_per_iter=2, eval_samples=32)
     tasks = args.tasks.split(",")
     if any(t not in TASKS for t in tasks):
         print(f"error: --tasks must be from {list(TASKS)}, got {args.tasks!r}", file=sys.stderr)
@@ -107,9 +113,10 @@ def main(argv: list[str] | None = None) -> int:
     t0 = time.time()
     starts = {s: pretrained(s, model_cfg) for s in seeds}
     print(f"GDPO bench: G={args.group_size}, seeds {list(seeds)}, {run.iterations} iterations x {run.prompts_per_iter} "
-          f"prompts, lr {run.lr}, tasks {tasks}; pretrained in {time.time() - t0:.1f}s")
+          f"prompts, lr {lrs}, tasks {tasks}; pretrained in {time.time() - t0:.1f}s")
     base = GRPOConfig(group_size=args.group_size, clip_low=0.2, clip_high=0.28, kl_coef=0.01, adv_clip=5.0)
-    for task in tasks:
+    for task, lr in ((t, lr) for t in tasks for lr in lrs):
+        run.lr = lr
         reward, keys = make_reward(task, model_cfg, args.hit_radius), TASKS[task] + ("total",)
         rows: dict[str, dict[str, list[float]]] = {}
         spread: dict[str, dict[str, list[float]]] = {}
@@ -125,16 +132,16 @@ def main(argv: list[str] | None = None) -> int:
             stds = [within_group_std(st, task, model_cfg, sampler, args.group_size, args.hit_radius, s)
                     for s, (_, st) in zip(seeds, res)]
             spread[name] = {k: [d[k] for d in stds] for k in keys[:2]}
-            print(f"  {task} {name}: total per seed " + " ".join(f"{v:.3f}" for v in rows[name]["total"]), flush=True)
-        print(f"\n{task}: final eval (ODE, clean), mean +- SE over {len(seeds)} seeds; last columns: each component's "
+            print(f"  {task} lr {lr} {name}: total per seed " + " ".join(f"{v:.3f}" for v in rows[name]["total"]), flush=True)
+        print(f"\n{task}, lr {lr}: final eval (ODE, clean), mean +- SE over {len(seeds)} seeds; last columns: each component's "
               f"within-group std of SDE rollouts (G={args.group_size}) at that policy")
-        print(f"| {task} arm | " + " | ".join(keys) + " | " + " | ".join(f"std {k}" for k in keys[:2]) + " |")
+        print(f"| {task} lr {lr} arm | " + " | ".join(keys) + " | " + " | ".join(f"std {k}" for k in keys[:2]) + " |")
         print("|---|" + "---|" * (len(keys) + 2))
         for name, r in rows.items():
             print(f"| {name} | " + " | ".join(fmt(r[k]) for k in keys) + " | "
                   + " | ".join(fmt(spread[name][k]) for k in keys[:2]) + " |")
         diffs = {k: [a - b for a, b in zip(rows["GDPO"][k], rows["GRPO (summed)"][k])] for k in keys}
-        print(f"{task}: GDPO - summed GRPO, paired over seeds: " + ", ".join(f"{k} {fmt(v)}" for k, v in diffs.items())
+        print(f"{task}, lr {lr}: GDPO - summed GRPO, paired over seeds: " + ", ".join(f"{k} {fmt(v)}" for k, v in diffs.items())
               + "\n", flush=True)
     print(f"\ntotal {time.time() - t0:.0f}s")
     return 0

@@ -83,14 +83,14 @@ def test_mcgrpo_bad_input_exits_2(capsys):
 
 def test_gdpo_small_prints_components(capsys):
     mod = _load("bench_gdpo")
-    assert mod.main(["--small"]) == 0
+    assert mod.main(["--small", "--lrs", "2e-3"]) == 0
     out = capsys.readouterr().out
     for task in ("dense_sparse", "two_binary"):
-        rows = {r[0]: r for r in _table(out, f"| {task} arm |")}
+        rows = {r[0]: r for r in _table(out, f"| {task} lr 0.002 arm |")}
         assert set(rows) == {"pretrained start", "GRPO (summed)", "GDPO"}
         assert all(len(r) == 1 + 3 + 2 for r in rows.values())  # two components, total, two within-group stds
         assert all(cell.count("+-") == 1 for r in rows.values() for cell in r[1:])
-        assert f"{task}: GDPO - summed GRPO, paired over seeds: " in out and out.count(" +- ") > 10
+        assert f"{task}, lr 0.002: GDPO - summed GRPO, paired over seeds: " in out and out.count(" +- ") > 10
 
 
 def test_gdpo_bad_input_exits_2(capsys):
@@ -99,3 +99,5 @@ def test_gdpo_bad_input_exits_2(capsys):
     assert "--hit-radius" in capsys.readouterr().err
     assert mod.main(["--small", "--tasks", "three_binary"]) == 2
     assert "three_binary" in capsys.readouterr().err
+    assert mod.main(["--small", "--lrs", "fast"]) == 2
+    assert "'fast'" in capsys.readouterr().err
