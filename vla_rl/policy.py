@@ -38,7 +38,7 @@ import json
 from collections import deque
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 import torch
 import torch.nn.functional as F
@@ -56,6 +56,10 @@ MIXED_PRECISION = {"fp32": None, "bf16": torch.bfloat16}  # dist.mixed_precision
 
 @dataclass
 class PolicyConfig:
+    kind: Literal["builtin", "lerobot"] = "builtin"  # builtin (this module's SmallVLA) or lerobot (vla_rl.policies.lerobot)
+    type: str = ""  # builtin: small_vla (or empty); lerobot: smolvla, pi0 or pi05
+    path: str | None = None  # lerobot: a LeRobot checkpoint directory to start from (None: a fresh policy)
+    lerobot: dict[str, Any] = field(default_factory=dict)  # lerobot: overrides of LeRobot's policy config (vlm_model_name: tiny ...)
     head: Literal["flow", "gaussian"] = "flow"  # flow (pi0-style flow-matching action expert, SDE log-probs) or gaussian
     cameras: list[str] = field(default_factory=lambda: ["agentview"])  # camera images the policy reads
     use_images: bool = True  # read camera images
@@ -74,6 +78,9 @@ class PolicyConfig:
     gaussian: GaussianHeadConfig = field(default_factory=GaussianHeadConfig)  # the Gaussian head (head: gaussian)
 
     def __post_init__(self) -> None:
+        from .policies.factory import check_kind_type
+
+        check_kind_type(self.kind, self.type)
         if self.head not in ("flow", "gaussian"):
             raise ValueError(f"policy.head={self.head!r}; expected 'flow' or 'gaussian'")
         if not 1 <= self.n_action_steps <= self.chunk_size:

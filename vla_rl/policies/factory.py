@@ -1,0 +1,67 @@
+"""``policy.kind`` + ``policy.type`` -> the policy class (LeRobot's ``make_policy`` pattern, ``lerobot/policies/factory.py``).
+
+    kind: builtin   type: small_vla (or empty)        vla_rl.policy.SmallVLA
+    kind: lerobot   type: smolvla | pi0 | pi05        vla_rl.policies.lerobot.LeRobotVLA around LeRobot's policy class
+
+Where the weights come from, first match wins: ``pretrained`` (``sft.base_policy`` / ``sft.init_policy``), then
+``policy.path`` (a LeRobot checkpoint directory: a downloaded ``lerobot/smolvla_base`` or a vla-rl run's
+``policy/``), else a fresh policy (LeRobot: built from ``policy.lerobot`` overrides of its config; the value
+``vlm_model_name: tiny`` writes a tiny random SmolVLM into ``workdir/tiny_smolvlm``, :mod:`.tiny_backbones`).
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+from pathlib import Path
+from typing import Iterable
+
+from ..policy import PolicyConfig
+from .base import TrainablePolicy, check_policy
+
+POLICY_KINDS = {"builtin": ("small_vla",), "lerobot": ("smolvla", "pi0", "pi05")}
+
+
+def check_kind_type(kind: str, type_: str) -> None:
+    if kind not in POLICY_KINDS:
+        raise ValueError(f"policy.kind={kind!r}; expected one of {tuple(POLICY_KINDS)}")
+    if type_ and type_ not in POLICY_KINDS[kind]:
+        raise ValueError(f"policy.type={type_!r} is not a {kind} policy; expected one of {POLICY_KINDS[kind]}")
+    if kind == "lerobot" and not type_:
+        raise ValueError(f"policy.kind=lerobot needs policy.type, one of {POLICY_KINDS['lerobot']}")
+
+
+def make_policy(cfg: PolicyConfig, instructions: Iterable[str] = (), pretrained: str | None = None,
+                workdir: str | Path = ".") -> TrainablePolicy:
+    """The policy ``cfg`` describes (module docstring); ``cfg.state_dim`` / ``action_dim`` must be resolved."""
+    instructions = list(instructions)
+    check_kind_type(cfg.kind, cfg.type)
+    if cfg.kind == "builtin":
+        from .builtin import build_builtin
+
+        return check_policy(build_builtin(cfg, instructions, pretrained))
+    from .lerobot import LeRobotVLA
+
+    path = pretrained or cfg.path
+    if path:
+        return check_policy(LeRobotVLA.from_pretrained(path, cfg))
+    overrides = copy.deepcopy(dict(cfg.lerobot))
+    if cfg.type == "smolvla" and overrides.get("vlm_model_name") == "tiny":
+        from .tiny_backbones import write_tiny_smolvlm
+
+        overrides["vlm_model_name"] = str(write_tiny_smolvlm(Path(workdir).resolve() / "tiny_smolvlm", instructions).resolve())
+        overrides.setdefault("load_vlm_weights", False)
+    return check_policy(LeRobotVLA.build(cfg, overrides))
+
+
+def load_policy(path: str | Path, cfg: PolicyConfig | None = None) -> TrainablePolicy:
+    """A saved policy of either kind: a LeRobot layout (``config.json`` with a LeRobot ``type``) or a SmallVLA."""
+    p = Path(path)
+    conf = p / "config.json"
+    if conf.is_file() and json.loads(conf.read_text()).get("type") in POLICY_KINDS["lerobot"]:
+        from .lerobot import LeRobotVLA
+
+        return check_policy(LeRobotVLA.from_pretrained(p, cfg))
+    from ..policy import SmallVLA
+
+    return check_policy(SmallVLA.from_pretrained(path, cfg))
