@@ -51,6 +51,9 @@ def make_policy(cfg: PolicyConfig, instructions: Iterable[str] = (), pretrained:
 
         overrides["vlm_model_name"] = str(write_tiny_smolvlm(Path(workdir).resolve() / "tiny_smolvlm", instructions).resolve())
         overrides.setdefault("load_vlm_weights", False)
+        # a tiny backbone has no pretrained padding convention: pad state / action to the env's own dims
+        overrides.setdefault("max_state_dim", cfg.state_dim)
+        overrides.setdefault("max_action_dim", cfg.action_dim)
     return check_policy(LeRobotVLA.build(cfg, overrides))
 
 
