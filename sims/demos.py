@@ -102,10 +102,13 @@ def write_hdf5(episodes: Sequence[dict], path: str | Path, env_args: dict | None
 
 def record_demos(task: str, n: int, path: str | Path, env_kwargs: dict | None = None, seed_offset: int = 0,
                  noise: float = 0.0, wrong_object: bool = False, drop_prob: float = 0.0, only_success: bool = False,
-                 max_tries: int | None = None, max_steps: int | None = None) -> dict:
+                 max_tries: int | None = None, max_steps: int | None = None, fmt: str = "hdf5") -> dict:
     """Record ``n`` scripted-expert episodes of ``task`` (init seeds ``seed_offset, seed_offset + 1, ...``)
-    to ``path``. ``only_success`` skips failed episodes (up to ``max_tries`` = 3n attempts). Returns a
-    summary ``{"path", "episodes", "success_rate", "steps"}``."""
+    to ``path``: robomimic-style HDF5 (``fmt="hdf5"``) or a LeRobotDataset directory (``fmt="lerobot"``,
+    :mod:`sims.lerobot_dataset`). ``only_success`` skips failed episodes (up to ``max_tries`` = 3n attempts).
+    Returns a summary ``{"path", "episodes", "success_rate", "steps"}``."""
+    if fmt not in ("hdf5", "lerobot"):
+        raise ValueError(f"demo format {fmt!r}; expected 'hdf5' or 'lerobot'")
     from .registry import make
     from .tabletop.experts import ScriptedExpert
 
@@ -127,7 +130,13 @@ def record_demos(task: str, n: int, path: str | Path, env_kwargs: dict | None = 
             episodes.append(e)
     finally:
         env.close()
-    write_hdf5(episodes, path, {"tasks": [task], "env_kwargs": dict(env_kwargs or {})})
+    if fmt == "lerobot":
+        from .lerobot_dataset import write_lerobot_dataset
+
+        write_lerobot_dataset(episodes, path, fps=int(getattr(env, "metadata", {}).get("render_fps", 20)),
+                              repo_id=f"local/{task.replace('/', '_')}", robot_type=task.split("/")[0])
+    else:
+        write_hdf5(episodes, path, {"tasks": [task], "env_kwargs": dict(env_kwargs or {})})
     return {"path": str(path), "episodes": len(episodes), "tries": tries,
             "success_rate": float(np.mean([e["success"] for e in episodes])), "steps": int(sum(len(e["actions"]) for e in episodes))}
 
@@ -198,10 +207,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--drop-prob", type=float, default=0.0, help="per-step chance of opening the gripper while carrying")
     p.add_argument("--seed-offset", type=int, default=0, help="init_seed of the first episode")
     p.add_argument("--only-success", action="store_true", help="keep successful episodes only")
+    p.add_argument("--format", choices=["hdf5", "lerobot"], default="hdf5",
+                   help="hdf5: robomimic-style file; lerobot: a LeRobotDataset v3.0 directory (needs lerobot)")
     a = p.parse_args(argv)
     summary = record_demos(a.task, a.n, a.out, env_kwargs={"image_size": a.image_size, "cameras": tuple(a.cameras)},
                            seed_offset=a.seed_offset, noise=a.noise, wrong_object=a.wrong_object, drop_prob=a.drop_prob,
-                           only_success=a.only_success)
+                           only_success=a.only_success, fmt=a.format)
     print(json.dumps({k: v for k, v in summary.items() if isinstance(v, (int, float, str, bool))}))
     return 0
 
