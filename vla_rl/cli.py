@@ -125,12 +125,19 @@ def main(argv: list[str] | None = None) -> int:
     e.add_argument("--episodes", type=int, default=0, help="held-out episodes per task (default: the config's)")
     e.add_argument("--video", action="store_true", help="also write a video of the first episodes")
     e.add_argument("--device", default="auto", help="where the policy runs: auto (cuda if available), cpu, cuda, cuda:<i>")
+    from .deploy import add_parser as add_deploy_parser
+
+    add_deploy_parser(sub)  # vla-rl deploy: a policy on a LeRobot robot (vla_rl.deploy)
     args, extra = p.parse_known_args(argv)  # key=value overrides may follow --dry-run
     bad = [e for e in extra if e.startswith("-") or args.cmd != "train"]
     if bad:
         p.error(f"unrecognized arguments: {' '.join(bad)}")
     if args.cmd == "train":
         args.overrides = list(args.overrides) + extra
+    if args.cmd == "deploy":
+        from .deploy import cmd_deploy
+
+        return cmd_deploy(args)
     return cmd_train(args) if args.cmd == "train" else cmd_eval(args)
 
 

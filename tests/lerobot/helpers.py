@@ -11,8 +11,8 @@ TINY = {"vlm_model_name": "tiny", "num_vlm_layers": 2, "resize_imgs_with_padding
 
 def tiny_policy_config(state_dim: int = 8, action_dim: int = 4, **kw) -> PolicyConfig:
     lr = dict(TINY, max_state_dim=state_dim, max_action_dim=action_dim)
-    cfg = PolicyConfig(kind="lerobot", type="smolvla", lerobot=lr, cameras=["agentview"], image_size=64, chunk_size=4,
-                       n_action_steps=4, state_dim=state_dim, action_dim=action_dim, **kw)
+    kw = {"cameras": ["agentview"], "image_size": 64, "chunk_size": 4, "n_action_steps": 4, **kw}
+    cfg = PolicyConfig(kind="lerobot", type="smolvla", lerobot=lr, state_dim=state_dim, action_dim=action_dim, **kw)
     cfg.flow.num_steps = 4
     return cfg
 

@@ -61,9 +61,9 @@ def test_a_dataset_written_by_lerobot_trains_our_sft(tmp_path):
     demos = load_demo_file(tmp_path / "toy", ["front"], per_task=2)
     assert len(demos) == 2 and demos[0].actions.shape == (6, 2) and demos[0].images["front"].shape == (6, 24, 24, 3)
     assert demos[0].instruction == "pick up the red cube" and demos[0].env_name == "so100"
-    pol = SmallVLA(PolicyConfig(cameras=["front"], image_size=24, state_dim=3, action_dim=2, chunk_size=2, n_action_steps=2),
+    pol = SmallVLA(PolicyConfig(head="gaussian", cameras=["front"], image_size=24, state_dim=3, action_dim=2, chunk_size=2, n_action_steps=2),
                    WordTokenizer.build([demos[0].instruction]))
-    losses = train_sft(pol, demos, SFTConfig(steps=30, batch_size=8, image_shift=0))
+    losses = train_sft(pol, demos, SFTConfig(steps=60, batch_size=8, image_shift=0))
     assert np.mean(losses[-5:]) < np.mean(losses[:5])
     with pytest.raises(KeyError, match="observation.images.wrist"):
         load_demo_file(tmp_path / "toy", ["wrist"])
