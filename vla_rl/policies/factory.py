@@ -6,7 +6,8 @@
 Where the weights come from, first match wins: ``pretrained`` (``sft.base_policy`` / ``sft.init_policy``), then
 ``policy.path`` (a LeRobot checkpoint directory: a downloaded ``lerobot/smolvla_base`` or a vla-rl run's
 ``policy/``), else a fresh policy (LeRobot: built from ``policy.lerobot`` overrides of its config; the value
-``vlm_model_name: tiny`` writes a tiny random SmolVLM into ``workdir/tiny_smolvlm``, :mod:`.tiny_backbones`).
+``vlm_model_name: tiny`` writes a tiny random SmolVLM into ``workdir/tiny_smolvlm``, :mod:`.tiny_backbones`, sized by
+``policy.lerobot.tiny: {hidden, layers, image_size, patch_size}``).
 """
 
 from __future__ import annotations
@@ -46,10 +47,14 @@ def make_policy(cfg: PolicyConfig, instructions: Iterable[str] = (), pretrained:
     if path:
         return check_policy(LeRobotVLA.from_pretrained(path, cfg))
     overrides = copy.deepcopy(dict(cfg.lerobot))
+    tiny = overrides.pop("tiny", {})  # the tiny backbone's sizes: hidden, layers, image_size, patch_size
     if cfg.type == "smolvla" and overrides.get("vlm_model_name") == "tiny":
         from .tiny_backbones import write_tiny_smolvlm
 
-        overrides["vlm_model_name"] = str(write_tiny_smolvlm(Path(workdir).resolve() / "tiny_smolvlm", instructions).resolve())
+        tiny = {"image_size": cfg.image_size, **tiny}
+        overrides["vlm_model_name"] = str(write_tiny_smolvlm(Path(workdir).resolve() / "tiny_smolvlm", instructions,
+                                                             **tiny).resolve())
+        overrides.setdefault("num_vlm_layers", int(tiny.get("layers", 2)))
         overrides.setdefault("load_vlm_weights", False)
         # a tiny backbone has no pretrained padding convention: pad state / action to the env's own dims
         overrides.setdefault("max_state_dim", cfg.state_dim)

@@ -42,7 +42,7 @@ def tiny_smolvlm_config(vocab_size: int, hidden: int = 32, layers: int = 2, imag
 
 
 def write_tiny_smolvlm(path: str | Path, words: Iterable[str] = (), hidden: int = 32, layers: int = 2,
-                       image_size: int = 32) -> Path:
+                       image_size: int = 32, patch_size: int = 8) -> Path:
     """Write a tiny SmolVLM (config, word-level tokenizer over ``BASE_WORDS`` + ``words``, processor) to ``path``."""
     from tokenizers import Tokenizer, models, normalizers, pre_tokenizers
     from transformers import PreTrainedTokenizerFast
@@ -62,12 +62,12 @@ def write_tiny_smolvlm(path: str | Path, words: Iterable[str] = (), hidden: int 
                                                          "global_image_token": "<global-img>", "video_token": "<video>",
                                                          "end_of_utterance_token": "<end_of_utterance>"})
     fast.save_pretrained(str(path))
-    (path / "config.json").write_text(json.dumps(tiny_smolvlm_config(len(vocab), hidden, layers, image_size), indent=1))
+    (path / "config.json").write_text(json.dumps(tiny_smolvlm_config(len(vocab), hidden, layers, image_size, patch_size), indent=1))
     (path / "preprocessor_config.json").write_text(json.dumps({
         "image_processor_type": "SmolVLMImageProcessor", "processor_class": "SmolVLMProcessor",
         "do_resize": True, "size": {"longest_edge": image_size}, "do_image_splitting": False,
         "max_image_size": {"longest_edge": image_size}, "do_rescale": True, "do_normalize": True,
         "image_mean": [0.5, 0.5, 0.5], "image_std": [0.5, 0.5, 0.5]}, indent=1))
     (path / "processor_config.json").write_text(json.dumps({"processor_class": "SmolVLMProcessor",
-                                                            "image_seq_len": (image_size // 8 // 2) ** 2}))
+                                                            "image_seq_len": (image_size // patch_size // 2) ** 2}))
     return path
