@@ -41,6 +41,10 @@ def cmd_train(args: argparse.Namespace) -> int:
         print(dump_config(cfg))
         cost = cost_per_iteration(cfg)
         print("per RL iteration (upper bounds): " + ", ".join(f"{k} {v}" for k, v in cost.items()))
+        if cfg.policy.kind == "lerobot":
+            from .policies.factory import checkpoint_memory
+
+            print(f"policy: LeRobot {cfg.policy.type}; " + checkpoint_memory(cfg.policy, cfg.grpo.kl_coef > 0))
         print(f"SFT: {cfg.sft.steps} steps x batch {cfg.sft.batch_size} on {cfg.sft.demos_per_task} demos/task; "
               f"evaluation: {cfg.rl.eval_episodes} held-out episodes/task x {len(cfg.env.tasks)} task(s)")
         return 0

@@ -90,3 +90,19 @@ def test_saved_in_lerobot_layout_and_reloaded_by_lerobot_to_equal_actions(tmp_pa
     g = lambda: torch.Generator().manual_seed(7)  # noqa: E731
     torch.testing.assert_close(again.predict_action_chunk(batch, generator=g()), pol.predict_action_chunk(batch, generator=g()),
                                atol=0, rtol=0)
+
+
+def test_dry_run_memory_line_from_the_checkpoint_header(tmp_path):
+    import re
+
+    from vla_rl.policies.factory import checkpoint_memory
+
+    pol = tiny_smolvla(tmp_path)
+    out = pol.save_pretrained(tmp_path / "saved")
+    cfg = pol.cfg
+    cfg.path = str(out)
+    line = checkpoint_memory(cfg)
+    total = sum(p.numel() for p in pol.policy.parameters())
+    trained_lr = sum(p.numel() for n, p in pol.policy.named_parameters() if ".vlm." not in n)
+    m = re.search(r"([0-9.]+) M parameters \(([0-9.]+) M trained\)", line)
+    assert m and abs(float(m.group(1)) - total / 1e6) < 0.05 and abs(float(m.group(2)) - trained_lr / 1e6) < 0.05

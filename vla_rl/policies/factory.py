@@ -73,3 +73,30 @@ def load_policy(path: str | Path, cfg: PolicyConfig | None = None) -> TrainableP
     from ..policy import SmallVLA
 
     return check_policy(SmallVLA.from_pretrained(path, cfg))
+
+
+def checkpoint_memory(cfg: PolicyConfig, kl_reference: bool = False) -> str:
+    """A ``--dry-run`` line: parameters of the checkpoint at ``policy.path`` read from its ``model.safetensors``
+    header (no weights loaded) and the training memory they imply -- fp32 weights ``4 P`` bytes, gradients and
+    AdamW moments ``12 T`` for the ``T`` trainable ones (LeRobot's ``train_expert_only`` freezes the VLM), a frozen
+    KL reference copy ``4 P`` -- activations excluded."""
+    import struct
+
+    if cfg.kind != "lerobot":
+        return ""
+    if not cfg.path:
+        return "memory: a fresh policy built from policy.lerobot (random weights; sized when built)"
+    st = Path(cfg.path) / "model.safetensors"
+    if not st.is_file():
+        return (f"memory: policy.path={cfg.path!r} has no model.safetensors here; download the checkpoint to size it "
+                "(smolvla_base: ~450 M parameters, ~1.8 GB fp32 weights)")
+    with open(st, "rb") as f:
+        n = struct.unpack("<Q", f.read(8))[0]
+        header = json.loads(f.read(n))
+    sizes = {k: int(__import__("math").prod(v["shape"])) for k, v in header.items() if k != "__metadata__"}
+    total = sum(sizes.values())
+    expert_only = bool(dict(cfg.lerobot).get("train_expert_only", True))
+    trainable = sum(v for k, v in sizes.items() if not (expert_only and ".vlm." in k))
+    gb = (4 * total + 12 * trainable + (4 * total if kl_reference else 0)) / 1e9
+    return (f"memory: {total / 1e6:.1f} M parameters ({trainable / 1e6:.1f} M trained), ~{gb:.2f} GB for weights, "
+            "gradients and AdamW state (fp32; activations extra)")
