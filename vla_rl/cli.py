@@ -96,7 +96,15 @@ def cmd_eval(args: argparse.Namespace) -> int:
         return 2
     finally:
         os.unlink(f.name)
-    policy = SmallVLA(policy_config_from_dict(st["policy_config"]), WordTokenizer(st["vocab"]))
+    pcfg = policy_config_from_dict(st["policy_config"])
+    if pcfg.kind == "builtin":
+        policy = SmallVLA(pcfg, WordTokenizer(st["vocab"]))
+    else:  # a LeRobot policy: rebuilt by the factory in the run's directory (its tiny backbone, if any, is there)
+        from .policies import make_policy
+
+        ck = Path(st["__path__"]).resolve()
+        run_dir = next((p for p in [ck, *ck.parents] if (p / "checkpoints").is_dir()), Path(cfg.output_dir))
+        policy = make_policy(pcfg, workdir=run_dir)
     policy.load_state_dict(st["model"])  # the checkpoint's CPU tensors
     policy.to(resolve_device(cfg.device))
     policy.set_mixed_precision(cfg.dist.mixed_precision)

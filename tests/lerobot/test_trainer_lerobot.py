@@ -51,3 +51,25 @@ def test_one_grpo_srpo_iteration_on_a_lerobot_smolvla(tmp_path):
     tr.policy.eval()
     a_ours = tr.policy._post(tr.policy.policy.predict_action_chunk(tr.policy._pre(batch), noise=noise.clone()))
     torch.testing.assert_close(a_theirs, a_ours, atol=0, rtol=0)
+
+
+def test_a_lerobot_run_checkpoint_rebuilds_through_the_factory(tmp_path):
+    """What `vla-rl eval` does for policy.kind=lerobot: the factory rebuilds the policy in the run's directory (its
+    tiny backbone folder is reused, vocabulary included) and the checkpoint's state dict loads into it exactly."""
+    from grpo.checkpoint import latest_checkpoint, load_checkpoint
+    from vla_rl.policies import make_policy
+    from vla_rl.policy import policy_config_from_dict
+
+    out = tmp_path / "run"
+    cfg = load_config(VLARLConfig, "configs/vla/smolvla_reach_one_cpu.yaml",
+                      TINY + [f"output_dir={out}", "rl.iterations=0", "sft.steps=2"])
+    tr = VLARLTrainer(cfg, quiet=True)
+    tr.train()
+    st = load_checkpoint(latest_checkpoint(out / "checkpoints"), map_location="cpu")
+    pol = make_policy(policy_config_from_dict(st["policy_config"]), workdir=out)
+    pol.load_state_dict(st["model"])
+    batch = {"observation.state": torch.zeros(1, tr.policy.cfg.state_dim), "task": ["touch the red ball"],
+             **{f"observation.images.{c}": torch.zeros(1, 32, 32, 3, dtype=torch.uint8) for c in cfg.policy.cameras}}
+    g = lambda: torch.Generator().manual_seed(0)  # noqa: E731
+    torch.testing.assert_close(pol.predict_action_chunk(batch, generator=g()), tr.policy.predict_action_chunk(batch, generator=g()),
+                               atol=0, rtol=0)

@@ -43,11 +43,15 @@ def tiny_smolvlm_config(vocab_size: int, hidden: int = 32, layers: int = 2, imag
 
 def write_tiny_smolvlm(path: str | Path, words: Iterable[str] = (), hidden: int = 32, layers: int = 2,
                        image_size: int = 32, patch_size: int = 8) -> Path:
-    """Write a tiny SmolVLM (config, word-level tokenizer over ``BASE_WORDS`` + ``words``, processor) to ``path``."""
+    """Write a tiny SmolVLM (config, word-level tokenizer over ``BASE_WORDS`` + ``words``, processor) to ``path``.
+
+    A folder that already holds one is kept as it is (a resumed or evaluated run keeps its vocabulary)."""
     from tokenizers import Tokenizer, models, normalizers, pre_tokenizers
     from transformers import PreTrainedTokenizerFast
 
     path = Path(path)
+    if (path / "config.json").is_file() and (path / "tokenizer.json").is_file():
+        return path
     path.mkdir(parents=True, exist_ok=True)
     vocab = list(SPECIAL_TOKENS)
     for w in list(BASE_WORDS) + [x for text in words for x in split_words(text)]:
