@@ -48,6 +48,14 @@ def cmd_train(args: argparse.Namespace) -> int:
         print(f"SFT: {cfg.sft.steps} steps x batch {cfg.sft.batch_size} on {cfg.sft.demos_per_task} demos/task; "
               f"evaluation: {cfg.rl.eval_episodes} held-out episodes/task x {len(cfg.env.tasks)} task(s)")
         return 0
+    if cfg.policy.kind == "lerobot":
+        from .policies.lerobot import require_lerobot
+
+        try:
+            require_lerobot()
+        except ImportError as e:
+            print(f"error: {e}", file=sys.stderr)
+            return 2
     _setup_threads()
     tr = VLARLTrainer(cfg)  # under torchrun / accelerate launch: one rank each (see vla_rl.trainer's docstring)
     try:

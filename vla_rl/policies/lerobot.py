@@ -84,6 +84,7 @@ def lerobot_classes(kind: str):
 def lerobot_config(cfg: PolicyConfig, overrides: dict[str, Any] | None = None):
     """A fresh LeRobot config of ``cfg.type`` with vla-rl's features (cameras, state, action), chunking and
     ``num_steps``; ``overrides`` (``policy.lerobot``) set any other field (e.g. ``vlm_model_name``)."""
+    require_lerobot()
     from lerobot.configs.types import FeatureType, NormalizationMode, PolicyFeature
 
     C, _ = lerobot_classes(cfg.type)
