@@ -97,6 +97,12 @@ class VLARLConfig:
             out["grpo.std_mode"] = "grpo.advantage='gdpo' (each component is normalized per group)"
         if self.grpo.kl_coef == 0:
             out["grpo.kl_type"] = "grpo.kl_coef=0 (no KL term)"
+        if self.policy.kind == "builtin":
+            for k in ("path", "lerobot"):
+                out[f"policy.{k}"] = "policy.kind='builtin' (it configures a LeRobot policy)"
+        else:
+            for k in ("conv_channels", "text_dim", "max_text_len", "ctx_dim", "film", "flow.hidden", "flow.layers"):
+                out[f"policy.{k}"] = "policy.kind='lerobot' (the built-in VLA's architecture; policy.lerobot configures LeRobot's)"
         other = "gaussian" if self.policy.head == "flow" else "flow"
         out[f"policy.{other}"] = f"policy.head={self.policy.head!r} (the policy.{other}: section configures the other head)"
         return out

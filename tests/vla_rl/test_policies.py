@@ -35,8 +35,14 @@ def test_kinds_and_types():
 
 
 def test_yaml_selects_lerobot_kind(tmp_path):
-    cfg = load_config(VLARLConfig, "configs/vla/tabletop_reach_one.yaml",
-                      ["policy.kind=lerobot", "policy.type=smolvla"])
-    assert (cfg.policy.kind, cfg.policy.type) == ("lerobot", "smolvla")
+    cfg = load_config(VLARLConfig, "configs/vla/smolvla_reach_one_cpu.yaml")
+    assert (cfg.policy.kind, cfg.policy.type) == ("lerobot", "smolvla") and cfg.policy.lerobot["vlm_model_name"] == "tiny"
     with pytest.raises(ConfigError, match="pi1"):
-        load_config(VLARLConfig, "configs/vla/tabletop_reach_one.yaml", ["policy.kind=lerobot", "policy.type=pi1"])
+        load_config(VLARLConfig, "configs/vla/smolvla_reach_one_cpu.yaml", ["policy.type=pi1"])
+    # keys of the other kind do nothing, so they are refused
+    with pytest.raises(ConfigError, match="policy.ctx_dim.*policy.kind='lerobot'"):
+        load_config(VLARLConfig, "configs/vla/smolvla_reach_one_cpu.yaml", ["policy.ctx_dim=64"])
+    with pytest.raises(ConfigError, match="policy.path.*policy.kind='builtin'"):
+        load_config(VLARLConfig, "configs/vla/tabletop_reach_one.yaml", ["policy.path=/x"])
+    same = load_config(VLARLConfig, "configs/vla/builtin_reach_one_cpu.yaml")  # the comparison recipe
+    assert same.policy.kind == "builtin" and same.sft.demos_per_task == cfg.sft.demos_per_task
