@@ -105,4 +105,10 @@ class VLARLConfig:
             if self.grpo.advantage == "median":
                 out["grpo.std_mode"] = "grpo.advantage='median' (MC-GRPO scales by the group's MAD)"
             out["grpo.reward_weights"] = f"grpo.advantage={self.grpo.advantage!r} (component weights are GDPO's)"
+        if self.policy.kind == "builtin":
+            for k in ("path", "lerobot"):
+                out[f"policy.{k}"] = "policy.kind='builtin' (it configures a LeRobot policy)"
+        else:
+            for k in ("conv_channels", "text_dim", "max_text_len", "ctx_dim", "film", "flow.hidden", "flow.layers"):
+                out[f"policy.{k}"] = "policy.kind='lerobot' (the built-in VLA's architecture; policy.lerobot configures LeRobot's)"
         return out
