@@ -9,7 +9,7 @@ TORCH   ?= torch==2.13.0
 export OMP_NUM_THREADS ?= 1
 export MKL_NUM_THREADS ?= 1
 
-.PHONY: install sysdeps browser demo demo-vla demo-wm vla-base test bench clean
+.PHONY: install sysdeps browser demo demo-vla demo-wm vla-base test test-main test-lerobot lerobot bench clean
 
 # Headless MuJoCo rendering needs OSMesa (or a working EGL). Installed when missing and we are root;
 # otherwise print the command to run.
@@ -65,11 +65,41 @@ vla-base: install
 	$(BIN)/vla-rl train configs/vla/pretrain_tabletop_base.yaml resume=false
 	rm -rf vla_rl/assets/tabletop_base && mkdir -p vla_rl/assets && cp -r runs/vla_pretrain_base/policy vla_rl/assets/tabletop_base
 
-test: install browser
-	$(BIN)/python -m pytest -q
+# LeRobot (SmolVLA / pi0 policies, LeRobotDataset, Robot) lives in its own venv, never in .venv:
+# lerobot 0.4.4 imports torchvision everywhere, and the registry's torchvision 0.28 needs the standard
+# (CUDA) torch 2.13.0 build, not the CPU wheel .venv uses. An empty find-links folder makes pip take the
+# registry build; lerobot goes in with --no-deps plus the deps its code imports (requirements/lerobot.txt);
+# then this project, editable. ~4 min, ~1.6 GB download, ~6.5 GB on disk (see README "LeRobot").
+LEROBOT_VENV ?= .venv-lerobot
+LBIN         := $(LEROBOT_VENV)/bin
+LEROBOT_PINS := torch==2.13.0 torchvision==0.28.0 torchcodec==0.13.0
+
+$(LEROBOT_VENV)/.installed: pyproject.toml requirements/lerobot.txt
+	$(PY) -m venv $(LEROBOT_VENV)
+	mkdir -p $(LEROBOT_VENV)/no-local-wheels
+	PIP_FIND_LINKS=$(abspath $(LEROBOT_VENV))/no-local-wheels $(LBIN)/pip install -q $(LEROBOT_PINS)
+	$(LBIN)/pip install -q --no-deps lerobot==0.4.4
+	$(LBIN)/pip install -q -r requirements/lerobot.txt
+	$(LBIN)/pip install -q -e ".[test]"
+	@# torch pins triton, which segfaults when imported after MuJoCo rendered through Mesa (llvmpipe's LLVM);
+	@# on a machine without an NVIDIA GPU nothing uses it, so it goes.
+	@command -v nvidia-smi >/dev/null || $(LBIN)/pip uninstall -q -y triton
+	$(LBIN)/python -c "import torch, torchvision, lerobot; from lerobot.policies.smolvla.modeling_smolvla import SmolVLAPolicy; print('lerobot', lerobot.__version__, 'torch', torch.__version__)"
+	@touch $@
+
+lerobot: $(LEROBOT_VENV)/.installed sysdeps
+
+# The main suite in .venv, then the LeRobot tests (tests/lerobot) in the LeRobot venv.
+test-main: install browser
+	$(BIN)/python -m pytest -q --ignore=tests/lerobot
+
+test-lerobot: lerobot
+	$(LBIN)/python -m pytest -q tests/lerobot
+
+test: test-main test-lerobot
 
 bench: install
 	@for f in bench/*.py; do echo "== $$f"; $(BIN)/python $$f || exit 1; done
 
 clean:
-	rm -rf $(VENV) runs outputs *.egg-info
+	rm -rf $(VENV) $(LEROBOT_VENV) runs outputs *.egg-info

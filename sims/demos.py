@@ -102,10 +102,13 @@ def write_hdf5(episodes: Sequence[dict], path: str | Path, env_args: dict | None
 
 def record_demos(task: str, n: int, path: str | Path, env_kwargs: dict | None = None, seed_offset: int = 0,
                  noise: float = 0.0, wrong_object: bool = False, drop_prob: float = 0.0, only_success: bool = False,
-                 max_tries: int | None = None, max_steps: int | None = None) -> dict:
+                 max_tries: int | None = None, max_steps: int | None = None, fmt: str = "hdf5") -> dict:
     """Record ``n`` scripted-expert episodes of ``task`` (init seeds ``seed_offset, seed_offset + 1, ...``)
-    to ``path``. ``only_success`` skips failed episodes (up to ``max_tries`` = 3n attempts). Returns a
-    summary ``{"path", "episodes", "success_rate", "steps"}``."""
+    to ``path``: robomimic-style HDF5 (``fmt="hdf5"``) or a LeRobotDataset directory (``fmt="lerobot"``,
+    :mod:`sims.lerobot_dataset`). ``only_success`` skips failed episodes (up to ``max_tries`` = 3n attempts).
+    Returns a summary ``{"path", "episodes", "success_rate", "steps"}``."""
+    if fmt not in ("hdf5", "lerobot"):
+        raise ValueError(f"demo format {fmt!r}; expected 'hdf5' or 'lerobot'")
     from .registry import make
     from .tabletop.experts import ScriptedExpert
 
@@ -127,7 +130,13 @@ def record_demos(task: str, n: int, path: str | Path, env_kwargs: dict | None = 
             episodes.append(e)
     finally:
         env.close()
-    write_hdf5(episodes, path, {"tasks": [task], "env_kwargs": dict(env_kwargs or {})})
+    if fmt == "lerobot":
+        from .lerobot_dataset import write_lerobot_dataset
+
+        write_lerobot_dataset(episodes, path, fps=int(getattr(env, "metadata", {}).get("render_fps", 20)),
+                              repo_id=f"local/{task.replace('/', '_')}", robot_type=task.split("/")[0])
+    else:
+        write_hdf5(episodes, path, {"tasks": [task], "env_kwargs": dict(env_kwargs or {})})
     return {"path": str(path), "episodes": len(episodes), "tries": tries,
             "success_rate": float(np.mean([e["success"] for e in episodes])), "steps": int(sum(len(e["actions"]) for e in episodes))}
 

@@ -43,8 +43,8 @@ def test_bad_input_is_one_line_exit_2_and_writes_nothing(tmp_path, capsys):
     cases = [
         (diffusion_main, ["nope"], "invalid choice: 'nope'"),
         (diffusion_main, ["train", "configs/diffusion/shapes_flat.yaml", "train.lrr=1", f"output_dir={out}"], "train.lrr"),
-        (diffusion_main, ["pretrain-shapes", "--out", str(out), "--steps", "0"], "steps=0: expected >= 1"),
-        (diffusion_main, ["pretrain-shapes", "--out", str(out), "--init", str(tmp_path / "none")], "no saved shapes pipeline"),
+        (diffusion_main, ["pretrain-shapes", "--out", str(out), "--steps", "0"], "--steps=0: expected an integer >= 1"),
+        (diffusion_main, ["pretrain-shapes", "--out", str(out), "--init", str(tmp_path / "none")], "expected a saved shapes pipeline directory"),
         (diffusion_main, ["pretrain-shapes", "--steps", "many"], "invalid int value: 'many'"),
         (diffusion_main, ["toy", "configs/grpo/toy_flow.yaml", "grpo.clip_lo=0.1", f"output_dir={out}"], "clip_low"),
         (diffusion_main, ["toy", str(tmp_path / "missing.yaml")], "config file not found"),

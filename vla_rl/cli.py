@@ -52,9 +52,21 @@ def cmd_train(args: argparse.Namespace) -> int:
         print(dump_config(cfg))
         cost = cost_per_iteration(cfg)
         print("per RL iteration (upper bounds): " + ", ".join(f"{k} {v}" for k, v in cost.items()))
+        if cfg.policy.kind == "lerobot":
+            from .policies.factory import checkpoint_memory
+
+            print(f"policy: LeRobot {cfg.policy.type}; " + checkpoint_memory(cfg.policy, cfg.grpo.kl_coef > 0))
         print(f"SFT: {cfg.sft.steps} steps x batch {cfg.sft.batch_size} on {cfg.sft.demos_per_task} demos/task; "
               f"evaluation: {cfg.rl.eval_episodes} held-out episodes/task x {len(cfg.env.tasks)} task(s)")
         return 0
+    if cfg.policy.kind == "lerobot":
+        from .policies.lerobot import require_lerobot
+
+        try:
+            require_lerobot()
+        except ImportError as e:
+            print(f"error: {e}", file=sys.stderr)
+            return 2
     _setup_threads()
     tr = VLARLTrainer(cfg)  # under torchrun / accelerate launch: one rank each (see vla_rl.trainer's docstring)
     from grpo.monitors import RewardHackingError
@@ -110,7 +122,15 @@ def cmd_eval(args: argparse.Namespace) -> int:
     except ConfigError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
-    policy = SmallVLA(policy_config_from_dict(st["policy_config"]), WordTokenizer(st["vocab"]))
+    pcfg = policy_config_from_dict(st["policy_config"])
+    if pcfg.kind == "builtin":
+        policy = SmallVLA(pcfg, WordTokenizer(st["vocab"]))
+    else:  # a LeRobot policy: rebuilt by the factory in the run's directory (its tiny backbone, if any, is there)
+        from .policies import make_policy
+
+        ck = Path(st["__path__"]).resolve()
+        run_dir = next((p for p in [ck, *ck.parents] if (p / "checkpoints").is_dir()), Path(cfg.output_dir))
+        policy = make_policy(pcfg, workdir=run_dir)
     policy.load_state_dict(st["model"])  # the checkpoint's CPU tensors
     policy.to(resolve_device(cfg.device))
     policy.set_mixed_precision(cfg.dist.mixed_precision)
@@ -131,6 +151,12 @@ def cmd_eval(args: argparse.Namespace) -> int:
     pool.close()
     print(json.dumps(out))
     return 0
+
+
+def _cmd_deploy(args: argparse.Namespace) -> int:
+    from .deploy import cmd_deploy
+
+    return cmd_deploy(args)
 
 
 def cmd_loop(args: argparse.Namespace) -> int:
@@ -158,7 +184,7 @@ def cmd_record_demos(args: argparse.Namespace) -> int:
     cams = () if args.cameras == ["none"] else tuple(args.cameras)
     summary = sims.record_demos(args.task, args.n, args.out, env_kwargs={"image_size": args.image_size, "cameras": cams},
                                 seed_offset=args.seed_offset, noise=args.noise, wrong_object=args.wrong_object,
-                                drop_prob=args.drop_prob, only_success=args.only_success)
+                                drop_prob=args.drop_prob, only_success=args.only_success, fmt=args.format)
     print(json.dumps({k: v for k, v in summary.items() if isinstance(v, (int, float, str, bool))}))
     return 0
 
@@ -214,6 +240,8 @@ def main(argv: list[str] | None = None) -> int:
     d.add_argument("--drop-prob", type=float, default=0.0, help="per-step chance of opening the gripper while carrying")
     d.add_argument("--seed-offset", type=int, default=0, help="init_seed of the first episode")
     d.add_argument("--only-success", action="store_true", help="keep successful episodes only")
+    d.add_argument("--format", choices=["hdf5", "lerobot"], default="hdf5",
+                   help="hdf5: robomimic-style file; lerobot: a LeRobotDataset v3.0 directory (needs lerobot: make lerobot)")
     lb = sub.add_parser("libero-demos", help="convert LIBERO's per-task demo files into one demo file (sft.demo_path)",
                         description="Convert LIBERO's demo files (one robomimic-style HDF5 per task) into the one-file "
                         "layout vla_rl.demos reads (vla_rl.libero_demos).")
@@ -227,10 +255,13 @@ def main(argv: list[str] | None = None) -> int:
     lb.add_argument("--image-size", type=int, default=None, help="with --replay: the env's image size")
     from grpo.report import add_report_command, run_report
 
+    from .deploy import add_parser as add_deploy_parser
+
     add_report_command(sub)  # grpo.report: one offline HTML page for one or more runs (train or loop)
+    add_deploy_parser(sub)  # vla-rl deploy: a policy on a LeRobot robot (vla_rl.deploy)
     args = parse_args(p, argv, takes_overrides=("train", "loop"))  # key=value overrides may follow --dry-run
     cmd = {"train": cmd_train, "eval": cmd_eval, "loop": cmd_loop, "record-demos": cmd_record_demos,
-           "libero-demos": cmd_libero_demos, "report": run_report}[args.cmd]
+           "libero-demos": cmd_libero_demos, "report": run_report, "deploy": _cmd_deploy}[args.cmd]
     return run_command(lambda: cmd(args))
 
 

@@ -112,4 +112,10 @@ class VLARLConfig:
         if self.rl.train_seeds:
             out["rl.train_seed_range"] = "rl.train_seeds set (the fixed training states are cycled)"
         out.update(self.grpo.inactive_keys())
+        if self.policy.kind == "builtin":
+            for k in ("path", "lerobot"):
+                out[f"policy.{k}"] = "policy.kind='builtin' (it configures a LeRobot policy)"
+        else:
+            for k in ("conv_channels", "text_dim", "max_text_len", "ctx_dim", "film", "flow.hidden", "flow.layers"):
+                out[f"policy.{k}"] = "policy.kind='lerobot' (the built-in VLA's architecture; policy.lerobot configures LeRobot's)"
         return out

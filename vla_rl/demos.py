@@ -75,8 +75,14 @@ def save_demo_file(demos: Sequence[Demo], path: str | Path, seeds: Sequence[int]
 
 
 def load_demo_file(path: str | Path, cameras: Sequence[str], per_task: int | None = None) -> list[Demo]:
-    """Read demos (at most ``per_task`` per env name) from a robomimic-style HDF5 file."""
+    """Read demos (at most ``per_task`` per env name) from a robomimic-style HDF5 file, or from a LeRobotDataset
+    directory (:mod:`vla_rl.lerobot_dataset`; ``per_task`` caps its episodes)."""
     from sims.demos import demo_data_group
+
+    if Path(path).is_dir():
+        from .lerobot_dataset import load_lerobot_demos
+
+        return load_lerobot_demos(path, cameras, per_task)
 
     out: list[Demo] = []
     count: dict[str, int] = {}

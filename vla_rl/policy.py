@@ -38,7 +38,7 @@ import json
 from collections import deque
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 import torch
 import torch.nn.functional as F
@@ -54,8 +54,25 @@ STATE_KEY = "observation.state"
 MIXED_PRECISION = {"fp32": None, "bf16": torch.bfloat16}  # dist.mixed_precision -> autocast dtype
 
 
+POLICY_KINDS = {"builtin": ("small_vla",), "lerobot": ("smolvla", "pi0", "pi05")}
+
+
+def check_kind_type(kind: str, type_: str) -> None:
+    """``policy.kind`` / ``policy.type`` name a policy class :func:`vla_rl.policies.make_policy` can build."""
+    if kind not in POLICY_KINDS:
+        raise ValueError(f"policy.kind={kind!r}; expected one of {tuple(POLICY_KINDS)}")
+    if type_ and type_ not in POLICY_KINDS[kind]:
+        raise ValueError(f"policy.type={type_!r} is not a {kind} policy; expected one of {POLICY_KINDS[kind]}")
+    if kind == "lerobot" and not type_:
+        raise ValueError(f"policy.kind=lerobot needs policy.type, one of {POLICY_KINDS['lerobot']}")
+
+
 @dataclass
 class PolicyConfig:
+    kind: Literal["builtin", "lerobot"] = "builtin"  # builtin (this module's SmallVLA) or lerobot (vla_rl.policies.lerobot)
+    type: str = ""  # builtin: small_vla (or empty); lerobot: smolvla, pi0 or pi05
+    path: str | None = None  # lerobot: a LeRobot checkpoint directory to start from (None: a fresh policy)
+    lerobot: dict[str, Any] = field(default_factory=dict)  # lerobot: overrides of LeRobot's policy config (vlm_model_name: tiny ...)
     head: Literal["flow", "gaussian"] = "flow"  # flow (pi0-style flow-matching action expert, SDE log-probs) or gaussian
     cameras: list[str] = field(default_factory=lambda: ["agentview"])  # camera images the policy reads
     use_images: bool = True  # read camera images
@@ -74,6 +91,7 @@ class PolicyConfig:
     gaussian: GaussianHeadConfig = field(default_factory=GaussianHeadConfig)  # the Gaussian head (head: gaussian)
 
     def __post_init__(self) -> None:
+        check_kind_type(self.kind, self.type)
         if self.head not in ("flow", "gaussian"):
             raise ValueError(f"policy.head={self.head!r}; expected 'flow' or 'gaussian'")
         if not 1 <= self.n_action_steps <= self.chunk_size:

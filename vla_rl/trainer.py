@@ -94,6 +94,7 @@ from rewards.base import RewardBatch
 from rewards.srpo import SRPOReward
 from rewards.success import episode_metadata, success_reward
 
+from .policies import make_policy
 from .policy import SmallVLA, batch_to
 from .rollout import EnvPool, EpisodeSpec, EvalResult, RolloutBatch, evaluate, run_episodes, tile_videos
 from .sft import train_sft
@@ -183,8 +184,7 @@ class VLARLTrainer:
         if (pcfg.state_dim, pcfg.action_dim) != (sd, ad):
             raise ValueError(f"policy.state_dim/action_dim = {pcfg.state_dim}/{pcfg.action_dim} but the env has {sd}/{ad}")
         start = cfg.sft.base_policy or cfg.sft.init_policy  # a pretrained policy: its weights and vocabulary
-        self.policy = (SmallVLA.from_pretrained(start, pcfg) if start
-                       else SmallVLA(pcfg, WordTokenizer.build(self.instructions.values()))).to(self.device)
+        self.policy = make_policy(pcfg, self.instructions.values(), start, self.out).to(self.device)  # policy.kind/type
         # dist.mixed_precision=bf16: every network forward (rollouts, evaluation, SFT, the update, the sharded and
         # reference copies, which deepcopy it) under autocast; weights, AdamW state and log-prob math stay fp32
         self.policy.set_mixed_precision(cfg.dist.mixed_precision)
@@ -266,7 +266,8 @@ class VLARLTrainer:
             state = {
                 "model": self.policy.state_dict(),
                 "optimizer": optim if sharded else self.optimizer.state_dict(), "guard": self.guard.state_dict(),
-                "rng": capture_rng_state(), "trainer": self.state, "vocab": self.policy.tokenizer.vocab,
+                "rng": capture_rng_state(), "trainer": self.state,
+                "vocab": self.policy.tokenizer.vocab if hasattr(self.policy, "tokenizer") else None,
                 "policy_config": config_to_dict(self.policy.cfg), "config": config_to_dict(self.cfg),
                 "alarm": self.alarm.state_dict(),
             }
@@ -289,7 +290,8 @@ class VLARLTrainer:
         check_resume_config(st["config"], self.cfg, str(latest),
                             ignore=("rl.iterations", "resume", "rl.eval_every", "rl.save_every", "rl.num_videos",
                                     "rl.grad_accum", "dist", "device"))
-        self.policy.tokenizer = WordTokenizer(st["vocab"])
+        if st.get("vocab") is not None:
+            self.policy.tokenizer = WordTokenizer(st["vocab"])
         self.policy.load_state_dict(st["model"])
         self.optimizer.load_state_dict(st["optimizer"])  # full state; ``_shard`` shards it under FSDP
         self.guard.load_state_dict(st["guard"])
