@@ -39,9 +39,10 @@ def probe_reward(cfg) -> None:
     import torch
 
     from grpo.preflight import check_custom_reward
-    from rewards import RewardBatch, build_reward
+    from rewards import RewardBatch, build_reward, check_output
 
     prompts = (list(getattr(cfg.prompts, "prompts", None) or []) or ["a probe prompt"])[:2] * 2
     gen = torch.Generator().manual_seed(0)
     images = torch.rand(len(prompts), 3, cfg.model.height, cfg.model.width, generator=gen)
-    check_custom_reward(cfg.reward.name, dict(cfg.reward.kwargs), build_reward, RewardBatch(images=images, prompts=prompts))
+    check_custom_reward(cfg.reward.name, dict(cfg.reward.kwargs), build_reward, RewardBatch(images=images, prompts=prompts),
+                        check_output)

@@ -143,14 +143,13 @@ def check_resumable(ckpt_root: str | os.PathLike) -> None:
             raise ValueError(f"resume: {e}{advice}") from None
 
 
-def check_custom_reward(name: str, kwargs: dict, build, batch) -> None:
+def check_custom_reward(name: str, kwargs: dict, build, batch, check_output) -> None:
     """A user's ``module:attr`` reward, called once on ``batch`` (e.g. random images, the config's prompts) before
-    the run: it must not raise and must return a finite ``total`` of one value per sample (rewards.check_output).
-    Built-in rewards are not probed (they are tested, and some load large models)."""
+    the run: it must not raise and must return a finite ``total`` of one value per sample (``check_output``, the
+    caller's ``rewards.check_output``: grpo does not import rewards). Built-in rewards are not probed (they are
+    tested, and some load large models)."""
     if ":" not in name:
         return
-    from rewards import check_output
-
     fn = build(name, **kwargs)
     try:
         out = fn(batch)
