@@ -153,3 +153,22 @@ def test_policy_class_from_a_user_package(ext, monkeypatch):
     assert issubclass(cls, SmallVLA) and resolve_policy_class("builtin") is None
     with pytest.raises(ValueError, match="NoLogProb lacks chunk_log_prob .*forward .*save_pretrained"):
         resolve_policy_class("my_ext.policies:NoLogProb")
+
+
+def test_policy_kind_import_path_trains_and_evaluates(ext, tmp_path):
+    """policy.kind: my_ext.policies:MyPolicy through vla-rl train (SFT + one RL iteration) and vla-rl eval; a class
+    that lacks the protocol stops the run at load with one line, exit 2, nothing written."""
+    from .vla_rl.test_trainer_e2e import TINY
+
+    out = tmp_path / "vla"
+    res, _ = run(ext, tmp_path, "vla_rl.cli", "train", "configs/vla/tabletop_reach.yaml", *TINY, f"output_dir={out}",
+                 "rl.iterations=1", "rl.reward=binary", "rl.num_videos=0", "policy.kind=my_ext.policies:MyPolicy")
+    assert res.returncode == 0, res.stderr[-3000:]
+    rows = [json.loads(x) for x in (out / "metrics.jsonl").read_text().splitlines()]
+    assert any("rollout/success_rate" in r for r in rows)
+    res, _ = run(ext, tmp_path, "vla_rl.cli", "eval", str(out), "--episodes", "1")
+    assert res.returncode == 0 and '"success_rate"' in res.stdout, res.stderr[-3000:]
+    res, _ = run(ext, tmp_path, "vla_rl.cli", "train", "configs/vla/tabletop_reach.yaml", f"output_dir={tmp_path / 'b'}",
+                 "policy.kind=my_ext.policies:NoLogProb")
+    assert res.returncode == 2 and "NoLogProb lacks chunk_log_prob" in res.stderr and "Traceback" not in res.stderr
+    assert not (tmp_path / "b").exists()

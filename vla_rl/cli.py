@@ -125,6 +125,10 @@ def cmd_eval(args: argparse.Namespace) -> int:
     pcfg = policy_config_from_dict(st["policy_config"])
     if pcfg.kind == "builtin":
         policy = SmallVLA(pcfg, WordTokenizer(st["vocab"]))
+    elif ":" in pcfg.kind:  # a user's policy class (policy.kind: package.module:Class), built like SmallVLA
+        from grpo.plugins import resolve_policy_class
+
+        policy = resolve_policy_class(pcfg.kind)(pcfg, WordTokenizer(st["vocab"]))
     else:  # a LeRobot policy: rebuilt by the factory in the run's directory (its tiny backbone, if any, is there)
         from .policies import make_policy
 

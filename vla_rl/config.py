@@ -115,7 +115,7 @@ class VLARLConfig:
         if self.policy.kind == "builtin":
             for k in ("path", "lerobot"):
                 out[f"policy.{k}"] = "policy.kind='builtin' (it configures a LeRobot policy)"
-        else:
+        elif self.policy.kind == "lerobot":
             for k in ("conv_channels", "text_dim", "max_text_len", "ctx_dim", "film", "flow.hidden", "flow.layers"):
                 out[f"policy.{k}"] = "policy.kind='lerobot' (the built-in VLA's architecture; policy.lerobot configures LeRobot's)"
         return out

@@ -58,9 +58,16 @@ POLICY_KINDS = {"builtin": ("small_vla",), "lerobot": ("smolvla", "pi0", "pi05")
 
 
 def check_kind_type(kind: str, type_: str) -> None:
-    """``policy.kind`` / ``policy.type`` name a policy class :func:`vla_rl.policies.make_policy` can build."""
+    """``policy.kind`` / ``policy.type`` name a policy class :func:`vla_rl.policies.make_policy` can build: a built-in
+    kind, or ``package.module:Class`` (a user's policy, imported and checked against
+    :data:`grpo.plugins.VLA_POLICY` here, when the config loads)."""
+    if ":" in kind:
+        from grpo.plugins import resolve_policy_class
+
+        resolve_policy_class(kind)
+        return
     if kind not in POLICY_KINDS:
-        raise ValueError(f"policy.kind={kind!r}; expected one of {tuple(POLICY_KINDS)}")
+        raise ValueError(f"policy.kind={kind!r}; expected one of {tuple(POLICY_KINDS)} or 'package.module:Class'")
     if type_ and type_ not in POLICY_KINDS[kind]:
         raise ValueError(f"policy.type={type_!r} is not a {kind} policy; expected one of {POLICY_KINDS[kind]}")
     if kind == "lerobot" and not type_:
@@ -69,7 +76,7 @@ def check_kind_type(kind: str, type_: str) -> None:
 
 @dataclass
 class PolicyConfig:
-    kind: Literal["builtin", "lerobot"] = "builtin"  # builtin (this module's SmallVLA) or lerobot (vla_rl.policies.lerobot)
+    kind: str = "builtin"  # builtin (SmallVLA), lerobot (vla_rl.policies.lerobot) or package.module:Class (yours)
     type: str = ""  # builtin: small_vla (or empty); lerobot: smolvla, pi0 or pi05
     path: str | None = None  # lerobot: a LeRobot checkpoint directory to start from (None: a fresh policy)
     lerobot: dict[str, Any] = field(default_factory=dict)  # lerobot: overrides of LeRobot's policy config (vlm_model_name: tiny ...)

@@ -29,6 +29,15 @@ def make_policy(cfg: PolicyConfig, instructions: Iterable[str] = (), pretrained:
         from .builtin import build_builtin
 
         return check_policy(build_builtin(cfg, instructions, pretrained))
+    if ":" in cfg.kind:  # a user's class (docs/EXTENDING.md): built like SmallVLA, (cfg, tokenizer)
+        from grpo.plugins import resolve_policy_class
+
+        from ..tokenizer import WordTokenizer
+
+        cls = resolve_policy_class(cfg.kind)
+        if pretrained:
+            return check_policy(cls.from_pretrained(pretrained, cfg))
+        return check_policy(cls(cfg, WordTokenizer.build(instructions)))
     from .lerobot import LeRobotVLA
 
     path = pretrained or cfg.path
