@@ -5,7 +5,7 @@ evaluation, and for the VLA recipes a short SFT. It prints ``onpolicy/max_abs_dl
 ``max_ratio_dev`` per iteration (the first minibatch before the first optimizer step, against the rollout's stored
 log-probs). Then the faults are injected on tiny_sd3_flat: dropout in the training forward, a bf16 rollout with an
 fp32 recompute, and a batch-composition-dependent kernel with a sub-batch update. Results are in
-docs/RESULTS_onpolicy.md.
+docs/RESULTS.md (On-policy self-check).
 
     OMP_NUM_THREADS=1 python bench/bench_onpolicy.py [--only NAME]
 """
