@@ -101,3 +101,22 @@ def test_gdpo_bad_input_exits_2(capsys):
     assert "three_binary" in capsys.readouterr().err
     assert mod.main(["--small", "--lrs", "fast"]) == 2
     assert "'fast'" in capsys.readouterr().err
+
+
+@pytest.mark.slow  # two 1-iteration shapes trainings in subprocesses, ~20 s
+def test_pool_vs_plain_small_runs_both_arms(capsys, tmp_path):
+    mod = _load("bench_pool_vs_plain")
+    assert mod.main(["--small", "--out", str(tmp_path / "runs")]) == 0
+    out = capsys.readouterr().out
+    rows = {r[0]: r for r in _table(out, "| arm |")}
+    assert set(rows) == {"pool", "plain"}
+    assert all(cell.count("+-") == 1 for r in rows.values() for cell in r[1:])
+    assert rows["pool"][1] == rows["plain"][1]  # same pretrained start: same reward before
+    assert (tmp_path / "runs" / "pool_seed0" / "metrics.jsonl").is_file()
+    assert "pool - plain, reward after, paired over seeds" in out
+
+
+def test_pool_vs_plain_bad_input_exits_2(capsys, tmp_path):
+    mod = _load("bench_pool_vs_plain")
+    assert mod.main(["--small", "--seeds", "0", "--out", str(tmp_path)]) == 2
+    assert "--seeds" in capsys.readouterr().err
