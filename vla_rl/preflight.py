@@ -23,7 +23,8 @@ def check_task(key: str, task: str, tasks: list[str]) -> None:
 
 
 def check_vla_inputs(cfg, writes: bool = True) -> None:
-    """A ``VLARLConfig``'s checks (``writes``: the output directory too; a dry run writes nothing)."""
+    """A ``VLARLConfig``'s checks before anything is built. ``writes=False`` (a dry run, which writes nothing and
+    needs no data) checks the values only; a run also checks its weights, demo file and output directory."""
     check_sizes(("policy.image_size", cfg.policy.image_size, 1), ("rl.iterations", cfg.rl.iterations, 0),
                 ("grpo.group_size", cfg.grpo.group_size, 2))
     if "image_size" in cfg.env.kwargs:
@@ -31,6 +32,8 @@ def check_vla_inputs(cfg, writes: bool = True) -> None:
     tasks = known_tasks()
     for t in cfg.env.tasks:
         check_task("env.tasks", t, tasks)
+    if not writes:  # a dry run: a full recipe prints its cost on a machine without its weights and data
+        return
     check_path_exists("sft.base_policy", cfg.sft.base_policy, "a SmallVLA directory (save_pretrained) or builtin:<name>")
     check_path_exists("sft.init_policy", cfg.sft.init_policy, "a SmallVLA directory (save_pretrained)")
     check_path_exists("sft.demo_path", cfg.sft.demo_path, "an HDF5 demo file (vla-rl record-demos / libero-demos)")

@@ -167,12 +167,14 @@ def test_failing_reward_is_reported_with_its_prompts(tmp_path, capsys):
         tr.step()
     assert calls["n"] == 2 and e.value.batch and set(e.value.batch) <= set(tr.prompts.pool)
     assert "reward 'bad' failed 2 times" in str(e.value) and all(repr(p) in str(e.value) for p in e.value.batch)
-    # the CLI: exit code 1, the error names the reward and the prompts
+    # the CLI: a custom reward is probed on a small batch before the run (grpo.preflight), so one that always raises
+    # stops at start (exit 2, one line naming it and its error) and writes nothing
     path, over = CONFIGS["flat"]
     assert main(["train", str(ROOT / path), f"output_dir={tmp_path / 'cli'}", *BASE, *over, "train.iterations=1",
-                 "reward.name=tests.diffusion_rl.test_distributed:always_fails", "reward.retries=1"]) == 1
+                 "reward.name=tests.diffusion_rl.test_distributed:always_fails", "reward.retries=1"]) == 2
     err = capsys.readouterr().err
-    assert "always_fails" in err and "failed 2 times" in err and "reward model crashed" in err and "batch: [" in err
+    assert "always_fails" in err and "reward model crashed" in err and len(err.strip().splitlines()) == 1
+    assert not (tmp_path / "cli").exists()
 
 
 def test_sigterm_under_torchrun_stops_every_rank_after_the_same_iteration(tmp_path):

@@ -23,11 +23,12 @@ ROOT = Path(__file__).resolve().parents[2]
 ENV = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "PYTHONPATH": str(ROOT)}
 CONFIG = "configs/vla/tabletop_reach_one.yaml"
 # 3 groups x 2 episodes = 6 episodes split 3/3 (group 1 straddles the ranks); the training states are the demo
-# states, so that 150 SFT steps give some successes and SRPO graded failures (non-zero advantages); 5 decision
+# states, so that 300 SFT steps give some successes and SRPO graded failures (non-zero advantages: SRPO, as siiRL,
+# gives failures 0 in a task without successes, and 150 steps left none since the issue-24 SDE fix); 5 decision
 # points per episode, minibatches of 8 rows (uneven per-rank shares); every iteration checkpointed. SFT from scratch
 # and the sampling settings are pinned here (not the recipe's base and eta), so the signal does not move with the recipe
 TINY = ["sft.base_policy=null", "sft.lr=1e-3", "rl.lr=1e-4", "policy.flow.eta=1.0",
-        "sft.demos_per_task=2", "sft.steps=150", "env.max_episode_steps=20", "rl.train_seeds=[500000,500001]",
+        "sft.demos_per_task=2", "sft.steps=300", "env.max_episode_steps=20", "rl.train_seeds=[500000,500001]",
         "rl.groups_per_task=3", "grpo.group_size=2", "rl.minibatch_size=8", "rl.inner_epochs=2", "rl.eval_episodes=2",
         "rl.eval_every=0", "rl.num_videos=0", "rl.save_every=1", "rl.keep_last=10", "rl.success_band=[-0.5,1.5]",
         "srpo.num_frames=3"]
