@@ -29,7 +29,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from grpo.cli import ArgumentParser, parse_args
+from grpo.cli import ArgumentParser, add_config_help, parse_args
 from grpo.preflight import check_writable_dir, quiet_third_party_warnings
 from grpo.config import ConfigError, dump_config, load_config
 from grpo.monitors import RewardHackingError
@@ -60,6 +60,7 @@ def main(argv: list[str] | None = None) -> int:
                         formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = ap.add_subparsers(dest="cmd", required=True)
     t = sub.add_parser("train", help="train from a YAML config")
+    add_config_help(t, lambda: __import__("diffusion_rl.config", fromlist=["DiffusionRLConfig"]).DiffusionRLConfig)
     t.add_argument("config")
     t.add_argument("overrides", nargs="*", help="key=value overrides, e.g. train.lr=1e-4")
     t.add_argument("--dry-run", action="store_true", help="print the resolved config and cost per iteration")
@@ -91,6 +92,7 @@ def main(argv: list[str] | None = None) -> int:
     y = sub.add_parser("toy", help="the core's toy GRPO run (grpo.demo: a 2-D flow model, about a minute on 2 cores)",
                        description="The core's tiny GRPO run end to end (grpo.demo): a conditional flow-matching model "
                        "on 2-D points, pretrained on a ring of modes, then GRPO towards each prompt's mode.")
+    add_config_help(y, lambda: __import__("grpo.demo", fromlist=["ToyConfig"]).ToyConfig)
     y.add_argument("config", nargs="?", default=None, help="a ToyConfig YAML (e.g. configs/grpo/toy_flow.yaml)")
     y.add_argument("overrides", nargs="*", help="key=value overrides, e.g. train.iterations=10")
     y.add_argument("--dry-run", action="store_true", help="print the resolved config and the cost per iteration")

@@ -14,6 +14,7 @@ written, with one line that names the bad value and what was expected, and no tr
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from typing import Any, Callable, Sequence
 
@@ -39,7 +40,10 @@ class _ConfigHelp(argparse.Action):
         self.config_class = config_class
 
     def __call__(self, parser, namespace, values, option_string=None):
-        print(format_config_help(self.config_class()))
+        try:
+            print(format_config_help(self.config_class()), flush=True)
+        except BrokenPipeError:  # `... --help-config | head`: the reader left; not an error
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         parser.exit(0)
 
 

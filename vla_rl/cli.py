@@ -24,7 +24,7 @@ import os
 import sys
 from pathlib import Path
 
-from grpo.cli import ArgumentParser, parse_args, run_command
+from grpo.cli import ArgumentParser, add_config_help, parse_args, run_command
 from grpo.preflight import check_writable_file, quiet_third_party_warnings
 
 
@@ -218,6 +218,7 @@ def main(argv: list[str] | None = None) -> int:
     p = ArgumentParser(prog="vla-rl", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = p.add_subparsers(dest="cmd", required=True)
     t = sub.add_parser("train", help="SFT on a few demos, then GRPO (per the config)")
+    add_config_help(t, lambda: __import__("vla_rl.config", fromlist=["VLARLConfig"]).VLARLConfig)
     t.add_argument("config")
     t.add_argument("overrides", nargs="*", help="key=value overrides, e.g. rl.iterations=10")
     t.add_argument("--dry-run", action="store_true", help="print the resolved config and the cost per iteration")
@@ -230,6 +231,7 @@ def main(argv: list[str] | None = None) -> int:
                         description="World-VLA-Loop (vla_rl.wm_loop): train the world model on simulator data, RL the "
                         "VLA inside it, check the policy in the real simulator, add its failures and near-successes to "
                         "the data, fine-tune, repeat. Outputs: <output_dir>/history.json, metrics.jsonl, cycle_<c>/.")
+    add_config_help(lp, lambda: __import__("vla_rl.wm_loop", fromlist=["LoopConfig"]).LoopConfig)
     lp.add_argument("config", help="a loop YAML (e.g. configs/world_models/loop_reach_one.yaml)")
     lp.add_argument("overrides", nargs="*", help="key=value overrides, e.g. cycles=2 vla.rl.lr=5e-4")
     lp.add_argument("--dry-run", action="store_true", help="print the resolved config and exit")
