@@ -79,7 +79,7 @@ from tqdm.auto import tqdm
 from grpo.checkpoint import (best_record, capture_rng_state, improves, load_checkpoint, restore_rng_state, save_best,
                              save_checkpoint)
 from grpo.config import check_resume_config, config_to_dict
-from grpo.monitors import HackingAlarm
+from grpo.monitors import HackingAlarm, RewardHackingError
 from grpo.onpolicy import OnPolicyGap, check_onpolicy
 from grpo.device import resolve_device
 from grpo.distributed import all_reduce_floats, barrier, gather_cpu, init_distributed, keyed_generator, shard_range
@@ -517,11 +517,18 @@ class VLARLTrainer:
 
     # ---- main ----------------------------------------------------------------------------------
     def _eval_everywhere(self, tag: str, step: int, videos: bool = True) -> None:
-        """``run_eval`` on rank 0; every rank gets its results (``state["eval"]``)."""
+        """``run_eval`` on rank 0; every rank gets its results (``state["eval"]``). A reward-hacking stop raised on rank 0
+        (``eval.action: stop``) is broadcast with them and raised on every rank, after the best checkpoint is kept."""
+        stop = None
         if self.dist.is_main:
-            self.run_eval(tag, step, videos)
-        self.state["eval"] = self._broadcast_obj(self.state["eval"])
+            try:
+                self.run_eval(tag, step, videos)
+            except RewardHackingError as e:
+                stop = str(e)
+        self.state["eval"], stop = self._broadcast_obj((self.state["eval"], stop))
         self.keep_best(self.state["eval"][tag]["success_rate"])
+        if stop is not None:
+            raise RewardHackingError(stop)
 
     def rollout(self, it: int) -> tuple[list[EpisodeSpec], range, RolloutBatch]:
         """Iteration ``it``'s global episode list, this rank's share ``[start, stop)`` of it, and its rollout."""
