@@ -22,6 +22,24 @@ def _image_hw(size: Any) -> tuple[int, int]:
     return h, w
 
 
+def check_common(cfg: Any) -> None:
+    """The options every simulator's frozen config shares, checked in place: ``image_size`` (:func:`_image_hw`),
+    ``cameras`` (names from :data:`CAMERAS`, no repeats; a single name becomes a 1-tuple) and
+    ``action_out_of_bounds`` (one of :data:`OUT_OF_BOUNDS`)."""
+    _image_hw(cfg.image_size)
+    cams = (cfg.cameras,) if isinstance(cfg.cameras, str) else cfg.cameras
+    if not isinstance(cams, (tuple, list)):
+        raise ValueError(f"cameras must be a tuple of names from {CAMERAS}, got {cfg.cameras!r}")
+    for c in cams:
+        if c not in CAMERAS:
+            raise ValueError(f"unknown camera {c!r}; expected names from {CAMERAS}")
+    if len(set(cams)) != len(cams):
+        raise ValueError(f"cameras must not repeat, got {cfg.cameras!r}")
+    object.__setattr__(cfg, "cameras", tuple(cams))
+    if cfg.action_out_of_bounds not in OUT_OF_BOUNDS:
+        raise ValueError(f"action_out_of_bounds must be one of {OUT_OF_BOUNDS}, got {cfg.action_out_of_bounds!r}")
+
+
 @dataclass(frozen=True)
 class TabletopConfig:
     """Options of the built-in tabletop suite (``sims.make("tabletop/<task>", **fields)``).
@@ -51,18 +69,7 @@ class TabletopConfig:
     reward: str = "sparse"
 
     def __post_init__(self) -> None:
-        _image_hw(self.image_size)
-        cams = self.cameras
-        if isinstance(cams, str):
-            cams = (cams,)
-        if not isinstance(cams, (tuple, list)):
-            raise ValueError(f"cameras must be a tuple of names from {CAMERAS}, got {self.cameras!r}")
-        for c in cams:
-            if c not in CAMERAS:
-                raise ValueError(f"unknown camera {c!r}; expected names from {CAMERAS}")
-        if len(set(cams)) != len(cams):
-            raise ValueError(f"cameras must not repeat, got {self.cameras!r}")
-        object.__setattr__(self, "cameras", tuple(cams))
+        check_common(self)
         if self.max_steps is not None and (not isinstance(self.max_steps, int) or self.max_steps < 1):
             raise ValueError(f"max_steps must be an int >= 1 (or None for the task default), got {self.max_steps!r}")
         if not (isinstance(self.timestep, (int, float)) and 0 < self.timestep <= 0.02):
@@ -71,8 +78,6 @@ class TabletopConfig:
             raise ValueError(f"control_freq must be in (0, 1/timestep = {1.0 / self.timestep:g}] Hz, got {self.control_freq!r}")
         if not (isinstance(self.max_delta, (int, float)) and 0 < self.max_delta <= 0.1):
             raise ValueError(f"max_delta must be in (0, 0.1] metres per step, got {self.max_delta!r}")
-        if self.action_out_of_bounds not in OUT_OF_BOUNDS:
-            raise ValueError(f"action_out_of_bounds must be one of {OUT_OF_BOUNDS}, got {self.action_out_of_bounds!r}")
         if self.reward not in ("sparse", "dense"):
             raise ValueError(f"reward must be 'sparse' or 'dense', got {self.reward!r}")
 

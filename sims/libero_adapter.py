@@ -53,7 +53,7 @@ import gymnasium as gym
 import numpy as np
 
 from . import render as _render
-from .config import CAMERAS, OUT_OF_BOUNDS, _image_hw, build
+from .config import _image_hw, build, check_common
 
 SUITES = ("libero_spatial", "libero_object", "libero_goal", "libero_10", "libero_90")
 # OpenVLA's / SimpleVLA-RL's evaluation horizons (control steps after the settle steps); longest demo + margin
@@ -83,18 +83,11 @@ class LiberoConfig:
     action_out_of_bounds: str = "clip"
 
     def __post_init__(self) -> None:
-        _image_hw(self.image_size)
-        cams = (self.cameras,) if isinstance(self.cameras, str) else tuple(self.cameras)
-        for c in cams:
-            if c not in CAMERAS:
-                raise ValueError(f"unknown camera {c!r}; expected names from {CAMERAS}")
-        object.__setattr__(self, "cameras", cams)
+        check_common(self)
         if self.max_steps is not None and (not isinstance(self.max_steps, int) or self.max_steps < 1):
             raise ValueError(f"max_steps must be an int >= 1 or None (the suite's horizon), got {self.max_steps!r}")
         if not isinstance(self.settle_steps, int) or self.settle_steps < 0:
             raise ValueError(f"settle_steps must be an int >= 0, got {self.settle_steps!r}")
-        if self.action_out_of_bounds not in OUT_OF_BOUNDS:
-            raise ValueError(f"action_out_of_bounds must be one of {OUT_OF_BOUNDS}, got {self.action_out_of_bounds!r}")
 
 
 # ---------------------------------------------------------------------------------------------- the installation

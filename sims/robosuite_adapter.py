@@ -36,7 +36,7 @@ import gymnasium as gym
 import numpy as np
 
 from . import render as _render
-from .config import CAMERAS, OUT_OF_BOUNDS, _image_hw, build
+from .config import _image_hw, build, check_common
 
 TASKS: dict[str, tuple[str, ...]] = {
     "Lift": ("lift the red cube", "pick up the red block and lift it", "raise the red cube off the table"),
@@ -69,18 +69,11 @@ class RobosuiteConfig:
     reward: str = "sparse"
 
     def __post_init__(self) -> None:
-        _image_hw(self.image_size)
-        cams = (self.cameras,) if isinstance(self.cameras, str) else tuple(self.cameras)
-        for c in cams:
-            if c not in CAMERAS:
-                raise ValueError(f"unknown camera {c!r}; expected names from {CAMERAS}")
-        object.__setattr__(self, "cameras", cams)
+        check_common(self)
         if not isinstance(self.max_steps, int) or self.max_steps < 1:
             raise ValueError(f"max_steps must be an int >= 1, got {self.max_steps!r}")
         if not (isinstance(self.control_freq, (int, float)) and 0 < self.control_freq <= 500):
             raise ValueError(f"control_freq must be in (0, 500] Hz, got {self.control_freq!r}")
-        if self.action_out_of_bounds not in OUT_OF_BOUNDS:
-            raise ValueError(f"action_out_of_bounds must be one of {OUT_OF_BOUNDS}, got {self.action_out_of_bounds!r}")
         if self.reward not in ("sparse", "dense"):
             raise ValueError(f"reward must be 'sparse' or 'dense', got {self.reward!r}")
 

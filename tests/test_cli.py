@@ -84,17 +84,13 @@ def test_console_scripts_are_installed():
         assert "cli:main" in res.stdout, res
 
 
-@pytest.mark.parametrize("argv, key", [(["train", "--help-config"], "sampler.eta"), (["toy", "--help-config"], "model.radius")])
-def test_help_config_lists_every_key_diffusion(argv, key, capsys):
-    with pytest.raises(SystemExit) as e:
-        diffusion_main(argv)
-    out = capsys.readouterr().out
-    assert e.value.code == 0 and key in out and all("  # " in ln for ln in out.strip().splitlines())
 
-
-@pytest.mark.parametrize("argv, key", [(["train", "--help-config"], "rl.success_band"), (["loop", "--help-config"], "models.wm.patch")])
-def test_help_config_lists_every_key_vla(argv, key, capsys):
+@pytest.mark.parametrize("job, argv, key", [("diffusion", ["train", "--help-config"], "sampler.eta"),
+                                            ("diffusion", ["toy", "--help-config"], "model.radius"),
+                                            ("vla", ["train", "--help-config"], "rl.success_band"),
+                                            ("vla", ["loop", "--help-config"], "models.wm.patch")])
+def test_help_config_lists_every_key(job, argv, key, capsys):
     with pytest.raises(SystemExit) as e:
-        vla_main(argv)
+        (diffusion_main if job == "diffusion" else vla_main)(argv)
     out = capsys.readouterr().out
     assert e.value.code == 0 and key in out and all("  # " in ln for ln in out.strip().splitlines())
