@@ -167,7 +167,9 @@ CASES = {
     "v-group-1": (*V, ["grpo.group_size=1"], ["group_size", "1"]),
     "v-zero-image": (*V, ["policy.image_size=0"], ["image_size", "0"]),
     "v-neg-image": (*V, ["policy.image_size=-32"], ["image_size", "-32"]),
-    "v-missing-model": (*V, ["sft.base_policy=/nonexistent/policy"], ["/nonexistent/policy"]),
+    # a dry run checks values only (a full recipe prints its cost without its weights or data); the run checks paths
+    "v-missing-model": ("vla_rl.cli", ["train", V_CFG], ["sft.base_policy=/nonexistent/policy", *V_TINY],
+                        ["/nonexistent/policy"]),
     "v-unknown-reward": (*V, ["rl.reward=nosuch_reward"], ["nosuch_reward"]),
     "v-unknown-task": (*V, ["env.tasks=[tabletop/nosuch_task]"], ["tabletop/nosuch_task"]),
     "v-unknown-policy-kind": (*V, ["policy.head=nosuch_head"], ["nosuch_head"]),
