@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass, fields
 from typing import Any
 
+import numpy as np
+
 CAMERAS = ("agentview", "wrist")
 OUT_OF_BOUNDS = ("clip", "raise")
 
@@ -39,6 +41,23 @@ def check_common(cfg: Any) -> None:
     if cfg.action_out_of_bounds not in OUT_OF_BOUNDS:
         raise ValueError(f"action_out_of_bounds must be one of {OUT_OF_BOUNDS}, got {cfg.action_out_of_bounds!r}")
 
+
+
+def checked_action(action: Any, dim: int, out_of_bounds: str) -> np.ndarray:
+    """A robosuite-style ``[dx, dy, dz, dax, day, daz, gripper]`` action as float64 ``[dim]`` in [-1, 1]: a wrong shape
+    or a non-finite value raises (naming it); components outside [-1, 1] are clipped, or raise with
+    ``out_of_bounds="raise"`` (naming each (index, value))."""
+    a = np.asarray(action, dtype=np.float64)
+    if a.shape != (dim,):
+        raise ValueError(f"action must have shape ({dim},) = [dx, dy, dz, dax, day, daz, gripper], got {a.shape}")
+    if not np.isfinite(a).all():
+        raise ValueError(f"action has non-finite values: {a.tolist()}")
+    if a.min() < -1 or a.max() > 1:
+        if out_of_bounds == "raise":
+            bad = [(i, float(v)) for i, v in enumerate(a) if not -1.0 <= v <= 1.0]
+            raise ValueError(f"action components {bad} (index, value) are outside the bounds [-1, 1]")
+        a = np.clip(a, -1, 1)
+    return a
 
 @dataclass(frozen=True)
 class TabletopConfig:

@@ -53,7 +53,7 @@ import gymnasium as gym
 import numpy as np
 
 from . import render as _render
-from .config import _image_hw, build, check_common
+from .config import _image_hw, build, check_common, checked_action
 
 SUITES = ("libero_spatial", "libero_object", "libero_goal", "libero_10", "libero_90")
 # OpenVLA's / SimpleVLA-RL's evaluation horizons (control steps after the settle steps); longest demo + margin
@@ -372,16 +372,7 @@ class LiberoEnv(gym.Env):
     def step(self, action):
         from .tabletop.env import _fire
 
-        a = np.asarray(action, dtype=np.float64)
-        if a.shape != (7,):
-            raise ValueError(f"action must have shape (7,) = [dx, dy, dz, dax, day, daz, gripper], got {a.shape}")
-        if not np.isfinite(a).all():
-            raise ValueError(f"action has non-finite values: {a.tolist()}")
-        if a.min() < -1 or a.max() > 1:
-            if self.cfg.action_out_of_bounds == "raise":
-                bad = [(i, float(v)) for i, v in enumerate(a) if not -1.0 <= v <= 1.0]
-                raise ValueError(f"action components {bad} (index, value) are outside the bounds [-1, 1]")
-            a = np.clip(a, -1, 1)
+        a = checked_action(action, 7, self.cfg.action_out_of_bounds)
         self.t += 1
         if self._fault is not None and self._fault["step"] == self.t:
             _fire(self._fault["kind"], self._env.sim.data)

@@ -36,7 +36,7 @@ import gymnasium as gym
 import numpy as np
 
 from . import render as _render
-from .config import _image_hw, build, check_common
+from .config import _image_hw, build, check_common, checked_action
 
 TASKS: dict[str, tuple[str, ...]] = {
     "Lift": ("lift the red cube", "pick up the red block and lift it", "raise the red cube off the table"),
@@ -164,16 +164,7 @@ class RobosuiteEnv(gym.Env):
                               "init_seed": self.init_seed, "step": 0}
 
     def step(self, action):
-        a = np.asarray(action, dtype=np.float64)
-        if a.shape != (self._act_dim,):
-            raise ValueError(f"action must have shape ({self._act_dim},) = [dx, dy, dz, dax, day, daz, gripper], got {a.shape}")
-        if not np.isfinite(a).all():
-            raise ValueError(f"action has non-finite values: {a.tolist()}")
-        if a.min() < -1 or a.max() > 1:
-            if self.cfg.action_out_of_bounds == "raise":
-                bad = [(i, float(v)) for i, v in enumerate(a) if not -1.0 <= v <= 1.0]
-                raise ValueError(f"action components {bad} (index, value) are outside the bounds [-1, 1]")
-            a = np.clip(a, -1, 1)
+        a = checked_action(action, self._act_dim, self.cfg.action_out_of_bounds)
         o, shaped, _, _ = self._env.step(a)
         self.t += 1
         d = self._env.sim.data
