@@ -8,6 +8,7 @@ import numpy as np
 import sims
 from vla_rl.demos import load_demo_file
 from vla_rl.libero_demos import convert, replay_libero_file, task_index
+from ..libero_scene import place_bowl_over_plate
 
 TASK = "libero/libero_spatial/0"
 STILL = np.array([0, 0, 0, 0, 0, 0, -1], np.float32)
@@ -26,12 +27,8 @@ def _record_libero_file(path):
 
     env = sims.make(TASK, image_size=32, cameras=("agentview", "wrist"), settle_steps=0)
     env.reset(options={"init_seed": 0})
+    place_bowl_over_plate(env)
     e = env._env.env
-    bowl, plate = (e.objects_dict[n] for n in e.obj_of_interest)
-    q = e.sim.data.get_joint_qpos(bowl.joints[-1]).copy()
-    q[:3] = e.sim.data.body_xpos[e.sim.model.body_name2id(plate.root_body)] + np.array([0.0, 0.0, 0.03])
-    e.sim.data.set_joint_qpos(bowl.joints[-1], q)
-    e.sim.forward()
     s0 = e.sim.get_state().flatten()
     obs, _ = env.reset_to_state(s0, init_seed=0)
     seen, states, actions = [], [], []

@@ -15,6 +15,7 @@ from vla_rl.cli import main as cli_main
 from vla_rl.demos import save_demo_file
 from vla_rl.sft import Demo
 from vla_rl.trainer import VLARLConfig, VLARLTrainer
+from ..libero_scene import place_bowl_over_plate
 
 TASK = "libero/libero_spatial/0"
 STILL = np.array([0, 0, 0, 0, 0, 0, -1], np.float32)
@@ -23,12 +24,8 @@ STILL = np.array([0, 0, 0, 0, 0, 0, -1], np.float32)
 def _demo_file(path):
     env = sims.make(TASK, image_size=32, cameras=("agentview", "wrist"), settle_steps=0)
     env.reset(options={"init_seed": 0})
+    place_bowl_over_plate(env)
     e = env._env.env
-    bowl, plate = (e.objects_dict[n] for n in e.obj_of_interest)
-    q = e.sim.data.get_joint_qpos(bowl.joints[-1]).copy()
-    q[:3] = e.sim.data.body_xpos[e.sim.model.body_name2id(plate.root_body)] + np.array([0.0, 0.0, 0.03])
-    e.sim.data.set_joint_qpos(bowl.joints[-1], q)
-    e.sim.forward()
     obs, _ = env.reset_to_state(e.sim.get_state().flatten())
     seen = []
     for _ in range(12):
