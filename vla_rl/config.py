@@ -5,6 +5,7 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -45,11 +46,16 @@ class EnvConfig:
             raise ValueError(f"env.max_episode_steps must be >= 1, got {self.max_episode_steps}")
 
 
+LR_SCHEDULES = ("constant", "linear", "cosine")  # rl.lr_schedule's choices (RLConfig.lr_at)
+
+
 @dataclass
 class RLConfig:
     iterations: int = 30  # RL iterations (rollout -> reward -> advantages -> update)
     groups_per_task: int = 4  # initial states per task per iteration
-    lr: float = 3e-4  # AdamW learning rate in the RL phase
+    lr: float = 3e-4  # AdamW learning rate in the RL phase (the peak when rl.lr_schedule decays it)
+    lr_schedule: Literal["constant", "linear", "cosine"] = "constant"  # constant | linear | cosine: the RL lr over iterations, from rl.lr down to rl.lr * rl.lr_min_ratio at rl.iterations
+    lr_min_ratio: float = 0.1  # the decayed lr's floor as a fraction of rl.lr (linear / cosine), in [0, 1]
     inner_epochs: int = 2  # passes over the iteration's decision points
     minibatch_size: int = 256  # decision points per optimizer step
     reward: Literal["binary", "srpo"] = "srpo"  # srpo (latent progress for failures) or binary (success only)
@@ -78,6 +84,26 @@ class RLConfig:
             raise ValueError("rl.iterations >= 0, groups_per_task >= 1, inner_epochs >= 1, minibatch_size >= 1 required")
         if self.grad_accum < 1:
             raise ValueError(f"rl.grad_accum must be >= 1 (micro-batches per minibatch), got {self.grad_accum}")
+        if not self.lr > 0:
+            raise ValueError(f"rl.lr must be > 0, got {self.lr}")
+        if self.lr_schedule not in LR_SCHEDULES:
+            raise ValueError(f"rl.lr_schedule must be one of {', '.join(LR_SCHEDULES)}, got {self.lr_schedule!r}")
+        if not 0.0 <= self.lr_min_ratio <= 1.0:
+            raise ValueError(f"rl.lr_min_ratio must be in [0, 1] (the floor as a fraction of rl.lr), got {self.lr_min_ratio}")
+
+    def lr_at(self, it: int) -> float:
+        """The RL learning rate of the update of iteration ``it`` (0-based), a function of ``it`` alone (so a resumed
+        run applies the same rates as an uninterrupted one). With ``t = min(it / rl.iterations, 1)`` and
+        ``m = rl.lr_min_ratio``: constant ``lr``; linear ``lr * (1 - (1 - m) t)``; cosine
+        ``lr * (m + (1 - m) (1 + cos(pi t)) / 2)`` (SGDR's annealing, Loshchilov & Hutter 2017, eq. 5, one cycle, no
+        warm-up; the decays of TRL's / transformers' ``get_linear_schedule_with_warmup`` and
+        ``get_cosine_schedule_with_warmup``, floored at ``m``)."""
+        if self.lr_schedule == "constant" or self.iterations <= 0:
+            return self.lr
+        t = min(max(it, 0) / self.iterations, 1.0)
+        m = self.lr_min_ratio
+        frac = 1.0 - (1.0 - m) * t if self.lr_schedule == "linear" else m + (1.0 - m) * 0.5 * (1.0 + math.cos(math.pi * t))
+        return self.lr * frac
 
 
 @dataclass

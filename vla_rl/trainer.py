@@ -11,7 +11,8 @@ One RL iteration (:meth:`VLARLTrainer.step`; the loop around it is :func:`grpo.l
     dynamic sampling (DAPO, Yu et al. 2025): keep a group iff  band_low < success_rate < band_high
     advantages:  grpo.train_step.compute_advantages over the kept groups (GRPO mean/std, MC-GRPO, or GDPO
                  over the reward components)
-    update:      inner_epochs x minibatches of decision points: recompute log-probs of the stored chunk
+    update:      at lr rl.lr_at(it) (rl.lr_schedule: constant, or a linear / cosine decay to rl.lr * rl.lr_min_ratio),
+                 inner_epochs x minibatches of decision points: recompute log-probs of the stored chunk
                  records, grpo.loss.clipped_pg_loss (asymmetric clip), no KL by default; the part that spans
                  processes (loss scaling, FSDP's zero-weight passes, all-reduce, agreeing on a skip) is
                  grpo.update.DistributedUpdate
@@ -177,7 +178,7 @@ class VLARLTrainer:
         self.ckpt_dir = self.out / "checkpoints"
         torch.manual_seed(cfg.seed)
         self.pool = EnvPool(cfg.env.kwargs, cfg.env.video_camera)
-        self.instructions, sd, ad = probe_envs(self.pool, cfg.env.tasks)
+        self.instructions, sd, ad = self.probe()  # (vla_rl.robot_loop's trainer probes its robot instead)
         pcfg = copy.deepcopy(cfg.policy)
         pcfg.state_dim = pcfg.state_dim or sd
         pcfg.action_dim = pcfg.action_dim or ad
@@ -213,6 +214,10 @@ class VLARLTrainer:
         self.logger: MetricsLogger | None = None
         self.state: dict[str, Any] = {"iteration": 0, "sft_done": False, "eval": {}}
         self.eval_seeds = [cfg.rl.eval_seed_offset + i for i in range(cfg.rl.eval_episodes)]
+
+    def probe(self) -> tuple[dict[str, str], int, int]:
+        """The tasks' instructions, state dim and action dim (:func:`probe_envs` on ``env.tasks``)."""
+        return probe_envs(self.pool, self.cfg.env.tasks)
 
     def _print(self, *a) -> None:
         if not self.quiet:
@@ -298,6 +303,10 @@ class VLARLTrainer:
         self.alarm.load_state_dict(st.get("alarm"))  # the reward-hacking alarm's history of evaluations
         restore_rng_state(st["rng"])
         self.state = st["trainer"]
+        before = st["config"].get("rl", {})
+        if self.cfg.rl.lr_schedule != "constant" and before.get("iterations") != self.cfg.rl.iterations:
+            self._print(f"note: rl.iterations {before.get('iterations')} -> {self.cfg.rl.iterations} on resume: the "
+                        f"{self.cfg.rl.lr_schedule} lr schedule now decays over {self.cfg.rl.iterations} iterations")
         self._print(f"resumed from {latest} (iteration {self.state['iteration']}, sft_done={self.state['sft_done']})")
 
     # ---- stages --------------------------------------------------------------------------------
@@ -559,6 +568,7 @@ class VLARLTrainer:
             kept = 0
         scal["skipped_updates"] = self.guard.total_skipped
         adv = torch.zeros(len(specs), device="cpu")
+        scal["rl/lr"] = self._set_lr(it)
         if kept > 0:
             adv, keep = self.advantages(rew, gids, keep)
             phase("update")
@@ -573,6 +583,14 @@ class VLARLTrainer:
         if self.logger is not None:
             self.logger.log(it + 1, scal)
         return scal
+
+    def _set_lr(self, it: int) -> float:
+        """Set the optimizer's lr for iteration ``it``'s update to ``rl.lr_schedule``'s value (:meth:`RLConfig.lr_at`,
+        a function of ``it`` alone, so a resumed run applies the same rates as an uninterrupted one); returns it."""
+        lr = self.cfg.rl.lr_at(it)
+        for group in self.optimizer.param_groups:
+            group["lr"] = lr
+        return lr
 
     def _rollout_scalars(self, batch: RolloutBatch, specs: list[EpisodeSpec], rew, succ: torch.Tensor, kept: int,
                          t_roll: float, t_rew: float) -> dict[str, float]:

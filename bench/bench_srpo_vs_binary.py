@@ -1,0 +1,178 @@
+"""SRPO's progress reward vs a binary success reward on the VLA demo task, over seeds (issue 25).
+
+The claim (SRPO, "Self-Referential Policy Optimization for VLA"): on LIBERO, RL from a one-demo SFT start rises from
+48.9 % to 99.2 % success in 200 steps, and the progress reward (failures graded by their latent distance to the
+batch's successes) beats a binary success reward. Arms, each a ``python -m vla_rl.cli train`` process of
+``configs/vla/tabletop_reach_one.yaml`` (the ``make demo-vla`` recipe), same seed per pair:
+
+* ``srpo``    ``rl.reward=srpo``: success 1, failures graded by SRPO's latent progress;
+* ``binary``  ``rl.reward=binary``: success 1, failure 0.
+
+Everything else is the same file: the same SFT (seeded by ``seed``, so both arms of a seed start RL from the same
+weights: their held-out success after SFT is equal, which this bench checks), the same training states, evaluation
+states, iterations, lr schedule and clip. Held-out success is the deterministic policy on the file's 64 held-out
+initial states, every ``rl.eval_every`` iterations. Reported: every run's curve, mean +- SE over seeds per arm at
+each evaluation point, the paired difference srpo - binary at each point and of the curve's mean over the RL
+evaluation points (the area under it), and the wall time.
+
+``--reuse``: a run directory that already holds a finished run of the same config (its ``run_info.json`` config
+equal to this arm's, except ``output_dir`` / ``resume``, and an evaluation at the last iteration) is read, not
+rerun: e.g. the SRPO arm's runs are the recipe's seed runs (``vla-rl train ... seed=S output_dir=OUT/srpo_seedS``).
+
+    python bench/bench_srpo_vs_binary.py [--seeds 3] [--jobs 2] [--out runs/bench_srpo_vs_binary] [--reuse]
+        # 6 runs of 200 iterations: ~7-11 min each on 2 free cores, more on busy ones
+    python bench/bench_srpo_vs_binary.py --small --out /tmp/x    # seconds: the test's mode
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(ROOT))
+
+from claims_toy import fmt, mean_se  # noqa: E402
+
+CONFIG = "configs/vla/tabletop_reach_one.yaml"
+ARMS = {"srpo": ["rl.reward=srpo"], "binary": ["rl.reward=binary"]}
+# seconds: SFT from scratch on 1 demo, 2 iterations of 2 groups x 2 episodes, 2 held-out episodes, tiny network
+SMALL = ["sft.base_policy=null", "env.max_episode_steps=8", "policy.ctx_dim=32", "policy.flow.hidden=32",
+         "policy.flow.num_steps=2", "sft.demos_per_task=1", "sft.steps=5", "sft.batch_size=8", "rl.iterations=2",
+         "rl.groups_per_task=2", "grpo.group_size=2", "rl.minibatch_size=16", "rl.eval_episodes=2", "rl.eval_every=1",
+         "rl.num_videos=0", "rl.success_band=[-0.5,1.5]", "srpo.num_frames=3"]
+IGNORED = ("output_dir", "resume")  # run_info keys that may differ between a reused run and this bench's arm
+
+
+def expected_config(arm: str, seed: int, extra: list[str]) -> dict:
+    """The resolved config of ``arm`` at ``seed`` (as ``run_info.json`` stores it), without :data:`IGNORED`."""
+    from grpo.config import config_to_dict, load_config
+    from vla_rl.config import VLARLConfig
+
+    cfg = config_to_dict(load_config(VLARLConfig, str(ROOT / CONFIG), [f"seed={seed}", *ARMS[arm], *extra]))
+    return {k: v for k, v in cfg.items() if k not in IGNORED}
+
+
+def eval_curve(metrics: Path) -> dict[int, float]:
+    """``{iteration: held-out success}`` from a run's ``metrics.jsonl`` (iteration 0: after SFT)."""
+    curve: dict[int, float] = {}
+    for line in metrics.read_text().splitlines():
+        rec = json.loads(line)
+        if "eval/success_rate" in rec:
+            curve[int(rec["step"])] = float(rec["eval/success_rate"])
+    return curve
+
+
+def finished(run_dir: Path, want: dict) -> bool:
+    """Whether ``run_dir`` holds a finished run of config ``want`` (its evaluation at the last iteration)."""
+    info, metrics = run_dir / "run_info.json", run_dir / "metrics.jsonl"
+    if not (info.is_file() and metrics.is_file() and (run_dir / "policy").is_dir()):
+        return False
+    got = {k: v for k, v in json.loads(info.read_text())["config"].items() if k not in IGNORED}
+    return json.dumps(got, sort_keys=True) == json.dumps(want, sort_keys=True) and \
+        want["rl"]["iterations"] in eval_curve(metrics)
+
+
+def run_arm(arm: str, seed: int, out: Path, extra: list[str], reuse: bool) -> dict:
+    """One training run in a fresh process (or a finished one read back, ``reuse``); its curve, wall and origin."""
+    run_dir = out / f"{arm}_seed{seed}"
+    want = expected_config(arm, seed, extra)
+    if reuse and finished(run_dir, want):
+        curve = eval_curve(run_dir / "metrics.jsonl")
+        wall = float(json.loads((run_dir / "run_info.json").read_text()).get("wall_s", float("nan")))
+        wall = wall if wall == wall else _wall_from_metrics(run_dir / "metrics.jsonl")
+        print(f"  {arm} seed {seed}: reused {run_dir}: " + _curve_str(curve), flush=True)
+        return {"curve": curve, "wall_s": wall, "reused": True}
+    cmd = [sys.executable, "-m", "vla_rl.cli", "train", CONFIG, f"seed={seed}", f"output_dir={run_dir}", "resume=false",
+           *ARMS[arm], *extra]
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "PYTHONPATH": str(ROOT)}
+    t = time.time()
+    res = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True)
+    wall = time.time() - t
+    if res.returncode != 0:
+        raise RuntimeError(f"{arm} seed {seed} failed (exit {res.returncode}): {res.stderr.strip().splitlines()[-1:]}")
+    curve = eval_curve(run_dir / "metrics.jsonl")
+    print(f"  {arm} seed {seed}: {_curve_str(curve)}, {wall:.0f}s", flush=True)
+    return {"curve": curve, "wall_s": wall, "reused": False}
+
+
+def _wall_from_metrics(metrics: Path) -> float:
+    """A reused run's wall: the ``time`` of its last logged record (seconds since the run started)."""
+    last = [json.loads(line) for line in metrics.read_text().splitlines()][-1]
+    return float(last.get("time", float("nan")))
+
+
+def _curve_str(curve: dict[int, float]) -> str:
+    return " / ".join(f"{curve[k]:.3f}@{k}" for k in sorted(curve))
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--small", action="store_true", help="seconds-long smoke mode (the test's)")
+    ap.add_argument("--seeds", type=int, default=3, help="training seeds per arm (0 .. seeds-1)")
+    ap.add_argument("--jobs", type=int, default=2, help="runs at once (one core each)")
+    ap.add_argument("--iterations", type=int, default=0, help="rl.iterations for both arms (0: the config's)")
+    ap.add_argument("--out", default="runs/bench_srpo_vs_binary", help="where the runs write (OUT/<arm>_seed<S>)")
+    ap.add_argument("--reuse", action="store_true", help="read finished runs of the same config instead of rerunning")
+    args = ap.parse_args(argv)
+    if args.seeds < 1 or args.jobs < 1 or args.iterations < 0:
+        print(f"error: need --seeds >= 1, --jobs >= 1 and --iterations >= 0, got {args.seeds}, {args.jobs} and "
+              f"{args.iterations}", file=sys.stderr)
+        return 2
+    out = Path(args.out).resolve()
+    extra = (SMALL if args.small else []) + ([f"rl.iterations={args.iterations}"] if args.iterations else [])
+    seeds = list(range(min(args.seeds, 1) if args.small else args.seeds))
+    jobs = [(arm, s) for s in seeds for arm in ARMS]
+    print(f"SRPO vs binary reward: {CONFIG} {' '.join(extra)}, seeds {seeds}, {args.jobs} at once")
+    t0 = time.time()
+    try:
+        with ThreadPoolExecutor(args.jobs) as ex:
+            results = dict(zip(jobs, ex.map(lambda j: run_arm(j[0], j[1], out, extra, args.reuse), jobs)))
+    except RuntimeError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 1
+    for s in seeds:  # the same SFT start: equal held-out success after SFT in both arms
+        a, b = results["srpo", s]["curve"].get(0), results["binary", s]["curve"].get(0)
+        if a != b:
+            print(f"error: seed {s}: the arms start RL from different SFT policies (held-out {a} vs {b})",
+                  file=sys.stderr)
+            return 1
+    points = sorted(set.intersection(*(set(r["curve"]) for r in results.values())))
+    rl_points = [p for p in points if p > 0]
+    print("\nheld-out success per run (iteration 0: after SFT)")
+    print("| arm | seed | " + " | ".join(f"@{p}" for p in points) + " | wall s |")
+    print("|---|---|" + "---|" * (len(points) + 1))
+    for arm in ARMS:
+        for s in seeds:
+            r = results[arm, s]
+            print(f"| {arm} | {s} | " + " | ".join(f"{r['curve'][p]:.3f}" for p in points)
+                  + f" | {r['wall_s']:.0f}{' (reused)' if r['reused'] else ''} |")
+    print(f"\nmean +- SE over {len(seeds)} seeds")
+    print("| arm | " + " | ".join(f"@{p}" for p in points) + " | mean over RL points | wall s |")
+    print("|---|" + "---|" * (len(points) + 2))
+    auc = {arm: [sum(results[arm, s]["curve"][p] for p in rl_points) / max(len(rl_points), 1) for s in seeds]
+           for arm in ARMS}
+    for arm in ARMS:
+        print(f"| {arm} | " + " | ".join(fmt([results[arm, s]["curve"][p] for s in seeds]) for p in points)
+              + f" | {fmt(auc[arm])} | {fmt([results[arm, s]['wall_s'] for s in seeds], 0)} |")
+    diff = {p: [results["srpo", s]["curve"][p] - results["binary", s]["curve"][p] for s in seeds] for p in points}
+    print("| srpo - binary (paired) | " + " | ".join(fmt(diff[p]) for p in points)
+          + f" | {fmt([a - b for a, b in zip(auc['srpo'], auc['binary'])])} | |")
+    last = points[-1]
+    m, se = mean_se(diff[last])
+    wins = sum(d > 0 for d in diff[last])
+    print(f"\nfinal (@{last}) srpo - binary, paired over seeds: {m:+.3f} +- {se:.3f} (srpo ahead in {wins} of "
+          f"{len(seeds)} seeds)")
+    print(f"total {time.time() - t0:.0f}s")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
