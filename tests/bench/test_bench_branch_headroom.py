@@ -1,0 +1,100 @@
+"""bench/bench_branch_headroom.py (issue 25's BranchGRPO row) runs end to end in its --small mode and reruns to the same
+rewards; its task's reward is the demo verifier times the size credit; its target crossing and curve reading are right."""
+
+import importlib.util
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+BENCH = Path(__file__).resolve().parents[2] / "bench"
+
+
+def _load(name: str):
+    sys.path.insert(0, str(BENCH))
+    spec = importlib.util.spec_from_file_location(name, BENCH / f"{name}.py")
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules[name] = mod  # dataclasses resolve their module through sys.modules
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def _table(out: str, header: str) -> list[list[str]]:
+    lines = out.splitlines()
+    i = next(k for k, ln in enumerate(lines) if ln.startswith(header))
+    rows = []
+    for ln in lines[i + 2:]:
+        if not ln.strip():
+            break
+        rows.append([c.strip() for c in ln.strip().strip("|").split("|")])
+    return rows
+
+
+def _deterministic(out: str) -> list[str]:
+    """What a rerun must reproduce: the evaluation curves (rewards per iteration), NFE per iteration and to target."""
+    curves = [ln.split(" s/iter) ")[1] for ln in out.splitlines() if " s/iter) " in ln]
+    table = [(row[0], row[1], row[2], row[6]) for row in _table(out, "| mode ")]
+    return curves + [str(t) for t in table]
+
+
+def test_small_mode_prints_the_table_and_reruns_the_same(capsys):
+    mod = _load("bench_branch_headroom")
+    outs = []
+    for _ in range(2):
+        assert mod.main(["--small"]) == 0
+        outs.append(capsys.readouterr().out)
+    rows = _table(outs[0], "| mode ")
+    assert [r[0] for r in rows] == list(mod.ARMS)
+    assert all(len(r) == 10 for r in rows)
+    flat = rows[0]
+    assert float(flat[1]) == 8 * 6  # flat: 8 samples x 6 steps of NFE per iteration
+    assert all(float(r[1]) < float(flat[1]) for r in rows[1:])  # the trees share prefixes
+    curves = [ln for ln in outs[0].splitlines() if " s/iter) " in ln]
+    assert len(curves) == 4
+    starts = {ln.split(" s/iter) ")[1].split()[0] for ln in curves}
+    assert len(starts) == 1 and starts.pop().startswith("0:")  # every arm starts from the same evaluation
+    assert _deterministic(outs[0]) == _deterministic(outs[1])
+
+
+def test_crossing_and_reading():
+    mod = _load("bench_branch_headroom")
+    curve = [(0, 0.4, 0.0), (4, 0.5, 0.0), (8, 0.7, 0.5)]
+    assert mod.crossing(curve, 0.6) == pytest.approx(6.0)
+    assert mod.crossing(curve, 0.45) == pytest.approx(2.0)
+    assert mod.crossing(curve, 0.8) is None
+    assert mod.reward_at(curve, 6.0) == pytest.approx(0.6)
+    assert mod.reward_at(curve, 6.0, col=2) == pytest.approx(0.25)
+    assert mod.reward_at(curve, 100.0) == pytest.approx(0.7)  # clamped to the last evaluation
+
+
+def test_task_reward_is_verifier_times_size():
+    task = _load("big_shapes_task")
+    from rewards import shapes
+    from rewards.base import RewardBatch
+
+    prompts = ["a red circle", "a blue square left of a green triangle"]
+    images = shapes.render(prompts, size=32, seed=0)  # pretraining-size renders: right, but smaller than the target
+    out = task.BigShapesReward()(RewardBatch(images=images, prompts=prompts))
+    for i, p in enumerate(prompts):
+        v = shapes.verify(images[i], shapes.parse_prompt(p))
+        areas = task.object_areas(images[i], p)
+        assert all(40 < a < task.TARGET_AREA for a in areas)
+        size = sum(min(1.0, a / task.TARGET_AREA) for a in areas) / len(areas)
+        assert float(out.components["size"][i]) == pytest.approx(size, rel=1e-5)
+        assert float(out.total[i]) == pytest.approx(v["total"] * size, rel=1e-5)
+    assert torch.equal(out.details["accuracy"], torch.zeros(2))  # right but not big enough
+    small = task.BigShapesReward(target_area=20.0)(RewardBatch(images=images, prompts=prompts))
+    assert torch.equal(small.components["size"], torch.ones(2))
+    assert torch.equal(small.total, out.details["verifier"])
+    with pytest.raises(ValueError, match="target_area"):
+        task.BigShapesReward(target_area=0)
+
+
+@pytest.mark.parametrize("argv", [["--splits", "3,1"], ["--arms", "BranchGRPO"], ["--lr", "-1"], ["--splits", "0,30"],
+                                  ["--seed-list", "a,b"]])
+def test_bad_input_exits_2_with_one_line(argv, capsys):
+    mod = _load("bench_branch_headroom")
+    assert mod.main(["--small", *argv]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err and ("bench_branch_headroom:" in err[-1] or "--splits" in err[-1])
