@@ -10,6 +10,7 @@ from typing import Any, Literal
 
 from grpo.fsdp import DistConfig
 from grpo.monitors import MonitorConfig
+from grpo.config import require_at_least, require_positive
 from grpo.train_step import GRPOConfig
 
 from .adapters import ModelConfig
@@ -70,8 +71,12 @@ class TrainConfig:
         if self.nft_beta <= 0 or self.nft_timesteps < 1:
             raise ValueError(f"train.nft_beta must be > 0 and train.nft_timesteps >= 1, got {self.nft_beta}, "
                              f"{self.nft_timesteps}")
-        if self.iterations < 0 or self.prompts_per_iter < 1 or self.inner_epochs < 1 or self.updates_per_iter < 1:
-            raise ValueError("train.iterations >= 0, prompts_per_iter >= 1, inner_epochs >= 1, updates_per_iter >= 1 needed")
+        require_at_least("train", self, iterations=0, prompts_per_iter=1, inner_epochs=1, updates_per_iter=1,
+                         weight_decay=0.0, ema_decay=0.0, eval_every=0, eval_steps=1, save_every=1, keep_last=1,
+                         tracker_buffer=1, tracker_min_count=1)
+        require_positive("train", self, "lr")
+        if self.ema_decay >= 1:
+            raise ValueError(f"train.ema_decay must be < 1 (0 turns the EMA off), got {self.ema_decay}")
 
 
 @dataclass

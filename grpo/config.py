@@ -27,6 +27,7 @@ import difflib
 import functools
 import inspect
 import io
+import math
 import tokenize
 import types
 from pathlib import Path
@@ -112,14 +113,19 @@ def _convert(value: Any, tp: Any, key: str, source: str) -> Any:
             return value
         raise err
     if tp is float:
+        out = None
         if isinstance(value, (int, float)) and not isinstance(value, bool):
-            return float(value)
-        if isinstance(value, str):  # PyYAML reads "3e-4" (no dot) as a string
+            out = float(value)
+        elif isinstance(value, str):  # PyYAML reads "3e-4" (no dot) as a string
             try:
-                return float(value)
+                out = float(value)
             except ValueError:
                 pass
-        raise err
+        if out is None:
+            raise err
+        if not math.isfinite(out):  # nan / inf / .inf: no setting of any job means anything with them
+            raise ConfigError(f"{source}: config key '{key}' expects a finite number, got {value!r}")
+        return out
     if tp is str:
         if isinstance(value, str):
             return value
@@ -190,10 +196,17 @@ def load_config(cls: type[T], path: str | Path | None = None, overrides: list[st
     source = "defaults"
     if path is not None:
         p = Path(path)
+        if p.is_dir():
+            raise ConfigError(f"config file {p} is a directory (expected a YAML file for {cls.__name__})")
         if not p.is_file():
             raise ConfigError(f"config file not found: {p} (expected a YAML file for {cls.__name__})")
         try:
-            loaded = yaml.safe_load(p.read_text())
+            text = p.read_text()
+        except (OSError, UnicodeDecodeError) as e:
+            raise ConfigError(f"config file {p} cannot be read ({type(e).__name__}: {e}); expected a UTF-8 YAML "
+                              "file") from e
+        try:
+            loaded = yaml.safe_load(text)
         except yaml.YAMLError as e:  # one line, with where the parser stopped (1-based line and column)
             mark = getattr(e, "problem_mark", None) or getattr(e, "context_mark", None)
             where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
@@ -203,7 +216,7 @@ def load_config(cls: type[T], path: str | Path | None = None, overrides: list[st
                 what += f" ({ctx.removeprefix('while ')} at line {cm.line + 1})"
             raise ConfigError(f"{p}: not valid YAML{where}: {what}") from e
         if loaded is None:
-            loaded = {}
+            raise ConfigError(f"{p}: the file is empty (expected a YAML mapping of {cls.__name__}'s keys)")
         if not isinstance(loaded, dict):
             raise ConfigError(f"{p}: expected a mapping at the top level, got {type(loaded).__name__}")
         data, source = loaded, str(p)
@@ -211,8 +224,39 @@ def load_config(cls: type[T], path: str | Path | None = None, overrides: list[st
         data = merge_dicts(data, parse_overrides(overrides))
         source = f"{source} + overrides"
     cfg = build_config(cls, data, "", source)
+    check_run_keys(cfg, source)
     check_inactive_keys(cfg, given_keys(cls, data), source)
     return cfg
+
+
+def check_run_keys(cfg: Any, source: str = "config") -> None:
+    """The keys every job's top level shares: ``seed`` must be >= 0 (numpy's generators refuse a negative one, so a
+    run would fail late) and ``output_dir`` must name a directory (an empty one would write into the working
+    directory)."""
+    seed = getattr(cfg, "seed", None)
+    if isinstance(seed, int) and seed < 0:
+        raise ConfigError(f"{source}: config key 'seed' must be >= 0, got {seed}")
+    out = getattr(cfg, "output_dir", None)
+    if isinstance(out, str) and not out.strip():
+        raise ConfigError(f"{source}: config key 'output_dir' must name a directory, got {out!r}")
+
+
+def require_at_least(section: str, obj: Any, **minimums: float) -> None:
+    """Raise ``ValueError("section.name must be >= m, got v")`` for the first attribute ``name`` of ``obj`` below its
+    minimum ``m`` (``None`` values are skipped: they mean "off"). For configs' ``__post_init__``, so that every range
+    error names the key, the bound and the value given."""
+    for name, lo in minimums.items():
+        v = getattr(obj, name)
+        if v is not None and v < lo:
+            raise ValueError(f"{section}.{name} must be >= {lo:g}, got {v}")
+
+
+def require_positive(section: str, obj: Any, *names: str) -> None:
+    """Raise ``ValueError("section.name must be > 0, got v")`` for the first of ``names`` that is <= 0 (``None`` skipped)."""
+    for name in names:
+        v = getattr(obj, name)
+        if v is not None and v <= 0:
+            raise ValueError(f"{section}.{name} must be > 0, got {v}")
 
 
 def given_keys(cls: type, data: dict, prefix: str = "") -> set[str]:

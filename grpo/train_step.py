@@ -24,6 +24,7 @@ from typing import Iterable, Literal
 import torch
 
 from .advantages import Advantages, decoupled_advantages, group_advantages
+from .config import require_at_least, require_positive
 
 
 @dataclass
@@ -63,8 +64,8 @@ class GRPOConfig:
     def __post_init__(self) -> None:
         if self.group_size < 2:
             raise ValueError(f"group_size must be >= 2 (group-relative advantages need a group), got {self.group_size}")
-        if self.clip_low < 0:
-            raise ValueError(f"clip_low must be >= 0, got {self.clip_low}")
+        require_at_least("grpo", self, clip_low=0.0, clip_high=0.0, kl_coef=0.0, adv_eps=0.0, max_nonfinite=0)
+        require_positive("grpo", self, "adv_clip")
         if self.kl_type not in ("flow", "flow_exact", "k3"):
             raise ValueError(f"kl_type must be 'flow', 'flow_exact' or 'k3', got {self.kl_type!r}")
         if self.max_grad_norm <= 0:

@@ -58,6 +58,8 @@ def assets(tmp_path_factory):
     a = tmp_path_factory.mktemp("assets")
     (a / "a_file").write_text("not a directory\n")
     (a / "broken.yaml").write_text("seed: 0\nmodel:\n  kind: sd3\n  height: [16\nreward: {name: x}\n")
+    (a / "empty.yaml").write_text("")
+    (a / "a_dir.yaml").mkdir()
     return a
 
 
@@ -126,6 +128,20 @@ CASES = {
     "d-unknown-sde": (*D, ["sampler.sde=nosuch_sde"], ["nosuch_sde"]),
     "d-typo": (*D, ["train.itrations=2"], ["itrations", "did you mean"]),
     "d-yaml-syntax": ("diffusion_rl.cli", ["train", "{assets}/broken.yaml", "--dry-run"], [], ["broken.yaml", "line 5", "line 4"]),
+    "d-empty-yaml": ("diffusion_rl.cli", ["train", "{assets}/empty.yaml", "--dry-run"], [], ["empty.yaml", "empty"]),
+    "d-config-is-dir": ("diffusion_rl.cli", ["train", "{assets}/a_dir.yaml", "--dry-run"], [], ["a_dir.yaml", "directory"]),
+    "d-nan-lr": (*D, ["train.lr=nan"], ["train.lr", "finite", "nan"]),
+    "d-inf-lr": (*D, ["train.lr=.inf"], ["train.lr", "finite", "inf"]),
+    "d-neg-lr": (*D, ["train.lr=-1e-4"], ["train.lr", "> 0", "-0.0001"]),
+    "d-neg-seed": (*D, ["seed=-1"], ["seed", ">= 0", "-1"]),
+    "d-neg-kl": (*D, ["grpo.kl_coef=-0.5"], ["grpo.kl_coef", ">= 0", "-0.5"]),
+    "d-neg-clip-high": (*D, ["grpo.clip_high=-1"], ["grpo.clip_high", ">= 0", "-1"]),
+    "d-zero-adv-clip": (*D, ["grpo.adv_clip=0"], ["grpo.adv_clip", "> 0", "0"]),
+    "d-empty-output": (*D, ["output_dir="], ["output_dir", "directory"]),
+    "d-ema-one": (*D, ["train.ema_decay=1.0"], ["train.ema_decay", "< 1", "1.0"]),
+    "d-zero-keep-last": (*D, ["train.keep_last=0"], ["train.keep_last", ">= 1", "0"]),
+    "d-section-scalar": (*D, ["train=5"], ["train", "mapping", "5"]),
+    "d-no-equals": (*D, ["noequals"], ["noequals", "key=value"]),
     "d-unwritable-out": ("diffusion_rl.cli", ["train", D_CFG], ["output_dir={assets}/a_file/run", *D_TINY],
                          ["{assets}/a_file/run"]),
     "d-reward-raises": ("diffusion_rl.cli", ["train", D_CFG], ["reward.name=tests.bad_rewards:raises", *D_TINY],
