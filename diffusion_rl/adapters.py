@@ -54,7 +54,7 @@ class LoraSettings:
 class ModelConfig:
     """Which denoiser to load and how (the YAML ``model:`` section)."""
 
-    kind: Literal["sd3", "flux", "wan"] = "sd3"  # model family: sd3 (SD3/SD3.5), flux or wan
+    kind: Literal["sd3", "flux", "wan", "qwenimage", "wan22", "flux_kontext"] = "sd3"  # model family: sd3 (SD3/SD3.5), flux, wan (2.1), qwenimage, wan22 (Wan 2.2), flux_kontext (editing)
     path: str | None = None  # a diffusers directory, a single .safetensors checkpoint, or a hub id; None: tiny model in code
     components: str | None = None  # single-file path: a diffusers directory with the rest (text encoders, VAE, scheduler)
     drop_t5: bool = False  # SD3: load without T5-XXL (text_encoder_3=None; ~9.5 GB less, CLIP-only prompts)
@@ -331,6 +331,20 @@ class WanAdapter(DiffusionAdapter):
 ADAPTERS = {"sd3": SD3Adapter, "flux": FluxAdapter, "wan": WanAdapter}
 
 
+def adapter_class(kind: str) -> type:
+    """The built-in adapter of a model kind: the three above, or a later family's from its own module
+    (``families.ADAPTER_PATHS``, loaded by import path: those modules import this one)."""
+    from .families import ADAPTER_PATHS
+
+    if kind in ADAPTERS:
+        return ADAPTERS[kind]
+    if kind in ADAPTER_PATHS:
+        from grpo.plugins import load_object
+
+        return load_object(ADAPTER_PATHS[kind], "model.kind")
+    raise ValueError(f"unknown model kind {kind!r}; expected one of {sorted([*ADAPTERS, *ADAPTER_PATHS])}")
+
+
 ASSETS = Path(__file__).resolve().parent / "assets"
 SHAPES_ASSET = "shapes_sd3"  # the shipped colors-and-shapes demo model (diffusion-rl pretrain-shapes)
 
@@ -353,8 +367,7 @@ def load_pipeline(cfg: ModelConfig):
     """The diffusers pipeline for ``cfg``: tiny in code (``path=None``), a local directory, or a hub id."""
     import diffusers
 
-    if cfg.kind not in ADAPTERS:
-        raise ValueError(f"unknown model kind {cfg.kind!r}; expected one of {sorted(ADAPTERS)}")
+    adapter_class(cfg.kind)  # an unknown kind: one error listing the known ones
     if cfg.path is None:
         from .tiny_models import TINY_BUILDERS
 
@@ -385,7 +398,7 @@ def load_pipeline(cfg: ModelConfig):
 
 def build_adapter(cfg: ModelConfig, pipe=None) -> DiffusionAdapter:
     """Load (or take) the pipeline and wrap it; LoRA is added when ``cfg.lora.enabled``."""
-    cls = ADAPTERS[cfg.kind]
+    cls = adapter_class(cfg.kind)
     if cfg.adapter:  # a user's adapter (grpo.plugins): its own pipeline loader when it has one
         from grpo.plugins import DIFFUSION_ADAPTER, load_checked
 

@@ -23,13 +23,18 @@ import json
 from pathlib import Path
 
 SINGLE_FILE_SUFFIXES = (".safetensors", ".ckpt", ".pt", ".pth", ".bin")
-TRANSFORMER_CLASSES = {"sd3": "SD3Transformer2DModel", "flux": "FluxTransformer2DModel", "wan": "WanTransformer3DModel"}
+TRANSFORMER_CLASSES = {"sd3": "SD3Transformer2DModel", "flux": "FluxTransformer2DModel", "wan": "WanTransformer3DModel",
+                       "qwenimage": "QwenImageTransformer2DModel", "wan22": "WanTransformer3DModel",
+                       "flux_kontext": "FluxTransformer2DModel"}
 # what each family's text side is, for the error messages
 TEXT_PARTS = {"sd3": "CLIP-L (text_encoder), OpenCLIP-G (text_encoder_2), T5-XXL (text_encoder_3) and their tokenizers",
               "flux": "CLIP-L (text_encoder), T5-XXL (text_encoder_2) and their tokenizers",
-              "wan": "UMT5-XXL (text_encoder) and its tokenizer"}
+              "wan": "UMT5-XXL (text_encoder) and its tokenizer",
+              "qwenimage": "Qwen2.5-VL-7B (text_encoder) and its tokenizer",
+              "wan22": "UMT5-XXL (text_encoder) and its tokenizer",
+              "flux_kontext": "CLIP-L (text_encoder), T5-XXL (text_encoder_2) and their tokenizers"}
 T5_HINT = {"sd3": "; SD3 runs without T5: set model.drop_t5=true (saves ~9.5 GB of bf16 weights; prompts then use "
-                  "CLIP only)", "flux": "", "wan": ""}
+                  "CLIP only)", "flux": "", "wan": "", "qwenimage": "", "wan22": "", "flux_kontext": ""}
 _WEIGHT_GLOBS = ("*.safetensors", "*.bin", "*.safetensors.index.json", "*.bin.index.json", "*.pt", "*.pth")
 
 

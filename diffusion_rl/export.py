@@ -27,7 +27,7 @@ from typing import Literal
 import torch
 
 from .families import pipeline_class
-from .lora_files import LORA_FILE, lora_metadata, to_diffusers_keys
+from .lora_files import EXPERT_FILES, lora_metadata, split_experts, to_diffusers_keys
 
 
 def load_run(run_dir: str | Path):
@@ -58,17 +58,20 @@ def export_run(run_dir: str | Path, out: str | Path, merge: bool = False,
         raise ValueError(f"--weights ema: the run kept no EMA (train.ema_decay={cfg.train.ema_decay})")
     use_ema = weights in ("auto", "ema") and "ema" in state
     src = state["ema"] if use_ema else state["trainable"]
-    layers = {k: v.detach().to(torch.float32).contiguous() for k, v in to_diffusers_keys(src).items()}
+    experts = {c: {k: v.detach().to(torch.float32).contiguous() for k, v in to_diffusers_keys(d).items()}
+               for c, d in split_experts(src).items()}
     cls = pipeline_class(cfg.model.kind)
     out = Path(out)
     meta = lora_metadata(cfg.model.lora, cfg.model.kind)
     out.mkdir(parents=True, exist_ok=True)
-    cls.save_lora_weights(str(out), transformer_lora_layers=layers, transformer_lora_adapter_metadata=meta,
-                          weight_name=LORA_FILE)
+    for comp, layers in experts.items():  # Wan 2.2 A14B: one file per expert, else the one transformer file
+        cls.save_lora_weights(str(out), transformer_lora_layers=layers, transformer_lora_adapter_metadata=meta,
+                              weight_name=EXPERT_FILES[comp])
     info = {"run": str(Path(run_dir).resolve()), "checkpoint": state["__path__"], "iteration": int(state["iteration"]),
             "weights": "ema" if use_ema else "live", "pipeline": cls.__name__, "base_model": cfg.model.path,
             "lora": {"rank": cfg.model.lora.rank, "alpha": cfg.model.lora.alpha, "targets": meta["target_modules"],
-                     "tensors": len(layers)}, "merged": None}
+                     "tensors": sum(len(d) for d in experts.values())},
+            "files": {c: EXPERT_FILES[c] for c in experts}, "merged": None}
     if merge:
         info["merged"] = str(out / "merged")
         merge_into_pipeline(cfg.model, out, out / "merged")
@@ -82,8 +85,11 @@ def merge_into_pipeline(model_cfg, lora_dir: str | Path, dest: str | Path) -> No
     from .adapters import load_pipeline
 
     pipe = load_pipeline(model_cfg)
-    pipe.load_lora_weights(str(lora_dir), weight_name=LORA_FILE, adapter_name="grpo")
-    pipe.fuse_lora(components=["transformer"], lora_scale=1.0, adapter_names=["grpo"])
+    comps = [c for c, f in EXPERT_FILES.items() if (Path(lora_dir) / f).is_file()]
+    for c in comps:  # the second expert's file (Wan 2.2 A14B) loads into transformer_2
+        pipe.load_lora_weights(str(lora_dir), weight_name=EXPERT_FILES[c], adapter_name="grpo",
+                               **({"load_into_transformer_2": True} if c == "transformer_2" else {}))
+    pipe.fuse_lora(components=comps, lora_scale=1.0, adapter_names=["grpo"])
     pipe.unload_lora_weights()
     pipe.save_pretrained(str(dest))
 

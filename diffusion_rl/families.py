@@ -7,9 +7,18 @@ DEFAULT_LORA_TARGETS = {
     "sd3": ["to_q", "to_k", "to_v", "to_out.0", "add_q_proj", "add_k_proj", "add_v_proj", "to_add_out"],
     "flux": ["to_q", "to_k", "to_v", "to_out.0", "add_q_proj", "add_k_proj", "add_v_proj", "to_add_out"],
     "wan": ["to_q", "to_k", "to_v", "to_out.0"],
+    "qwenimage": ["to_q", "to_k", "to_v", "to_out.0", "add_q_proj", "add_k_proj", "add_v_proj", "to_add_out"],
+    "wan22": ["to_q", "to_k", "to_v", "to_out.0"],
+    "flux_kontext": ["to_q", "to_k", "to_v", "to_out.0", "add_q_proj", "add_k_proj", "add_v_proj", "to_add_out"],
 }
 
-PIPELINES = {"sd3": "StableDiffusion3Pipeline", "flux": "FluxPipeline", "wan": "WanPipeline"}
+PIPELINES = {"sd3": "StableDiffusion3Pipeline", "flux": "FluxPipeline", "wan": "WanPipeline",
+             "qwenimage": "QwenImagePipeline", "wan22": "WanPipeline", "flux_kontext": "FluxKontextPipeline"}
+
+# adapters of the later families, each in its own module (they subclass diffusion_rl.adapters' base classes, so
+# adapters.adapter_class loads them by import path, as it loads a user's model.adapter)
+ADAPTER_PATHS = {"qwenimage": "diffusion_rl.qwen_image:QwenImageAdapter", "wan22": "diffusion_rl.wan22:Wan22Adapter",
+                 "flux_kontext": "diffusion_rl.flux_kontext:FluxKontextAdapter"}
 
 
 def pipeline_class(kind: str):

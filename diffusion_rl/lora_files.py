@@ -11,6 +11,23 @@ import torch
 from .families import DEFAULT_LORA_TARGETS, pipeline_class
 
 LORA_FILE = "pytorch_lora_weights.safetensors"
+# Wan 2.2 T2V-A14B: one LoRA file per expert; the second loads with ``pipe.load_lora_weights(dir, weight_name=LORA_FILE_2,
+# load_into_transformer_2=True)`` (diffusers' WanLoraLoaderMixin)
+LORA_FILE_2 = "pytorch_lora_weights_transformer_2.safetensors"
+EXPERT_FILES = {"transformer": LORA_FILE, "transformer_2": LORA_FILE_2}
+
+
+def split_experts(trainable: dict[str, torch.Tensor]) -> dict[str, dict[str, torch.Tensor]]:
+    """A run's trainable state by pipeline component: a two-expert run (Wan 2.2, names ``transformer.*`` and
+    ``transformer_2.*``, diffusion_rl.wan22.Experts) -> one dict per expert without the prefix; any other run ->
+    ``{"transformer": trainable}``."""
+    if trainable and all(k.startswith(("transformer.", "transformer_2.")) for k in trainable):
+        out: dict[str, dict[str, torch.Tensor]] = {}
+        for k, v in trainable.items():
+            comp, rest = k.split(".", 1)
+            out.setdefault(comp, {})[rest] = v
+        return out
+    return {"transformer": trainable}
 _ADAPTER_SEGMENT = re.compile(r"\.lora_(A|B)\.default\.")
 
 
@@ -51,14 +68,14 @@ def read_lora_file(path: str | Path, kind: str) -> tuple[dict[str, torch.Tensor]
     if not p.exists():
         raise FileNotFoundError(f"model.lora_init={str(path)!r} does not exist (expected a diffusers LoRA directory "
                                 f"with {LORA_FILE}, or a .safetensors file)")
-    kw = {}
+    kw = {"weight_name": p.name}  # a file: diffusers guesses no name offline (HF_HUB_OFFLINE), so it is given
     if p.is_dir():
         files = sorted(p.glob("*.safetensors"))
         if not files:
             raise FileNotFoundError(f"model.lora_init={str(path)!r}: no .safetensors file in the directory")
         name = LORA_FILE if (p / LORA_FILE).exists() else files[0].name
         kw = {"weight_name": name}
-    res = cls.lora_state_dict(str(p), return_lora_metadata=True, **kw)  # (state, metadata); FLUX may add alphas
+    res = cls.lora_state_dict(str(p if p.is_dir() else p.parent), return_lora_metadata=True, **kw)  # (state, metadata); FLUX may add alphas
     sd, meta = res[0], res[-1]
     prefix = "transformer."
     other = sorted({k.split(".", 1)[0] for k in sd if not k.startswith(prefix)})
@@ -77,8 +94,23 @@ def load_lora_init(adapter, path: str | Path) -> int:
     The file's rank (from the A matrices' shapes) and alpha (from its metadata; absent metadata means alpha = rank,
     diffusers' own convention) must equal ``model.lora.rank`` / ``model.lora.alpha``, and each of its modules must be
     one the run targets; otherwise one error says which values to set."""
+    experts = getattr(adapter, "experts", None)
+    if experts:  # Wan 2.2 T2V-A14B: a directory with one diffusers LoRA file per expert
+        p = Path(path)
+        missing = [EXPERT_FILES[e] for e in experts if not (p / EXPERT_FILES[e]).is_file()]
+        if not p.is_dir() or missing:
+            raise FileNotFoundError(f"model.lora_init={str(path)!r}: a two-expert model starts from a directory holding "
+                                    f"{' and '.join(EXPERT_FILES[e] for e in experts)} (as diffusion-rl export writes "
+                                    f"it); missing {missing or 'the directory'}")
+        return sum(_load_into(adapter, p / EXPERT_FILES[e], e + ".") for e in experts)
+    return _load_into(adapter, path, "")
+
+
+def _load_into(adapter, path: str | Path, prefix: str) -> int:
+    """One diffusers LoRA file into the adapter's parameters named ``prefix + module``."""
     cfg = adapter.cfg.lora
     sd, meta = read_lora_file(path, adapter.kind)
+    sd = {prefix + k: v for k, v in sd.items()}
     ranks = sorted({int(v.shape[0]) for k, v in sd.items() if ".lora_A." in k})
     alpha = float(meta["lora_alpha"]) if meta and "lora_alpha" in meta else (float(ranks[0]) if ranks else None)
     if ranks != [cfg.rank] or alpha != float(cfg.alpha):

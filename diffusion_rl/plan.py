@@ -155,9 +155,9 @@ def add_lora(transformer: torch.nn.Module, kind: str, lora) -> None:
 
 def _shell_adapter(arch: Arch, transformer, mc):
     """An adapter of the recipe's family around ``transformer`` without a pipeline: only ``velocity`` is used."""
-    from .adapters import ADAPTERS
+    from .adapters import adapter_class
 
-    ad = object.__new__(ADAPTERS[arch.kind])
+    ad = object.__new__(adapter_class(arch.kind))
     ad.transformer, ad.dtype, ad.device, ad.cfg = transformer, torch.bfloat16, torch.device("cpu"), mc
     return ad
 

@@ -137,3 +137,78 @@ def tiny_wan_pipeline(words: Iterable[str] = (), seed: int = 0, hidden: int = 32
 
 
 TINY_BUILDERS = {"sd3": tiny_sd3_pipeline, "flux": tiny_flux_pipeline, "wan": tiny_wan_pipeline}
+
+
+def tiny_qwen25vl(vocab_size: int, hidden: int = 32, layers: int = 1):
+    """A tiny ``Qwen2_5_VLForConditionalGeneration`` (Qwen-Image's text encoder; its vision tower is built, never used
+    for text-to-image prompts). M-RoPE sections sum to half the head dim, as in the 7B model (16 + 24 + 24 = 64)."""
+    from transformers import Qwen2_5_VLConfig, Qwen2_5_VLForConditionalGeneration
+
+    heads = 2
+    half = hidden // heads // 2
+    text = dict(vocab_size=vocab_size, hidden_size=hidden, intermediate_size=2 * hidden, num_hidden_layers=layers,
+                num_attention_heads=heads, num_key_value_heads=1, max_position_embeddings=512,
+                rope_scaling={"type": "mrope", "mrope_section": [half - 2 * (half // 3), half // 3, half // 3]},
+                pad_token_id=0, eos_token_id=1, bos_token_id=1)
+    vision = dict(depth=1, hidden_size=16, intermediate_size=32, num_heads=2, out_hidden_size=hidden, patch_size=14,
+                  spatial_merge_size=2, temporal_patch_size=2, window_size=112, fullatt_block_indexes=[0])
+    cfg = Qwen2_5_VLConfig(text_config=text, vision_config=vision, **text)
+    return Qwen2_5_VLForConditionalGeneration(cfg)
+
+
+def tiny_qwenimage_pipeline(words: Iterable[str] = (), seed: int = 0, hidden: int = 32, layers: int = 1, z_dim: int = 4,
+                            max_length: int = 16):
+    """``QwenImagePipeline`` with tiny components: Qwen2.5-VL text encoder, ``QwenImageTransformer2DModel`` (MM-DiT,
+    2x2-packed latents: ``in_channels = 4 z``), ``AutoencoderKLQwenImage`` (Wan-style causal 3D VAE, 8x spatial)."""
+    from diffusers import (AutoencoderKLQwenImage, FlowMatchEulerDiscreteScheduler, QwenImagePipeline,
+                           QwenImageTransformer2DModel)
+
+    torch.manual_seed(seed)
+    tok = make_tokenizer(words, max_length)
+    heads = 2
+    head_dim = hidden // heads
+    q = head_dim // 4 // 2 * 2
+    transformer = QwenImageTransformer2DModel(patch_size=2, in_channels=4 * z_dim, out_channels=z_dim, num_layers=layers,
+                                              attention_head_dim=head_dim, num_attention_heads=heads,
+                                              joint_attention_dim=32, axes_dims_rope=(head_dim - 2 * q, q, q))
+    vae = AutoencoderKLQwenImage(base_dim=8, z_dim=z_dim, dim_mult=[1, 1, 1, 1], num_res_blocks=1,
+                                 temperal_downsample=[False, True, True], latents_mean=[0.0] * z_dim,
+                                 latents_std=[1.0] * z_dim)
+    return QwenImagePipeline(transformer=transformer, scheduler=FlowMatchEulerDiscreteScheduler(shift=1.0), vae=vae,
+                             text_encoder=tiny_qwen25vl(len(tok), 32), tokenizer=tok)
+
+
+def tiny_wan22_pipeline(words: Iterable[str] = (), seed: int = 0, hidden: int = 32, layers: int = 1, z_dim: int = 4,
+                        max_length: int = 16, two_experts: bool = True, boundary_ratio: float = 0.875):
+    """Wan 2.2 as ``WanPipeline`` ships it. ``two_experts`` (the A14B layout): ``transformer`` denoises the high-noise
+    steps ``t >= boundary_ratio * 1000``, ``transformer_2`` the rest (two independently initialised experts).
+    Otherwise the TI2V-5B layout: one transformer with per-token timesteps (``expand_timesteps``)."""
+    from diffusers import AutoencoderKLWan, FlowMatchEulerDiscreteScheduler, WanPipeline, WanTransformer3DModel
+
+    torch.manual_seed(seed)
+    tok = make_tokenizer(words, max_length)
+    heads = 2
+
+    def expert():
+        return WanTransformer3DModel(patch_size=(1, 2, 2), num_attention_heads=heads, attention_head_dim=hidden // heads,
+                                     in_channels=z_dim, out_channels=z_dim, text_dim=32, freq_dim=32, ffn_dim=2 * hidden,
+                                     num_layers=layers, rope_max_seq_len=64)
+
+    vae = AutoencoderKLWan(base_dim=8, z_dim=z_dim, dim_mult=[1, 1, 1, 1], num_res_blocks=1,
+                           temperal_downsample=[False, True, True], latents_mean=[0.0] * z_dim, latents_std=[1.0] * z_dim)
+    return WanPipeline(tokenizer=tok, text_encoder=tiny_t5(len(tok), 32, umt5=True), transformer=expert(),
+                       transformer_2=expert() if two_experts else None, vae=vae,
+                       scheduler=FlowMatchEulerDiscreteScheduler(shift=1.0),
+                       boundary_ratio=boundary_ratio if two_experts else None, expand_timesteps=not two_experts)
+
+
+def tiny_flux_kontext_pipeline(words: Iterable[str] = (), seed: int = 0, **kw):
+    """``FluxKontextPipeline`` around the tiny FLUX components (Kontext is FLUX.1's transformer, trained on
+    sequences that append the reference image's packed latents)."""
+    from diffusers import FluxKontextPipeline
+
+    return FluxKontextPipeline(**tiny_flux_pipeline(words, seed, **kw).components)
+
+
+TINY_BUILDERS.update({"qwenimage": tiny_qwenimage_pipeline, "wan22": tiny_wan22_pipeline,
+                      "flux_kontext": tiny_flux_kontext_pipeline})
