@@ -9,6 +9,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from grpo.config import require_at_least
 from grpo.device import check_device_name
 from grpo.fsdp import DistConfig
 from grpo.monitors import MonitorConfig
@@ -80,8 +81,9 @@ class RLConfig:
         lo, hi = self.success_band
         if not lo < hi:
             raise ValueError(f"rl.success_band must be (low, high) with low < high, got {self.success_band}")
-        if self.iterations < 0 or self.groups_per_task < 1 or self.inner_epochs < 1 or self.minibatch_size < 1:
-            raise ValueError("rl.iterations >= 0, groups_per_task >= 1, inner_epochs >= 1, minibatch_size >= 1 required")
+        require_at_least("rl", self, iterations=0, groups_per_task=1, inner_epochs=1, minibatch_size=1,
+                         train_seed_range=1, eval_seed_offset=0, eval_episodes=1, eval_every=0, num_videos=0,
+                         save_every=1, keep_last=1)
         if self.grad_accum < 1:
             raise ValueError(f"rl.grad_accum must be >= 1 (micro-batches per minibatch), got {self.grad_accum}")
         if not self.lr > 0:
@@ -126,6 +128,27 @@ class VLARLConfig:
         # the name only (a GPU config loads and dry-runs anywhere); the trainer resolves it after torch.distributed
         # picked this rank's GPU, and refuses a CUDA device on a machine without one
         check_device_name(self.device)
+        self._check_cameras()
+
+    def _check_cameras(self) -> None:
+        """``policy.cameras`` and ``env.video_camera`` must be cameras the env renders: those of ``env.kwargs.cameras``
+        when given, else names the shipped sims know (``sims.config.CAMERAS``; a plugin's sim may name others)."""
+        from sims.config import CAMERAS
+
+        given = self.env.kwargs.get("cameras")
+        if isinstance(given, str):
+            given = [given]
+        if given is not None:
+            allowed, where = list(given), f"env.kwargs.cameras={list(given)}"
+        elif not self.env.plugins:
+            allowed, where = list(CAMERAS), f"the sims' cameras {list(CAMERAS)}"
+        else:
+            return
+        wanted = [("policy.cameras", c) for c in (self.policy.cameras if self.policy.use_images else [])]
+        wanted.append(("env.video_camera", self.env.video_camera))
+        for key, cam in wanted:
+            if cam not in allowed:
+                raise ValueError(f"{key}: camera {cam!r} is not rendered by the env (expected one of {where})")
 
     def inactive_keys(self) -> dict[str, str]:
         """Keys the chosen mode reads nowhere (:func:`grpo.config.check_inactive_keys` refuses them when given).
