@@ -37,6 +37,25 @@ VAE_16CH = ("AutoencoderKL", dict(in_channels=3, out_channels=3, latent_channels
                                   shift_factor=0.0609))
 VAE_WAN21 = ("AutoencoderKLWan", dict(base_dim=96, z_dim=16, dim_mult=[1, 2, 4, 4], num_res_blocks=2,
                                       temperal_downsample=[False, True, True]))
+# Wan 2.2's 16x-spatial VAE (TI2V-5B): residual blocks, 2x2 pixel patchify (12 channels in/out), 48 latent channels.
+# The 48 per-channel latent mean/std are not restated here (they scale latents; nothing counted or traced uses them)
+VAE_WAN22 = ("AutoencoderKLWan", dict(base_dim=160, decoder_base_dim=256, z_dim=48, dim_mult=[1, 2, 4, 4], num_res_blocks=2,
+                                      temperal_downsample=[False, True, True], is_residual=True, in_channels=12,
+                                      out_channels=12, patch_size=2, scale_factor_spatial=16, scale_factor_temporal=4,
+                                      latents_mean=[0.0] * 48, latents_std=[1.0] * 48))
+VAE_QWEN_IMAGE = ("AutoencoderKLQwenImage", dict(base_dim=96, z_dim=16, dim_mult=[1, 2, 4, 4], num_res_blocks=2,
+                                                 temperal_downsample=[False, True, True]))
+# Qwen-Image's text encoder: Qwen2.5-VL-7B-Instruct (the language model's last hidden state; the vision tower is part
+# of the checkpoint the pipeline loads)
+QWEN25_VL_7B = ("Qwen2_5_VLForConditionalGeneration", "Qwen2_5_VLConfig",
+                dict(text_config=dict(vocab_size=152064, hidden_size=3584, intermediate_size=18944, num_hidden_layers=28,
+                                      num_attention_heads=28, num_key_value_heads=4, max_position_embeddings=128000,
+                                      rope_theta=1e6, rope_scaling={"type": "mrope", "mrope_section": [16, 24, 24]},
+                                      tie_word_embeddings=False),
+                     vision_config=dict(depth=32, hidden_size=1280, intermediate_size=3420, num_heads=16,
+                                        out_hidden_size=3584, patch_size=14, spatial_merge_size=2, temporal_patch_size=2,
+                                        window_size=112, fullatt_block_indexes=[7, 15, 23, 31]),
+                     vocab_size=152064, hidden_size=3584, tie_word_embeddings=False))
 
 
 @dataclass(frozen=True)
@@ -56,6 +75,9 @@ class Arch:
     block_names: tuple[str, ...] = ()  # what each entry of full_depth counts
     notes: str = ""
     text_tokens: dict[str, int] = field(default_factory=dict)  # fixed token counts of the text side (CLIP: 77)
+    experts: int = 1  # denoisers of this size held at once (Wan 2.2 A14B: 2, one per noise range; one runs per call)
+    latent_scale: int = 8  # VAE spatial compression (Wan 2.2 TI2V-5B: 16)
+    pipeline_config: dict = field(default_factory=dict)  # pipeline-level config (Wan 2.2: boundary_ratio, expand_timesteps)
 
     def config(self, counts: tuple[int, ...] | None = None) -> dict:
         return {**self.transformer, **self.depth(counts or self.full_depth)}
@@ -111,6 +133,39 @@ ARCHS: dict[str, Arch] = {
              qk_norm="rms_norm_across_heads", eps=1e-6, rope_max_seq_len=1024),
         (40,), lambda c: {"num_layers": c[0]}, {"text_encoder": UMT5_XXL}, VAE_WAN21, 14.0,
         "Wan-AI, Wan2.1 report / model card: T2V-14B", ("Wan-AI/Wan2.1-T2V-14B-Diffusers",), ("DiT blocks",)),
+    "qwen-image": Arch(
+        "qwen-image", "qwenimage",
+        dict(patch_size=2, in_channels=64, out_channels=16, num_layers=60, attention_head_dim=128, num_attention_heads=24,
+             joint_attention_dim=3584, guidance_embeds=False, axes_dims_rope=(16, 56, 56)),
+        (60,), lambda c: {"num_layers": c[0]}, {"text_encoder": QWEN25_VL_7B}, VAE_QWEN_IMAGE, 20.0,
+        "Qwen team, Qwen-Image technical report / model card: '20B MMDiT image foundation model'", ("Qwen/Qwen-Image",),
+        ("MM-DiT blocks",)),
+    "wan2.2-t2v-a14b": Arch(
+        "wan2.2-t2v-a14b", "wan22", dict(patch_size=(1, 2, 2), num_attention_heads=40, attention_head_dim=128, in_channels=16, out_channels=16,
+             text_dim=4096, freq_dim=256, ffn_dim=13824, num_layers=40, cross_attn_norm=True,
+             qk_norm="rms_norm_across_heads", eps=1e-6, rope_max_seq_len=1024),
+        (40,), lambda c: {"num_layers": c[0]}, {"text_encoder": UMT5_XXL}, VAE_WAN21, 14.0,
+        "Wan-AI, Wan2.2 model card: T2V-A14B, a MoE of two 14B experts (27B total, 14B active per step)",
+        ("Wan-AI/Wan2.2-T2V-A14B-Diffusers",), ("DiT blocks (per expert)",), experts=2,
+        pipeline_config={"boundary_ratio": 0.875}),
+    "wan2.2-ti2v-5b": Arch(
+        "wan2.2-ti2v-5b", "wan22",
+        dict(patch_size=(1, 2, 2), num_attention_heads=24, attention_head_dim=128, in_channels=48, out_channels=48,
+             text_dim=4096, freq_dim=256, ffn_dim=14336, num_layers=30, cross_attn_norm=True,
+             qk_norm="rms_norm_across_heads", eps=1e-6, rope_max_seq_len=1024),
+        (30,), lambda c: {"num_layers": c[0]}, {"text_encoder": UMT5_XXL}, VAE_WAN22, 5.0,
+        "Wan-AI, Wan2.2 model card: TI2V-5B (dense 5B, Wan2.2-VAE 16x16x4 compression)",
+        ("Wan-AI/Wan2.2-TI2V-5B-Diffusers",), ("DiT blocks",), latent_scale=16,
+        pipeline_config={"expand_timesteps": True}),
+    "flux.1-kontext-dev": Arch(
+        "flux.1-kontext-dev", "flux_kontext",
+        dict(patch_size=1, in_channels=64, num_layers=19, num_single_layers=38, attention_head_dim=128,
+             num_attention_heads=24, joint_attention_dim=4096, pooled_projection_dim=768, guidance_embeds=True,
+             axes_dims_rope=(16, 56, 56)),
+        (19, 38), lambda c: {"num_layers": c[0], "num_single_layers": c[1]},
+        {"text_encoder": CLIP_L_PLAIN, "text_encoder_2": T5_XXL}, VAE_16CH, 12.0,
+        "Black Forest Labs, FLUX.1 Kontext [dev] model card: '12 billion parameter rectified flow transformer'",
+        ("black-forest-labs/FLUX.1-Kontext-dev",), ("double-stream blocks", "single-stream blocks")),
 }
 
 
@@ -126,7 +181,9 @@ def arch_for(path: str | None, name: str | None = None) -> Arch:
             return a
     compact = p.replace("_", "").replace("-", "").replace(".", "")
     for key, a in (("sd35medium", "sd3.5-medium"), ("sd35large", "sd3.5-large"), ("flux1dev", "flux.1-dev"),
-                   ("wan21t2v13b", "wan2.1-t2v-1.3b"), ("wan21t2v14b", "wan2.1-t2v-14b")):
+                   ("wan21t2v13b", "wan2.1-t2v-1.3b"), ("wan21t2v14b", "wan2.1-t2v-14b"),
+                   ("qwenimage", "qwen-image"), ("wan22t2va14b", "wan2.2-t2v-a14b"), ("wan22ti2v5b", "wan2.2-ti2v-5b"),
+                   ("flux1kontextdev", "flux.1-kontext-dev")):
         if key in compact:
             return ARCHS[a]
     raise ValueError(f"model.path={path!r} names no known full-size architecture; pass --arch with one of {sorted(ARCHS)}")

@@ -111,13 +111,18 @@ class Shapes:
 
 
 def shapes_for(arch: Arch, mc) -> Shapes:
-    if arch.kind == "wan":
+    L, s = mc.max_sequence_length, arch.latent_scale
+    h, w = mc.height // s, mc.width // s
+    if arch.kind in ("wan", "wan22"):
         f = (mc.num_frames - 1) // 4 + 1
-        return Shapes((16, f, mc.height // 8, mc.width // 8), {"prompt_embeds": (mc.max_sequence_length, 4096)})
-    h, w = mc.height // 8, mc.width // 8
+        return Shapes((arch.transformer["in_channels"], f, h, w), {"prompt_embeds": (L, 4096)})
     if arch.kind == "sd3":  # CLIP-L + CLIP-G (77 tokens, padded to 4096) then T5 tokens
-        return Shapes((16, h, w), {"prompt_embeds": (77 + mc.max_sequence_length, 4096), "pooled": (2048,)})
-    return Shapes((16, h, w), {"prompt_embeds": (mc.max_sequence_length, 4096), "pooled": (768,)})
+        return Shapes((16, h, w), {"prompt_embeds": (77 + L, 4096), "pooled": (2048,)})
+    if arch.kind == "qwenimage":  # Qwen2.5-VL states, zero-padded to max_sequence_length
+        return Shapes((16, h, w), {"prompt_embeds": (L, 3584)})
+    if arch.kind == "flux_kontext":  # the reference image's latents at the output size join the sequence
+        return Shapes((16, h, w), {"prompt_embeds": (L, 4096), "pooled": (768,), "image_latents": (16, h, w)})
+    return Shapes((16, h, w), {"prompt_embeds": (L, 4096), "pooled": (768,)})
 
 
 def _to_fake(module: torch.nn.Module, fake_mode, device: torch.device) -> list[torch.Tensor]:
@@ -134,6 +139,10 @@ def _to_fake(module: torch.nn.Module, fake_mode, device: torch.device) -> list[t
             if b is not None:
                 m._buffers[n] = FakeTensor(fake_mode, b, device)
                 out.append(m._buffers[n])
+        for n, v in list(vars(m).items()):  # plain tensor attributes (Qwen-Image's RoPE tables pos_freqs / neg_freqs)
+            if isinstance(v, torch.Tensor) and not isinstance(v, torch.nn.Parameter) and v.is_meta:
+                setattr(m, n, FakeTensor(fake_mode, v, device))
+                out.append(getattr(m, n))
     return out
 
 
@@ -159,6 +168,8 @@ def _shell_adapter(arch: Arch, transformer, mc):
 
     ad = object.__new__(adapter_class(arch.kind))
     ad.transformer, ad.dtype, ad.device, ad.cfg = transformer, torch.bfloat16, torch.device("cpu"), mc
+    if arch.kind == "wan22":  # one expert is traced: every denoiser call runs exactly one of them
+        ad.boundary, ad.expand = None, bool(arch.pipeline_config.get("expand_timesteps", False))
     return ad
 
 
@@ -188,6 +199,10 @@ def _trace_once(arch, mc, counts, mode, sde, eta, rows, what) -> float:
 
     _register_cpu_flash_flops()
     t = build_meta_transformer(arch, counts)
+    for m in t.modules():  # Qwen-Image caches its RoPE tables (functools.lru_cache): never across fake modes
+        f = getattr(type(m), "_compute_video_freqs", None)
+        if f is not None and hasattr(f, "cache_clear"):
+            f.cache_clear()
     add_lora(t, arch.kind, mc.lora)
     if mode == "train_gc":
         t.enable_gradient_checkpointing()
@@ -247,6 +262,8 @@ def trace_vae_decode(arch: Arch, mc) -> Trace:
         flops = FlopCounterMode(display=False)
         with fm:
             z = torch.randn(1, *latent, dtype=torch.bfloat16)
+            if arch.kind == "qwenimage":  # its causal 3D VAE decodes an image as one frame: [B, C, 1, h, w]
+                z = z[:, :, None]
             mem.ignore([*held, z])
             with mem, torch.no_grad():
                 vae.decode(z, return_dict=False)
@@ -315,12 +332,14 @@ def build_plan(cfg, arch_name: str | None = None) -> Plan:
         raise ValueError(f"architecture {arch.name} is a {arch.kind} model, the recipe has model.kind={cfg.model.kind}")
     t = build_meta_transformer(arch)
     params = {"transformer": count_params(t)}
+    if arch.experts == 2:  # Wan 2.2 A14B: the low-noise expert, same architecture, held beside the first
+        params["transformer_2"] = params["transformer"]
     blocks = [b for name in ("transformer_blocks", "single_transformer_blocks", "blocks")
               for b in getattr(t, name, [])]
     largest = max(count_params(b) for b in blocks)
-    root = params["transformer"] - sum(count_params(b) for b in blocks)
+    root = (params["transformer"] - sum(count_params(b) for b in blocks)) * arch.experts
     add_lora(t, arch.kind, cfg.model.lora)
-    lora = count_params(t, trainable=True)
+    lora = count_params(t, trainable=True) * arch.experts  # one LoRA per expert
     for name, spec in arch.text_encoders.items():
         if name == "text_encoder_3" and cfg.model.drop_t5:
             continue
@@ -351,12 +370,12 @@ def iteration_flops(plan: Plan, cfg, gc: bool | None = None) -> dict[str, float]
 def memory_per_gpu(plan: Plan, cfg, world: int, strategy: str, gc: bool) -> dict[str, float]:
     """Bytes per GPU (see the module docstring for the model)."""
     c = iteration_counts(cfg, world)
-    n_t = plan.params["transformer"]
+    n_t = plan.params["transformer"] + plan.params.get("transformer_2", 0)
     shard = world if strategy == "fsdp" and world > 1 else 1
     weights = 2 * (n_t / shard + (plan.root_params + 2 * plan.largest_block if shard > 1 else 0))
     per_lora = 16 + (4 if cfg.train.ema_decay > 0 else 0)
     lora = per_lora * plan.lora_params / shard
-    frozen = 2 * sum(v for k, v in plan.params.items() if k != "transformer")
+    frozen = 2 * sum(v for k, v in plan.params.items() if k not in ("transformer", "transformer_2"))
     lat = 4 * math.prod(shapes_for(plan.arch, cfg.model).latent)
     buffers = lat * (c["nfe_rows_local"] + c["final_local"])
     grad_lora_row = 4 * plan.lora_params  # LoRA gradients are inside the traced peak once, not per row
@@ -408,11 +427,12 @@ def format_plan(plan: Plan, cfg, gpus: tuple[int, ...] = (1, 8), gpu_mem_gb: flo
     a = plan.arch
     L = []
     L.append(f"plan: {a.name} ({a.kind}) at {cfg.model.height}x{cfg.model.width}"
-             + (f"x{cfg.model.num_frames} frames" if a.kind == "wan" else "")
+             + (f"x{cfg.model.num_frames} frames" if a.kind in ("wan", "wan22") else "")
              + f", bf16 weights, LoRA r={cfg.model.lora.rank} fp32, fake-tensor trace (no weights loaded)")
     L.append("parameters (meta device):")
     for k, v in plan.params.items():
-        pub = f"   published {a.published_params:g} B ({a.published_source})" if k == "transformer" else ""
+        pub = f"   published {a.published_params:g} B ({a.published_source})" if k == "transformer" else \
+            ("   (the second expert, same architecture)" if k == "transformer_2" else "")
         L.append(f"  {k:16s} {v / 1e9:8.3f} B{pub}")
     L.append(f"  {'LoRA (trainable)':16s} {plan.lora_params / 1e6:8.1f} M   largest block {plan.largest_block / 1e6:.1f} M, "
              f"non-block {plan.root_params / 1e6:.1f} M")

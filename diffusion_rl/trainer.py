@@ -124,7 +124,9 @@ class DiffusionGRPOTrainer:
             if cfg.pool.enabled:
                 raise ValueError("dist.strategy=fsdp is not supported with pool.enabled (the quantized rollout copy is "
                                  "a full replica); use dist.strategy=ddp")
-            shard_model(self.adapter.transformer, reshard_after_forward=cfg.dist.reshard_after_forward)
+            experts = getattr(self.adapter.transformer, "experts", None)  # Wan 2.2 A14B: each expert is called alone,
+            for m in experts() if callable(experts) else [self.adapter.transformer]:  # so each is its own FSDP root
+                shard_model(m, reshard_after_forward=cfg.dist.reshard_after_forward)
         elif cfg.dist.strategy == "fsdp" and self.dist.is_main:
             print("dist.strategy=fsdp with one process: nothing to shard, the denoiser is not wrapped")
         self.reward_fn = reward_fn if reward_fn is not None else build_reward(cfg.reward.name, **cfg.reward.kwargs)

@@ -178,3 +178,36 @@ def test_bad_input(tmp_path):
         load_lora_init(ad, tmp_path)
     with pytest.raises(ValueError, match="unknown model kind 'sd4'.*qwenimage"):
         build_adapter(ModelConfig(kind="sd4"))  # type: ignore[arg-type]
+
+
+def test_wan22_two_experts_fsdp_two_processes_match_one(tmp_path):
+    """dist.strategy=fsdp shards each expert as its own root (each is called alone): 2 processes give the 1-process
+    run's LoRA weights of both experts after one iteration."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from grpo.checkpoint import load_checkpoint
+
+    root = Path(__file__).resolve().parents[2]
+    args = ["train", "configs/diffusion/tiny_sd3_flat.yaml", "model.kind=wan22", "model.height=32", "model.width=32",
+            "model.num_frames=5", "model.lora.rank=4", "model.lora.alpha=8", "sampler.num_steps=4", "sampler.eta=1.0",
+            "grpo.group_size=4", "train.prompts_per_iter=1", "train.iterations=1", "train.lr=0.01", "train.eval_steps=4",
+            "train.save_every=1", "train.log_images=false", "prompts.source=list", "prompts.prompts=[a red circle]",
+            "prompts.num_eval=1", "reward.name=tests.diffusion_rl.test_new_families:redness", "reward.retry_backoff_s=0"]
+    env = {**__import__("os").environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(root)}
+    for n, out in ((1, tmp_path / "one"), (2, tmp_path / "two")):
+        pre = [sys.executable, "-m", "diffusion_rl.cli"] if n == 1 else \
+            [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "-m", "diffusion_rl.cli"]
+        extra = [f"output_dir={out}"] + (["dist.strategy=fsdp"] if n == 2 else [])
+        res = subprocess.run([*pre, *args, *extra], env=env, cwd=root, capture_output=True, text=True, timeout=400)
+        assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
+    a = load_checkpoint(tmp_path / "one" / "checkpoints")["trainable"]
+    b = load_checkpoint(tmp_path / "two" / "checkpoints")["trainable"]
+    assert a.keys() == b.keys() and {k.split(".", 1)[0] for k in a} == {"transformer", "transformer_2"}
+    moved = {k.split(".", 1)[0] for k, v in a.items() if "lora_B" in k and float(v.abs().max()) > 0}
+    assert moved == {"transformer", "transformer_2"}
+    # Adam's first step is lr g / (|g| + eps): an element whose gradient is near 0 turns the reduction order's last
+    # bits into a visible difference, so: every element within a tenth of one step (lr), nearly all within 1e-5
+    d = torch.cat([(b[k] - v).abs().flatten() for k, v in a.items()])
+    assert float(d.max()) < 0.1 * 0.01 and float((d > 1e-5).float().mean()) < 0.01, (float(d.max()), int((d > 1e-5).sum()))
