@@ -5,6 +5,7 @@
     vla-rl eval runs/vla_reach [--episodes 32] [--video] [--device cpu]  # held-out success of the latest checkpoint
     vla-rl loop configs/world_models/loop_reach_one.yaml [key=value ...] [--dry-run]   # World-VLA-Loop (vla_rl.wm_loop)
     vla-rl record-demos tabletop/pick_place 50 demos/pick_place.hdf5 [--noise 0.1 ...]  # scripted-expert HDF5 demos
+    vla-rl robot-loop configs/robot/loop_sims.yaml [key=value ...]   # real-world RL on a LeRobot robot (make lerobot)
     vla-rl libero-demos OUT.hdf5 LIBERO/datasets/libero_spatial/*_demo.hdf5 --suite libero_spatial  # LIBERO's demos
 
 Bad input (an unknown config key, a missing file, a bad value) stops at start with one line on stderr and exit code 2.
@@ -163,6 +164,13 @@ def _cmd_deploy(args: argparse.Namespace) -> int:
     return cmd_deploy(args)
 
 
+def _cmd_robot_loop(args: argparse.Namespace) -> int:
+    from .robot_loop import cmd_robot_loop
+
+    _setup_threads()
+    return cmd_robot_loop(args)
+
+
 def cmd_loop(args: argparse.Namespace) -> int:
     from .wm_loop import run_loop_command
 
@@ -265,9 +273,13 @@ def main(argv: list[str] | None = None) -> int:
 
     add_report_command(sub)  # grpo.report: one offline HTML page for one or more runs (train or loop)
     add_deploy_parser(sub)  # vla-rl deploy: a policy on a LeRobot robot (vla_rl.deploy)
-    args = parse_args(p, argv, takes_overrides=("train", "loop"))  # key=value overrides may follow --dry-run
+    from .robot_loop import add_parser as add_robot_loop_parser
+
+    add_robot_loop_parser(sub)  # vla-rl robot-loop: real-world RL on a LeRobot robot (vla_rl.robot_loop)
+    args = parse_args(p, argv, takes_overrides=("train", "loop", "robot-loop"))  # key=value overrides may follow --dry-run
     cmd = {"train": cmd_train, "eval": cmd_eval, "loop": cmd_loop, "record-demos": cmd_record_demos,
-           "libero-demos": cmd_libero_demos, "report": run_report, "deploy": _cmd_deploy}[args.cmd]
+           "libero-demos": cmd_libero_demos, "report": run_report, "deploy": _cmd_deploy,
+           "robot-loop": _cmd_robot_loop}[args.cmd]
     return run_command(lambda: cmd(args))
 
 

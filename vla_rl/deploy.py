@@ -9,16 +9,32 @@ Per control tick (``1 / fps`` seconds, the robot's rate; a tick that overruns is
     batch  = {"observation.state": [1, D] (the robot's float features, in its order),
               "observation.images.<policy camera>": [1, H, W, 3] (camera_map: policy camera -> robot camera),
               "task": [instruction]}
-    a      = policy.select_action(batch)              # pops the action queue; a new chunk every n_action_steps ticks
-    a      = clip(a, joint_limits.low, joint_limits.high)
+    if the action queue is empty:                     # a decision point: every n_action_steps ticks
+        s = policy.sample_chunk(batch, stochastic, generator)   # actions [1, K, A], record, log-probs [1, S]
+        queue = s.actions[0, :n_action_steps]          # (what the policy's select_action queues)
+    a      = clip(queue.pop(0), joint_limits.low, joint_limits.high)
     robot.send_action({name_i: a_i})                  # the robot's action_features order
-    dataset.add_frame(observation + action + task)    # LeRobot's build_dataset_frame
+    frame  = observation + action + task (+ the rl.* sampling data, below)   # LeRobot's build_dataset_frame
+
+``stochastic=False`` (deployment): the deterministic chunk (ODE / Gaussian mean), the same actions as the policy's
+``select_action``. ``stochastic=True`` (the real-world RL loop, :mod:`vla_rl.robot_loop`): chunks sampled through
+the flow SDE (:mod:`grpo.flow_sde`), and with ``rl`` tags given the episode's frames also carry what GRPO needs to
+recompute the log-probs (:func:`sampling_features`): on a chunk's first frame ``rl.decision`` = True, the chunk's
+record (``rl.record.<key>``: the denoising chain ``[T+1, K, A_max]`` and step mask for a flow head), its old
+log-probs ``rl.old_logp [S]`` and stochastic-step mask ``rl.step_mask [S]``; on the other frames zeros; on every
+frame ``rl.chunk`` (the chunk the action comes from) and the episode's tags ``rl.round``, ``rl.episode``,
+``rl.group``, ``rl.init_seed``.
 
 An episode ends at ``max_episode_s`` (or ``max_steps``), or when the robot reports success (``robot.last_info``, the
-simulated robot; a real robot's operator marks success instead). Ctrl-C (SIGINT) stops the loop: the robot is sent
-``safe_action`` (zeros: hold still, for the delta-action robots here) and disconnected, the episode so far is saved
-and the dataset finalized -- nothing is left half-written. Camera frames are stored as ``image`` features (exact
-PNG bytes, no FFmpeg needed), so SRPO can score the episodes later from the dataset.
+simulated robot). Then ``judge(info) -> bool`` (the operator's y/n, :mod:`vla_rl.robot_loop`) marks success, if given;
+else the robot's own report does. Every frame has ``next.success`` (LeRobot's name): True on the last frame of a
+successful episode. An episode's frames are written (``add_frame`` + ``save_episode``) when it ends, after the judge.
+
+Ctrl-C (SIGINT) stops the loop: the robot is sent ``safe_action`` (zeros: hold still, for the delta-action robots
+here) and disconnected, the dataset finalized -- nothing is left half-written. Plain deploy keeps the interrupted
+episode's finished ticks; an RL episode (``rl`` given) is dropped, as it was neither finished nor judged. Camera
+frames are stored as ``image`` features (exact PNG bytes, no FFmpeg needed), so SRPO can score the episodes later
+from the dataset and the RL update sees the very pixels the policy saw.
 """
 
 from __future__ import annotations
@@ -29,10 +45,16 @@ import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 import numpy as np
 import torch
+
+SUCCESS_KEY = "next.success"  # per frame: True on the last frame of a successful episode (LeRobot's pusht name)
+EPISODE_TAGS = ("rl.round", "rl.episode", "rl.group", "rl.init_seed")  # per-episode int64 tags of RL episodes
+RECORD_PREFIX = "rl.record."
+TORCH_TO_FEATURE = {torch.float32: "float32", torch.float64: "float64", torch.bool: "bool", torch.int64: "int64",
+                    torch.int32: "int32"}
 
 
 @dataclass
@@ -47,6 +69,7 @@ class DeployConfig:
     stop_on_success: bool = True  # end an episode when the robot reports success
     seed: int = 0  # the policy's noise (deterministic chunks are drawn from it) and the sim robot's initial states
     realtime: bool = True  # sleep to hold fps (False: as fast as possible, for tests)
+    stochastic: bool = False  # sample chunks with the policy's exploration noise (flow SDE) instead of deterministically
 
 
 def clip_action(a: np.ndarray, limits: tuple[Sequence[float], Sequence[float]] | None) -> np.ndarray:
@@ -59,13 +82,27 @@ def clip_action(a: np.ndarray, limits: tuple[Sequence[float], Sequence[float]] |
     return np.clip(a, lo, hi)
 
 
+def check_joint_limits(limits, names: Sequence[str]) -> None:
+    """``limits`` is None or ``(low, high)`` with 1 or ``len(names)`` values each, low <= high (else ValueError)."""
+    if limits is None:
+        return
+    if len(limits) != 2 or any(len(x) not in (1, len(names)) for x in limits):
+        raise ValueError(f"joint limits need [low, high] with 1 or {len(names)} values each ({names}); got {limits}")
+    clip_action(np.zeros(len(names), np.float32), limits)  # low > high raises
+
+
+def robot_joints(robot) -> list[str]:
+    """The robot's float observation features (its proprio state), in its order."""
+    return [k for k, v in robot.observation_features.items() if v is float]
+
+
 def observation_to_batch(obs: dict[str, Any], robot, cameras: Sequence[str], camera_map: dict[str, str], task: str) -> dict:
     """A robot observation as a policy batch of one (module docstring)."""
     from .policy import IMAGE_PREFIX, STATE_KEY
 
     feats = robot.observation_features
-    joints = [k for k, v in feats.items() if v is float]
-    batch: dict[str, Any] = {STATE_KEY: torch.tensor([[float(obs[k]) for k in joints]], dtype=torch.float32), "task": [task]}
+    batch: dict[str, Any] = {STATE_KEY: torch.tensor([[float(obs[k]) for k in robot_joints(robot)]], dtype=torch.float32),
+                             "task": [task]}
     for cam in cameras:
         rc = camera_map.get(cam, cam)
         if rc not in obs:
@@ -76,92 +113,171 @@ def observation_to_batch(obs: dict[str, Any], robot, cameras: Sequence[str], cam
 
 
 def dataset_features(robot) -> dict:
+    """The robot's observation and action features as LeRobotDataset features (cameras as images) + ``next.success``."""
     from lerobot.datasets.utils import hw_to_dataset_features
 
     return {**hw_to_dataset_features(robot.observation_features, "observation", use_video=False),
-            **hw_to_dataset_features(robot.action_features, "action", use_video=False)}
+            **hw_to_dataset_features(robot.action_features, "action", use_video=False),
+            SUCCESS_KEY: {"dtype": "bool", "shape": (1,), "names": None}}
+
+
+def _feature(t: torch.Tensor) -> dict:
+    """The LeRobot feature of one row of ``t`` (``[B, ...]``)."""
+    if t.dtype not in TORCH_TO_FEATURE:
+        raise ValueError(f"cannot record a {t.dtype} sampling tensor; expected one of {list(TORCH_TO_FEATURE)}")
+    return {"dtype": TORCH_TO_FEATURE[t.dtype], "shape": tuple(t.shape[1:]) or (1,), "names": None}
+
+
+def sampling_features(sample) -> dict:
+    """The ``rl.*`` per-frame features that hold a chunk's sampling data (module docstring), shaped from one
+    ``HeadSample`` of the policy (``sample_chunk`` on a batch of one)."""
+    one = {"dtype": "int64", "shape": (1,), "names": None}
+    return {**{k: dict(one) for k in EPISODE_TAGS}, "rl.chunk": dict(one),
+            "rl.decision": {"dtype": "bool", "shape": (1,), "names": None},
+            "rl.old_logp": _feature(sample.logp), "rl.step_mask": _feature(sample.step_mask),
+            **{RECORD_PREFIX + k: _feature(v) for k, v in sample.record.items()}}
+
+
+def _sampling_values(sample, feats: dict) -> dict[str, np.ndarray]:
+    """Row 0 of ``sample`` as the ``rl.*`` frame values of a chunk's first frame."""
+    vals = {"rl.old_logp": sample.logp, "rl.step_mask": sample.step_mask,
+            **{RECORD_PREFIX + k: v for k, v in sample.record.items()}}
+    return {k: v[0].detach().cpu().numpy().reshape(feats[k]["shape"]) for k, v in vals.items()}
+
+
+def _zeros_like_values(vals: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    return {k: np.zeros_like(v) for k, v in vals.items()}
+
+
+def run_episode(policy, robot, cfg: DeployConfig, task: str, generator: torch.Generator, ds=None,
+                rl: dict[str, int] | None = None, judge: Callable[[dict], bool] | None = None,
+                log: list[dict] | None = None) -> dict:
+    """One episode of ``policy`` on the connected ``robot`` (module docstring), written to ``ds`` (an open
+    LeRobotDataset, or None) when it ends.
+
+    ``rl``: the episode's tags (``round``, ``episode``, ``group``, ``init_seed``): record the sampling data (``ds`` must
+    have :func:`sampling_features`). ``judge(info) -> bool``: marks success after the episode (else the robot's report).
+    Returns ``info = {"steps", "seconds", "success", "robot_success", "clipped", "stopped"}`` (also appended to ``log``
+    at the start, so a caller sees it when the episode raises). A KeyboardInterrupt (or any error) is re-raised after
+    the finished ticks are saved (plain deploy, success False) or dropped (``rl``: an unjudged episode)."""
+    from lerobot.datasets.utils import build_dataset_frame
+
+    names = list(robot.action_features)
+    dev = next(policy.parameters()).device
+    cams = policy.cfg.cameras if policy.cfg.use_images else []
+    n_exec = int(policy.cfg.n_action_steps)
+    feats = ds.features if ds is not None else None
+    info: dict[str, Any] = {"steps": 0, "seconds": 0.0, "success": False, "robot_success": False, "clipped": 0,
+                            "stopped": "max_episode_s"}
+    if log is not None:
+        log.append(info)
+    frames: list[dict] = []
+    queue: list[np.ndarray] = []
+    chunk, rl_vals, blank = -1, {}, {}
+    policy.reset()
+    period = 1.0 / cfg.fps
+    t0 = time.perf_counter()
+    completed = False
+    try:
+        while True:
+            tick = time.perf_counter()
+            if tick - t0 >= cfg.max_episode_s or (cfg.max_steps and info["steps"] >= cfg.max_steps):
+                info["stopped"] = "max_steps" if cfg.max_steps and info["steps"] >= cfg.max_steps else "max_episode_s"
+                break
+            obs = robot.get_observation()
+            decision = not queue
+            if decision:  # a new chunk: what select_action does, keeping the sample's record
+                batch = observation_to_batch(obs, robot, cams, cfg.camera_map, task)
+                sample = policy.sample_chunk({k: v.to(dev) if isinstance(v, torch.Tensor) else v for k, v in batch.items()},
+                                             stochastic=cfg.stochastic, generator=generator)
+                queue = list(sample.actions[0, :n_exec].float().cpu().numpy())
+                chunk += 1
+                if rl is not None:
+                    rl_vals = _sampling_values(sample, feats)
+                    blank = _zeros_like_values(rl_vals)
+            raw = queue.pop(0)
+            a = clip_action(raw, cfg.joint_limits)
+            info["clipped"] += int(np.any(a != raw))
+            sent = robot.send_action({n: float(v) for n, v in zip(names, a)})
+            if ds is not None:
+                frame = {**build_dataset_frame(feats, obs, "observation"), **build_dataset_frame(feats, sent, "action"),
+                         SUCCESS_KEY: np.array([False]), "task": task}
+                if rl is not None:
+                    frame.update(rl_vals if decision else blank)
+                    frame.update({"rl.chunk": np.array([chunk]), "rl.decision": np.array([decision]),
+                                  **{f"rl.{k}": np.array([int(v)]) for k, v in rl.items()}})
+                frames.append(frame)
+            info["steps"] += 1
+            last = getattr(robot, "last_info", {})
+            if last.get("success"):
+                info["robot_success"] = True
+                if cfg.stop_on_success:
+                    info["stopped"] = "success"
+                    break
+            if last.get("terminated") or last.get("truncated"):
+                info["stopped"] = "env_done"
+                break
+            if cfg.realtime:
+                time.sleep(max(0.0, period - (time.perf_counter() - tick)))
+        completed = True
+    except KeyboardInterrupt:
+        info["stopped"] = "interrupted"
+        raise
+    finally:
+        info["seconds"] = round(time.perf_counter() - t0, 3)
+        if completed:  # (a judge that raises, e.g. the operator's input closed, drops the episode)
+            info["success"] = bool(judge(dict(info)) if judge is not None else info["robot_success"])
+        if ds is not None and frames and (completed or rl is None):
+            frames[-1][SUCCESS_KEY] = np.array([info["success"]])
+            for f in frames:
+                ds.add_frame(f)
+            ds.save_episode()
+    return info
+
+
+def create_dataset(root: str | Path, robot, fps: float, repo_id: str = "local/deploy", extra: dict | None = None):
+    """A new LeRobotDataset at ``root`` with the robot's features (+ ``extra`` features); images, not videos."""
+    from lerobot.datasets.lerobot_dataset import LeRobotDataset
+
+    return LeRobotDataset.create(repo_id, int(round(fps)), {**dataset_features(robot), **(extra or {})}, root=root,
+                                 robot_type=robot.name, use_videos=False)
 
 
 def run_deploy(policy, robot, cfg: DeployConfig, dataset_root: str | Path | None = None, repo_id: str = "local/deploy") -> dict:
     """Run ``cfg.episodes`` episodes of ``policy`` on the connected-or-not ``robot`` (module docstring).
 
-    Returns ``{"episodes": [{"steps", "seconds", "success", "clipped", "stopped"}], "dataset": path or None,
-    "interrupted": bool}``."""
-    from lerobot.datasets.utils import build_dataset_frame
-
-    ds = None
-    feats = dataset_features(robot)
-    if dataset_root is not None:
-        from lerobot.datasets.lerobot_dataset import LeRobotDataset
-
-        ds = LeRobotDataset.create(repo_id, int(round(cfg.fps)), feats, root=dataset_root, robot_type=robot.name,
-                                   use_videos=False)
+    Returns ``{"episodes": [{"steps", "seconds", "success", "robot_success", "clipped", "stopped"}], "dataset": path
+    or None, "interrupted": bool}``."""
     names = list(robot.action_features)
-    if cfg.joint_limits is not None and any(len(x) not in (1, len(names)) for x in cfg.joint_limits):
-        raise ValueError(f"joint limits need 1 or {len(names)} values each ({names}); got {cfg.joint_limits}")
+    check_joint_limits(cfg.joint_limits, names)
+    ds = create_dataset(dataset_root, robot, cfg.fps, repo_id) if dataset_root is not None else None
     policy.eval()
-    dev = next(policy.parameters()).device
     summary: dict[str, Any] = {"episodes": [], "dataset": str(dataset_root) if dataset_root else None, "interrupted": False}
     if not robot.is_connected:
         robot.connect()
-    period = 1.0 / cfg.fps
     try:
         for ep in range(cfg.episodes):
             if ep > 0 and hasattr(robot, "reset_episode"):
                 robot.reset_episode(cfg.seed + ep)
             task = cfg.task or getattr(robot, "instruction", "")
-            policy.reset()
             gen = torch.Generator(device="cpu").manual_seed(cfg.seed + ep)
-            info = {"steps": 0, "seconds": 0.0, "success": False, "clipped": 0, "stopped": "max_episode_s"}
-            summary["episodes"].append(info)
-            t0 = time.perf_counter()
-            try:
-                while True:
-                    tick = time.perf_counter()
-                    if tick - t0 >= cfg.max_episode_s or (cfg.max_steps and info["steps"] >= cfg.max_steps):
-                        info["stopped"] = "max_steps" if cfg.max_steps and info["steps"] >= cfg.max_steps else "max_episode_s"
-                        break
-                    obs = robot.get_observation()
-                    batch = observation_to_batch(obs, robot, policy.cfg.cameras if policy.cfg.use_images else [],
-                                                 cfg.camera_map, task)
-                    raw = policy.select_action({k: v.to(dev) if isinstance(v, torch.Tensor) else v for k, v in batch.items()},
-                                               generator=gen)[0].float().cpu().numpy()
-                    a = clip_action(raw, cfg.joint_limits)
-                    info["clipped"] += int(np.any(a != raw))
-                    sent = robot.send_action({n: float(v) for n, v in zip(names, a)})
-                    if ds is not None:
-                        frame = {**build_dataset_frame(feats, obs, "observation"), **build_dataset_frame(feats, sent, "action"),
-                                 "task": task}
-                        ds.add_frame(frame)
-                    info["steps"] += 1
-                    last = getattr(robot, "last_info", {})
-                    if last.get("success"):
-                        info["success"] = True
-                        if cfg.stop_on_success:
-                            info["stopped"] = "success"
-                            break
-                    if last.get("terminated") or last.get("truncated"):
-                        info["stopped"] = "env_done"
-                        break
-                    if cfg.realtime:
-                        time.sleep(max(0.0, period - (time.perf_counter() - tick)))
-            finally:
-                info["seconds"] = round(time.perf_counter() - t0, 3)
-                if ds is not None and ds.episode_buffer is not None and ds.episode_buffer["size"] > 0:
-                    ds.save_episode()
+            run_episode(policy, robot, cfg, task, gen, ds, log=summary["episodes"])
     except KeyboardInterrupt:
         summary["interrupted"] = True
-        if summary["episodes"]:
-            summary["episodes"][-1]["stopped"] = "interrupted"
     finally:
-        if robot.is_connected:
-            try:  # hold still, then release the hardware
-                robot.send_action({n: 0.0 for n in names})
-            finally:
-                robot.disconnect()
+        safe_stop(robot, names)
         if ds is not None:
             ds.finalize()
     return summary
+
+
+def safe_stop(robot, names: Sequence[str]) -> None:
+    """Send the hold-still action (zeros) and disconnect, if connected."""
+    if robot.is_connected:
+        try:  # hold still, then release the hardware
+            robot.send_action({n: 0.0 for n in names})
+        finally:
+            robot.disconnect()
 
 
 def add_parser(sub) -> None:
@@ -206,8 +322,9 @@ def cmd_deploy(args: argparse.Namespace) -> int:
     return 0
 
 
-def make_robot(kind: str, task: str, env_kwargs: dict, seed: int, calibration_dir: Path):
-    """A LeRobot robot by its registered type through LeRobot's ``make_robot_from_config`` (``sims``: the simulated one)."""
+def make_robot(kind: str, task: str, env_kwargs: dict, seed: int, calibration_dir: Path, extra: dict | None = None):
+    """A LeRobot robot by its registered type through LeRobot's ``make_robot_from_config`` (``sims``: the simulated one);
+    ``extra``: other fields of its ``RobotConfig`` (a real arm's port, id, cameras)."""
     from lerobot.robots.config import RobotConfig
     from lerobot.robots.utils import make_robot_from_config
 
@@ -215,4 +332,8 @@ def make_robot(kind: str, task: str, env_kwargs: dict, seed: int, calibration_di
         import sims.lerobot_robot  # noqa: F401  (registers the "sims" robot config)
     cls = RobotConfig.get_choice_class(kind)
     kw = dict(task=task, env_kwargs=env_kwargs, init_seed=seed) if kind == "sims" else {}
-    return make_robot_from_config(cls(calibration_dir=calibration_dir, **kw))
+    try:
+        rcfg = cls(calibration_dir=calibration_dir, **kw, **(extra or {}))
+    except TypeError as e:
+        raise ValueError(f"robot config for {kind!r}: {e}") from None
+    return make_robot_from_config(rcfg)

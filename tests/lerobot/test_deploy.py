@@ -62,6 +62,9 @@ def test_deploy_one_episode_clips_and_records(tmp_path, policy):
     acts = torch.stack([ds[i]["action"] for i in range(len(ds))])
     assert float(acts.abs().max()) <= 0.05 + 1e-6  # what was sent (and recorded) is clipped
     assert ds[0]["observation.images.agentview"].shape == (3, 32, 32) and ds[0]["task"]
+    # success per frame (LeRobot's next.success): True only on the last frame of a successful episode
+    assert [bool(ds[i]["next.success"]) for i in range(12)] == [False] * 5 + [out["episodes"][0]["success"]] + \
+        [False] * 5 + [out["episodes"][1]["success"]]
 
 
 def test_max_episode_time_and_realtime_rate(tmp_path, policy):
