@@ -400,15 +400,17 @@ def config_diff(a: dict, b: dict, prefix: str = "") -> list[str]:
 
 
 def check_resume_config(saved: dict, cfg: Any, source: str, ignore: tuple[str, ...] = ("resume",)) -> None:
-    """Refuse to resume a run under a different config: raise ``ValueError`` listing every differing key,
-    except those starting with one of ``ignore`` (iteration counts, logging cadence, ...) and those that
-    ``cfg.inactive_keys()`` names (a run saved before such a key was refused may still hold it)."""
+    """Refuse to resume a run under a different config: raise ``ValueError`` (one line) listing every differing key,
+    except those starting with one of ``ignore`` (iteration counts, logging cadence, ...), ``output_dir`` (a run
+    directory that was moved or copied resumes where it is) and those that ``cfg.inactive_keys()`` names (a run
+    saved before such a key was refused may still hold it)."""
     inactive = tuple(getattr(cfg, "inactive_keys", dict)())  # keys the mode ignores cannot change the run
+    skip = (*ignore, "output_dir:")
     diff = [d for d in config_diff(saved, config_to_dict(cfg))
-            if not d.startswith(ignore) and not any(d.startswith((k + ":", k + ".")) for k in inactive)]
+            if not d.startswith(skip) and not any(d.startswith((k + ":", k + ".")) for k in inactive)]
     if diff:
-        raise ValueError(f"refusing to resume from {source}: config differs in\n  " + "\n  ".join(diff)
-                         + "\n(use resume=false or another output_dir)")
+        raise ValueError(f"refusing to resume from {source}: config differs in " + "; ".join(diff)
+                         + " (use resume=false or another output_dir)")
 
 
 def dump_config(cfg: Any) -> str:

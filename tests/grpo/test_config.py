@@ -115,6 +115,46 @@ def test_resume_ignores_inactive_keys():
         check_resume_config(saved, Moded(mode="b"), "ckpt")
 
 
+def test_resume_ignores_a_moved_run_dir_and_reports_in_one_line():
+    from dataclasses import dataclass
+
+    from grpo.config import check_resume_config
+
+    @dataclass
+    class Run:
+        seed: int = 0
+        output_dir: str = "runs/a"
+        lr: float = 1e-3
+
+    check_resume_config(config_to_dict(Run()), Run(output_dir="/elsewhere/a"), "ckpt")  # moved or copied: resumes
+    with pytest.raises(ValueError) as e:
+        check_resume_config(config_to_dict(Run()), Run(seed=1, lr=2e-3), "ckpt")
+    msg = str(e.value)
+    assert "\n" not in msg and "lr: 0.001 != 0.002" in msg and "seed: 0 != 1" in msg and "resume=false" in msg
+
+
+def test_non_finite_empty_and_range_errors_name_the_key(tmp_path):
+    from grpo.config import require_at_least, require_positive
+
+    with pytest.raises(ConfigError, match=r"'inner.lr' expects a finite number, got 'nan'"):
+        load_config(Moded, None, ["inner.lr=nan"])
+    with pytest.raises(ConfigError, match=r"c.yaml: the file is empty"):
+        load_config(Moded, _yaml(tmp_path, ""))
+    with pytest.raises(ConfigError, match=r"is a directory"):
+        load_config(Moded, tmp_path)
+
+    @dataclass
+    class R:
+        n: int = 1
+        lr: float | None = 0.1
+
+    with pytest.raises(ValueError, match=r"^x.n must be >= 1, got 0$"):
+        require_at_least("x", R(n=0), n=1)
+    with pytest.raises(ValueError, match=r"^x.lr must be > 0, got -0.1$"):
+        require_positive("x", R(lr=-0.1), "lr")
+    require_positive("x", R(lr=None), "lr")  # None means off
+
+
 def test_branch_mode_refuses_flat_keys():
     from diffusion_rl.config import DiffusionRLConfig
 
