@@ -102,6 +102,7 @@ def main(argv: list[str] | None = None) -> int:
     x.add_argument("--merge", action="store_true", help="also save the pipeline with the LoRA fused, in OUT/merged")
     x.add_argument("--weights", choices=("auto", "ema", "live"), default="auto",
                    help="auto: the EMA weights when the run kept them (what its evaluation scored), else the live ones")
+    x.add_argument("--force", action="store_true", help="replace an export already in OUT (refused otherwise)")
     add_report_command(sub)  # grpo.report: one offline HTML page for one or more runs
     args = parse_args(ap, argv, takes_overrides=("train", "toy"))  # key=value overrides may follow --dry-run
     try:
@@ -210,13 +211,34 @@ def _toy(args) -> int:
 def _export(args) -> int:
     from .export import export_run
 
-    check_writable_dir(args.out, "OUT")
+    check_export_target(args.run_dir, args.out, args.force)
     info = export_run(args.run_dir, args.out, merge=args.merge, weights=args.weights)
     lo = info["lora"]
     print(f"exported {info['weights']} LoRA of {info['checkpoint']} (iteration {info['iteration']}): rank {lo['rank']}, "
           f"alpha {lo['alpha']}, {lo['tensors']} tensors -> {args.out} (load with {info['pipeline']}"
           f".load_lora_weights)" + (f"; merged pipeline -> {info['merged']}" if info["merged"] else ""))
     return 0
+
+
+EXPORT_FILES = ("export.json", "pytorch_lora_weights.safetensors", "merged")  # what an export writes into OUT
+
+
+def check_export_target(run_dir: str, out: str, force: bool) -> None:
+    """OUT must be a writable directory outside the run (an export inside it would mix with the checkpoints that
+    resume and ``eval`` read) and, unless ``force``, must not already hold an export (it would be overwritten)."""
+    from pathlib import Path
+
+    check_writable_dir(out, "OUT")
+    run = Path(run_dir).expanduser().resolve()
+    root = run.parent.parent if run.name.startswith(("step_", "best")) else run.parent if run.name == "checkpoints" else run
+    target = Path(out).expanduser().resolve()
+    if target == root or root in target.parents:
+        raise ValueError(f"OUT={out!r} is inside the run directory {str(root)!r} (expected a separate directory)")
+    held = [n for n in EXPORT_FILES if (target / n).exists()] + sorted(p.name for p in target.glob("*_lora_weights.safetensors")
+                                                                       if p.name not in EXPORT_FILES)
+    if held and not force:
+        raise ValueError(f"OUT={out!r} already holds an export ({', '.join(held)}); expected an empty or new directory "
+                         "(pass --force to replace it)")
 
 
 def _eval(args) -> int:

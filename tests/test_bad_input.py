@@ -59,6 +59,8 @@ def assets(tmp_path_factory):
     (a / "a_file").write_text("not a directory\n")
     (a / "broken.yaml").write_text("seed: 0\nmodel:\n  kind: sd3\n  height: [16\nreward: {name: x}\n")
     (a / "empty.yaml").write_text("")
+    (a / "prev_export").mkdir()
+    (a / "prev_export" / "export.json").write_text("{}\n")
     (a / "a_dir.yaml").mkdir()
     return a
 
@@ -158,6 +160,9 @@ CASES = {
     "d-eval-missing": ("diffusion_rl.cli", ["eval", "{assets}/no_run"], [], ["{assets}/no_run"]),
     "d-eval-truncated": ("diffusion_rl.cli", ["eval", "{drun_truncated_ck}"], [], ["safetensors"]),
     "d-export-missing": ("diffusion_rl.cli", ["export", "{assets}/no_run", "{assets}/exp"], [], ["{assets}/no_run"]),
+    "d-export-into-run": ("diffusion_rl.cli", ["export", "{drun}", "{drun}/exported"], [], ["{drun}/exported", "inside the run"]),
+    "d-export-existing": ("diffusion_rl.cli", ["export", "{drun}", "{assets}/prev_export"], [],
+                          ["{assets}/prev_export", "already holds an export", "--force"]),
     "d-export-unwritable": ("diffusion_rl.cli", ["export", "{drun}", "{assets}/a_file/exp"], [], ["{assets}/a_file/exp"]),
     "p-zero-steps": ("diffusion_rl.cli", ["pretrain-shapes", "--out", "{assets}/ps", "--steps", "0"], [], ["steps", "0"]),
     "p-neg-size": ("diffusion_rl.cli", ["pretrain-shapes", "--out", "{assets}/ps", "--size", "-8"], [], ["--size", "-8"]),
