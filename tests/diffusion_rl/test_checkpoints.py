@@ -122,3 +122,64 @@ def test_single_file_in_the_original_wan_layout(tmp_path):
     save_file(orig, str(single))
     ad = build_adapter(_cfg("wan", path=str(single), components=str(snap)))
     torch.testing.assert_close(_velocity(ad), want, atol=1e-6, rtol=0)
+
+
+def _components_with(tmp_path, pipe, transformer):
+    """A components directory as a user keeps one next to a single-file checkpoint: the tiny pipeline saved, its
+    transformer folder holding only the config of ``transformer`` (no weights)."""
+    comp = tmp_path / "components"
+    pipe.save_pretrained(str(comp))
+    for f in (comp / "transformer").glob("*.safetensors"):
+        f.unlink()
+    transformer.save_config(str(comp / "transformer"))
+    return comp
+
+
+def test_single_file_in_the_original_sd3_layout(tmp_path):
+    """An SD3.5-Medium-style MMDiT-X (qk RMS norm, a dual-attention block) stored as Stability AI's single files store it
+    (model.diffusion_model.joint_blocks.N.x_block.attn.qkv, ..., final_layer) loads through model.path + model.components
+    and gives the diffusers model's velocity. diffusers infers nothing here: the transformer config comes from
+    model.components/transformer/config.json (from_single_file(config=..., subfolder="transformer"))."""
+    from diffusers import SD3Transformer2DModel
+
+    from .original_layouts import sd3_to_original
+
+    pipe = TINY_BUILDERS["sd3"](max_length=16)
+    torch.manual_seed(1)
+    pipe.transformer = SD3Transformer2DModel(  # 2 blocks: MMDiT-X (attn2) then MMDiT; the last block is context-pre-only
+        sample_size=16, patch_size=2, in_channels=4, out_channels=4, num_layers=2, attention_head_dim=16,
+        num_attention_heads=2, joint_attention_dim=64, caption_projection_dim=32, pooled_projection_dim=64,
+        pos_embed_max_size=16, qk_norm="rms_norm", dual_attention_layers=(0,)).eval()
+    want = _velocity(ADAPTERS["sd3"](pipe, _cfg("sd3")))
+    orig = sd3_to_original(pipe.transformer.state_dict())
+    assert "model.diffusion_model.joint_blocks.0.x_block.attn2.qkv.weight" in orig
+    assert not any(".to_q." in k for k in orig)  # really the other layout
+    single = tmp_path / "sd3.5_medium_tiny.safetensors"
+    save_file(orig, str(single))
+    comp = _components_with(tmp_path, pipe, pipe.transformer)
+    ad = build_adapter(_cfg("sd3", path=str(single), components=str(comp)))
+    torch.testing.assert_close(_velocity(ad), want, atol=1e-6, rtol=0)
+
+
+@pytest.mark.slow
+def test_single_file_in_the_original_flux_layout(tmp_path):
+    """A FLUX transformer stored as Black Forest Labs' files store it (double_blocks / single_blocks with the fused
+    linear1 = [q; k; v; mlp_in], final_layer) loads through model.path + model.components. diffusers 0.36's FLUX
+    converter splits linear1 at a hard-coded width (inner_dim 3072, MLP ratio 4) instead of reading the config, so the
+    model is full width (3072 = 2 heads x 1536) and one block of each kind deep: 520 M parameters, bf16 (~1 GB)."""
+    from .original_layouts import flux_to_original
+
+    pipe = TINY_BUILDERS["flux"](max_length=16, hidden=3072)
+    assert pipe.transformer.inner_dim == 3072
+    pipe.transformer.to(torch.bfloat16).eval()
+    ref = ADAPTERS["flux"](pipe, _cfg("flux", dtype="bf16"))
+    x = torch.randn(2, *ref.latent_shape, generator=torch.Generator().manual_seed(0))
+    cond = ref.encode_prompts(["a red circle", "a blue square"])  # one conditioning for both: the loaded pipeline's
+    want = ref.velocity(x, torch.tensor([0.8, 0.4]), cond)        # text encoders are bf16 (torch_dtype), these fp32
+    single = tmp_path / "flux1-dev-tiny.safetensors"
+    save_file(flux_to_original(pipe.transformer.state_dict()), str(single))
+    # the same text encoders and VAE, saved around a small stand-in transformer (its config is then replaced)
+    light = type(pipe)(**{**pipe.components, "transformer": TINY_BUILDERS["flux"](max_length=16).transformer})
+    comp = _components_with(tmp_path, light, pipe.transformer)
+    ad = build_adapter(_cfg("flux", path=str(single), components=str(comp), dtype="bf16"))
+    torch.testing.assert_close(ad.velocity(x, torch.tensor([0.8, 0.4]), cond), want, atol=0, rtol=0)
