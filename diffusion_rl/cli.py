@@ -29,9 +29,9 @@ from __future__ import annotations
 import argparse
 import sys
 
-from grpo.cli import ArgumentParser, add_config_help, parse_args
+from grpo.cli import ArgumentParser, add_config_help, parse_args, run_command
 from grpo.preflight import check_writable_dir, quiet_third_party_warnings
-from grpo.config import ConfigError, dump_config, load_config
+from grpo.config import dump_config, load_config
 from grpo.monitors import RewardHackingError
 from grpo.onpolicy import OnPolicyError
 from grpo.report import add_report_command, run_report
@@ -105,24 +105,17 @@ def main(argv: list[str] | None = None) -> int:
     x.add_argument("--force", action="store_true", help="replace an export already in OUT (refused otherwise)")
     add_report_command(sub)  # grpo.report: one offline HTML page for one or more runs
     args = parse_args(ap, argv, takes_overrides=("train", "toy"))  # key=value overrides may follow --dry-run
-    try:
-        if args.cmd == "report":
-            return run_report(args)
-        if args.cmd == "train":
-            return _train(args)
-        if args.cmd == "pretrain-shapes":
-            return _pretrain_shapes(args)
-        if args.cmd == "toy":
-            return _toy(args)
-        if args.cmd == "export":
-            return _export(args)
-        return _eval(args)
-    except (RetryError, OnPolicyError, RewardHackingError) as err:  # a run stopped by a check: one line, exit 1
-        print(f"error: {err}", file=sys.stderr)
-        return 1
-    except (ConfigError, ValueError, FileNotFoundError, KeyError) as err:
-        print(f"error: {err}", file=sys.stderr)
-        return 2
+    commands = {"report": run_report, "train": _train, "pretrain-shapes": _pretrain_shapes, "toy": _toy,
+                "export": _export, "eval": _eval}
+
+    def dispatch() -> int:
+        try:
+            return commands[args.cmd](args)
+        except (RetryError, OnPolicyError, RewardHackingError) as err:  # a run stopped by a check: one line, exit 1
+            print(f"error: {err}", file=sys.stderr)
+            return 1
+
+    return run_command(dispatch)  # bad input (and a missing optional package): one line, exit 2
 
 
 def _train(args) -> int:

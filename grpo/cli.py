@@ -54,13 +54,34 @@ def add_config_help(parser: argparse.ArgumentParser, config_class: Callable[[], 
                         help="list every config key with its type, default and a one-line description, then exit")
 
 
+OPTIONAL_PACKAGES = {  # top-level module -> how this project installs it (a command that needs one says so)
+    "lerobot": "make lerobot, then run .venv-lerobot/bin/vla-rl (docs/LEROBOT.md)",
+    "libero": "make install (python -m sims.libero_adapter setup; docs/LIBERO.md)",
+    "robosuite": "pip install -e '.[test]' (robosuite==1.5.2)",
+    "open_clip": "pip install -e '.[ocr]'",
+    "xformers": "xformers needs CUDA; use model.attention=sdpa on this machine",
+    "flash_attn": "flash-attn needs CUDA; use model.attention=sdpa on this machine",
+}
+OWN_PACKAGES = ("grpo", "diffusion_rl", "vla_rl", "world_models", "rewards", "sims", "quant", "bench", "tests")
+
+
 def run_command(fn: Callable[[], int], bad_input: tuple[type[BaseException], ...] = BAD_INPUT) -> int:
-    """``fn()``'s exit code; an exception of ``bad_input`` becomes ``error: <message>`` on stderr and exit code 2."""
+    """``fn()``'s exit code; an exception of ``bad_input`` becomes ``error: <message>`` on stderr and exit code 2, and
+    a third-party package the command needs but this environment lacks becomes ``error: ... needs <package>`` (a
+    missing module of this project itself is a bug and is raised)."""
     try:
         return fn()
     except bad_input as e:
         msg = e.args[0] if isinstance(e, KeyError) and e.args else e
         print(f"error: {msg}", file=sys.stderr)
+        return 2
+    except ModuleNotFoundError as e:
+        top = (e.name or "").split(".")[0]
+        if not top or top in OWN_PACKAGES:
+            raise
+        how = OPTIONAL_PACKAGES.get(top, f"pip install {top} into {sys.prefix}")
+        print(f"error: this command needs the package '{top}', which is not installed in {sys.prefix} ({how})",
+              file=sys.stderr)
         return 2
 
 

@@ -46,6 +46,20 @@ def check_writable_dir(path: str | os.PathLike, key: str, shown: str | os.PathLi
     return p
 
 
+def check_new_output(path: str | os.PathLike, key: str, force: bool | None) -> Path:
+    """``path`` (a file or a directory a command writes) does not exist yet, or is an empty directory, unless
+    ``force`` (the command's ``--force``; ``None``: the command has no such option): a job never replaces what is
+    there by default."""
+    p = Path(path).expanduser()
+    if p.is_dir() and not any(p.iterdir()):
+        return p
+    if (p.exists() or p.is_symlink()) and not force:
+        kind = "a non-empty directory" if p.is_dir() else "a file"
+        hint = " (pass --force to replace it)" if force is not None else ""
+        raise ValueError(f"{key}={str(p)!r} already exists ({kind}); expected a new path{hint}")
+    return p
+
+
 def check_writable_file(path: str | os.PathLike, key: str) -> Path:
     """The file ``path`` can be written: its directory passes :func:`check_writable_dir` and it is not a directory."""
     p = Path(path).expanduser()

@@ -26,7 +26,7 @@ import sys
 from pathlib import Path
 
 from grpo.cli import ArgumentParser, add_config_help, parse_args, run_command
-from grpo.preflight import check_writable_file, quiet_third_party_warnings
+from grpo.preflight import check_new_output, check_writable_dir, check_writable_file, quiet_third_party_warnings
 
 
 def _setup_threads() -> None:
@@ -192,7 +192,12 @@ def cmd_record_demos(args: argparse.Namespace) -> int:
     if args.task not in tasks:
         known = [t for t in tasks if not t.startswith("libero/")] + (["libero/<suite>/<i>"] if len(tasks) > 20 else [])
         raise ValueError(f"unknown task {args.task!r}; known: {', '.join(known)}")
-    check_writable_file(args.out, "out")
+    if args.format == "lerobot":  # a LeRobotDataset is a directory, created by lerobot itself: never replaced
+        check_writable_dir(args.out, "out")
+        check_new_output(args.out, "out", force=None)
+    else:
+        check_writable_file(args.out, "out")
+        check_new_output(args.out, "out", args.force)
     cams = () if args.cameras == ["none"] else tuple(args.cameras)
     summary = sims.record_demos(args.task, args.n, args.out, env_kwargs={"image_size": args.image_size, "cameras": cams},
                                 seed_offset=args.seed_offset, noise=args.noise, wrong_object=args.wrong_object,
@@ -213,6 +218,9 @@ def cmd_libero_demos(args: argparse.Namespace) -> int:
     if missing:
         raise FileNotFoundError(f"no such LIBERO demo file(s): {', '.join(missing[:5])}")
     check_writable_file(args.out, "out")
+    check_new_output(args.out, "out", args.force)
+    if any(Path(args.out).resolve() == Path(f).resolve() for f in args.inputs):
+        raise ValueError(f"out={args.out!r} is one of the inputs (expected a new path)")
     if args.image_size is not None and (not args.replay or args.image_size < 1):
         raise ValueError(f"--image-size={args.image_size}: expected >= 1, with --replay")
     names = args.env_names or [f"libero/{args.suite}/{task_index(args.suite, f)}" for f in args.inputs]
@@ -256,10 +264,13 @@ def main(argv: list[str] | None = None) -> int:
     d.add_argument("--only-success", action="store_true", help="keep successful episodes only")
     d.add_argument("--format", choices=["hdf5", "lerobot"], default="hdf5",
                    help="hdf5: robomimic-style file; lerobot: a LeRobotDataset v3.0 directory (needs lerobot: make lerobot)")
+    d.add_argument("--force", action="store_true", help="replace an existing HDF5 out (refused otherwise; a "
+                   "LeRobotDataset directory is never replaced)")
     lb = sub.add_parser("libero-demos", help="convert LIBERO's per-task demo files into one demo file (sft.demo_path)",
                         description="Convert LIBERO's demo files (one robomimic-style HDF5 per task) into the one-file "
                         "layout vla_rl.demos reads (vla_rl.libero_demos).")
     lb.add_argument("out", help="output .hdf5 path")
+    lb.add_argument("--force", action="store_true", help="replace an existing out (refused otherwise)")
     lb.add_argument("inputs", nargs="+", help="LIBERO *_demo.hdf5 files")
     lb.add_argument("--suite", help="LIBERO suite (e.g. libero_spatial): task indices from LIBERO's benchmark order")
     lb.add_argument("--env-names", nargs="+", help="explicit env names (libero/<suite>/<i>), one per input, instead of --suite")

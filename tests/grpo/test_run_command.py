@@ -1,0 +1,48 @@
+"""grpo.cli.run_command: bad input and a missing third-party package become one line and exit 2; a missing module of
+this project is a bug and is raised."""
+import pytest
+
+from grpo.cli import run_command
+from grpo.preflight import check_new_output
+
+
+def _raise(exc):
+    def fn():
+        raise exc
+    return fn
+
+
+def test_bad_input_is_one_line(capsys):
+    assert run_command(_raise(ValueError("rl.lr=-1: expected > 0"))) == 2
+    err = capsys.readouterr().err
+    assert err == "error: rl.lr=-1: expected > 0\n"
+
+
+def test_missing_optional_package_names_it_and_how(capsys):
+    assert run_command(_raise(ModuleNotFoundError("No module named 'lerobot.policies'", name="lerobot.policies"))) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0 and "'lerobot'" in err and "make lerobot" in err
+
+
+def test_missing_unknown_package_says_pip(capsys):
+    assert run_command(_raise(ModuleNotFoundError("No module named 'foo_bar'", name="foo_bar"))) == 2
+    assert "pip install foo_bar" in capsys.readouterr().err
+
+
+def test_missing_own_module_is_raised():
+    with pytest.raises(ModuleNotFoundError):
+        run_command(_raise(ModuleNotFoundError("No module named 'grpo.nothing'", name="grpo.nothing")))
+
+
+def test_check_new_output(tmp_path):
+    assert check_new_output(tmp_path / "new", "out", None) == tmp_path / "new"
+    (tmp_path / "empty").mkdir()
+    check_new_output(tmp_path / "empty", "out", False)
+    f = tmp_path / "f.hdf5"
+    f.write_bytes(b"x")
+    with pytest.raises(ValueError, match="already exists .*--force"):
+        check_new_output(f, "out", False)
+    with pytest.raises(ValueError) as e:
+        check_new_output(f, "out", None)
+    assert "--force" not in str(e.value)
+    assert check_new_output(f, "out", True) == f
