@@ -250,6 +250,9 @@ def _eval(args) -> int:
 
         check_checkpoint_dir(p)  # a truncated / corrupt checkpoint: one line naming the file
     state = load_checkpoint(p)
+    if "trainable" not in state:  # e.g. a vla-rl checkpoint
+        other = " (a vla-rl checkpoint: use vla-rl eval)" if "policy_config" in state else ""
+        raise ValueError(f"{state['__path__']} is not a diffusion-rl checkpoint (it holds no trainable weights){other}")
     cfg = build_cfg(DiffusionRLConfig, state["config"], "", str(p))
     if args.overrides:
         from grpo.config import config_to_dict, parse_overrides, _merge

@@ -216,6 +216,8 @@ CASES = {
     # vla-rl eval / loop / record-demos / libero-demos
     "v-eval-missing": ("vla_rl.cli", ["eval", "{assets}/no_run"], [], ["{assets}/no_run"]),
     "v-eval-truncated": ("vla_rl.cli", ["eval", "{vrun_truncated_ck}"], [], ["safetensors"]),
+    "v-eval-diffusion-run": ("vla_rl.cli", ["eval", "{drun}"], [], ["not a vla-rl", "diffusion-rl eval"]),
+    "d-eval-vla-run": ("diffusion_rl.cli", ["eval", "{vrun}"], [], ["not a diffusion-rl", "vla-rl eval"]),
     "v-eval-neg-episodes": ("vla_rl.cli", ["eval", "{vrun}", "--episodes", "-1"], [], ["--episodes", "-1"]),
     "l-unknown-key": (*L, ["nosuch.key=1"], ["nosuch"]),
     "l-wrong-type": (*L, ["cycles=abc"], ["cycles", "abc"]),

@@ -117,6 +117,9 @@ def cmd_eval(args: argparse.Namespace) -> int:
     except FileNotFoundError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
+    if "policy_config" not in st:  # e.g. a diffusion-rl or vla-rl loop checkpoint
+        other = " (a diffusion-rl checkpoint: use diffusion-rl eval)" if "trainable" in st else ""
+        raise ValueError(f"{st['__path__']} is not a vla-rl train checkpoint (it holds no policy_config){other}")
     try:  # the device is this evaluation's, not the run's (a GPU run's checkpoint evaluates on a CPU machine);
         # the checkpoint's config is the full resolved one, so its inactive keys are not refused (build_config)
         cfg = build_config(VLARLConfig, {**st["config"], "device": args.device}, source=str(st["__path__"]))
