@@ -10,7 +10,10 @@ Per seed, ONE process holds four trainers built from the same base and the same 
 evaluated on the same fixed prompts with the same noise: flat GRPO, BranchGRPO, BranchGRPO + pruning (top-1 leaf per
 last-split parent, a sliding window of 2 trained depths) and BranchGRPO-Mix (a 4-step sliding SDE window; split steps
 always SDE). Every arm uses the same settings (lr, prompts per update, SDE eta, clip, group = 16 leaves / samples); the
-tree arms branch at the reference's split steps 0, 3, 6, 9 of 20 (factor 2, ``--splits``). Their iterations are
+tree arms branch at steps 0, 2, 4, 6 of the demo's 10 (factor 2, ``--splits``; the reference's 0, 3, 6, 9 of 20:
+early splits, where the leaves still diverge -- with the late splits of ``bench_branch.py`` (10, 13, 16, 18 of 20) a
+tree's 16 leaves differ by a within-group reward std of ~0.01-0.02 against flat's ~0.1, so its advantages are mostly
+noise; the table's ``leaf std`` column shows the spread each arm learns from). Their iterations are
 interleaved (the arm with the least progress steps next), so the load of a shared machine falls on all arms alike.
 
 Budgets are iterations, so a rerun reproduces every reward: flat GRPO runs ``--flat-iters`` iterations; a tree arm runs
@@ -27,12 +30,15 @@ clock" holds). An arm that never reaches the target within its budget is censore
 evaluation curve read (interpolated) at flat's total wall clock ``T``.
 
     python bench/bench_branch_headroom.py --seeds 3                # the table (docs/RESULTS.md, Seed claims)
+    python bench/bench_branch_headroom.py --seed-list 0 --json-out /tmp/s0.json   # one seed per process, then
+    python bench/bench_branch_headroom.py --report-from /tmp/s0.json,/tmp/s1.json,/tmp/s2.json
     python bench/bench_branch_headroom.py --small                  # seconds: 6 steps, 8 leaves, 2 flat iterations
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import math
 import os
 import statistics
@@ -101,6 +107,9 @@ class Arm:
         self.leaf_std.append(float(r.std(dim=1).mean()))
         if len(self.walls) % self.eval_every == 0 or len(self.walls) == self.iters:
             self.evaluate()
+            i, r, acc = self.curve[-1]
+            print(f"    {self.name:<13} it {i:3d}/{self.iters}: eval reward {r:.4f}, all-correct {acc:.3f} "
+                  f"({sum(self.walls):.0f} s)", flush=True)
 
     @property
     def s_per_iter(self) -> float:
@@ -261,13 +270,15 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--seeds", type=int, default=3, help="seeds 0..N-1 (or --seed-list), one interleaved run each")
     ap.add_argument("--seed-list", default=None, help="comma-separated seeds instead of 0..N-1")
-    ap.add_argument("--flat-iters", type=int, default=40, help="flat GRPO's budget in iterations (its wall is T)")
-    ap.add_argument("--overrun", type=float, default=1.5,
+    ap.add_argument("--flat-iters", type=int, default=30, help="flat GRPO's budget in iterations (its wall is T)")
+    ap.add_argument("--overrun", type=float, default=1.25,
                     help="a tree arm's budget in flat's cost units, as a multiple of flat's (> 1 so it covers T)")
     ap.add_argument("--eval-every", type=int, default=4, help="flat iterations (their cost) between evaluations")
     ap.add_argument("--target-frac", type=float, default=0.8, help="flat's target: before + this x flat's final gain")
-    ap.add_argument("--steps", type=int, default=20, help="denoising steps of every arm")
-    ap.add_argument("--splits", type=_splits, default=[0, 3, 6, 9], help="tree split steps (factor 2 each)")
+    ap.add_argument("--steps", type=int, default=10, help="denoising steps of every arm (the demo's 10)")
+    ap.add_argument("--splits", type=_splits, default=[0, 2, 4, 6],
+                    help="tree split steps (factor 2 each): the reference's 0,3,6,9 of 20 (every ~0.15 of the "
+                         "trajectory from the start) at 10 steps")
     ap.add_argument("--prompts", type=int, default=1, help="prompts per update, every arm")
     ap.add_argument("--lr", type=float, default=1e-3, help="AdamW learning rate of the LoRA, every arm")
     ap.add_argument("--eta", type=float, default=0.7, help="SDE noise level, every arm")
@@ -277,6 +288,10 @@ def main(argv=None) -> int:
     ap.add_argument("--arms", default=",".join(ARMS), help=f"comma-separated subset of {', '.join(ARMS)} (flat first)")
     ap.add_argument("--model-path", default="builtin:shapes_sd3")
     ap.add_argument("--out", default="/tmp/bench_branch_headroom", help="trainer output dirs (nothing is written)")
+    ap.add_argument("--json-out", default=None, help="also write the per-seed results to this JSON file")
+    ap.add_argument("--report-from", default=None,
+                    help="comma-separated --json-out files (e.g. seeds run as separate processes): print their "
+                         "combined table and run nothing (the other flags must be the runs' own, for the header)")
     ap.add_argument("--small", action="store_true",
                     help="seconds: 6 steps, splits 0,2,4 (8 leaves), 2 flat iterations, 8 eval prompts, 1 seed")
     argv = sys.argv[1:] if argv is None else list(argv)
@@ -308,11 +323,23 @@ def main(argv=None) -> int:
     if problems:
         print(f"bench_branch_headroom: {problems[0]}", file=sys.stderr)
         return 2
+    if args.report_from:
+        runs = []
+        for path in args.report_from.split(","):
+            try:
+                runs += json.loads(Path(path).read_text())
+            except (OSError, ValueError) as e:
+                print(f"bench_branch_headroom: --report-from {path!r}: {e}", file=sys.stderr)
+                return 2
+        report(args, runs)
+        return 0
     runs = []
     for seed in seeds:
         t = time.perf_counter()
         runs.append(run_seed(args, seed))
         print(f"  seed {seed} done in {time.perf_counter() - t:.0f} s", flush=True)
+    if args.json_out:
+        Path(args.json_out).write_text(json.dumps(runs))
     report(args, runs)
     return 0
 
