@@ -96,6 +96,10 @@ class DiffusionRLConfig:
     dist: DistConfig = field(default_factory=DistConfig)  # ddp (replicas) or fsdp (sharded denoiser), grpo.fsdp
     eval: MonitorConfig = field(default_factory=MonitorConfig)  # gold monitors on evaluation samples (colour_variance, low_freq_ratio, reward names) and the reward-hacking alarm
 
+    def __post_init__(self) -> None:
+        if self.branch.enabled:  # the tree fits the schedule (split steps inside it, one factor or one per split)
+            self.branch.make_tree(self.sampler.num_steps)
+
     def inactive_keys(self) -> dict[str, str]:
         """Keys the chosen mode reads nowhere (:func:`grpo.config.check_inactive_keys` refuses them when given).
 

@@ -57,6 +57,7 @@ def assets(tmp_path_factory):
     line 4, one tiny diffusion run and one tiny VLA run with checkpoints, and a demo file."""
     a = tmp_path_factory.mktemp("assets")
     (a / "a_file").write_text("not a directory\n")
+    (a / "old.hdf5").write_bytes(b"an earlier output\n")
     (a / "broken.yaml").write_text("seed: 0\nmodel:\n  kind: sd3\n  height: [16\nreward: {name: x}\n")
     (a / "empty.yaml").write_text("")
     (a / "prev_export").mkdir()
@@ -236,10 +237,14 @@ CASES = {
     "r-wrong-type": ("vla_rl.cli", ["record-demos", "tabletop/reach", "two", "{assets}/r.hdf5"], [], ["two"]),
     "r-unwritable-out": ("vla_rl.cli", ["record-demos", "tabletop/reach", "1", "{assets}/a_file/r.hdf5"], [],
                          ["{assets}/a_file/r.hdf5"]),
-    "r-existing-out": ("vla_rl.cli", ["record-demos", "tabletop/reach", "1", "{assets}/a_file"], [],
-                       ["{assets}/a_file", "already exists", "--force"]),
-    "lb-existing-out": ("vla_rl.cli", ["libero-demos", "{assets}/a_file", "{demo}", "--env-names",
-                                       "libero/libero_spatial/0"], [], ["{assets}/a_file", "already exists"]),
+    "r-existing-out": ("vla_rl.cli", ["record-demos", "tabletop/reach", "1", "{assets}/old.hdf5"], [],
+                       ["{assets}/old.hdf5", "already exists", "--force"]),
+    "lb-existing-out": ("vla_rl.cli", ["libero-demos", "{assets}/old.hdf5", "{demo}", "--env-names",
+                                       "libero/libero_spatial/0"], [], ["{assets}/old.hdf5", "already exists"]),
+    "r-out-not-hdf5": ("vla_rl.cli", ["record-demos", "tabletop/reach", "2", "{assets}/demos.txt"], [],
+                       ["{assets}/demos.txt", ".hdf5", "--format lerobot"]),
+    "d-branch-split-beyond-steps": ("diffusion_rl.cli", ["train", "configs/diffusion/shapes_branch.yaml", "--dry-run"],
+                                    ["branch.split_steps=[3,12]"], ["branch.split_steps", "[12]", "sampler.num_steps=10"]),
     "lb-out-is-input": ("vla_rl.cli", ["libero-demos", "{demo}", "{demo}", "--env-names", "libero/libero_spatial/0",
                                        "--force"], [], ["{demo}", "one of the inputs"]),
     "lb-missing-input": ("vla_rl.cli", ["libero-demos", "{assets}/o.hdf5", "{assets}/none_demo.hdf5", "--suite",

@@ -2,8 +2,9 @@
 
     vla-rl train configs/vla/tabletop_reach.yaml [key=value ...]      # resumes from the latest checkpoint
     vla-rl train configs/vla/tabletop_reach.yaml --dry-run            # resolved config + cost per iteration
+    vla-rl train configs/vla/smolvla_reach_one.yaml --plan           # memory / FLOPs / s/iter at full size (vla_rl.plan)
     vla-rl eval runs/vla_reach [--episodes 32] [--video] [--device cpu]  # held-out success of the latest checkpoint
-    vla-rl loop configs/world_models/loop_reach_one.yaml [key=value ...] [--dry-run]   # World-VLA-Loop (vla_rl.wm_loop)
+    vla-rl loop configs/world_models/loop_reach_one.yaml [key=value ...] [--dry-run | --plan]   # World-VLA-Loop (vla_rl.wm_loop)
     vla-rl record-demos tabletop/pick_place 50 demos/pick_place.hdf5 [--noise 0.1 ...]  # scripted-expert HDF5 demos
     vla-rl robot-loop configs/robot/loop_sims.yaml [key=value ...]   # real-world RL on a LeRobot robot (make lerobot)
     vla-rl libero-demos OUT.hdf5 LIBERO/datasets/libero_spatial/*_demo.hdf5 --suite libero_spatial  # LIBERO's demos
@@ -48,7 +49,12 @@ def cmd_train(args: argparse.Namespace) -> int:
         return 2
     from .preflight import check_vla_inputs
 
-    check_vla_inputs(cfg, writes=not args.dry_run)  # before any env, model or file is made
+    check_vla_inputs(cfg, writes=not (args.dry_run or args.plan))  # before any env, model or file is made
+    if args.plan:  # the full-size policy on the meta device / fake tensors (vla_rl.plan)
+        from .plan import plan_text
+
+        print(plan_text(cfg, False, args.gpus, args.gpu_mem, args.peak_tflops, args.mfu))
+        return 0
     if args.dry_run:
         print(dump_config(cfg))
         cost = cost_per_iteration(cfg)
@@ -178,7 +184,19 @@ def cmd_loop(args: argparse.Namespace) -> int:
     from .wm_loop import run_loop_command
 
     _setup_threads()
-    return run_loop_command(args.config, args.overrides, args.dry_run)
+    plan = None
+    if args.plan:  # the loop's models on the meta device / fake tensors (vla_rl.plan)
+        from .plan import plan_text
+
+        def plan(cfg) -> str:
+            return plan_text(cfg, True, args.gpus, args.gpu_mem, args.peak_tflops, args.mfu)
+    return run_loop_command(args.config, args.overrides, args.dry_run, plan)
+
+
+def _check_hdf5_name(out: str, hint: str = "") -> None:
+    """A robomimic-style demo file is named ``*.hdf5`` / ``*.h5`` (what ``sft.demo_path`` and LIBERO's tools read)."""
+    if Path(out).suffix.lower() not in (".hdf5", ".h5"):
+        raise ValueError(f"out={out!r}: expected a .hdf5 (or .h5) file{hint}")
 
 
 def cmd_record_demos(args: argparse.Namespace) -> int:
@@ -199,6 +217,7 @@ def cmd_record_demos(args: argparse.Namespace) -> int:
         check_writable_dir(args.out, "out")
         check_new_output(args.out, "out", force=None)
     else:
+        _check_hdf5_name(args.out, " (or --format lerobot for a LeRobotDataset directory)")
         check_writable_file(args.out, "out")
         check_new_output(args.out, "out", args.force)
     cams = () if args.cameras == ["none"] else tuple(args.cameras)
@@ -220,6 +239,7 @@ def cmd_libero_demos(args: argparse.Namespace) -> int:
     missing = [f for f in args.inputs if not Path(f).is_file()]
     if missing:
         raise FileNotFoundError(f"no such LIBERO demo file(s): {', '.join(missing[:5])}")
+    _check_hdf5_name(args.out)
     check_writable_file(args.out, "out")
     check_new_output(args.out, "out", args.force)
     if any(Path(args.out).resolve() == Path(f).resolve() for f in args.inputs):
@@ -232,6 +252,16 @@ def cmd_libero_demos(args: argparse.Namespace) -> int:
     return 0
 
 
+def _add_plan_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--plan", action="store_true", help="memory per GPU, FLOPs and s/iter of the full-size models, traced "
+                   "on the meta device / fake tensors without loading weights (vla_rl.plan); nothing is written")
+    p.add_argument("--gpus", default="1,8", help="--plan: GPU counts to plan for, comma-separated")
+    p.add_argument("--gpu-mem", type=float, default=80.0, help="--plan: memory of one GPU in GB (H100 SXM: 80)")
+    p.add_argument("--peak-tflops", type=float, default=None, help="--plan: dense peak per GPU (default: H100 SXM, "
+                   "494 TF32 or 989 bf16 by dist.mixed_precision)")
+    p.add_argument("--mfu", type=float, default=0.4, help="--plan: sustained fraction of the peak")
+
+
 def main(argv: list[str] | None = None) -> int:
     quiet_third_party_warnings()
     p = ArgumentParser(prog="vla-rl", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -241,6 +271,7 @@ def main(argv: list[str] | None = None) -> int:
     t.add_argument("config")
     t.add_argument("overrides", nargs="*", help="key=value overrides, e.g. rl.iterations=10")
     t.add_argument("--dry-run", action="store_true", help="print the resolved config and the cost per iteration")
+    _add_plan_args(t)
     e = sub.add_parser("eval", help="evaluate the latest checkpoint of a run on held-out initial states")
     e.add_argument("checkpoint", help="a run directory, its checkpoints/ folder, or one step_* checkpoint")
     e.add_argument("--episodes", type=int, default=0, help="held-out episodes per task (default: the config's)")
@@ -254,6 +285,7 @@ def main(argv: list[str] | None = None) -> int:
     lp.add_argument("config", help="a loop YAML (e.g. configs/world_models/loop_reach_one.yaml)")
     lp.add_argument("overrides", nargs="*", help="key=value overrides, e.g. cycles=2 vla.rl.lr=5e-4")
     lp.add_argument("--dry-run", action="store_true", help="print the resolved config and exit")
+    _add_plan_args(lp)
     d = sub.add_parser("record-demos", help="record scripted-expert demos of a sims task to robomimic-style HDF5")
     d.add_argument("task", help="e.g. tabletop/pick_place")
     d.add_argument("n", type=int, help="number of episodes")

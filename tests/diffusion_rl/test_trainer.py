@@ -113,7 +113,7 @@ def test_cli_bad_input_fails_at_start(tmp_path, capsys):
             "prompts.source=list", "prompts.prompts=[a red circle]"]
     assert main([*base, "prompts.source=file", f"prompts.file={tmp_path}/empty.txt", "--dry-run"]) == 2
     assert "holds no prompts" in capsys.readouterr().err
-    assert main([*base, "branch.enabled=true", "branch.split_steps=[2,40]", "--dry-run"]) == 2
+    assert main([*base, "branch.enabled=true", "branch.split_steps=[2,4]", "--dry-run"]) == 2
     assert "'grpo.group_size' does nothing with branch.enabled=true" in capsys.readouterr().err  # flat YAML, tree mode
     tree = ["train", "configs/diffusion/tiny_sd3_branch.yaml", f"output_dir={tmp_path}/o"]
     assert main([*tree, "branch.split_steps=[2,400]", "--dry-run"]) == 2
