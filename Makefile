@@ -9,7 +9,7 @@ TORCH   ?= torch==2.13.0
 export OMP_NUM_THREADS ?= 1
 export MKL_NUM_THREADS ?= 1
 
-.PHONY: install sysdeps browser demo demo-vla demo-wm vla-base test test-main test-lerobot lerobot bench clean
+.PHONY: install sysdeps browser demo demo-vla demo-wm vla-base test test-main test-lerobot lerobot lerobot-pi test-lerobot-pi bench clean
 
 # Headless MuJoCo rendering needs OSMesa (or a working EGL). Installed when missing and we are root;
 # otherwise print the command to run.
@@ -89,6 +89,26 @@ $(LEROBOT_VENV)/.installed: pyproject.toml requirements/lerobot.txt
 
 lerobot: $(LEROBOT_VENV)/.installed sysdeps
 
+# pi0 / pi0.5 need openpi's patched transformers 4.53.3 (lerobot 0.4.4 checks for it; requirements/lerobot-pi.txt),
+# which replaces the stock transformers SmolVLA needs: an overlay venv on top of .venv-lerobot (a .pth file adds
+# .venv-lerobot's site-packages after the overlay's own) holding only that transformers and its tokenizers, from the
+# registry, --no-deps (everything else they import is in .venv-lerobot). Its bin/vla-rl runs vla-rl there.
+# ~30 s, ~145 MB. Rebuilt when .venv-lerobot or the requirements change; otherwise nothing to do.
+LEROBOT_PI_VENV ?= .venv-lerobot-pi
+PIBIN           := $(LEROBOT_PI_VENV)/bin
+
+$(LEROBOT_PI_VENV)/.installed: $(LEROBOT_VENV)/.installed requirements/lerobot-pi.txt
+	$(PY) -m venv $(LEROBOT_PI_VENV)
+	$(PIBIN)/pip install -q --no-deps -r requirements/lerobot-pi.txt
+	$(LBIN)/python -c "import sysconfig; print(\"import site; site.addsitedir('\" + sysconfig.get_paths()['purelib'] + \"')\")" \
+	  > $$($(PIBIN)/python -c "import sysconfig; print(sysconfig.get_paths()['purelib'])")/zz_lerobot_base.pth
+	printf '#!%s\nimport sys\nfrom vla_rl.cli import main\nsys.exit(main())\n' "$(abspath $(PIBIN))/python" > $(PIBIN)/vla-rl
+	chmod +x $(PIBIN)/vla-rl
+	$(PIBIN)/python -c "import transformers, lerobot, vla_rl; from transformers.models.siglip import check; assert check.check_whether_transformers_replace_is_installed_correctly(); from lerobot.policies.pi0.modeling_pi0 import PI0Policy; print('pi env: transformers', transformers.__version__, 'lerobot', lerobot.__version__)"
+	@touch $@
+
+lerobot-pi: $(LEROBOT_PI_VENV)/.installed
+
 # The main suite in .venv, then the LeRobot tests (tests/lerobot) in the LeRobot venv.
 test-main: install browser
 	$(BIN)/python -m pytest -q --ignore=tests/lerobot
@@ -96,10 +116,14 @@ test-main: install browser
 test-lerobot: lerobot
 	$(LBIN)/python -m pytest -q tests/lerobot
 
-test: test-main test-lerobot
+# pi0 / pi0.5 (tests/lerobot/pi) in the pi overlay; not collected in the other environments
+test-lerobot-pi: lerobot-pi
+	$(PIBIN)/python -m pytest -q tests/lerobot/pi
+
+test: test-main test-lerobot test-lerobot-pi
 
 bench: install
 	@for f in bench/*.py; do echo "== $$f"; $(BIN)/python $$f || exit 1; done
 
 clean:
-	rm -rf $(VENV) $(LEROBOT_VENV) runs outputs *.egg-info
+	rm -rf $(VENV) $(LEROBOT_VENV) $(LEROBOT_PI_VENV) runs outputs *.egg-info

@@ -38,8 +38,9 @@ def make_policy(cfg: PolicyConfig, instructions: Iterable[str] = (), pretrained:
         if pretrained:
             return check_policy(cls.from_pretrained(pretrained, cfg))
         return check_policy(cls(cfg, WordTokenizer.build(instructions)))
-    from .lerobot import LeRobotVLA
+    from .lerobot import LeRobotVLA, lerobot_classes
 
+    lerobot_classes(cfg.type)  # this environment can build the type (one line if not), before anything is written
     path = pretrained or cfg.path
     if path:
         return check_policy(LeRobotVLA.from_pretrained(path, cfg))
@@ -56,6 +57,13 @@ def make_policy(cfg: PolicyConfig, instructions: Iterable[str] = (), pretrained:
         # a tiny backbone has no pretrained padding convention: pad state / action to the env's own dims
         overrides.setdefault("max_state_dim", cfg.state_dim)
         overrides.setdefault("max_action_dim", cfg.action_dim)
+    if cfg.type in ("pi0", "pi05") and overrides.get("paligemma_variant") == "tiny_vlm":
+        from .lerobot_tiny_pi import local_tokenizer  # a toy pi0 / pi0.5 (lerobot_tiny_pi): a local tokenizer
+
+        with local_tokenizer(workdir, instructions):
+            policy = LeRobotVLA.build(cfg, overrides)
+        policy.tokenizer_dir = str(workdir)
+        return check_policy(policy)
     return check_policy(LeRobotVLA.build(cfg, overrides))
 
 
@@ -72,10 +80,20 @@ def load_policy(path: str | Path, cfg: PolicyConfig | None = None) -> TrainableP
     return check_policy(SmallVLA.from_pretrained(path, cfg))
 
 
+# the public base checkpoints' sizes (pi0 / pi0.5: counted from lerobot 0.4.4's PI0Policy / PI05Policy at their
+# default gemma_2b + gemma_300m variants on the meta device, tied embeddings once)
+BASE_SIZES = {
+    "smolvla": "smolvla_base: ~450 M parameters, ~1.8 GB fp32 weights",
+    "pi0": "pi0_base: 3.50 B parameters (PaliGemma 2.92 B + action expert 0.58 B), ~14 GB fp32 weights",
+    "pi05": "pi05_base: 3.62 B parameters (PaliGemma 2.92 B + action expert 0.69 B), ~14.5 GB fp32 weights",
+}
+
+
 def checkpoint_memory(cfg: PolicyConfig, kl_reference: bool = False) -> str:
     """A ``--dry-run`` line: parameters of the checkpoint at ``policy.path`` read from its ``model.safetensors``
     header (no weights loaded) and the training memory they imply -- fp32 weights ``4 P`` bytes, gradients and
-    AdamW moments ``12 T`` for the ``T`` trainable ones (LeRobot's ``train_expert_only`` freezes the VLM), a frozen
+    AdamW moments ``12 T`` for the ``T`` trainable ones (LeRobot's ``train_expert_only`` freezes the VLM: SmolVLA's
+    ``.vlm.``, pi0 / pi0.5's ``.paligemma.`` modules; its default is LeRobot's, on for SmolVLA, off for pi), a frozen
     KL reference copy ``4 P`` -- activations excluded."""
     import struct
 
@@ -86,14 +104,15 @@ def checkpoint_memory(cfg: PolicyConfig, kl_reference: bool = False) -> str:
     st = Path(cfg.path) / "model.safetensors"
     if not st.is_file():
         return (f"memory: policy.path={cfg.path!r} has no model.safetensors here; download the checkpoint to size it "
-                "(smolvla_base: ~450 M parameters, ~1.8 GB fp32 weights)")
+                f"({BASE_SIZES.get(cfg.type, 'its size is read from model.safetensors')})")
     with open(st, "rb") as f:
         n = struct.unpack("<Q", f.read(8))[0]
         header = json.loads(f.read(n))
     sizes = {k: int(__import__("math").prod(v["shape"])) for k, v in header.items() if k != "__metadata__"}
     total = sum(sizes.values())
-    expert_only = bool(dict(cfg.lerobot).get("train_expert_only", True))
-    trainable = sum(v for k, v in sizes.items() if not (expert_only and ".vlm." in k))
+    expert_only = bool(dict(cfg.lerobot).get("train_expert_only", cfg.type == "smolvla"))  # LeRobot's defaults
+    vlm = ".vlm." if cfg.type == "smolvla" else ".paligemma."  # the VLM's modules in the state dict's keys
+    trainable = sum(v for k, v in sizes.items() if not (expert_only and vlm in k))
     gb = (4 * total + 12 * trainable + (4 * total if kl_reference else 0)) / 1e9
     return (f"memory: {total / 1e6:.1f} M parameters ({trainable / 1e6:.1f} M trained), ~{gb:.2f} GB for weights, "
             "gradients and AdamW state (fp32; activations extra)")

@@ -1,4 +1,5 @@
-"""LeRobot's flow-matching VLAs (SmolVLA; pi0 / pi0.5 where lerobot can build them) as trainable vla-rl policies.
+"""LeRobot's flow-matching VLAs (SmolVLA; pi0 / pi0.5 in the pi environment, ``make lerobot-pi``) as trainable
+vla-rl policies.
 
 :class:`LeRobotVLA` implements :class:`vla_rl.policies.base.TrainablePolicy` around a LeRobot ``PreTrainedPolicy``
 and its pre/post-processor pipelines (LeRobot's factory, ``make_pre_post_processors``), so the VLA trainer drives it
@@ -37,6 +38,7 @@ Saving (:meth:`save_pretrained`) writes LeRobot's layout -- ``config.json`` + ``
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import inspect
 import json
@@ -78,31 +80,89 @@ def lerobot_classes(kind: str):
         from lerobot.policies.pi05.modeling_pi05 import PI05Policy as P
     else:
         raise ValueError(f"policy.type={kind!r}; LeRobot flow-matching policies are {LEROBOT_TYPES}")
+    if kind in ("pi0", "pi05"):
+        require_openpi_transformers(kind)
+        from .lerobot_tiny_pi import install
+
+        install()  # the tiny_vlm / tiny_expert variant names (only they are affected)
     return C, P
 
 
-def lerobot_config(cfg: PolicyConfig, overrides: dict[str, Any] | None = None):
-    """A fresh LeRobot config of ``cfg.type`` with vla-rl's features (cameras, state, action), chunking and
-    ``num_steps``; ``overrides`` (``policy.lerobot``) set any other field (e.g. ``vlm_model_name``)."""
-    require_lerobot()
+def require_openpi_transformers(kind: str) -> None:
+    """lerobot 0.4.4 builds pi0 / pi0.5 only with openpi's patched transformers 4.53.3 (its model ``__init__``
+    imports ``transformers.models.siglip.check`` and refuses any other version): one line naming the environment
+    that has it (``make lerobot-pi``) instead of LeRobot's error deep inside the model."""
+    import importlib.util
+
+    import transformers
+
+    if importlib.util.find_spec("transformers.models.siglip.check") is None:
+        raise ValueError(f"policy.type={kind!r} needs openpi's patched transformers 4.53.3 (lerobot 0.4.4 checks for it; "
+                         f"this environment has transformers {transformers.__version__}): `make lerobot-pi` builds "
+                         ".venv-lerobot-pi; run .venv-lerobot-pi/bin/vla-rl (docs/LEROBOT.md)")
+
+
+def steps_field(lcfg) -> str:
+    """The name of a LeRobot config's denoising-step count: SmolVLA's ``num_steps``, pi0 / pi0.5's
+    ``num_inference_steps``."""
+    return "num_steps" if hasattr(lcfg, "num_steps") else "num_inference_steps"
+
+
+def vla_features(cfg: PolicyConfig) -> dict[str, Any]:
+    """vla-rl's side of a LeRobot config: ``input_features`` (``observation.images.<camera>`` ``(3, H, W)``,
+    ``observation.state`` ``(state_dim,)``), ``output_features`` (``action`` ``(action_dim,)``) and the
+    ``normalization_mapping`` (images as they are, env actions already in [-1, 1], the state standardized with SFT's
+    statistics)."""
     from lerobot.configs.types import FeatureType, NormalizationMode, PolicyFeature
 
-    C, _ = lerobot_classes(cfg.type)
     h = w = cfg.image_size
     inputs = {IMAGE_PREFIX + c: PolicyFeature(FeatureType.VISUAL, (3, h, w)) for c in cfg.cameras} if cfg.use_images else {}
     inputs[STATE_KEY] = PolicyFeature(FeatureType.STATE, (cfg.state_dim,))
-    kw: dict[str, Any] = dict(input_features=inputs, output_features={"action": PolicyFeature(FeatureType.ACTION, (cfg.action_dim,))},
+    return dict(input_features=inputs, output_features={"action": PolicyFeature(FeatureType.ACTION, (cfg.action_dim,))},
+                normalization_mapping={"VISUAL": NormalizationMode.IDENTITY, "STATE": NormalizationMode.MEAN_STD,
+                                       "ACTION": NormalizationMode.IDENTITY})
+
+
+def features_differ(lcfg, cfg: PolicyConfig) -> bool:
+    """Whether a LeRobot config's cameras / state / action differ from vla-rl's ``policy.*`` (a pretrained checkpoint
+    from another robot, e.g. pi0_base's ``base_0_rgb`` and 32-dim state)."""
+    mine = vla_features(cfg)
+    shapes = lambda feats: {k: tuple(v.shape) for k, v in feats.items()}  # noqa: E731
+    return (shapes(lcfg.input_features) != shapes(mine["input_features"])
+            or shapes(lcfg.output_features) != shapes(mine["output_features"]))
+
+
+def lerobot_config(cfg: PolicyConfig, overrides: dict[str, Any] | None = None):
+    """A fresh LeRobot config of ``cfg.type`` with vla-rl's features (:func:`vla_features`), chunking and
+    ``num_steps``; ``overrides`` (``policy.lerobot``) set any other field (e.g. ``vlm_model_name``)."""
+    require_lerobot()
+    C, _ = lerobot_classes(cfg.type)
+    kw: dict[str, Any] = dict(**vla_features(cfg),
                               chunk_size=cfg.chunk_size, n_action_steps=cfg.n_action_steps, num_steps=cfg.flow.num_steps,
-                              device="cpu", push_to_hub=False,
-                              # env actions are already in [-1, 1]; the state is standardized with SFT's statistics
-                              normalization_mapping={"VISUAL": NormalizationMode.IDENTITY, "STATE": NormalizationMode.MEAN_STD,
-                                                     "ACTION": NormalizationMode.IDENTITY})
+                              num_inference_steps=cfg.flow.num_steps, device="cpu", push_to_hub=False)
     fields = {f.name for f in __import__("dataclasses").fields(C)}
     for k, v in (overrides or {}).items():
         if k not in fields:
             raise ValueError(f"policy.lerobot.{k} is not a field of LeRobot's {C.__name__}; fields: {sorted(fields)}")
         kw[k] = tuple(v) if isinstance(v, list) else v
+    if cfg.type == "pi05" and kw.get("max_state_dim", 32) != 32:
+        # lerobot 0.4.4's pi0.5 pads the state to max_state_dim before writing it into the prompt, but its saved
+        # processor (Pi05PrepareStateTokenizerProcessorStep) does not store the value: reloaded, it pads to 32
+        raise ValueError(f"policy.lerobot.max_state_dim={kw['max_state_dim']}: lerobot 0.4.4 reloads a pi0.5's processor "
+                         "with 32 (it does not save the value), so a saved pi05 would tokenize another prompt; leave it 32")
     return C(**{k: v for k, v in kw.items() if k in fields})
+
+
+def _checkpoint_tokenizer(path: Path) -> str | None:
+    """The tokenizer a checkpoint's saved preprocessor names (its ``tokenizer_processor`` step), if any."""
+    f = path / "policy_preprocessor.json"
+    if not f.is_file():
+        return None
+    for step in json.loads(f.read_text()).get("steps", []):
+        name = (step.get("config") or {}).get("tokenizer_name")
+        if name:
+            return str(name)
+    return None
 
 
 def _as_float_images(batch: dict, cameras: list[str]) -> dict:
@@ -134,7 +194,8 @@ class LeRobotVLA(nn.Module):
         self._fixed_processors = processors  # a loaded checkpoint's own pipelines (their statistics are kept)
         self._processors: tuple[Any, Any] | None = None
         self._stats_seen: torch.Tensor | None = None
-        self.num_steps = int(policy.config.num_steps)
+        self.num_steps = int(getattr(policy.config, steps_field(policy.config)))
+        self.tokenizer_dir: str | None = None  # a tiny pi policy's local tokenizer (vla_rl.policies.lerobot_tiny_pi)
         self.sigmas = flow_sigmas(self.num_steps)
         self._queue: deque[torch.Tensor] = deque()
 
@@ -187,15 +248,25 @@ class LeRobotVLA(nn.Module):
                 cfg = PolicyConfig(kind="lerobot", type=ltype, cameras=cams or ["agentview"], use_images=bool(cams),
                                    chunk_size=lc.chunk_size, n_action_steps=lc.n_action_steps,
                                    state_dim=lc.robot_state_feature.shape[0], action_dim=lc.action_feature.shape[0])
-                cfg.flow.num_steps = int(lc.num_steps)
+                cfg.flow.num_steps = int(getattr(lc, steps_field(lc)))
         cfg = copy.deepcopy(cfg)
         cfg.kind, cfg.type = "lerobot", ltype
         policy.config.n_action_steps = cfg.n_action_steps
-        policy.config.num_steps = cfg.flow.num_steps
-        procs = None
-        if (path / "policy_preprocessor.json").is_file():
+        setattr(policy.config, steps_field(policy.config), cfg.flow.num_steps)
+        procs, tokenizer = None, _checkpoint_tokenizer(path)
+        if features_differ(policy.config, cfg):
+            # another robot's checkpoint: this env's cameras / state / action replace its features, as LeRobot's
+            # make_policy(cfg, ds_meta) does when it fine-tunes a pretrained policy on a dataset (the weights do not
+            # depend on them: images are resized to the model's resolution, state and action padded to its max
+            # dims); its processors' statistics are for its own robot, so vla-rl's are built (SFT fits the state's)
+            for k, v in vla_features(cfg).items():
+                setattr(policy.config, k, v)
+        elif (path / "policy_preprocessor.json").is_file():
             procs = make_pre_post_processors(policy.config, pretrained_path=str(path))
-        return cls(cfg, policy, procs)
+        out = cls(cfg, policy, procs)
+        if procs is None and tokenizer is not None and Path(tokenizer).name == "tiny_tokenizer":
+            out.tokenizer_dir = str(Path(tokenizer).parent)  # a toy pi checkpoint's local tokenizer (lerobot_tiny_pi)
+        return out
 
     # ---- processors ----------------------------------------------------------------------------
     def set_state_normalization(self, mean: torch.Tensor, std: torch.Tensor) -> None:
@@ -215,8 +286,14 @@ class LeRobotVLA(nn.Module):
             lcfg = copy.copy(self.policy.config)
             lcfg.device = str(self.state_mean.device)
             d = self.cfg.state_dim
-            self._processors = make_pre_post_processors(
-                lcfg, dataset_stats={STATE_KEY: {"mean": stats[:d].clone(), "std": stats[d:].clone()}})
+            ctx = contextlib.nullcontext()
+            if self.tokenizer_dir is not None:  # a tiny pi0 / pi0.5: its local tokenizer, not the hub's PaliGemma one
+                from .lerobot_tiny_pi import local_tokenizer
+
+                ctx = local_tokenizer(self.tokenizer_dir)
+            with ctx:
+                self._processors = make_pre_post_processors(
+                    lcfg, dataset_stats={STATE_KEY: {"mean": stats[:d].clone(), "std": stats[d:].clone()}})
             self._stats_seen = stats
         return self._processors
 
@@ -285,11 +362,27 @@ class LeRobotVLA(nn.Module):
         model.denoise_step = wrapped
         try:
             self.policy.reset()
-            self.policy._get_action_chunk(self._pre(batch), noise=noise)
+            self._sample_from(self._pre(batch), noise)
         finally:
             del model.denoise_step  # back to the class's method
         if count["i"] != self.num_steps:
             raise RuntimeError(f"LeRobot ran {count['i']} denoising steps, expected {self.num_steps}")
+
+    def _sample_from(self, pre: dict, noise: torch.Tensor) -> torch.Tensor:
+        """LeRobot's own chunk sampling from ``noise`` on a preprocessed batch, with autograd as the caller has it
+        (SmolVLA's ``_get_action_chunk``; pi0 / pi0.5: their ``predict_action_chunk`` body -- image and state
+        preparation, then ``model.sample_actions`` -- which LeRobot wraps in ``no_grad`` and ``eval()``)."""
+        p = self.policy
+        if self.cfg.type == "smolvla":
+            return p._get_action_chunk(pre, noise=noise)
+        from lerobot.utils.constants import OBS_LANGUAGE_ATTENTION_MASK, OBS_LANGUAGE_TOKENS
+
+        images, img_masks = p._preprocess_images(pre)
+        lang = (pre[OBS_LANGUAGE_TOKENS], pre[OBS_LANGUAGE_ATTENTION_MASK])
+        sample = inspect.unwrap(type(p.model).sample_actions)  # LeRobot decorates it with no_grad
+        if self.cfg.type == "pi0":
+            return sample(p.model, images, img_masks, *lang, p.prepare_state(pre), noise=noise)
+        return sample(p.model, images, img_masks, *lang, noise=noise)  # pi0.5: the state is in the prompt
 
     def _noise_shape(self, b: int) -> tuple[int, int, int]:
         lc = self.policy.config
