@@ -389,11 +389,17 @@ def load_pipeline(cfg: ModelConfig):
     # folder or weights are absent is one error naming it (diffusion_rl.checkpoints)
     missing = check_pipeline_dir(p, cls, cfg.kind, cfg.drop_t5) if looks_local \
         else dropped_components(cfg.kind, cfg.drop_t5)
+    quiet = cfg.path.startswith("builtin:")  # a shipped demo model loads in a fraction of a second: no progress bar
+    if quiet:
+        diffusers.utils.logging.disable_progress_bar()
     try:
         return cls.from_pretrained(str(p) if looks_local else cfg.path, torch_dtype=DTYPES[cfg.dtype] if cfg.dtype != "fp32" else None,
                                    local_files_only=os.environ.get("HF_HUB_OFFLINE", "0") == "1", **missing)
     except (OSError, ValueError, EnvironmentError) as e:
         raise FileNotFoundError(f"could not load {PIPELINES[cfg.kind]} weights from {cfg.path!r}: {e}") from e
+    finally:
+        if quiet:
+            diffusers.utils.logging.enable_progress_bar()
 
 
 def build_adapter(cfg: ModelConfig, pipe=None) -> DiffusionAdapter:

@@ -75,7 +75,14 @@ def read_lora_file(path: str | Path, kind: str) -> tuple[dict[str, torch.Tensor]
             raise FileNotFoundError(f"model.lora_init={str(path)!r}: no .safetensors file in the directory")
         name = LORA_FILE if (p / LORA_FILE).exists() else files[0].name
         kw = {"weight_name": name}
-    res = cls.lora_state_dict(str(p if p.is_dir() else p.parent), return_lora_metadata=True, **kw)  # (state, metadata); FLUX may add alphas
+    elif p.suffix != ".safetensors":
+        raise ValueError(f"model.lora_init={str(path)!r}: expected a .safetensors LoRA file or a directory holding one")
+    try:  # (state, metadata); FLUX may add alphas
+        res = cls.lora_state_dict(str(p if p.is_dir() else p.parent), return_lora_metadata=True, **kw)
+    except (OSError, ValueError, RuntimeError, KeyError) as e:  # a truncated / corrupt file: one line, the file named
+        reason = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        raise ValueError(f"model.lora_init={str(path)!r}: cannot read {kw['weight_name']} as a LoRA safetensors file "
+                         f"({reason})") from None
     sd, meta = res[0], res[-1]
     prefix = "transformer."
     other = sorted({k.split(".", 1)[0] for k in sd if not k.startswith(prefix)})

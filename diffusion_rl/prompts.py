@@ -29,7 +29,13 @@ def read_prompt_file(path: str | Path) -> list[str]:
     p = Path(path)
     if not p.is_file():
         raise FileNotFoundError(f"prompts.file={str(path)!r} does not exist (expected a .txt/.json/.jsonl prompt file)")
-    text = p.read_text(encoding="utf-8", errors="strict")
+    try:
+        text = p.read_text(encoding="utf-8", errors="strict")
+    except UnicodeDecodeError as e:
+        raise ValueError(f"prompts.file={str(path)!r} is not UTF-8 text (byte {e.start}); expected a .txt/.json/.jsonl "
+                         "prompt file") from None
+    except OSError as e:
+        raise ValueError(f"prompts.file={str(path)!r} cannot be read ({e.strerror})") from None
     out: list[str] = []
     if p.suffix == ".json":
         try:

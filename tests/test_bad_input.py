@@ -57,6 +57,8 @@ def assets(tmp_path_factory):
     line 4, one tiny diffusion run and one tiny VLA run with checkpoints, and a demo file."""
     a = tmp_path_factory.mktemp("assets")
     (a / "a_file").write_text("not a directory\n")
+    (a / "binary.txt").write_bytes(b"\xff\xfe\x00prompts")
+    (a / "junk.safetensors").write_bytes(bytes(range(200)))
     (a / "old.hdf5").write_bytes(b"an earlier output\n")
     (a / "broken.yaml").write_text("seed: 0\nmodel:\n  kind: sd3\n  height: [16\nreward: {name: x}\n")
     (a / "empty.yaml").write_text("")
@@ -158,6 +160,11 @@ CASES = {
     "d-resume-no-state": ("diffusion_rl.cli", ["train", D_CFG], ["{drun_nostate}", *D_TINY, "train.iterations=2"],
                           ["state.json"]),
     # diffusion-rl eval / export / pretrain-shapes / toy
+    "d-prompts-binary": (*D, ["prompts.source=file", "prompts.file={assets}/binary.txt"],
+                         ["prompts.file", "{assets}/binary.txt", "UTF-8"]),
+    "d-lora-init-junk": (*D, ["model.lora_init={assets}/junk.safetensors"],
+                         ["model.lora_init", "{assets}/junk.safetensors", "cannot read"]),
+    "d-lora-init-not-safetensors": (*D, ["model.lora_init={assets}/a_file"], ["model.lora_init", ".safetensors"]),
     "d-eval-missing": ("diffusion_rl.cli", ["eval", "{assets}/no_run"], [], ["{assets}/no_run"]),
     "d-eval-truncated": ("diffusion_rl.cli", ["eval", "{drun_truncated_ck}"], [], ["safetensors"]),
     "d-export-missing": ("diffusion_rl.cli", ["export", "{assets}/no_run", "{assets}/exp"], [], ["{assets}/no_run"]),
