@@ -144,10 +144,12 @@ def report(res: dict[int, dict]) -> None:
     print("\nper seed, before -> after")
     print("| seed | EVA reward | held-out EVA reward | frame MSE | held-out frame MSE |")
     print("|---|---|---|---|---|")
+    def cell(r: dict, rows: str, k: str, dg: int) -> str:
+        return f"{r[rows]['before'][k]:.{dg}f} -> {r[rows]['after'][k]:.{dg}f}"
+
     for s in seeds:
-        cell = lambda rows, k, dg: f"{res[s][rows]['before'][k]:.{dg}f} -> {res[s][rows]['after'][k]:.{dg}f}"
-        print(f"| {s} | {cell('train', 'eva_reward', 4)} | {cell('heldout', 'eva_reward', 4)} | "
-              f"{cell('train', 'frame_mse', 5)} | {cell('heldout', 'frame_mse', 5)} |")
+        print(f"| {s} | {cell(res[s], 'train', 'eva_reward', 4)} | {cell(res[s], 'heldout', 'eva_reward', 4)} | "
+              f"{cell(res[s], 'train', 'frame_mse', 5)} | {cell(res[s], 'heldout', 'frame_mse', 5)} |")
 
 
 def main(argv: list[str] | None = None) -> int:
