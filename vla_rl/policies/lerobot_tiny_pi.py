@@ -5,8 +5,8 @@ lerobot 0.4.4 builds pi0 / pi0.5 only at full size and only with the openpi-patc
 
 1. ``PI0Config`` / ``PI05Config.__post_init__`` accept only ``paligemma_variant`` / ``action_expert_variant`` in
    ``{gemma_300m, gemma_2b}``, and ``modeling_pi0(5).get_gemma_config`` knows only those two;
-2. ``PaliGemmaWithExpertModel.__init__`` builds PaliGemma's default SigLIP vision tower (768 wide, 12 layers) with a
-   projector to ``projection_dim = 2048`` (the gemma_2b width the image tokens are concatenated with);
+2. ``PaliGemmaWithExpertModel.__init__`` builds PaliGemma's default SigLIP vision tower (So400m-sized: 1152 wide, 27
+   layers) with a projector to ``projection_dim = 2048`` (the gemma_2b width the image tokens are concatenated with);
 3. the preprocessor loads the tokenizer ``google/paligemma-3b-pt-224`` from the hub.
 
 :func:`install` registers two more variant names, ``tiny_vlm`` and ``tiny_expert`` (:data:`TINY_VARIANTS`: 8 heads
@@ -19,8 +19,8 @@ PaliGemma tokenizer's hub id is replaced by a local word-level tokenizer
 (:func:`vla_rl.policies.tiny_backbones.write_tiny_smolvlm`'s) while :func:`local_tokenizer` is active; the saved
 processors then name that folder, so LeRobot's ``make_pre_post_processors(pretrained_path=...)`` reloads them as
 they are. A tiny checkpoint loads with LeRobot's ``PI0Policy.from_pretrained`` in a process where :func:`install`
-ran (the variant names are ours); the vocabulary (257152 rows) is LeRobot's, so most of the ~25 M parameters are
-embeddings.
+ran (the variant names are ours); the vocabulary (257152 rows) is LeRobot's, so of the 24.8 M parameters 16.5 M are
+PaliGemma's embedding and 8.2 M the expert's (unused) output head.
 """
 
 from __future__ import annotations
