@@ -36,7 +36,8 @@ import torch
 
 from diffusion_rl.adapters import LoraSettings, ModelConfig, SD3Adapter
 from diffusion_rl.architectures import ARCHS, build_meta_transformer, count_params
-from diffusion_rl.plan import GiB, PeakMemory, _register_cpu_flash_flops, trace_extrapolated
+from diffusion_rl.plan import trace_extrapolated
+from grpo.fake_trace import GiB, PeakMemory, register_cpu_flash_flops
 from grpo.flow_sde import sde_step
 
 IMAGE = 128  # pixels; SD3's VAE is 8x, so 16x16 latents
@@ -144,7 +145,7 @@ def main(argv=None) -> int:
         os.execve(sys.executable, [sys.executable, *sys.argv], {**os.environ, "MALLOC_MMAP_THRESHOLD_": "65536"})
     from torch.utils.flop_counter import FlopCounterMode
 
-    _register_cpu_flash_flops()
+    register_cpu_flash_flops()
     lora = LoraSettings(rank=32, alpha=64)
     counts = (1, 1) if args.small else ARCHS["sd3.5-medium"].full_depth
 

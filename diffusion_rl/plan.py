@@ -29,76 +29,18 @@ denoiser call), training forward+backward (rows of one record), VAE decode (all 
 from __future__ import annotations
 
 import math
-import weakref
 from dataclasses import dataclass, field
 
 import torch
-from torch.utils._python_dispatch import TorchDispatchMode
-from torch.utils._pytree import tree_flatten
-from torch.utils.weak import WeakIdKeyDictionary
+
+from grpo.fake_trace import GiB, PeakMemory, Trace, register_cpu_flash_flops, to_fake
 
 from .architectures import Arch, arch_for, build_meta, build_meta_transformer, count_params
 
-GiB = 2 ** 30
 H100_BF16_TFLOPS = 989.0  # H100 SXM dense bf16 tensor-core peak (NVIDIA datasheet)
 # BranchGRPO README (Li et al. 2025, github.com/Fredreic1849/BranchGRPO), FLUX.1-dev, 16 leaves, 20 steps, as published
 ANCHORS_S_PER_ITER = {"DanceGRPO (flat)": 698.0, "BranchGRPO": 493.0, "BranchGRPO + pruning": 314.0,
                       "BranchGRPO-Mix": 148.0}
-
-
-# ---- FLOPs of the CPU fused attention kernel (what SDPA runs on fake CPU tensors) --------------------------------
-def _register_cpu_flash_flops() -> None:
-    """``FlopCounterMode`` knows the CUDA SDPA kernels; register the same formulas (4 B H S_q S_k D forward,
-    twice that plus the recompute backward, torch.utils.flop_counter.sdpa_*flop_count) for the CPU kernel."""
-    from torch.utils.flop_counter import flop_registry, register_flop_formula, sdpa_backward_flop_count, sdpa_flop_count
-
-    aten = torch.ops.aten
-    fwd = aten._scaled_dot_product_flash_attention_for_cpu
-    bwd = aten._scaled_dot_product_flash_attention_for_cpu_backward
-    if fwd.default not in flop_registry and fwd not in flop_registry:
-        @register_flop_formula(fwd)
-        def _fwd(query_shape, key_shape, value_shape, *args, out_shape=None, **kwargs) -> int:
-            return sdpa_flop_count(query_shape, key_shape, value_shape)
-
-    if bwd.default not in flop_registry and bwd not in flop_registry:
-        @register_flop_formula(bwd)
-        def _bwd(grad_out_shape, query_shape, key_shape, value_shape, *args, out_shape=None, **kwargs) -> int:
-            return sdpa_backward_flop_count(grad_out_shape, query_shape, key_shape, value_shape)
-
-
-class PeakMemory(TorchDispatchMode):
-    """Live bytes of every storage created by a dispatched op (views share their base's storage), freed when the
-    storage is garbage-collected; ``peak`` is the maximum. Storages passed to :meth:`ignore` (weights, inputs that
-    exist before the traced region) are not counted. Works on real and fake tensors."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.live = 0
-        self.peak = 0
-        self._seen: WeakIdKeyDictionary = WeakIdKeyDictionary()
-
-    def ignore(self, tensors) -> None:
-        for t in tensors:
-            self._seen[t.untyped_storage()] = None
-
-    def reset_peak(self) -> None:
-        self.peak = self.live
-
-    def _freed(self, n: int, _ref) -> None:
-        self.live -= n
-
-    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-        out = func(*args, **(kwargs or {}))
-        for t in tree_flatten(out)[0]:
-            if isinstance(t, torch.Tensor) and not t.is_meta:
-                st = t.untyped_storage()
-                if st in self._seen:
-                    continue
-                n = st.nbytes()
-                self._seen[st] = weakref.ref(st, lambda r, n=n: self._freed(n, r))
-                self.live += n
-                self.peak = max(self.peak, self.live)
-        return out
 
 
 # ---- the traced unit -------------------------------------------------------------------------------------------
@@ -123,27 +65,6 @@ def shapes_for(arch: Arch, mc) -> Shapes:
     if arch.kind == "flux_kontext":  # the reference image's latents at the output size join the sequence
         return Shapes((16, h, w), {"prompt_embeds": (L, 4096), "pooled": (768,), "image_latents": (16, h, w)})
     return Shapes((16, h, w), {"prompt_embeds": (L, 4096), "pooled": (768,)})
-
-
-def _to_fake(module: torch.nn.Module, fake_mode, device: torch.device) -> list[torch.Tensor]:
-    """Replace every meta parameter / buffer by a fake tensor on ``device`` (same shape, dtype, requires_grad)."""
-    from torch._subclasses.fake_tensor import FakeTensor
-
-    out = []
-    for m in module.modules():
-        for n, p in list(m._parameters.items()):
-            if p is not None:
-                m._parameters[n] = torch.nn.Parameter(FakeTensor(fake_mode, p.data, device), requires_grad=p.requires_grad)
-                out.append(m._parameters[n])
-        for n, b in list(m._buffers.items()):
-            if b is not None:
-                m._buffers[n] = FakeTensor(fake_mode, b, device)
-                out.append(m._buffers[n])
-        for n, v in list(vars(m).items()):  # plain tensor attributes (Qwen-Image's RoPE tables pos_freqs / neg_freqs)
-            if isinstance(v, torch.Tensor) and not isinstance(v, torch.nn.Parameter) and v.is_meta:
-                setattr(m, n, FakeTensor(fake_mode, v, device))
-                out.append(getattr(m, n))
-    return out
 
 
 def add_lora(transformer: torch.nn.Module, kind: str, lora) -> None:
@@ -173,12 +94,6 @@ def _shell_adapter(arch: Arch, transformer, mc):
     return ad
 
 
-@dataclass
-class Trace:
-    flops: float  # FLOPs of the traced pass (one row)
-    peak: float  # peak bytes created by the pass (weights excluded)
-
-
 def trace_denoiser(arch: Arch, mc, counts: tuple[int, ...] | None, mode: str, sde: str = "flow_grpo",
                    eta: float = 0.7, rows: int = 1) -> Trace:
     """One pass of the denoiser at full width, depth ``counts``, under fake tensors. ``mode``: ``rollout`` (no grad,
@@ -197,7 +112,7 @@ def _trace_once(arch, mc, counts, mode, sde, eta, rows, what) -> float:
 
     from grpo.flow_sde import sde_step
 
-    _register_cpu_flash_flops()
+    register_cpu_flash_flops()
     t = build_meta_transformer(arch, counts)
     for m in t.modules():  # Qwen-Image caches its RoPE tables (functools.lru_cache): never across fake modes
         f = getattr(type(m), "_compute_video_freqs", None)
@@ -208,7 +123,7 @@ def _trace_once(arch, mc, counts, mode, sde, eta, rows, what) -> float:
         t.enable_gradient_checkpointing()
     t.train(mode != "rollout")
     fm = FakeTensorMode()
-    held = _to_fake(t, fm, torch.device("cpu"))
+    held = to_fake(t, fm, torch.device("cpu"))
     ad = _shell_adapter(arch, t, mc)
     sh = shapes_for(arch, mc)
     mem = PeakMemory()
@@ -252,12 +167,12 @@ def trace_vae_decode(arch: Arch, mc) -> Trace:
     from torch._subclasses.fake_tensor import FakeTensorMode
     from torch.utils.flop_counter import FlopCounterMode
 
-    _register_cpu_flash_flops()
+    register_cpu_flash_flops()
 
     def one(latent):
         vae = build_meta(arch.vae)
         fm = FakeTensorMode()
-        held = _to_fake(vae, fm, torch.device("cpu"))
+        held = to_fake(vae, fm, torch.device("cpu"))
         mem = PeakMemory()
         flops = FlopCounterMode(display=False)
         with fm:
@@ -475,3 +390,8 @@ def format_plan(plan: Plan, cfg, gpus: tuple[int, ...] = (1, 8), gpu_mem_gb: flo
             L.append(f"  {name:22s} {fm['total'] / 1e15:8.1f} PFLOP  predicted {s:7.0f} s/iter ({s / base:.2f}x flat)   "
                      f"published {pub:5.0f} s/iter ({pub / ANCHORS_S_PER_ITER['DanceGRPO (flat)']:.2f}x flat)")
     return "\n".join(L)
+
+
+# GiB, PeakMemory and Trace are grpo.fake_trace's, kept importable from here (the tests and benches read them)
+__all__ = ["GiB", "PeakMemory", "Trace", "build_plan", "format_plan", "memory_per_gpu", "iteration_flops",
+           "trace_denoiser", "trace_extrapolated", "trace_vae_decode"]

@@ -1,7 +1,7 @@
 """World-VLA-Loop as one command: train the world model on simulator data, RL the VLA inside it, check the
 policy in the real simulator, add the policy's failures and near-successes to the data, fine-tune, repeat.
 
-    vla-rl loop configs/world_models/loop_reach_one.yaml [key=value ...] [--dry-run]   # the demo (make demo-wm)
+    vla-rl loop configs/world_models/loop_reach_one.yaml [key=value ...] [--dry-run | --plan]   # the demo (make demo-wm)
 
 Stages (all logged to ``<output_dir>/metrics.jsonl`` and TensorBoard with ``grpo.metrics.MetricsLogger``;
 step = cycle)::
@@ -40,6 +40,7 @@ from __future__ import annotations
 import copy
 import json
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -238,14 +239,19 @@ def keep_best_policy(root: Path, policy: SmallVLA, value: float, cycle: int, bes
     return rec
 
 
-def run_loop_command(config: str | None, overrides: list[str], dry_run: bool = False) -> int:
-    """``vla-rl loop CONFIG [key=value ...] [--dry-run]`` (a bad config: one line on stderr, exit 2)."""
+def run_loop_command(config: str | None, overrides: list[str], dry_run: bool = False,
+                     plan: Callable[[LoopConfig], str] | None = None) -> int:
+    """``vla-rl loop CONFIG [key=value ...] [--dry-run | --plan]`` (a bad config: one line on stderr, exit 2);
+    ``plan(cfg)`` returns the ``--plan`` text (vla_rl.plan.plan_text), printed instead of running."""
     from grpo.config import dump_config
 
     from .preflight import check_loop_inputs
 
     def run(cfg: LoopConfig) -> int:
-        check_loop_inputs(cfg, writes=not dry_run)  # before any data, model or file is made
+        check_loop_inputs(cfg, writes=not (dry_run or plan))  # before any data, model or file is made
+        if plan is not None:
+            print(plan(cfg))
+            return 0
         if dry_run:
             print(dump_config(cfg))
             return 0
