@@ -12,9 +12,10 @@ import time
 
 import torch
 
-from vla_rl.policies import make_policy
 from grpo.config import load_config
 from vla_rl.config import VLARLConfig
+from vla_rl.policies import make_policy
+
 torch.set_num_threads(1)
 cfg = load_config(VLARLConfig, "configs/vla/smolvla_reach_one_cpu.yaml", [])
 PI = {"paligemma_variant": "tiny_vlm", "action_expert_variant": "tiny_expert", "image_resolution": [32, 32],

@@ -20,6 +20,7 @@ from typing import Iterable
 from ..policy import POLICY_KINDS, PolicyConfig, check_kind_type  # noqa: F401  (POLICY_KINDS re-exported)
 from .base import TrainablePolicy, check_policy
 
+
 def make_policy(cfg: PolicyConfig, instructions: Iterable[str] = (), pretrained: str | None = None,
                 workdir: str | Path = ".") -> TrainablePolicy:
     """The policy ``cfg`` describes (module docstring); ``cfg.state_dim`` / ``action_dim`` must be resolved."""
@@ -58,7 +59,8 @@ def make_policy(cfg: PolicyConfig, instructions: Iterable[str] = (), pretrained:
         overrides.setdefault("max_state_dim", cfg.state_dim)
         overrides.setdefault("max_action_dim", cfg.action_dim)
     if cfg.type in ("pi0", "pi05") and overrides.get("paligemma_variant") == "tiny_vlm":
-        from .lerobot_tiny_pi import local_tokenizer  # a toy pi0 / pi0.5 (lerobot_tiny_pi): a local tokenizer
+        # a toy pi0 / pi0.5 (lerobot_tiny_pi): a local tokenizer
+        from .lerobot_tiny_pi import local_tokenizer
 
         with local_tokenizer(workdir, instructions):
             policy = LeRobotVLA.build(cfg, overrides)

@@ -118,16 +118,19 @@ def vla_features(cfg: PolicyConfig) -> dict[str, Any]:
     h = w = cfg.image_size
     inputs = {IMAGE_PREFIX + c: PolicyFeature(FeatureType.VISUAL, (3, h, w)) for c in cfg.cameras} if cfg.use_images else {}
     inputs[STATE_KEY] = PolicyFeature(FeatureType.STATE, (cfg.state_dim,))
-    return dict(input_features=inputs, output_features={"action": PolicyFeature(FeatureType.ACTION, (cfg.action_dim,))},
-                normalization_mapping={"VISUAL": NormalizationMode.IDENTITY, "STATE": NormalizationMode.MEAN_STD,
-                                       "ACTION": NormalizationMode.IDENTITY})
+    return {"input_features": inputs, "output_features": {"action": PolicyFeature(FeatureType.ACTION, (cfg.action_dim,))},
+            "normalization_mapping": {"VISUAL": NormalizationMode.IDENTITY, "STATE": NormalizationMode.MEAN_STD,
+                                      "ACTION": NormalizationMode.IDENTITY}}
 
 
 def features_differ(lcfg, cfg: PolicyConfig) -> bool:
     """Whether a LeRobot config's cameras / state / action differ from vla-rl's ``policy.*`` (a pretrained checkpoint
     from another robot, e.g. pi0_base's ``base_0_rgb`` and 32-dim state)."""
     mine = vla_features(cfg)
-    shapes = lambda feats: {k: tuple(v.shape) for k, v in feats.items()}  # noqa: E731
+
+    def shapes(feats) -> dict:
+        return {k: tuple(v.shape) for k, v in feats.items()}
+
     return (shapes(lcfg.input_features) != shapes(mine["input_features"])
             or shapes(lcfg.output_features) != shapes(mine["output_features"]))
 
@@ -375,7 +378,10 @@ class LeRobotVLA(nn.Module):
         p = self.policy
         if self.cfg.type == "smolvla":
             return p._get_action_chunk(pre, noise=noise)
-        from lerobot.utils.constants import OBS_LANGUAGE_ATTENTION_MASK, OBS_LANGUAGE_TOKENS
+        from lerobot.utils.constants import (
+            OBS_LANGUAGE_ATTENTION_MASK,
+            OBS_LANGUAGE_TOKENS,
+        )
 
         images, img_masks = p._preprocess_images(pre)
         lang = (pre[OBS_LANGUAGE_TOKENS], pre[OBS_LANGUAGE_ATTENTION_MASK])

@@ -26,14 +26,14 @@ PaliGemma's embedding and 8.2 M the expert's (unused) output head.
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 TINY_VARIANTS = {
-    "tiny_vlm": dict(width=64, depth=1, mlp_dim=128, num_heads=8, num_kv_heads=1, head_dim=8),
-    "tiny_expert": dict(width=32, depth=1, mlp_dim=64, num_heads=8, num_kv_heads=1, head_dim=8),
+    "tiny_vlm": {"width": 64, "depth": 1, "mlp_dim": 128, "num_heads": 8, "num_kv_heads": 1, "head_dim": 8},
+    "tiny_expert": {"width": 32, "depth": 1, "mlp_dim": 64, "num_heads": 8, "num_kv_heads": 1, "head_dim": 8},
 }
-TINY_VISION = dict(hidden_size=32, num_hidden_layers=1, num_attention_heads=2, intermediate_size=64)
+TINY_VISION = {"hidden_size": 32, "num_hidden_layers": 1, "num_attention_heads": 2, "intermediate_size": 64}
 PALIGEMMA_TOKENIZER = "google/paligemma-3b-pt-224"
 # pi0.5 puts the state in its prompt (lerobot's Pi05PrepareStateTokenizerProcessorStep): "Task: <instruction>, State:
 # <256-bin indices of the normalized state>;\nAction: ". The local tokenizer knows these words and the 256 bin numbers,
