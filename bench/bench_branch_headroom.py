@@ -134,6 +134,13 @@ def reward_at(curve: list[tuple[int, float, float]], it: float, col: int = 1) ->
     return curve[-1][col]
 
 
+def peak_within(arm: dict, T: float) -> float:
+    """Best evaluation reward of an arm's result within wall ``T`` s: its curve's points at ``it * s_per_iter <= T``
+    and the curve read at ``T`` (the alignment reached by equal wall clock, not only at it)."""
+    it_T = T / arm["s_per_iter"]
+    return max([r for i, r, _ in arm["curve"] if i <= it_T] + [reward_at(arm["curve"], it_T)])
+
+
 def build(args, name: str, seed: int) -> DiffusionGRPOTrainer:
     bc, samp = arm_settings(name, args.splits)
     cfg = DiffusionRLConfig(
@@ -245,6 +252,12 @@ def report(args, runs: list[dict]) -> None:
     print(f"\nstart (every arm, same LoRA, same eval prompts): reward {_fmt([r['before'] for r in runs], 3)}, all-correct "
           f"{_fmt([r['before_acc'] for r in runs], 3)}; flat's wall T = {_fmt([r['T'] for r in runs], 0)} s; "
           f"a run per seed {_fmt([r['wall_run'] for r in runs], 0)} s (evaluations included)")
+    print("\nbest evaluation reward within flat's wall T (the curve's points up to T and its reading at T), and each "
+          "tree arm's reward @ T minus flat's (paired: same seed, same start):")
+    for name in args.arms:
+        peaks = [peak_within(r["arms"][name], r["T"]) for r in runs]
+        diff = [r["arms"][name]["reward_T"] - r["arms"]["flat GRPO"]["reward_T"] for r in runs]
+        print(f"  {name:<13} best {_fmt(peaks, 3)}" + ("" if name == "flat GRPO" else f"; @ T - flat {_fmt(diff, 3)}"))
     uncovered = [(r["seed"], n) for r in runs for n, a in r["arms"].items() if not a["covered_T"]]
     if uncovered:
         print(f"(arms whose budget ended before flat's T, read at their last evaluation: {uncovered})")

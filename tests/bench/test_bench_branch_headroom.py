@@ -66,6 +66,21 @@ def test_crossing_and_reading():
     assert mod.reward_at(curve, 6.0) == pytest.approx(0.6)
     assert mod.reward_at(curve, 6.0, col=2) == pytest.approx(0.25)
     assert mod.reward_at(curve, 100.0) == pytest.approx(0.7)  # clamped to the last evaluation
+    arm = {"curve": [(0, 0.4, 0.0), (4, 0.9, 0.0), (8, 0.5, 0.0)], "s_per_iter": 2.0}
+    assert mod.peak_within(arm, 6.0) == pytest.approx(0.775)  # T = 3 iterations: before the peak, read at T
+    assert mod.peak_within(arm, 12.0) == pytest.approx(0.9)  # the peak at iteration 4 lies within T = 6 iterations
+
+
+def test_report_from_json_prints_the_runs_table(tmp_path, capsys):
+    mod = _load("bench_branch_headroom")
+    assert mod.main(["--small", "--json-out", str(tmp_path / "s0.json")]) == 0
+    ran = capsys.readouterr().out
+    assert mod.main(["--small", "--report-from", str(tmp_path / "s0.json")]) == 0
+    again = capsys.readouterr().out
+    assert again.strip() and again.strip() in ran  # the same table, curves and best-reward lines, nothing run
+    assert "best" in again and "@ T - flat" in again
+    assert mod.main(["--small", "--report-from", str(tmp_path / "missing.json")]) == 2
+    assert len(capsys.readouterr().err.strip().splitlines()) == 1
 
 
 def test_task_reward_is_verifier_times_size():
