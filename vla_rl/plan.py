@@ -17,6 +17,10 @@ prefix (2 cameras at 512 px = 64 tokens each after SmolVLM's pixel shuffle, 48 i
 grad unless the VLM trains) and, per flow step, the expert over the action chunk: self-attention layers attend to the
 prefix's cached keys/values and the chunk's own, cross-attention layers to the prefix's through the expert's
 k/v projections (LeRobot's SmolVLMWithExpertModel with its KV cache), + backward for the training minibatch.
+pi0 / pi0.5 (``type: pi0 | pi05``) likewise from their architecture (:func:`plan_pi`): PaliGemma (SigLIP So400m/14,
+Gemma 2B) + the Gemma-300M action expert attending jointly over the prefix and the chunk in every layer (3.501 B /
+3.617 B, pi0.5 with its adaptive norms). Grouped-query keys/values are repeated to the query heads before attention,
+as LeRobot's eager attention does (and keeps them for the backward).
 
 Memory per GPU (:func:`policy_memory`), for DDP and FSDP on each GPU count: fp32 weights 4 P, gradients 4 T and
 AdamW moments 8 T for the T trained parameters (FSDP: a full replica for the rollouts + 16 P / N for the sharded
@@ -188,8 +192,8 @@ def smolvla_settings(policy) -> dict:
     layers) is refused with one line."""
     lr = dict(policy.lerobot)
     if policy.type != "smolvla":
-        raise ValueError(f"--plan sizes the built-in VLA and LeRobot's SmolVLA; policy.type={policy.type!r} is not "
-                         "planned (use --dry-run: it counts a downloaded checkpoint's parameters)")
+        raise ValueError(f"--plan sizes the built-in VLA and LeRobot's SmolVLA, pi0 and pi0.5; policy.type="
+                         f"{policy.type!r} is not planned (use --dry-run: it counts a downloaded checkpoint's parameters)")
     name = lr.get("vlm_model_name", SMOLVLM2_NAME)
     if name != SMOLVLM2_NAME:
         raise ValueError(f"--plan sizes SmolVLA on its published backbone {SMOLVLM2_NAME}; policy.lerobot.vlm_model_name="
@@ -331,6 +335,166 @@ def plan_smolvla(cfg) -> PolicyPlan:
                        f"{arch['tokenizer_max_length']} text + 1 state); chunk {chunk}; {steps} flow steps a call"])
 
 
+# ---- pi0 / pi0.5 (LeRobot, Physical Intelligence) from their architecture ------------------------------------------------
+# lerobot.policies.pi0 / pi05 (restated): PaliGemma (SigLIP So400m/14 at 224 px -> 256 tokens an image, the linear
+# projector to 2048, Gemma 2B: 18 layers 2048 wide, MLP 16384, 8 query heads / 1 kv head of 256) + an action expert
+# Gemma 300M (18 layers 1024 wide, MLP 4096, same heads) with its token embedding removed (its lm_head stays in the
+# checkpoint, unused) + projections; every layer attends jointly over the prefix's and the chunk's keys/values.
+# pi0: the state is one projected token of the chunk, the flow time is concatenated to the actions (action_time_mlp);
+# pi0.5: the state is text in the prompt (200 tokens), the time conditions adaptive RMS norms (a 1024 -> 3 x 1024
+# dense layer per norm: scale, shift, gate).
+PALIGEMMA_TEXT = dict(hidden_size=2048, intermediate_size=16384, num_hidden_layers=18, num_attention_heads=8,
+                      num_key_value_heads=1, head_dim=256, vocab_size=257152, hidden_activation="gelu_pytorch_tanh")
+PI_EXPERT = dict(hidden_size=1024, intermediate_size=4096, num_hidden_layers=18, num_attention_heads=8,
+                 num_key_value_heads=1, head_dim=256, vocab_size=257152, hidden_activation="gelu_pytorch_tanh")
+PI_PUBLISHED = 3.3  # billions: the pi0 paper (Black et al. 2024): "3B" PaliGemma VLM + "300M" action expert
+PI_KEYS = ("tokenizer_max_length", "max_state_dim", "max_action_dim")
+
+
+class _AdaRMS(torch.nn.Module):
+    """pi0.5's adaptive RMS norm (restated from openpi's patched GemmaRMSNorm): ``x / rms(x) * (1 + scale) + shift``
+    and a residual ``gate``, ``(scale, shift, gate) = dense(cond)`` with ``cond[B, D]`` the flow-time embedding."""
+
+    def __init__(self, dim: int) -> None:
+        super().__init__()
+        self.dense = torch.nn.Linear(dim, 3 * dim)
+
+    def forward(self, x: torch.Tensor, cond: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        scale, shift, gate = self.dense(cond)[:, None].chunk(3, -1)
+        return x * torch.rsqrt(x.float().square().mean(-1, keepdim=True) + 1e-6) * (1 + scale) + shift, gate
+
+
+def pi_settings(policy) -> dict:
+    """pi0 / pi0.5 settings: LeRobot's defaults with the recipe's ``policy.lerobot`` overrides of :data:`PI_KEYS`;
+    other backbones, expert variants or image sizes are refused with one line."""
+    lr = dict(policy.lerobot)
+    for key, default in (("paligemma_variant", "gemma_2b"), ("action_expert_variant", "gemma_300m")):
+        if lr.get(key, default) != default:
+            raise ValueError(f"--plan sizes {policy.type} with {key}={default!r} (the published model); got "
+                             f"policy.lerobot.{key}={lr[key]!r} (use --dry-run)")
+    if tuple(lr.get("image_resolution", (224, 224))) != (224, 224):
+        raise ValueError(f"--plan sizes {policy.type} at image_resolution [224, 224]; got {list(lr['image_resolution'])}")
+    base = {"tokenizer_max_length": 48 if policy.type == "pi0" else 200, "max_state_dim": 32, "max_action_dim": 32}
+    return {**base, **{k: lr[k] for k in PI_KEYS if k in lr}}
+
+
+def _pi_parts(pi05: bool, arch: dict):
+    """Builders of PaliGemma and of the action expert (+ projections, + pi0.5's adaptive norms) on the meta device."""
+    import transformers
+
+    vcfg = transformers.PaliGemmaConfig(text_config=dict(model_type="gemma", **PALIGEMMA_TEXT), vocab_size=257152,
+                                        image_token_index=257152, projection_dim=2048)
+    vcfg.vision_config.image_size, vcfg.vision_config.intermediate_size = 224, 4304
+    vcfg.vision_config.projection_dim = 2048
+    ecfg = transformers.GemmaConfig(**PI_EXPERT)
+    w = ecfg.hidden_size
+
+    def vlm():
+        with torch.device("meta"):
+            return transformers.PaliGemmaForConditionalGeneration(vcfg)
+
+    def expert():
+        with torch.device("meta"):
+            m = transformers.GemmaForCausalLM(ecfg)
+            m.model.embed_tokens = None
+            a, st = arch["max_action_dim"], arch["max_state_dim"]
+            if pi05:
+                for layer in m.model.layers:
+                    layer.input_layernorm, layer.post_attention_layernorm = _AdaRMS(w), _AdaRMS(w)
+                m.model.norm = _AdaRMS(w)
+                proj = {"action_in_proj": torch.nn.Linear(a, w), "action_out_proj": torch.nn.Linear(w, a),
+                        "time_mlp_in": torch.nn.Linear(w, w), "time_mlp_out": torch.nn.Linear(w, w)}
+            else:
+                proj = {"action_in_proj": torch.nn.Linear(a, w), "action_out_proj": torch.nn.Linear(w, a),
+                        "state_proj": torch.nn.Linear(st, w), "action_time_mlp_in": torch.nn.Linear(2 * w, w),
+                        "action_time_mlp_out": torch.nn.Linear(w, w)}
+            m.pi_projections = torch.nn.ModuleDict(proj)
+        return m
+
+    return vlm, expert, w
+
+
+def plan_pi(cfg) -> PolicyPlan:
+    """LeRobot's pi0 / pi0.5 (``policy.kind: lerobot``, ``type: pi0 | pi05``) from their architecture."""
+    import torch.nn.functional as F
+
+    pi05 = cfg.policy.type == "pi05"
+    arch = pi_settings(cfg.policy)
+    vlm, expert, width = _pi_parts(pi05, arch)
+    v, e = vlm(), expert()
+    nv, ne = sum(p.numel() for p in v.parameters()), sum(p.numel() for p in e.parameters())
+    unused = e.lm_head.weight.numel()  # the expert's lm_head: in the checkpoint, never used, no gradient
+    expert_only = bool(dict(cfg.policy.lerobot).get("train_expert_only", False))  # LeRobot's default: all trained
+    episodes, _ = episodes_and_calls(cfg)
+    mb, cams, chunk = cfg.rl.minibatch_size, len(cfg.policy.cameras), cfg.policy.chunk_size
+    prefix = cams * 256 + arch["tokenizer_max_length"]
+    suffix = chunk + (0 if pi05 else 1)  # pi0: the state token + the actions
+    hd, layers, groups = PI_EXPERT["head_dim"], PI_EXPERT["num_hidden_layers"], PI_EXPERT["num_attention_heads"]
+
+    def prefix_inputs(m, rows):
+        return {"inputs_embeds": torch.randn(rows, prefix, PALIGEMMA_TEXT["hidden_size"]),
+                "pixel_values": torch.randn(rows * cams, 3, 224, 224)}
+
+    def prefix_pass(m, x):
+        """SigLIP on every camera image + the projector, then Gemma 2B over the prefix (+ backward if it trains)."""
+        img = m.model.multi_modal_projector(m.model.vision_tower(x["pixel_values"]).last_hidden_state)
+        out = m.model.language_model(inputs_embeds=x["inputs_embeds"], use_cache=False).last_hidden_state
+        if torch.is_grad_enabled():
+            (out.square().mean() + img.square().mean()).backward()
+
+    def expert_inputs(rows):
+        return {"actions": torch.randn(rows, chunk, arch["max_action_dim"]), "time": torch.randn(rows, width),
+                "state": torch.randn(rows, 1, arch["max_state_dim"]),
+                "k": torch.randn(layers, rows, prefix, hd), "v": torch.randn(layers, rows, prefix, hd)}
+
+    def expert_pass(m, x):
+        """One velocity call of the expert over the chunk with the prefix's keys/values cached (every layer attends
+        jointly over prefix + chunk; 8 query heads share the 1 kv head). RoPE and masks are elementwise, left out."""
+        proj, g = m.pi_projections, m.model
+        a = proj["action_in_proj"](x["actions"])
+        if pi05:
+            cond = proj["time_mlp_out"](F.silu(proj["time_mlp_in"](x["time"])))
+            h = a
+        else:
+            t = x["time"][:, None].expand(-1, chunk, -1)
+            h = proj["action_time_mlp_out"](F.silu(proj["action_time_mlp_in"](torch.cat([a, t], -1))))
+            h = torch.cat([proj["state_proj"](x["state"]), h], 1)
+        B, n, _ = h.shape
+        heads = lambda t: t.view(B, t.shape[1], -1, hd).transpose(1, 2)  # noqa: E731
+        for i, layer in enumerate(g.layers):
+            at = layer.self_attn
+            hn, gate = layer.input_layernorm(h, cond) if pi05 else (layer.input_layernorm(h), 1.0)
+            k = torch.cat([x["k"][i], at.k_proj(hn)], 1)
+            v = torch.cat([x["v"][i], at.v_proj(hn)], 1)
+            o = F.scaled_dot_product_attention(heads(at.q_proj(hn)), heads(k).repeat_interleave(groups, 1),
+                                               heads(v).repeat_interleave(groups, 1))
+            h = h + gate * at.o_proj(o.transpose(1, 2).reshape(B, n, -1))
+            hn, gate = layer.post_attention_layernorm(h, cond) if pi05 else (layer.post_attention_layernorm(h), 1.0)
+            h = h + gate * layer.mlp(hn)
+        hn = g.norm(h, cond)[0] if pi05 else g.norm(h)
+        out = proj["action_out_proj"](hn[:, -chunk:])
+        if torch.is_grad_enabled():
+            out.float().square().mean().backward()
+
+    roll = trace_pass(vlm, lambda m: prefix_inputs(m, episodes), prefix_pass, grad=False)
+    roll_e = trace_pass(expert, lambda m: expert_inputs(episodes), expert_pass, grad=False)
+    tr_p = trace_pass(vlm, lambda m: prefix_inputs(m, mb), prefix_pass, grad=not expert_only)
+    tr_e = trace_pass(expert, lambda m: expert_inputs(mb), expert_pass)
+    steps = cfg.policy.flow.num_steps
+    cache = lambda rows: 2 * layers * rows * prefix * hd * 4  # noqa: E731  (the prefix's fp32 keys + values)
+    rollout = Trace(roll.flops + steps * roll_e.flops, max(roll.peak, cache(episodes) + roll_e.peak))
+    train = Trace(tr_p.flops + steps * tr_e.flops, tr_p.peak + cache(mb) + steps * tr_e.peak)
+    name = "pi0.5" if pi05 else "pi0"
+    return PolicyPlan(f"LeRobot {name} (from its architecture; LeRobot not installed here)", nv + ne,
+                      (ne - unused) if expert_only else (nv + ne - unused), rollout, episodes, train, mb, 1,
+                      [f"PaliGemma {nv / 1e9:.3f} B (SigLIP So400m/14 + Gemma 2B), action expert + projections "
+                       f"{ne / 1e9:.3f} B (of which its unused lm_head {unused / 1e6:.1f} M: no gradient, no AdamW "
+                       f"state); total {(nv + ne) / 1e9:.3f} B, published {PI_PUBLISHED:g} B (pi0 paper: 3 B VLM + "
+                       "300 M expert)",
+                       f"prefix {prefix} tokens ({cams} cameras x 256 + {arch['tokenizer_max_length']} text); chunk "
+                       f"{suffix} tokens; {steps} flow steps a call"])
+
+
 # ---- memory, FLOPs, the printed plan --------------------------------------------------------------------------------
 def policy_memory(p: PolicyPlan, cfg, strategy: str = "ddp", gpus: int = 1) -> dict[str, float] | None:
     """Bytes per GPU (module docstring) on ``gpus`` ranks: fp32 weights, gradients + AdamW of the trained ones, a KL
@@ -366,7 +530,9 @@ def policy_flops(p: PolicyPlan, cfg) -> dict[str, float]:
 
 
 def plan_policy(cfg) -> PolicyPlan:
-    return plan_smolvla(cfg) if cfg.policy.kind == "lerobot" else plan_builtin(cfg)
+    if cfg.policy.kind == "lerobot":
+        return plan_pi(cfg) if cfg.policy.type in ("pi0", "pi05") else plan_smolvla(cfg)
+    return plan_builtin(cfg)
 
 
 def _rate(cfg, peak_tflops: float | None) -> float:

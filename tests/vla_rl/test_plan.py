@@ -67,6 +67,42 @@ def test_smolvla_flops_match_a_hand_count():
     assert 0 < p.rollout.peak and 0 < p.train.peak
 
 
+def _pi_hand_count(pi05: bool) -> tuple[int, int]:
+    """pi0 / pi0.5 by hand (lerobot.policies.pi0 / pi05): SigLIP So400m/14 at 224 px + projector + Gemma 2B (tied
+    lm_head) + the Gemma-300M expert (no token embedding; its lm_head kept) + projections; pi0.5's norms are adaptive
+    (a 1024 -> 3072 dense layer each, no weight). Returns (total, trained with train_expert_only: the expert without
+    its unused lm_head + projections)."""
+    lin = lambda i, o, bias=True: i * o + (o if bias else 0)  # noqa: E731
+    d, ff = 1152, 4304
+    vision = lin(3 * 14 * 14, d) + 256 * d + 27 * (4 * lin(d, d) + 2 * 2 * d + lin(d, ff) + lin(ff, d)) + 2 * d
+    h = 2048
+    gemma = 257152 * h + 18 * (2 * lin(h, h, False) + 2 * lin(h, 256, False) + 3 * lin(h, 16384, False) + 2 * h) + h
+    w = 1024
+    norm = lin(w, 3 * w) if pi05 else w
+    expert = 18 * (lin(w, 2048, False) + lin(2048, w, False) + 2 * lin(w, 256, False) + 3 * lin(w, 4096, False)
+                   + 2 * norm) + norm
+    proj = lin(32, w) + lin(w, 32) + (2 * lin(w, w) if pi05 else lin(32, w) + lin(2 * w, w) + lin(w, w))
+    head = 257152 * w
+    return vision + lin(d, 2048) + gemma + expert + proj + head, expert + proj
+
+
+@pytest.mark.parametrize("kind", ["pi0", "pi05"])
+def test_pi_plan_counts(kind, capsys):
+    """pi0 / pi0.5 (configs/vla/pi0_reach_one.yaml, pi05_reach_one.yaml): the meta-device count equals the hand count
+    and the 3.50 B / 3.62 B that vla_rl.policies.factory.BASE_SIZES states (counted there with LeRobot's own classes),
+    and is within 10% of the pi0 paper's 3.3 B (3 B PaliGemma + 300 M expert)."""
+    from vla_rl.policies.factory import BASE_SIZES
+
+    assert main(["train", f"configs/vla/{kind}_reach_one.yaml", "--plan"]) == 0
+    out = capsys.readouterr().out
+    total, trained = _pi_hand_count(kind == "pi05")
+    assert f"parameters (meta device): {total / 1e6:.3f} M, trained {trained / 1e6:.3f} M" in out
+    stated = float(re.search(r"([\d.]+) B parameters", BASE_SIZES[kind]).group(1))
+    assert round(total / 1e9, 2) == stated
+    assert abs(total / 1e9 - 3.3) <= 0.1 * 3.3
+    assert "ddp    8 GPU(s)" in out and "s/iter on 8 GPU(s)" in out
+
+
 @pytest.mark.parametrize("recipe", ["robosuite_lift", "libero_spatial_full"])
 def test_builtin_full_recipes_plan(recipe, capsys):
     assert main(["train", f"configs/vla/{recipe}.yaml", "--plan"]) == 0
@@ -104,7 +140,8 @@ def test_plan_bad_input(tmp_path, capsys):
     base = ["train", "configs/vla/smolvla_reach_one.yaml", f"output_dir={out_dir}", "--plan"]
     for extra, msg in ((["--gpus", "eight"], "--plan needs --gpus as positive integers (got 'eight')"),
                        (["--mfu", "2"], "0 < --mfu <= 1 (got 2.0)"),
-                       (["policy.type=pi0"], "policy.type='pi0' is not planned")):
+                       (["policy.lerobot.paligemma_variant=gemma_300m", "policy.type=pi0"],
+                        "--plan sizes pi0 with paligemma_variant='gemma_2b'")):
         assert main(base + extra) == 2
         err = capsys.readouterr().err.strip()
         assert msg in err and len(err.splitlines()) == 1, err
