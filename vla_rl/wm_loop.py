@@ -29,8 +29,14 @@ data (uint8 episodes; training windows are cut per batch, ``world_models.windows
 every metric stay in CPU RAM, and batches move to the models.
 
 The world model is a module's worth of tensors and the policy a ``SmallVLA`` directory, so every stage
-is checkpointed under ``output_dir`` (``sft/``, ``cycle_<c>/``: ``world_model.pt`` and ``vla/``); the loop itself is
-not resumable mid-cycle. The policy with the best real-simulator success so far (cycle 0 = after SFT) is kept as
+is checkpointed under ``output_dir`` (``sft/``, ``cycle_<c>/``: ``world_model.pt`` and ``vla/``). After every completed
+cycle (cycle 0: data, models and SFT) the loop's own state -- cycle, history, best record, the world model, state
+model and IDM weights and the grown training data -- is saved atomically as ``<output_dir>/loop_state/step_<c>``
+(grpo.checkpoint); a run that stopped (SIGINT / SIGTERM: at the next stage boundary; a crash; a kill) resumes from
+the last completed cycle when the same command is run again (``resume: true``, the default), and reruns the
+interrupted one from its start; every stage is seeded per cycle, so the resumed history equals an uninterrupted one.
+A damaged loop state is reported (one line) and left as it is; a config that differs (other than ``cycles``) is
+refused. The policy with the best real-simulator success so far (cycle 0 = after SFT) is kept as
 ``<output_dir>/checkpoints/best`` (a ``SmallVLA`` directory with ``best.json``: metric, value, cycle), swapped
 atomically (grpo.checkpoint.publish_best).
 """
@@ -48,13 +54,15 @@ from typing import Any
 import numpy as np
 import torch
 
-from grpo.checkpoint import best_record, improves, publish_best
+from grpo.checkpoint import best_record, improves, latest_checkpoint, load_checkpoint, publish_best, save_checkpoint
 from grpo.cli import config_command
-from grpo.config import ConfigError, config_to_dict
+from grpo.config import ConfigError, check_resume_config, config_to_dict
 from grpo.device import check_device_name, device_of, resolve_device
 from grpo.metrics import MetricsLogger
-from world_models.data import collect_policy_episodes, collect_sans, state_predictor_error
-from world_models.fit import WM_CAMERA, DataConfig, ModelsConfig, finetune, fit_models, world_model_report
+from grpo.preflight import check_resumable
+from grpo.signals import GracefulExit
+from world_models.data import Trajectories, collect_policy_episodes, collect_sans, state_predictor_error
+from world_models.fit import WM_CAMERA, DataConfig, ModelsConfig, empty_models, finetune, fit_models, world_model_report
 from world_models.idm import idm_action_error
 from world_models.wm_env import StartPool, register_world_model_env
 
@@ -68,6 +76,7 @@ from .trainer import VLARLTrainer
 class LoopConfig:
     seed: int = 0  # seeds data, models, SFT and RL (reproducible from it)
     output_dir: str = "runs/wm_loop"  # where models, metrics and the VLA runs go
+    resume: bool = True  # continue after output_dir's last completed cycle (loop_state/) when there is one
     # where the world model, state model, IDM and the VLA run ("auto": CUDA when available, else CPU; the VLA
     # stages use the same unless vla.device names another); data, start pools and windows stay in CPU RAM
     device: str = "auto"  # auto, cpu, cuda or cuda:<i> for the models and the VLA
@@ -132,8 +141,78 @@ def run_loop(cfg: LoopConfig, quiet: bool = False) -> dict[str, Any]:
     t_start = time.time()
     dev = resolve_device(cfg.device)
     out = Path(cfg.output_dir)
+    saved = read_loop_state(cfg)  # before anything is written: a damaged state or another config is one line
+    done = -1 if saved is None else int(saved["cycle"])  # the last completed cycle
     out.mkdir(parents=True, exist_ok=True)
+    _forget_after(out, done)  # an interrupted cycle's partial outputs and metrics rows: it reruns from its start
     logger = MetricsLogger(out, config=config_to_dict(cfg))
+    if saved is not None:
+        say(f"resuming after cycle {done} ({saved['__path__']})")
+    with GracefulExit() as stop:
+        res = _run_cycles(cfg, out, dev, saved, logger, stop, say)
+    logger.close()
+    history = res["history"]
+    if res["stopped"]:
+        say(f"{res['stopped']}: stopped after cycle {history[-1]['cycle'] if history else -1}; run the same command to "
+            f"resume (outputs in {out.resolve()})")
+        return res
+    (out / "history.json").write_text(json.dumps(history, indent=1))
+    say(f"real-sim success per cycle: {[round(h['real_success'], 3) for h in history]} ({time.time() - t_start:.0f}s); "
+        f"outputs in {out.resolve()}")
+    return res
+
+
+LOOP_STATE = "loop_state"
+
+
+def read_loop_state(cfg: LoopConfig) -> dict[str, Any] | None:
+    """The last completed cycle's saved state of ``cfg.output_dir`` (None: a fresh run, or ``resume: false``); a
+    damaged one, or one saved under another config (``cycles`` may differ), raises ValueError (one line)."""
+    root = Path(cfg.output_dir) / LOOP_STATE
+    if not cfg.resume:
+        return None
+    check_resumable(root)
+    latest = latest_checkpoint(root)
+    if latest is None:
+        return None
+    try:
+        st = load_checkpoint(latest)
+    except Exception as e:  # noqa: BLE001 - any unreadable file: one line naming it, the state left untouched
+        raise ValueError(f"resume: cannot read {latest} ({type(e).__name__}: {e}); it was left untouched: move it "
+                         "away or set resume=false") from None
+    check_resume_config(st["config"], cfg, str(latest), ignore=("resume", "cycles"))
+    return st
+
+
+def _forget_after(out: Path, done: int) -> None:
+    """Drop what cycles after ``done`` left (an interrupted run's ``cycle_<c>/`` and ``metrics.jsonl`` rows with
+    ``step > done``; ``done = -1``: a fresh run, also ``sft/`` and an old ``loop_state/`` under ``resume: false``), so the rerun writes them as an uninterrupted run would."""
+    import shutil
+
+    for d in [*out.glob("cycle_*"), *([out / "sft", out / LOOP_STATE] if done < 0 else [])]:
+        tail = d.name.removeprefix("cycle_")
+        if d.is_dir() and (not tail.isdigit() or int(tail) > done):
+            shutil.rmtree(d)
+    metrics = out / "metrics.jsonl"
+    if metrics.is_file():
+        keep = [ln for ln in metrics.read_text().splitlines() if ln.strip() and json.loads(ln).get("step", 0) <= done]
+        metrics.write_text("".join(ln + "\n" for ln in keep))
+
+
+def _save_loop_state(out: Path, cfg: LoopConfig, cycle: int, history: list, best: dict | None, policy_dir: Path,
+                     models: dict, train: Trajectories) -> None:
+    """``out/loop_state/step_<cycle>`` (atomic, the previous one removed): what the next cycle starts from."""
+    state = {"cycle": cycle, "history": history, "best": best, "policy_dir": str(policy_dir.relative_to(out)),
+             "config": config_to_dict(cfg), "train": {f: getattr(train, f) for f in train.__dataclass_fields__}}
+    for name in ("wm", "state", "idm"):
+        state[f"model_{name}"] = {k: v.detach().cpu() for k, v in models[name].state_dict().items()}  # own file each
+    save_checkpoint(out / LOOP_STATE, cycle, state, keep_last=1)
+
+
+def _run_cycles(cfg: LoopConfig, out: Path, dev, saved: dict | None, logger: MetricsLogger, stop: GracefulExit,
+                say) -> dict[str, Any]:
+    """Cycle 0 (data, models, SFT; or the saved state) and cycles ``1..cfg.cycles``; stops at a stage boundary
+    when ``stop.requested`` (or a VLA run inside was stopped by the signal)."""
     d, m = cfg.data, cfg.models
     wm_name = "wm/" + d.task.split("/", 1)[-1]
     env_kwargs = dict(cfg.vla.env.kwargs, image_size=d.image_size)
@@ -142,40 +221,60 @@ def run_loop(cfg: LoopConfig, quiet: bool = False) -> dict[str, Any]:
     # data + models
     t0 = time.time()
     sim_kw = {k: v for k, v in env_kwargs.items() if k not in ("image_size", "cameras")}  # e.g. object_state
-    train = collect_sans(d.task, d.train, d.horizon, d.image_size, cfg.seed, d.train_seed_offset, d.noise, WM_CAMERA,
-                         env_kwargs=sim_kw, near_progress=d.near_progress)
+    # (the order of a fresh run's stages is kept: each is seeded, but fit_models seeds torch's global generator)
+    train = Trajectories(**saved["train"]) if saved is not None else \
+        collect_sans(d.task, d.train, d.horizon, d.image_size, cfg.seed, d.train_seed_offset, d.noise, WM_CAMERA,
+                     env_kwargs=sim_kw, near_progress=d.near_progress)
     test = collect_sans(d.task, d.test, d.horizon, d.image_size, cfg.seed + 1, d.test_seed_offset, d.noise, WM_CAMERA,
-                       env_kwargs=sim_kw, near_progress=d.near_progress)
-    say(f"data: train {train.counts()}, held-out {test.counts()}, {time.time() - t0:.0f}s")
-    models = fit_models(cfg, train, cfg.seed, say, device=dev)
-    starts = StartPool.from_sim(d.task, range(d.start_pool), d.image_size, WM_CAMERA, env_kwargs=sim_kw)
-    idm_err = idm_action_error(models["idm"], test.videos, test.actions)
-    rep = world_model_report(models["wm"], test, models["idm"], m.success_threshold, cfg.seed, m.env_sampling_steps,
-                             models["state"])
-    rep.update(state_predictor_error(models["state"], test))
-    say("cycle 0 world model on held-out SANS: " + ", ".join(f"{k} {v:.4f}" for k, v in rep.items()))
-
-    # policy: SFT in the real simulator
-    sft_dir = out / "sft"
+                        env_kwargs=sim_kw, near_progress=d.near_progress)
     vla_device = cfg.vla.device if cfg.vla.device != "auto" else str(dev)  # the loop's device unless vla sets one
-    sft_cfg = _vla_cfg(cfg, output_dir=str(sft_dir), resume=False, device=vla_device,
-                       **{"env.tasks": [d.task], "env.kwargs": env_kwargs, "rl.iterations": 0, "rl.num_videos": 0})
-    VLARLTrainer(sft_cfg, quiet=True).train()
-    policy_dir = sft_dir / "policy"
-    pool = EnvPool(env_kwargs, cfg.vla.env.video_camera)
     eval_seeds = [cfg.vla.rl.eval_seed_offset + i for i in range(cfg.real_eval_episodes)]
+    pool = None
 
     def real_success(policy) -> float:
         return evaluate(policy, pool, [d.task], eval_seeds, max_steps, seed=cfg.seed).success_rate
 
-    policy = SmallVLA.from_pretrained(policy_dir).to(vla_device)
-    history = [{"cycle": 0, "real_success": real_success(policy), **{f"wm_heldout/{k}": v for k, v in rep.items()},
-                "idm/heldout_mse": idm_err["mse"], "idm/heldout_r2": idm_err["r2"], "data/episodes": len(train)}]
-    logger.log(0, {k: v for k, v in history[0].items() if k != "cycle"})
-    best = keep_best_policy(out / "checkpoints", policy, history[0]["real_success"], 0, None)
-    say(f"cycle 0: real-sim success after SFT {history[0]['real_success']:.3f}")
+    if saved is not None:  # the last completed cycle's data, models, policy, history and best record
+        starts = StartPool.from_sim(d.task, range(d.start_pool), d.image_size, WM_CAMERA, env_kwargs=sim_kw)
+        pool = EnvPool(env_kwargs, cfg.vla.env.video_camera)
+        models = empty_models(m, train, dev)
+        for name in ("wm", "state", "idm"):
+            models[name].load_state_dict(saved[f"model_{name}"])
+        history, best, start = list(saved["history"]), saved["best"], int(saved["cycle"]) + 1
+        policy_dir = out / saved["policy_dir"]
+        policy = SmallVLA.from_pretrained(policy_dir).to(vla_device)
+    else:
+        say(f"data: train {train.counts()}, held-out {test.counts()}, {time.time() - t0:.0f}s")
+        models = fit_models(cfg, train, cfg.seed, say, device=dev)
+        starts = StartPool.from_sim(d.task, range(d.start_pool), d.image_size, WM_CAMERA, env_kwargs=sim_kw)
+        idm_err = idm_action_error(models["idm"], test.videos, test.actions)
+        rep = world_model_report(models["wm"], test, models["idm"], m.success_threshold, cfg.seed, m.env_sampling_steps,
+                                 models["state"])
+        rep.update(state_predictor_error(models["state"], test))
+        say("cycle 0 world model on held-out SANS: " + ", ".join(f"{k} {v:.4f}" for k, v in rep.items()))
+        if stop.requested:
+            return {"history": [], "models": models, "train": train, "test": test, "policy_dir": None,
+                    "stopped": stop.requested}
 
-    for c in range(1, cfg.cycles + 1):
+        # policy: SFT in the real simulator
+        sft_dir = out / "sft"
+        sft_cfg = _vla_cfg(cfg, output_dir=str(sft_dir), resume=False, device=vla_device,
+                           **{"env.tasks": [d.task], "env.kwargs": env_kwargs, "rl.iterations": 0, "rl.num_videos": 0})
+        VLARLTrainer(sft_cfg, quiet=True).train()
+        policy_dir = sft_dir / "policy"
+        pool = EnvPool(env_kwargs, cfg.vla.env.video_camera)
+        policy = SmallVLA.from_pretrained(policy_dir).to(vla_device)
+        history = [{"cycle": 0, "real_success": real_success(policy), **{f"wm_heldout/{k}": v for k, v in rep.items()},
+                    "idm/heldout_mse": idm_err["mse"], "idm/heldout_r2": idm_err["r2"], "data/episodes": len(train)}]
+        best = keep_best_policy(out / "checkpoints", policy, history[0]["real_success"], 0, None)
+        _save_loop_state(out, cfg, 0, history, best, policy_dir, models, train)
+        logger.log(0, {k: v for k, v in history[0].items() if k != "cycle"})
+        say(f"cycle 0: real-sim success after SFT {history[0]['real_success']:.3f}")
+        start = 1
+
+    for c in range(start, cfg.cycles + 1):
+        if stop.requested:
+            break
         tc = time.time()
         cdir = out / f"cycle_{c}"
         register_world_model_env(wm_name, models["wm"], models["state"], starts, threshold=m.success_threshold,
@@ -184,6 +283,9 @@ def run_loop(cfg: LoopConfig, quiet: bool = False) -> dict[str, Any]:
                         **{"env.tasks": [wm_name], "env.kwargs": env_kwargs, "sft.init_policy": str(policy_dir),
                            "rl.iterations": cfg.rl_iterations, "rl.eval_every": 0, "rl.num_videos": 0})
         summary = VLARLTrainer(vcfg, quiet=True).train()
+        if summary["stopped"] or stop.requested:  # the signal reached the VLA run (or came between stages)
+            stop.requested = stop.requested or summary["stopped"]
+            break
         policy_dir = cdir / "vla" / "policy"
         policy = summary["policy"]
         rs = real_success(policy)
@@ -208,18 +310,17 @@ def run_loop(cfg: LoopConfig, quiet: bool = False) -> dict[str, Any]:
                "time/cycle_s": time.time() - tc}
         history.append(rec)
         best = keep_best_policy(out / "checkpoints", policy, rs, c, best)
-        logger.log(c, {k: v for k, v in rec.items() if k != "cycle" and v is not None})
         torch.save({"wm": models["wm"].state_dict(), "state": models["state"].state_dict()}, cdir / "world_model.pt")
+        _save_loop_state(out, cfg, c, history, best, policy_dir, models, train)
+        logger.log(c, {k: v for k, v in rec.items() if k != "cycle" and v is not None})
         say(f"cycle {c}: WM-imagined success {summary['sft_success']:.3f} -> {summary['final_success']:.3f}; "
             f"real-sim success {rs:.3f}; on the policy's real rollouts: frame MSE {on_policy['frame_mse']:.4f} "
             f"(copy {on_policy['copy_first_frame_mse']:.4f}), action-following MSE {on_policy['action_following_mse']:.4f} "
             f"(IDM on real {on_policy['idm_on_real_mse']:.4f}), success agreement {on_policy['episode_success_agreement']:.3f}; "
             f"+{len(add)} episodes; held-out frame MSE {held['frame_mse']:.4f}; {rec['time/cycle_s']:.0f}s")
-    logger.close()
-    (out / "history.json").write_text(json.dumps(history, indent=1))
-    say(f"real-sim success per cycle: {[round(h['real_success'], 3) for h in history]} ({time.time() - t_start:.0f}s); "
-        f"outputs in {out.resolve()}")
-    return {"history": history, "models": models, "train": train, "test": test, "policy_dir": str(policy_dir)}
+    pool.close()
+    return {"history": history, "models": models, "train": train, "test": test, "policy_dir": str(policy_dir),
+            "stopped": stop.requested}
 
 
 def keep_best_policy(root: Path, policy: SmallVLA, value: float, cycle: int, best: dict | None) -> dict | None:

@@ -280,6 +280,15 @@ def fit_models(cfg: ModelsConfig, train: Trajectories, seed: int = 0, log=print,
     return {"wm": wm, "state": sp, "idm": idm, "wm_loss": wm_loss, "idm_loss": idm_loss, "state_loss": sp_loss}
 
 
+def empty_models(cfg: ModelsConfig, train: Trajectories, device: str | torch.device = "cpu") -> dict[str, Any]:
+    """The world model, state model and IDM of :func:`fit_models`, untrained (shapes from ``cfg`` and ``train``'s
+    state / action sizes): what a saved ``state_dict`` of each loads into (a resumed loop)."""
+    dev = resolve_device(device)
+    return {"wm": VideoWorldModel(success_state_config(cfg, train)).to(dev),
+            "state": StatePredictor(train.state.shape[-1], train.actions.shape[-1]).to(dev),
+            "idm": InverseDynamicsModel(copy.deepcopy(cfg.idm)).to(dev)}
+
+
 def finetune(models: dict, cfg: ModelsConfig, train: Trajectories, steps: int, seed: int) -> list[float]:
     """Fine-tune the state model, world model (half the learning rate) and success head (a third of its steps) of
     ``models`` on ``train``; returns the world model's loss curve."""

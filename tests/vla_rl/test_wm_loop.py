@@ -15,19 +15,22 @@ from vla_rl.wm_loop import LoopConfig, run_loop
 TINY_WM = dict(image_size=32, context_frames=2, chunk=2, action_dim=4, sampling_steps=2, layers=1, ffn_dim=32)
 
 
+TINY_LOOP = [
+    "cycles=1", "rl_iterations=1", "real_eval_episodes=2", "rollouts_per_cycle=2",
+    "data.horizon=6", "data.train={success: 2, near: 1, failure: 1, random: 1}", "data.test={success: 1, near: 1}",
+    "data.start_pool=4", f"models.wm={json.dumps(TINY_WM)}", "models.wm_steps=3", "models.wm_finetune_steps=2",
+    "models.idm_steps=3", "models.state_steps=3", "models.success_steps=3", "vla.env.max_episode_steps=12",
+    "vla.policy.chunk_size=2", "vla.policy.n_action_steps=2", "vla.policy.flow.num_steps=2", "vla.sft.demos_per_task=1",
+    "vla.sft.steps=3", "vla.rl.groups_per_task=1", "vla.rl.eval_episodes=2", "vla.grpo.group_size=2"]
+
+
 @pytest.mark.parametrize("config,state_dim", [("loop_reach.yaml", 18), ("loop_reach_one.yaml", 12)])
 def test_world_vla_loop_tiny(tmp_path, config, state_dim):
     """Both shipped loops, tiny: reach (3 balls, grounding head) and reach_one (one ball; the demo), whose policy
     reads the state model's proprio + ball position inside the world model (state_dim 12)."""
     path = f"configs/world_models/{config}"
     assert cli_main(["loop", path, "--dry-run"]) == 0
-    cfg = load_config(LoopConfig, path, [
-        f"output_dir={tmp_path}", "cycles=1", "rl_iterations=1", "real_eval_episodes=2", "rollouts_per_cycle=2",
-        "data.horizon=6", "data.train={success: 2, near: 1, failure: 1, random: 1}", "data.test={success: 1, near: 1}",
-        "data.start_pool=4", f"models.wm={json.dumps(TINY_WM)}", "models.wm_steps=3", "models.wm_finetune_steps=2",
-        "models.idm_steps=3", "models.state_steps=3", "models.success_steps=3", "vla.env.max_episode_steps=12", "vla.policy.chunk_size=2",
-        "vla.policy.n_action_steps=2", "vla.policy.flow.num_steps=2", "vla.sft.demos_per_task=1", "vla.sft.steps=3",
-        "vla.rl.groups_per_task=1", "vla.rl.eval_episodes=2", "vla.grpo.group_size=2"])
+    cfg = load_config(LoopConfig, path, [f"output_dir={tmp_path}", *TINY_LOOP])
     res = run_loop(cfg, quiet=True)
     hist = res["history"]
     assert [h["cycle"] for h in hist] == [0, 1]
@@ -78,3 +81,88 @@ def test_collect_policy_episodes_with_the_policy_as_act():
     assert a.frames.shape == (2, 7, 3, 32, 32) and a.actions.shape == (2, 6, 4)
     assert torch.equal(a.actions, b.actions) and torch.equal(a.frames, b.frames)
     assert all(k.startswith("policy_") for k in a.kinds) and a.init_seeds == [5, 6]
+
+
+def _same_history(a: list[dict], b: list[dict]) -> None:
+    assert [h["cycle"] for h in a] == [h["cycle"] for h in b]
+    for x, y in zip(a, b):
+        for k in x:
+            if not k.startswith("time/"):
+                assert x[k] == y[k] or (np.isnan(x[k]) and np.isnan(y[k])), (x["cycle"], k, x[k], y[k])
+
+
+def test_loop_resumes_after_the_last_completed_cycle(tmp_path):
+    """A loop stopped after cycle 1 (here: run with cycles=1) and run again with cycles=2 resumes from
+    loop_state/step_000001 and reruns nothing before it; its history and metrics equal an uninterrupted cycles=2 run's.
+    A cycle left half-done is redone from its start; a damaged state, or another config, is one line and is left as
+    it is."""
+    path = "configs/world_models/loop_reach_one.yaml"
+    whole = run_loop(load_config(LoopConfig, path, [f"output_dir={tmp_path / 'whole'}", *TINY_LOOP, "cycles=2"]),
+                     quiet=True)
+    part = tmp_path / "part"
+    run_loop(load_config(LoopConfig, path, [f"output_dir={part}", *TINY_LOOP]), quiet=True)
+    assert (part / "loop_state" / "step_000001" / "state.json").is_file()
+    (part / "cycle_2" / "vla").mkdir(parents=True)  # an interrupted cycle 2's leftovers
+    (part / "cycle_2" / "vla" / "stale.txt").write_text("x")
+    with (part / "metrics.jsonl").open("a") as f:
+        f.write(json.dumps({"step": 2, "real_success": -1.0}) + "\n")
+    resumed = run_loop(load_config(LoopConfig, path, [f"output_dir={part}", *TINY_LOOP, "cycles=2"]), quiet=True)
+    _same_history(whole["history"], resumed["history"])
+    assert not (part / "cycle_2" / "vla" / "stale.txt").exists()
+    rows = [json.loads(x) for x in (part / "metrics.jsonl").read_text().splitlines()]
+    whole_rows = [json.loads(x) for x in (tmp_path / "whole" / "metrics.jsonl").read_text().splitlines()]
+    assert [r["step"] for r in rows] == [r["step"] for r in whole_rows] == [0, 1, 2]
+    assert json.loads((part / "history.json").read_text())[-1]["real_success"] == whole["history"][-1]["real_success"]
+
+    # another config: refused, one line, nothing written
+    before = sorted(p.name for p in part.rglob("*"))
+    err = run_cli_loop([path, f"output_dir={part}", *TINY_LOOP, "cycles=3", "models.wm_steps=4"])
+    assert err[0] == 2 and "refusing to resume" in err[1] and "models.wm_steps" in err[1] and err[1].count("\n") == 1
+    # a damaged state: reported, left as it is
+    st = part / "loop_state" / "step_000002" / "model_wm.safetensors"
+    st.write_bytes(st.read_bytes()[:100])
+    err = run_cli_loop([path, f"output_dir={part}", *TINY_LOOP, "cycles=3"])
+    assert err[0] == 2 and "model_wm.safetensors" in err[1] and "left untouched" in err[1] and err[1].count("\n") == 1
+    assert sorted(p.name for p in part.rglob("*")) == before and len(st.read_bytes()) == 100
+
+
+def run_cli_loop(args: list[str]) -> tuple[int, str]:
+    import subprocess
+    import sys
+
+    r = subprocess.run([sys.executable, "-m", "vla_rl.cli", "loop", *args], capture_output=True, text=True, timeout=300)
+    return r.returncode, r.stderr
+
+
+def test_loop_sigint_stops_at_a_stage_boundary_then_resumes(tmp_path):
+    """SIGINT mid-loop: no traceback, exit 0, a line saying after which cycle it stopped; the same command resumes
+    after that cycle (loop_state) and finishes."""
+    import os
+    import re
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    out = tmp_path / "run"
+    args = ["loop", "configs/world_models/loop_reach_one.yaml", f"output_dir={out}", *TINY_LOOP, "cycles=40"]
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
+    p = subprocess.Popen([sys.executable, "-m", "vla_rl.cli", *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                         text=True, env=env)
+    t0 = time.time()
+    while not (out / "loop_state" / "step_000001").is_dir() and p.poll() is None and time.time() - t0 < 240:
+        time.sleep(0.2)
+    p.send_signal(signal.SIGINT)
+    stdout, stderr = p.communicate(timeout=240)
+    assert p.returncode == 0 and "Traceback" not in stderr, stderr[-2000:]
+    m = re.search(r"SIGINT: stopped after cycle (\d+); run the same command to resume", stdout)
+    assert m, stdout[-2000:]
+    n = int(m.group(1))
+    assert 1 <= n < 40 and (out / "loop_state" / f"step_{n:06d}" / "state.json").is_file()
+    assert not (out / "history.json").exists()
+    args[-1] = f"cycles={n + 1}"
+    r = subprocess.run([sys.executable, "-m", "vla_rl.cli", *args], capture_output=True, text=True, env=env,
+                       timeout=300)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert f"resuming after cycle {n}" in r.stdout
+    assert [h["cycle"] for h in json.loads((out / "history.json").read_text())] == list(range(n + 2))
