@@ -119,7 +119,7 @@ def test_wm_loop_plan(capsys):
     """The World-VLA-Loop's Wan2.1-1.3B-shaped world model: its count against the published 1.3B size class, its
     training step against 6 P B tokens and its imagined chunk against 2 P rows tokens (4 frames x 16 x 16 tokens),
     the largest batch that fits consistent with the memory it prints."""
-    assert main(["loop", "configs/world_models/loop_robosuite_lift.yaml", "--plan"]) == 0
+    assert main(["loop", "configs/world_models/loop_robosuite_lift.yaml", "models.wm_batch=32", "--plan"]) == 0
     out = capsys.readouterr().out
     n = float(re.search(r"world model ([\d.]+) B", out).group(1)) * 1e9
     assert 1.3e9 <= n <= 1.45e9  # Wan2.1-T2V-1.3B's transformer is 1.419 B with its text embedder (diffusion plan)
@@ -133,6 +133,9 @@ def test_wm_loop_plan(capsys):
     assert 16 * n + b * per <= 80e9 * 1.01 and 16 * n + (b + 1) * per > 80e9 * 0.99
     assert "fits 80 GB: NO" in out  # batch 32 without gradient checkpointing: ~194 GiB of activations
     assert "host memory" in out and "GPU-h" in out
+    assert main(["loop", "configs/world_models/loop_robosuite_lift.yaml", "--plan"]) == 0  # the recipe's batch: 8
+    out = capsys.readouterr().out
+    assert "training step (batch 8)" in out and "fits 80 GB: yes" in out
 
 
 def test_plan_bad_input(tmp_path, capsys):
