@@ -73,7 +73,15 @@ def run_command(fn: Callable[[], int], bad_input: tuple[type[BaseException], ...
         return fn()
     except bad_input as e:
         msg = e.args[0] if isinstance(e, KeyError) and e.args else e
+        if isinstance(e, OSError) and e.errno is not None and e.filename:  # the OS's own: name the path and why
+            msg = f"cannot use {os.fsdecode(e.filename)!r}: {e.strerror}"
         print(f"error: {msg}", file=sys.stderr)
+        return 2
+    except OSError as e:  # e.g. a path the OS refuses (permissions, /proc, a full disk): one line, not a traceback
+        if e.errno is None:
+            raise
+        where = f" {os.fsdecode(e.filename)!r}" if e.filename else ""
+        print(f"error: cannot use{where}: {e.strerror or e}", file=sys.stderr)
         return 2
     except ModuleNotFoundError as e:
         top = (e.name or "").split(".")[0]

@@ -71,14 +71,23 @@ def load_run(path: str | Path) -> Run:
     if not metrics.is_file():
         raise FileNotFoundError(f"report: {path} has no metrics.jsonl (expected a run directory or a metrics.jsonl)")
     rows = []
-    for i, line in enumerate(metrics.read_text().splitlines()):
+    lines = metrics.read_text(errors="replace").splitlines()
+    for i, line in enumerate(lines):
         if line.strip():
             try:
                 rows.append(json.loads(line))
             except json.JSONDecodeError as e:
+                if i == len(lines) - 1:  # a run killed mid-write leaves its last row cut: the rows before it stand
+                    break
                 raise ValueError(f"report: {metrics} line {i + 1} is not JSON ({e})") from e
     d = metrics.parent
-    info = json.loads((d / "run_info.json").read_text()) if (d / "run_info.json").is_file() else {}
+    info = {}
+    if (d / "run_info.json").is_file():
+        try:
+            info = json.loads((d / "run_info.json").read_text())
+        except (json.JSONDecodeError, UnicodeDecodeError) as e:
+            raise ValueError(f"report: {d / 'run_info.json'} is not JSON ({e}); move it away to report the metrics "
+                             "alone") from None
     name = d.name if d.name not in ("", ".") else str(d.resolve().name)
     return Run(name, d, rows, info, sorted((d / "images").glob("*.png")) if (d / "images").is_dir() else [],
                sorted((d / "videos").glob("*.mp4")) if (d / "videos").is_dir() else [])

@@ -46,3 +46,19 @@ def test_check_new_output(tmp_path):
         check_new_output(f, "out", None)
     assert "--force" not in str(e.value)
     assert check_new_output(f, "out", True) == f
+
+
+def test_os_errors_name_the_path(capsys, tmp_path):
+    def write_under_a_file():
+        (tmp_path / "f").write_text("x")
+        (tmp_path / "f" / "out").mkdir(parents=True)  # NotADirectoryError / FileExistsError from the OS
+        return 0
+
+    assert run_command(write_under_a_file) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: cannot use") and str(tmp_path / "f") in err and err.count("\n") == 1
+
+
+def test_own_file_not_found_message_is_kept(capsys):
+    assert run_command(_raise(FileNotFoundError("model.path='x': no diffusers pipeline there"))) == 2
+    assert capsys.readouterr().err == "error: model.path='x': no diffusers pipeline there\n"
