@@ -29,6 +29,17 @@ def image_grid(images: torch.Tensor, nrow: int | None = None, pad: int = 1) -> t
     return grid
 
 
+def _drop_cut_row(path: Path) -> None:
+    """A run killed mid-write leaves ``metrics.jsonl`` ending in a cut row; a resumed run would append its rows to
+    it, corrupting one line: cut the file back to its last complete row."""
+    if not path.is_file() or path.stat().st_size == 0:
+        return
+    with open(path, "rb+") as f:
+        data = f.read()
+        if not data.endswith(b"\n"):
+            f.truncate(data.rfind(b"\n") + 1)
+
+
 class MetricsLogger:
     """Write scalars/images/videos under ``logdir``; a no-op on non-main ranks (``enabled=False``)."""
 
@@ -43,6 +54,7 @@ class MetricsLogger:
         if not enabled:
             return
         self.logdir.mkdir(parents=True, exist_ok=True)
+        _drop_cut_row(self.logdir / "metrics.jsonl")
         self._jsonl = open(self.logdir / "metrics.jsonl", "a")
         if config is not None:  # the resolved config, seed, versions and machine beside the metrics (grpo.runinfo)
             from .runinfo import write_run_info

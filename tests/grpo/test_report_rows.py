@@ -18,3 +18,13 @@ def test_bad_middle_row_and_bad_run_info_are_refused(tmp_path):
     (tmp_path / "run_info.json").write_text("{broken")
     with pytest.raises(ValueError, match="run_info.json is not JSON"):
         load_run(tmp_path)
+
+
+def test_logger_cuts_a_killed_runs_last_row_before_appending(tmp_path):
+    from grpo.metrics import MetricsLogger
+
+    (tmp_path / "metrics.jsonl").write_text('{"step": 0, "a": 1}\n{"step": 1, "a"')
+    log = MetricsLogger(tmp_path, tensorboard=False)
+    log.log(1, {"a": 2.0})
+    log.close()
+    assert [(r["step"], r["a"]) for r in load_run(tmp_path).rows] == [(0, 1), (1, 2.0)]
