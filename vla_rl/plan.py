@@ -251,6 +251,23 @@ def _smolvla_parts(arch: dict):
     return vlm, expert, width
 
 
+
+def prefix_expert_traces(vlm, expert, prefix_inputs, prefix_pass, expert_inputs, expert_pass, episodes: int, mb: int,
+                         expert_only: bool, steps: int, cache_bytes_per_row: int) -> tuple[Trace, Trace]:
+    """A prefix-cached flow VLA's (SmolVLA, pi0, pi0.5) rollout call over ``episodes`` rows and training minibatch of
+    ``mb`` rows, from one traced prefix pass and one traced expert pass each. A rollout call: the prefix once, then
+    the expert once per flow step over the cached prefix keys / values (``cache_bytes_per_row``: their fp32 bytes);
+    a training minibatch: the prefix once (with gradients unless only the expert trains), then every step's expert
+    pass kept for the backward of the summed log-probs."""
+    roll = trace_pass(vlm, lambda m: prefix_inputs(m, episodes), prefix_pass, grad=False)
+    roll_e = trace_pass(expert, lambda m: expert_inputs(episodes), expert_pass, grad=False)
+    tr_p = trace_pass(vlm, lambda m: prefix_inputs(m, mb), prefix_pass, grad=not expert_only)
+    tr_e = trace_pass(expert, lambda m: expert_inputs(mb), expert_pass)
+    rollout = Trace(roll.flops + steps * roll_e.flops, max(roll.peak, cache_bytes_per_row * episodes + roll_e.peak))
+    train = Trace(tr_p.flops + steps * tr_e.flops, tr_p.peak + cache_bytes_per_row * mb + steps * tr_e.peak)
+    return rollout, train
+
+
 def plan_smolvla(cfg) -> PolicyPlan:
     """LeRobot's SmolVLA (``policy.kind: lerobot``, ``type: smolvla``) from its architecture (module docstring)."""
     arch = smolvla_settings(cfg.policy)
@@ -317,22 +334,14 @@ def plan_smolvla(cfg) -> PolicyPlan:
         if torch.is_grad_enabled():
             out.float().square().mean().backward()
 
-    roll = trace_pass(vlm, lambda m: prefix_inputs(m, episodes), prefix_pass, grad=False)
-    roll_e = trace_pass(expert, lambda m: expert_inputs(episodes), expert_pass, grad=False)
-    tr_p = trace_pass(vlm, lambda m: prefix_inputs(m, mb), prefix_pass, grad=not expert_only)
-    tr_e = trace_pass(expert, lambda m: expert_inputs(mb), expert_pass)
-    steps = cfg.policy.flow.num_steps
-    cache = lambda rows: 2 * layers * rows * prefix * kv * 4  # noqa: E731  (the prefix's fp32 keys + values)
-    # a rollout call: the prefix once, then the expert once per flow step over the cached prefix keys / values;
-    # a training minibatch: the prefix once, then every step's expert pass kept for the backward of the summed log-probs
-    rollout = Trace(roll.flops + steps * roll_e.flops, max(roll.peak, cache(episodes) + roll_e.peak))
-    train = Trace(tr_p.flops + steps * tr_e.flops, tr_p.peak + cache(mb) + steps * tr_e.peak)
+    rollout, train = prefix_expert_traces(vlm, expert, prefix_inputs, prefix_pass, expert_inputs, expert_pass, episodes,
+                                          mb, expert_only, cfg.policy.flow.num_steps, 2 * layers * prefix * kv * 4)
     return PolicyPlan("LeRobot SmolVLA (from its architecture; LeRobot not installed here)", nv + ne,
                       ne if expert_only else nv + ne, rollout, episodes, train, mb, 1,
                       [f"backbone {nv / 1e6:.1f} M (SmolVLM2-500M, text cut to {layers} layers), action expert + "
                        f"projections {ne / 1e6:.1f} M; total {(nv + ne) / 1e9:.3f} B, published {SMOLVLA_PUBLISHED:g} B",
                        f"prefix {prefix} tokens ({cams} cameras x {arch['image_tokens']} + "
-                       f"{arch['tokenizer_max_length']} text + 1 state); chunk {chunk}; {steps} flow steps a call"])
+                       f"{arch['tokenizer_max_length']} text + 1 state); chunk {chunk}; {cfg.policy.flow.num_steps} flow steps a call"])
 
 
 # ---- pi0 / pi0.5 (LeRobot, Physical Intelligence) from their architecture ------------------------------------------------
@@ -476,14 +485,8 @@ def plan_pi(cfg) -> PolicyPlan:
         if torch.is_grad_enabled():
             out.float().square().mean().backward()
 
-    roll = trace_pass(vlm, lambda m: prefix_inputs(m, episodes), prefix_pass, grad=False)
-    roll_e = trace_pass(expert, lambda m: expert_inputs(episodes), expert_pass, grad=False)
-    tr_p = trace_pass(vlm, lambda m: prefix_inputs(m, mb), prefix_pass, grad=not expert_only)
-    tr_e = trace_pass(expert, lambda m: expert_inputs(mb), expert_pass)
-    steps = cfg.policy.flow.num_steps
-    cache = lambda rows: 2 * layers * rows * prefix * hd * 4  # noqa: E731  (the prefix's fp32 keys + values)
-    rollout = Trace(roll.flops + steps * roll_e.flops, max(roll.peak, cache(episodes) + roll_e.peak))
-    train = Trace(tr_p.flops + steps * tr_e.flops, tr_p.peak + cache(mb) + steps * tr_e.peak)
+    rollout, train = prefix_expert_traces(vlm, expert, prefix_inputs, prefix_pass, expert_inputs, expert_pass, episodes,
+                                          mb, expert_only, cfg.policy.flow.num_steps, 2 * layers * prefix * hd * 4)
     name = "pi0.5" if pi05 else "pi0"
     return PolicyPlan(f"LeRobot {name} (from its architecture; LeRobot not installed here)", nv + ne,
                       (ne - unused) if expert_only else (nv + ne - unused), rollout, episodes, train, mb, 1,
@@ -492,7 +495,7 @@ def plan_pi(cfg) -> PolicyPlan:
                        f"state); total {(nv + ne) / 1e9:.3f} B, published {PI_PUBLISHED:g} B (pi0 paper: 3 B VLM + "
                        "300 M expert)",
                        f"prefix {prefix} tokens ({cams} cameras x 256 + {arch['tokenizer_max_length']} text); chunk "
-                       f"{suffix} tokens; {steps} flow steps a call"])
+                       f"{suffix} tokens; {cfg.policy.flow.num_steps} flow steps a call"])
 
 
 # ---- memory, FLOPs, the printed plan --------------------------------------------------------------------------------
