@@ -26,8 +26,9 @@ import json
 import os
 import random
 import shutil
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Iterator, Mapping
 
 import numpy as np
 import torch
@@ -245,12 +246,25 @@ def read_best_record(root: str | os.PathLike) -> dict[str, Any] | None:
 
 
 def _write_atomic(path: Path, text: str) -> None:
+    with atomic_output(path) as tmp:
+        with open(tmp, "w") as f:
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
+
+
+@contextmanager
+def atomic_output(path: str | os.PathLike) -> Iterator[Path]:
+    """A temporary path beside ``path`` (``.<name>.tmp-<pid>``) to write a file into; when the block ends without
+    an error it is renamed onto ``path`` in one step, so neither a reader nor a killed writer ever leaves half a file
+    there; on an error (or a signal's exception) it is removed and ``path`` is as it was."""
+    path = Path(path)
     tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    with open(tmp, "w") as f:
-        f.write(text)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
+    try:
+        yield tmp
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
 
 
 def list_checkpoints(root: str | os.PathLike) -> list[Path]:

@@ -77,6 +77,14 @@ def write_hdf5(episodes: Sequence[dict], path: str | Path, env_args: dict | None
 
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
+    from grpo.checkpoint import atomic_output
+
+    with atomic_output(path) as tmp:  # written whole, then renamed: a kill leaves no half file
+        _write_hdf5_file(h5py, tmp, episodes, env_args)
+    return path
+
+
+def _write_hdf5_file(h5py, path: Path, episodes: Sequence[dict], env_args: dict | None) -> None:
     with h5py.File(path, "w") as f:
         data = f.create_group("data")
         data.attrs["env_args"] = json.dumps(env_args or {})
@@ -97,7 +105,6 @@ def write_hdf5(episodes: Sequence[dict], path: str | Path, env_args: dict | None
         mask = f.create_group("mask")
         mask.create_dataset("successful", data=np.array(ok, dtype="S"))
         mask.create_dataset("failed", data=np.array(bad, dtype="S"))
-    return path
 
 
 def record_demos(task: str, n: int, path: str | Path, env_kwargs: dict | None = None, seed_offset: int = 0,

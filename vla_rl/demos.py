@@ -58,9 +58,11 @@ def record_episode(env, name: str, init_seed: int, cameras: Sequence[str], max_s
 def save_demo_file(demos: Sequence[Demo], path: str | Path, seeds: Sequence[int] | None = None) -> Path:
     import h5py
 
+    from grpo.checkpoint import atomic_output
+
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    with h5py.File(path, "w") as f:
+    with atomic_output(path) as tmp, h5py.File(tmp, "w") as f:  # written whole, then renamed
         data = f.create_group("data")
         data.attrs["env_args"] = json.dumps({"source": "vla_rl.demos"})
         for i, d in enumerate(demos):

@@ -62,3 +62,18 @@ def test_os_errors_name_the_path(capsys, tmp_path):
 def test_own_file_not_found_message_is_kept(capsys):
     assert run_command(_raise(FileNotFoundError("model.path='x': no diffusers pipeline there"))) == 2
     assert capsys.readouterr().err == "error: model.path='x': no diffusers pipeline there\n"
+
+
+def test_atomic_output_leaves_no_half_file(tmp_path):
+    from grpo.checkpoint import atomic_output
+
+    out = tmp_path / "demos.hdf5"
+    out.write_text("old")
+    with pytest.raises(KeyboardInterrupt):
+        with atomic_output(out) as tmp:
+            tmp.write_text("half")
+            raise KeyboardInterrupt  # a Ctrl-C mid-write
+    assert out.read_text() == "old" and sorted(p.name for p in tmp_path.iterdir()) == ["demos.hdf5"]
+    with atomic_output(out) as tmp:
+        tmp.write_text("new")
+    assert out.read_text() == "new" and sorted(p.name for p in tmp_path.iterdir()) == ["demos.hdf5"]
