@@ -27,7 +27,7 @@ CONFIG = "configs/vla/tabletop_reach_one.yaml"
 # gives failures 0 in a task without successes, and 150 steps left none since the issue-24 SDE fix); 5 decision
 # points per episode, minibatches of 8 rows (uneven per-rank shares); every iteration checkpointed. SFT from scratch
 # and the sampling settings are pinned here (not the recipe's base and eta), so the signal does not move with the recipe
-TINY = ["sft.base_policy=null", "sft.lr=1e-3", "rl.lr=1e-4", "policy.flow.eta=1.0",
+TINY = ["sft.base_policy=null", "sft.lr=1e-3", "rl.lr=1e-4", "rl.lr_schedule=constant", "policy.flow.eta=1.0",
         "sft.demos_per_task=2", "sft.steps=300", "env.max_episode_steps=20", "rl.train_seeds=[500000,500001]",
         "rl.groups_per_task=3", "grpo.group_size=2", "rl.minibatch_size=8", "rl.inner_epochs=2", "rl.eval_episodes=2",
         "rl.eval_every=0", "rl.num_videos=0", "rl.save_every=1", "rl.keep_last=10", "rl.success_band=[-0.5,1.5]",

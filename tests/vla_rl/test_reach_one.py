@@ -35,8 +35,8 @@ def test_grpo_raises_success_on_its_training_state(tmp_path):
     single state; the recipe itself (base + 5 demos, 8 held-out states per iteration) is measured in its header."""
     over = ["env.kwargs={image_size: 32}", "policy.cameras=[agentview]", "rl.train_seeds=[3]", "rl.groups_per_task=1",
             "grpo.group_size=16", "rl.iterations=30", "rl.eval_episodes=1", "rl.eval_every=0", "rl.num_videos=0",
-            "rl.save_every=100", "rl.lr=2e-4", "sft.base_policy=null", "sft.steps=1000", "sft.lr=1e-3", "policy.flow.eta=1.0",
-            f"output_dir={tmp_path}"]
+            "rl.save_every=100", "rl.lr=2e-4", "rl.lr_schedule=constant", "sft.base_policy=null", "sft.steps=1000",
+            "sft.lr=1e-3", "policy.flow.eta=1.0", f"output_dir={tmp_path}"]
     cfg = load_config(VLARLConfig, "configs/vla/tabletop_reach_one.yaml", over)
     tr = VLARLTrainer(cfg, quiet=True)
     tr.run_sft()
