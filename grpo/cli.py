@@ -65,12 +65,30 @@ OPTIONAL_PACKAGES = {  # top-level module -> how this project installs it (a com
 OWN_PACKAGES = ("grpo", "diffusion_rl", "vla_rl", "world_models", "rewards", "sims", "quant", "bench", "tests")
 
 
+def _sigterm_interrupts() -> None:
+    """SIGTERM (a scheduler's or ``kill``'s stop) raises ``KeyboardInterrupt`` like Ctrl-C, so ``finally`` blocks run
+    (a temporary file is removed, an atomic write is not completed) and the command ends with one line, not a bare
+    kill; the training loops still take both signals themselves (grpo.signals.GracefulExit: finish the step, save)."""
+    import signal
+    import threading
+
+    def interrupt(signum, frame):
+        raise KeyboardInterrupt
+
+    if threading.current_thread() is threading.main_thread() and signal.getsignal(signal.SIGTERM) is signal.SIG_DFL:
+        signal.signal(signal.SIGTERM, interrupt)
+
+
 def run_command(fn: Callable[[], int], bad_input: tuple[type[BaseException], ...] = BAD_INPUT) -> int:
     """``fn()``'s exit code; an exception of ``bad_input`` becomes ``error: <message>`` on stderr and exit code 2, and
     a third-party package the command needs but this environment lacks becomes ``error: ... needs <package>`` (a
     missing module of this project itself is a bug and is raised)."""
+    _sigterm_interrupts()
     try:
         return fn()
+    except KeyboardInterrupt:  # Ctrl-C / SIGTERM outside a training loop (which stops gracefully on its own)
+        print("error: interrupted (files being written were not completed; rerun the command)", file=sys.stderr)
+        return 130
     except bad_input as e:
         msg = e.args[0] if isinstance(e, KeyError) and e.args else e
         if isinstance(e, OSError) and e.errno is not None and e.filename:  # the OS's own: name the path and why

@@ -77,3 +77,20 @@ def test_atomic_output_leaves_no_half_file(tmp_path):
     with atomic_output(out) as tmp:
         tmp.write_text("new")
     assert out.read_text() == "new" and sorted(p.name for p in tmp_path.iterdir()) == ["demos.hdf5"]
+
+
+def test_interrupt_is_one_line_exit_130(capsys):
+    import os
+    import signal
+
+    def long_job():
+        os.kill(os.getpid(), signal.SIGTERM)  # a scheduler's stop while the command runs
+        raise AssertionError("not reached: SIGTERM interrupts")
+
+    old = signal.getsignal(signal.SIGTERM)
+    try:
+        assert run_command(long_job) == 130
+    finally:
+        signal.signal(signal.SIGTERM, old)
+    err = capsys.readouterr().err
+    assert err.startswith("error: interrupted") and err.count("\n") == 1
