@@ -25,7 +25,8 @@ cycle 0 -> last per seed and its mean +- SE; the paired loop - control differenc
     python bench/bench_wm_loop_seeds.py --small --out /tmp/x                                       # seconds: the test's
 
 ``--reuse`` keeps a seed's finished loop run (its ``history.json``) when the run's recorded config equals the one this
-command would run, and reruns it otherwise.
+command would run (a key the recorded run predates counts at its default; ``resume`` is not compared: it changes no
+number), and reruns it otherwise; a kept loop run also keeps its seed's finished control (``control.json``).
 """
 
 from __future__ import annotations
@@ -69,14 +70,22 @@ def _env() -> dict[str, str]:
 
 def _same_config(run_dir: Path, config: str, overrides: list[str]) -> bool:
     """Whether the finished run in ``run_dir`` recorded exactly the config this command would run."""
-    from grpo.config import config_to_dict, load_config
+    from grpo.config import ConfigError, build_config, config_to_dict, load_config
     from vla_rl.wm_loop import LoopConfig
 
     info, hist = run_dir / "run_info.json", run_dir / "history.json"
     if not (info.is_file() and hist.is_file()):
         return False
-    want = json.loads(json.dumps(config_to_dict(load_config(LoopConfig, str(ROOT / config), overrides))))
-    return json.loads(info.read_text()).get("config") == want
+
+    def plain(cfg: LoopConfig) -> dict:  # JSON types, without the run-control key ``resume``
+        return {k: v for k, v in json.loads(json.dumps(config_to_dict(cfg))).items() if k != "resume"}
+
+    recorded = json.loads(info.read_text()).get("config")
+    try:
+        had = plain(build_config(LoopConfig, {k: v for k, v in (recorded or {}).items() if k != "resume"}))
+    except ConfigError:  # a key this code no longer has, or a bad value: not the same config
+        return False
+    return had == plain(load_config(LoopConfig, str(ROOT / config), overrides))
 
 
 def _recorded_wall(run_dir: Path) -> float:
@@ -151,8 +160,15 @@ def real_sim_control(seed: int, out: Path, config: str, extra: list[str]) -> dic
     return {"success": succ, "wall_s": wall}
 
 
-def run_control_seed(seed: int, out: Path, config: str, extra: list[str]) -> dict:
-    """:func:`real_sim_control` in a fresh process (``--control-of``), so that two run at once on two cores."""
+def run_control_seed(seed: int, out: Path, config: str, extra: list[str], reuse: bool = False) -> dict:
+    """:func:`real_sim_control` in a fresh process (``--control-of``), so that two run at once on two cores; with
+    ``reuse`` (its loop run was kept) a finished ``control.json`` is read instead."""
+    path = out / f"control_seed{seed}" / "control.json"
+    if reuse and path.is_file():
+        rec = json.loads(path.read_text())
+        print(f"  control seed {seed}: real success {' '.join(f'{x:.3f}' for x in rec['success'])}, "
+              f"reused run, wall {rec['wall_s']:.0f}s", flush=True)
+        return rec
     cmd = [sys.executable, str(Path(__file__).resolve()), "--control-of", str(seed), "--out", str(out), "--config", config,
            *(["--small"] if extra == SMALL else [])]
     res = subprocess.run(cmd, cwd=ROOT, env=_env(), capture_output=True, text=True, check=False)
@@ -229,7 +245,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         def one_seed(s: int) -> tuple[dict, dict | None]:  # the control needs the loop's SFT policy: after its loop
             loop = run_loop_seed(s, out, args.config, extra, args.reuse)
-            return loop, run_control_seed(s, out, args.config, extra) if args.control else None
+            return loop, run_control_seed(s, out, args.config, extra, loop["reused"]) if args.control else None
 
         with ThreadPoolExecutor(args.jobs) as ex:
             done = dict(zip(seeds, ex.map(one_seed, seeds)))

@@ -52,6 +52,10 @@ def test_wm_loop_seeds_small(tmp_path, capsys):
         ctrl = json.loads((tmp_path / "a" / f"control_seed{s}" / "control.json").read_text())
         assert [float(c) for c in per_seed[s][1].split()] == pytest.approx([round(h["real_success"], 3) for h in hist], abs=1e-3)
         assert ctrl["success"][0] == hist[0]["real_success"] and len(ctrl["success"]) == 3
+    # --reuse keeps both finished loop runs and their controls: the same tables, nothing rerun
+    assert mod.main(["--small", "--reuse", "--out", str(tmp_path / "a")]) == 0
+    again = capsys.readouterr().out
+    assert again.count("reused run") == 4 and _table(again, "| cycle |") == per_cycle
     # seeded: a fresh run of seed 0 writes the same history (every world-model and policy metric, not only success)
     assert mod.main(["--small", "--seeds", "1", "--no-control", "--out", str(tmp_path / "b")]) == 0
     assert _history(tmp_path / "b" / "loop_seed0") == _history(tmp_path / "a" / "loop_seed0")
