@@ -29,9 +29,10 @@ clock" holds). An arm that never reaches the target within its budget is censore
 ``t_flat / t_budget`` (printed with ``<``; its lower bound enters the mean). Reward at equal wall clock: each arm's
 evaluation curve read (interpolated) at flat's total wall clock ``T``.
 
-    python bench/bench_branch_headroom.py --seeds 3                # the table (docs/RESULTS.md, Seed claims)
-    python bench/bench_branch_headroom.py --seed-list 0 --json-out /tmp/s0.json   # one seed per process, then
-    python bench/bench_branch_headroom.py --report-from /tmp/s0.json,/tmp/s1.json,/tmp/s2.json
+    python bench/bench_branch_headroom.py --seeds 3                # 3 seeds in one process
+    python bench/bench_branch_headroom.py --seed-list 0 --json-out /tmp/s0.json   # one seed per process (0..4), then
+    python bench/bench_branch_headroom.py --report-from /tmp/s0.json,/tmp/s1.json,/tmp/s2.json,/tmp/s3.json,/tmp/s4.json
+                                                                   # the table of docs/RESULTS.md (Seed claims)
     python bench/bench_branch_headroom.py --small                  # seconds: 6 steps, 8 leaves, 2 flat iterations
 """
 
