@@ -287,14 +287,14 @@ def add_parser(sub) -> None:
     d.add_argument("--task", default="tabletop/reach_one", help="sims robot: the simulated task")
     d.add_argument("--image-size", type=int, default=32, help="sims robot: camera resolution")
     d.add_argument("--cameras", nargs="*", default=["agentview", "wrist"], help="sims robot: cameras")
-    d.add_argument("--episodes", type=int, default=1)
-    d.add_argument("--fps", type=float, default=20.0)
-    d.add_argument("--max-episode-s", type=float, default=10.0)
-    d.add_argument("--max-steps", type=int, default=0)
+    d.add_argument("--episodes", type=int, default=1, help="episodes to run")
+    d.add_argument("--fps", type=float, default=20.0, help="control rate: one action every 1/fps seconds")
+    d.add_argument("--max-episode-s", type=float, default=10.0, help="an episode stops after this many seconds")
+    d.add_argument("--max-steps", type=int, default=0, help="an episode stops after this many actions (0: no limit)")
     d.add_argument("--joint-limits", type=float, nargs=2, metavar=("LOW", "HIGH"), help="clip every action to [LOW, HIGH]")
     d.add_argument("--dataset", help="record the episodes to this new LeRobotDataset directory")
-    d.add_argument("--seed", type=int, default=0)
-    d.add_argument("--device", default="cpu")
+    d.add_argument("--seed", type=int, default=0, help="seeds the policy's noise and the sims robot's initial states")
+    d.add_argument("--device", default="cpu", help="the policy's device: cpu, cuda, cuda:<i>")
 
 
 def cmd_deploy(args: argparse.Namespace) -> int:
@@ -308,6 +308,28 @@ def cmd_deploy(args: argparse.Namespace) -> int:
     if args.dataset and Path(args.dataset).exists():
         print(f"error: --dataset {args.dataset} exists; episodes are recorded to a new directory", file=sys.stderr)
         return 2
+    for name, value, ok, expected in (
+            ("--episodes", args.episodes, args.episodes >= 1, ">= 1"), ("--fps", args.fps, args.fps > 0, "> 0"),
+            ("--max-episode-s", args.max_episode_s, args.max_episode_s > 0, "> 0 seconds"),
+            ("--max-steps", args.max_steps, args.max_steps >= 0, ">= 0 (0: no step limit)"),
+            ("--image-size", args.image_size, args.image_size >= 1, ">= 1"), ("--seed", args.seed, args.seed >= 0, ">= 0")):
+        if not ok:  # (nan fails every comparison)
+            raise ValueError(f"{name}={value}: expected {expected}")
+    if args.joint_limits and not args.joint_limits[0] <= args.joint_limits[1]:
+        raise ValueError(f"--joint-limits {args.joint_limits[0]} {args.joint_limits[1]}: expected LOW <= HIGH")
+    check_robot_type(args.robot)
+    from grpo.device import resolve_device
+
+    resolve_device(args.device)  # a malformed name, or CUDA asked for where there is none: one line
+    if args.robot == "sims":
+        import sims
+
+        if args.task not in sims.list_tasks():
+            raise ValueError(f"--task={args.task!r} is not a sims task; e.g. tabletop/reach_one, tabletop/pick_place")
+    if args.dataset:
+        from grpo.preflight import check_writable_dir
+
+        check_writable_dir(args.dataset, "--dataset")
     try:
         policy = load_policy(args.policy).to(args.device)
     except (FileNotFoundError, ValueError) as e:
@@ -322,14 +344,41 @@ def cmd_deploy(args: argparse.Namespace) -> int:
     return 0
 
 
+def registered_robot_types() -> list[str]:
+    """Every LeRobot robot type this install can build: LeRobot registers a robot's config class when its module
+    (``lerobot.robots.<name>``) is imported, so each is imported first (one whose optional dependencies are missing
+    is skipped), plus ``sims`` (the simulated robot, sims.lerobot_robot)."""
+    import importlib
+    import pkgutil
+
+    import lerobot.robots
+    from lerobot.robots.config import RobotConfig
+
+    import sims.lerobot_robot  # noqa: F401  (registers the "sims" robot config)
+
+    for m in pkgutil.iter_modules(lerobot.robots.__path__):
+        if m.ispkg:
+            try:
+                importlib.import_module(f"lerobot.robots.{m.name}")
+            except Exception:  # noqa: BLE001 - a robot whose SDK is not installed: not available here
+                continue
+    return sorted(RobotConfig.get_known_choices())
+
+
+def check_robot_type(kind: str, key: str = "--robot") -> None:
+    """``kind`` is a robot type :func:`registered_robot_types` knows; else one line listing them."""
+    known = registered_robot_types()
+    if kind not in known:
+        raise ValueError(f"{key}={kind!r} is not a registered LeRobot robot; known here: {', '.join(known)}")
+
+
 def make_robot(kind: str, task: str, env_kwargs: dict, seed: int, calibration_dir: Path, extra: dict | None = None):
     """A LeRobot robot by its registered type through LeRobot's ``make_robot_from_config`` (``sims``: the simulated one);
     ``extra``: other fields of its ``RobotConfig`` (a real arm's port, id, cameras)."""
     from lerobot.robots.config import RobotConfig
     from lerobot.robots.utils import make_robot_from_config
 
-    if kind == "sims":
-        import sims.lerobot_robot  # noqa: F401  (registers the "sims" robot config)
+    check_robot_type(kind)  # (imports the robot's module, which registers its config)
     cls = RobotConfig.get_choice_class(kind)
     kw = dict(task=task, env_kwargs=env_kwargs, init_seed=seed) if kind == "sims" else {}
     try:

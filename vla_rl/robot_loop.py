@@ -444,11 +444,9 @@ def check_robot_loop_inputs(cfg: RobotLoopConfig, writes: bool = True) -> None:
     if cfg.robot.type == "sims":
         check_task("robot.task", cfg.robot.task, known_tasks())
     else:
-        from lerobot.robots.config import RobotConfig
+        from .deploy import check_robot_type
 
-        known = sorted(RobotConfig.get_known_choices())
-        if cfg.robot.type not in known:
-            raise ValueError(f"robot.type={cfg.robot.type!r} is not a registered LeRobot robot (known: {', '.join(known)})")
+        check_robot_type(cfg.robot.type, "robot.type")
     if not cfg.policy_path:
         raise ValueError("policy_path is empty: name the policy to start from (a vla-rl run's policy/ directory)")
     if not writes:

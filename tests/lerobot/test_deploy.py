@@ -113,3 +113,23 @@ def test_clip_action():
     np.testing.assert_array_equal(clip_action(a, ([-1, 0, 0], [1, 0.2, 2])), np.array([-1.0, 0.2, 2.0], np.float32))
     with pytest.raises(ValueError, match="low > high"):
         clip_action(a, ([1.0], [-1.0]))
+
+
+@pytest.mark.parametrize("flags,expect", [
+    (["--robot", "nosuch"], ["--robot='nosuch'", "so100_follower", "sims"]),  # real arms' types are listed (imported)
+    (["--episodes", "0"], ["--episodes=0", ">= 1"]), (["--fps", "nan"], ["--fps=nan"]),
+    (["--max-episode-s", "-1"], ["--max-episode-s=-1.0"]), (["--joint-limits", "1", "-1"], ["LOW <= HIGH"]),
+    (["--task", "tabletop/nosuch"], ["--task='tabletop/nosuch'"]), (["--device", "tpu"], ["'tpu'"])])
+def test_cli_deploy_bad_flags_before_anything_runs(tmp_path, policy, capsys, flags, expect):
+    saved = policy.save_pretrained(tmp_path / "policy")
+    assert cli_main(["deploy", str(saved), "--dataset", str(tmp_path / "ds"), *flags]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and all(e in err for e in expect), err
+    assert not (tmp_path / "ds").exists()
+
+
+def test_registered_robot_types_include_real_arms():
+    from vla_rl.deploy import registered_robot_types
+
+    known = registered_robot_types()
+    assert {"sims", "so100_follower", "koch_follower"} <= set(known)
