@@ -1,50 +1,26 @@
 """bench/bench_branch_headroom.py (issue 25's BranchGRPO row) runs end to end in its --small mode and reruns to the same
 rewards; its task's reward is the demo verifier times the size credit; its target crossing and curve reading are right."""
 
-import importlib.util
-import sys
-from pathlib import Path
-
 import pytest
 import torch
 
-BENCH = Path(__file__).resolve().parents[2] / "bench"
-
-
-def _load(name: str):
-    sys.path.insert(0, str(BENCH))
-    spec = importlib.util.spec_from_file_location(name, BENCH / f"{name}.py")
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules[name] = mod  # dataclasses resolve their module through sys.modules
-    spec.loader.exec_module(mod)
-    return mod
-
-
-def _table(out: str, header: str) -> list[list[str]]:
-    lines = out.splitlines()
-    i = next(k for k, ln in enumerate(lines) if ln.startswith(header))
-    rows = []
-    for ln in lines[i + 2:]:
-        if not ln.strip():
-            break
-        rows.append([c.strip() for c in ln.strip().strip("|").split("|")])
-    return rows
+from .benchutil import load_bench, markdown_table
 
 
 def _deterministic(out: str) -> list[str]:
     """What a rerun must reproduce: the evaluation curves (rewards per iteration), NFE per iteration and to target."""
     curves = [ln.split(" s/iter) ")[1] for ln in out.splitlines() if " s/iter) " in ln]
-    table = [(row[0], row[1], row[2], row[6]) for row in _table(out, "| mode ")]
+    table = [(row[0], row[1], row[2], row[6]) for row in markdown_table(out, "| mode ")]
     return curves + [str(t) for t in table]
 
 
 def test_small_mode_prints_the_table_and_reruns_the_same(capsys):
-    mod = _load("bench_branch_headroom")
+    mod = load_bench("bench_branch_headroom")
     outs = []
     for _ in range(2):
         assert mod.main(["--small"]) == 0
         outs.append(capsys.readouterr().out)
-    rows = _table(outs[0], "| mode ")
+    rows = markdown_table(outs[0], "| mode ")
     assert [r[0] for r in rows] == list(mod.ARMS)
     assert all(len(r) == 10 for r in rows)
     flat = rows[0]
@@ -58,7 +34,7 @@ def test_small_mode_prints_the_table_and_reruns_the_same(capsys):
 
 
 def test_crossing_and_reading():
-    mod = _load("bench_branch_headroom")
+    mod = load_bench("bench_branch_headroom")
     curve = [(0, 0.4, 0.0), (4, 0.5, 0.0), (8, 0.7, 0.5)]
     assert mod.crossing(curve, 0.6) == pytest.approx(6.0)
     assert mod.crossing(curve, 0.45) == pytest.approx(2.0)
@@ -71,8 +47,8 @@ def test_crossing_and_reading():
     assert mod.peak_within(arm, 12.0) == pytest.approx(0.9)  # the peak at iteration 4 lies within T = 6 iterations
 
 
-def test_report_from_json_prints_the_runs_table(tmp_path, capsys):
-    mod = _load("bench_branch_headroom")
+def test_report_from_json_prints_the_runsmarkdown_table(tmp_path, capsys):
+    mod = load_bench("bench_branch_headroom")
     assert mod.main(["--small", "--json-out", str(tmp_path / "s0.json")]) == 0
     ran = capsys.readouterr().out
     assert mod.main(["--small", "--report-from", str(tmp_path / "s0.json")]) == 0
@@ -84,7 +60,7 @@ def test_report_from_json_prints_the_runs_table(tmp_path, capsys):
 
 
 def test_task_reward_is_verifier_times_size():
-    task = _load("big_shapes_task")
+    task = load_bench("big_shapes_task")
     from rewards import shapes
     from rewards.base import RewardBatch
 
@@ -109,7 +85,7 @@ def test_task_reward_is_verifier_times_size():
 @pytest.mark.parametrize("argv", [["--splits", "3,1"], ["--arms", "BranchGRPO"], ["--lr", "-1"], ["--splits", "0,30"],
                                   ["--seed-list", "a,b"]])
 def test_bad_input_exits_2_with_one_line(argv, capsys):
-    mod = _load("bench_branch_headroom")
+    mod = load_bench("bench_branch_headroom")
     assert mod.main(["--small", *argv]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert err and ("bench_branch_headroom:" in err[-1] or "--splits" in err[-1])

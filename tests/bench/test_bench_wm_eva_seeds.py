@@ -1,34 +1,12 @@
 """Issue 25's World-VLA-Loop and EVA seed benches (bench/bench_wm_loop_seeds.py, bench/bench_eva_seeds.py) run end
 to end in their --small mode (so they cannot rot), print their tables, and rerun to the same numbers."""
 
-import importlib.util
 import json
-import sys
 from pathlib import Path
 
 import pytest
 
-BENCH = Path(__file__).resolve().parents[2] / "bench"
-
-
-def _load(name: str):
-    sys.path.insert(0, str(BENCH))
-    spec = importlib.util.spec_from_file_location(name, BENCH / f"{name}.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
-
-
-def _table(out: str, header: str) -> list[list[str]]:
-    """Rows (cells) of the markdown table whose header line starts with ``header``."""
-    lines = out.splitlines()
-    i = next(k for k, ln in enumerate(lines) if ln.startswith(header))
-    rows = []
-    for ln in lines[i + 2:]:
-        if not ln.startswith("| "):
-            break
-        rows.append([c.strip() for c in ln.strip("|").split("|")])
-    return rows
+from .benchutil import load_bench, markdown_table
 
 
 def _history(run_dir: Path) -> list[dict]:
@@ -37,13 +15,13 @@ def _history(run_dir: Path) -> list[dict]:
 
 
 def test_wm_loop_seeds_small(tmp_path, capsys):
-    mod = _load("bench_wm_loop_seeds")
+    mod = load_bench("bench_wm_loop_seeds")
     assert mod.main(["--small", "--out", str(tmp_path / "a")]) == 0
     out = capsys.readouterr().out
-    per_cycle = _table(out, "| cycle |")
+    per_cycle = markdown_table(out, "| cycle |")
     assert [r[0] for r in per_cycle] == ["0", "1", "2"] and [r[1] for r in per_cycle] == ["0", "1", "2"]
     assert all(cell.count("+-") == 1 for r in per_cycle for cell in r[2:]) and len(per_cycle[0]) == 4  # loop + control
-    per_seed = _table(out, "| seed |")
+    per_seed = markdown_table(out, "| seed |")
     assert [r[0] for r in per_seed] == ["0", "1"] and all(len(r[1].split()) == 3 and len(r[3].split()) == 3 for r in per_seed)
     assert "loop gain cycle 0 -> 2, paired over seeds:" in out and "loop - control at cycle 2" in out
     assert "warning" not in out  # the control starts from the loop's own SFT policy: same cycle-0 success
@@ -55,7 +33,7 @@ def test_wm_loop_seeds_small(tmp_path, capsys):
     # --reuse keeps both finished loop runs and their controls: the same tables, nothing rerun
     assert mod.main(["--small", "--reuse", "--out", str(tmp_path / "a")]) == 0
     again = capsys.readouterr().out
-    assert again.count("reused run") == 4 and _table(again, "| cycle |") == per_cycle
+    assert again.count("reused run") == 4 and markdown_table(again, "| cycle |") == per_cycle
     # seeded: a fresh run of seed 0 writes the same history (every world-model and policy metric, not only success)
     assert mod.main(["--small", "--seeds", "1", "--no-control", "--out", str(tmp_path / "b")]) == 0
     assert _history(tmp_path / "b" / "loop_seed0") == _history(tmp_path / "a" / "loop_seed0")
@@ -65,20 +43,20 @@ def test_wm_loop_seeds_small(tmp_path, capsys):
 
 
 def test_eva_seeds_small_is_seeded(tmp_path, capsys):
-    mod = _load("bench_eva_seeds")
+    mod = load_bench("bench_eva_seeds")
     assert mod.main(["--small", "--out", str(tmp_path / "a")]) == 0
     out = capsys.readouterr().out
-    summary = _table(out, "| rows | metric |")
+    summary = markdown_table(out, "| rows | metric |")
     assert [(r[0], r[1]) for r in summary][::4] == [("train", "EVA reward"), ("heldout", "EVA reward")] and len(summary) == 8
     assert all(cell.count("+-") == 1 for r in summary for cell in r[2:5])
-    per_seed = _table(out, "| seed | EVA reward |")
+    per_seed = markdown_table(out, "| seed | EVA reward |")
     assert [r[0] for r in per_seed] == ["0", "1"] and all(c.count("->") == 1 for r in per_seed for c in r[1:])
     assert mod.main(["--small", "--seeds", "1", "--out", str(tmp_path / "b")]) == 0
-    assert _table(capsys.readouterr().out, "| seed | EVA reward |") == per_seed[:1]  # seeded: same numbers on a rerun
+    assert markdown_table(capsys.readouterr().out, "| seed | EVA reward |") == per_seed[:1]  # seeded: same numbers on a rerun
     # --reuse takes a finished seed's reports when the settings match, and reruns it when they do not
     assert mod.main(["--small", "--seeds", "1", "--reuse", "--out", str(tmp_path / "b")]) == 0
     out = capsys.readouterr().out
-    assert "seed 0: reused" in out and _table(out, "| seed | EVA reward |") == per_seed[:1]
+    assert "seed 0: reused" in out and markdown_table(out, "| seed | EVA reward |") == per_seed[:1]
     assert mod.main(["--small", "--seeds", "1", "--iterations", "1", "--reuse", "--out", str(tmp_path / "b")]) == 0
     assert "reused" not in capsys.readouterr().out
 
@@ -89,7 +67,7 @@ def test_eva_seeds_small_is_seeded(tmp_path, capsys):
     ("bench_eva_seeds", ["--iterations", "0"], "--iterations >= 1"),
     ("bench_eva_seeds", ["--config", "nope.yaml"], "--config nope.yaml")])
 def test_bad_arguments_exit_2_with_one_line(name, argv, what, tmp_path, capsys):
-    assert _load(name).main([*argv, "--out", str(tmp_path)]) == 2
+    assert load_bench(name).main([*argv, "--out", str(tmp_path)]) == 2
     err = capsys.readouterr().err
     assert what in err and len(err.strip().splitlines()) == 1, err
     assert not any(tmp_path.iterdir())

@@ -1,59 +1,34 @@
 """The issue-25 seed-claim benches run end to end in their --small mode (so they cannot rot) and their pieces agree
 with the core: the sign of every arm's advantage in bench_mcgrpo is that of grpo.advantages.group_advantages."""
 
-import importlib.util
-import sys
-from pathlib import Path
-
 import pytest
 import torch
 
 from grpo.advantages import group_advantages
 
-BENCH = Path(__file__).resolve().parents[2] / "bench"
-
-
-def _load(name: str):
-    sys.path.insert(0, str(BENCH))
-    spec = importlib.util.spec_from_file_location(name, BENCH / f"{name}.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
-
-
-def _table(out: str, header: str) -> list[list[str]]:
-    """Rows (cells) of the markdown table whose header line starts with ``header``."""
-    lines = out.splitlines()
-    i = next(k for k, ln in enumerate(lines) if ln.startswith(header))
-    rows = []
-    for ln in lines[i + 2:]:  # per-seed progress lines may sit between rows; a blank line ends the table
-        if not ln.strip():
-            break
-        if ln.startswith("| "):
-            rows.append([c.strip() for c in ln.strip("|").split("|")])
-    return rows
+from .benchutil import load_bench, markdown_table
 
 
 def test_mcgrpo_small_prints_flips_and_rewards(capsys):
-    mod = _load("bench_mcgrpo")
+    mod = load_bench("bench_mcgrpo")
     assert mod.main(["--small"]) == 0
     out = capsys.readouterr().out
-    flips = _table(out, "| snapshot |")
+    flips = markdown_table(out, "| snapshot |")
     assert len(flips) == 2 * 2 * 2  # snapshots x noises x the first two G
     assert all(len(row) == 3 + 4 for row in flips)  # snapshot, noise, G + four arms
     for row in flips:
         for cell in row[3:]:
             rate, carry = cell.split(" (")
             assert 0.0 <= float(rate) <= 1.0 and 0.0 < float(carry.rstrip(")")) <= 1.0
-    train = _table(out, "| noise | G |")
+    train = markdown_table(out, "| noise | G |")
     assert len(train) == 2 * 2
     assert all(cell.count("+-") == 1 for row in train for cell in row[2:])  # mean +- SE per arm
-    paired = _table(out, "| noise | G | median - mean |")
+    paired = markdown_table(out, "| noise | G | median - mean |")
     assert len(paired) == 2 * 2 and all(len(row) == 2 + 4 for row in paired)
 
 
 def test_mcgrpo_small_is_seeded(capsys):
-    mod = _load("bench_mcgrpo")
+    mod = load_bench("bench_mcgrpo")
     outs = []
     for _ in range(2):
         assert mod.main(["--small", "--noises", "student", "--seeds", "1"]) == 0
@@ -64,7 +39,7 @@ def test_mcgrpo_small_is_seeded(capsys):
 @pytest.mark.parametrize("arm", ["mean", "mean_G+1", "median", "median_std"])
 @pytest.mark.parametrize("n", [2, 3, 5, 9])
 def test_mcgrpo_signs_match_the_core(arm, n):
-    mod = _load("bench_mcgrpo")
+    mod = load_bench("bench_mcgrpo")
     gen = torch.Generator().manual_seed(n)
     r = torch.rand(50, n, generator=gen)
     r[:5] = (r[:5] > 0.5).float()  # some groups with ties, as binary rewards give
@@ -76,17 +51,17 @@ def test_mcgrpo_signs_match_the_core(arm, n):
 
 
 def test_mcgrpo_bad_input_exits_2(capsys):
-    mod = _load("bench_mcgrpo")
+    mod = load_bench("bench_mcgrpo")
     assert mod.main(["--small", "--noises", "pink"]) == 2
     assert "pink" in capsys.readouterr().err
 
 
 def test_gdpo_small_prints_components(capsys):
-    mod = _load("bench_gdpo")
+    mod = load_bench("bench_gdpo")
     assert mod.main(["--small", "--lrs", "2e-3"]) == 0
     out = capsys.readouterr().out
     for task in ("dense_sparse", "two_binary"):
-        rows = {r[0]: r for r in _table(out, f"| {task} lr 0.002 arm |")}
+        rows = {r[0]: r for r in markdown_table(out, f"| {task} lr 0.002 arm |")}
         assert set(rows) == {"pretrained start", "GRPO (summed)", "GDPO"}
         assert all(len(r) == 1 + 3 + 2 for r in rows.values())  # two components, total, two within-group stds
         assert all(cell.count("+-") == 1 for r in rows.values() for cell in r[1:])
@@ -94,7 +69,7 @@ def test_gdpo_small_prints_components(capsys):
 
 
 def test_gdpo_bad_input_exits_2(capsys):
-    mod = _load("bench_gdpo")
+    mod = load_bench("bench_gdpo")
     assert mod.main(["--small", "--hit-radius", "0"]) == 2
     assert "--hit-radius" in capsys.readouterr().err
     assert mod.main(["--small", "--tasks", "three_binary"]) == 2
@@ -105,10 +80,10 @@ def test_gdpo_bad_input_exits_2(capsys):
 
 @pytest.mark.slow  # two 1-iteration shapes trainings in subprocesses, ~20 s
 def test_pool_vs_plain_small_runs_both_arms(capsys, tmp_path):
-    mod = _load("bench_pool_vs_plain")
+    mod = load_bench("bench_pool_vs_plain")
     assert mod.main(["--small", "--out", str(tmp_path / "runs")]) == 0
     out = capsys.readouterr().out
-    rows = {r[0]: r for r in _table(out, "| arm |")}
+    rows = {r[0]: r for r in markdown_table(out, "| arm |")}
     assert set(rows) == {"pool", "plain"}
     assert all(cell.count("+-") == 1 for r in rows.values() for cell in r[1:])
     assert rows["pool"][1] == rows["plain"][1]  # same pretrained start: same reward before
@@ -117,6 +92,6 @@ def test_pool_vs_plain_small_runs_both_arms(capsys, tmp_path):
 
 
 def test_pool_vs_plain_bad_input_exits_2(capsys, tmp_path):
-    mod = _load("bench_pool_vs_plain")
+    mod = load_bench("bench_pool_vs_plain")
     assert mod.main(["--small", "--seeds", "0", "--out", str(tmp_path)]) == 2
     assert "--seeds" in capsys.readouterr().err
