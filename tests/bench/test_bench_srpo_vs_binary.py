@@ -2,46 +2,22 @@
 arms from the same SFT start, the per-run curves, mean +- SE per arm and the paired difference; --reuse reads the
 finished runs back instead of rerunning them (the same numbers); bad arguments exit 2 with one line."""
 
-import importlib.util
-import sys
-from pathlib import Path
-
 import pytest
 
-BENCH = Path(__file__).resolve().parents[2] / "bench"
-
-
-def _load():
-    sys.path.insert(0, str(BENCH))
-    spec = importlib.util.spec_from_file_location("bench_srpo_vs_binary", BENCH / "bench_srpo_vs_binary.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
-
-
-def _table(out: str, header: str) -> list[list[str]]:
-    """Rows (cells) of the markdown table whose header line starts with ``header``."""
-    lines = out.splitlines()
-    i = next(k for k, ln in enumerate(lines) if ln.startswith(header))
-    rows = []
-    for ln in lines[i + 2:]:
-        if not ln.strip():
-            break
-        rows.append([c.strip() for c in ln.strip("|").split("|")])
-    return rows
+from .benchutil import load_bench, markdown_table
 
 
 @pytest.mark.slow  # two tiny VLA trainings in subprocesses, ~20-40 s
 def test_small_runs_both_arms_from_one_sft_start_and_reuse_reads_them_back(capsys, tmp_path):
-    mod = _load()
+    mod = load_bench("bench_srpo_vs_binary")
     runs = tmp_path / "runs"
     assert mod.main(["--small", "--out", str(runs)]) == 0
     out = capsys.readouterr().out
-    per_run = {(r[0], r[1]): r for r in _table(out, "| arm | seed |")}
+    per_run = {(r[0], r[1]): r for r in markdown_table(out, "| arm | seed |")}
     assert set(per_run) == {("srpo", "0"), ("binary", "0")}
     assert per_run["srpo", "0"][2] == per_run["binary", "0"][2]  # @0: the same SFT policy's held-out success
     assert all(0.0 <= float(c) <= 1.0 for r in per_run.values() for c in r[2:5])  # @0, @1, @2
-    arms = {r[0]: r for r in _table(out, "| arm | @0")}
+    arms = {r[0]: r for r in markdown_table(out, "| arm | @0")}
     assert set(arms) == {"srpo", "binary", "srpo - binary (paired)"}
     assert all(c.count("+-") == 1 for r in arms.values() for c in r[1:] if c)
     assert "final (@2) srpo - binary, paired over seeds:" in out
@@ -52,13 +28,13 @@ def test_small_runs_both_arms_from_one_sft_start_and_reuse_reads_them_back(capsy
     assert mod.main(["--small", "--reuse", "--out", str(runs)]) == 0
     again = capsys.readouterr().out
     assert again.count("reused") >= 4  # two progress lines, two table cells
-    assert {(r[0], r[1]): r[2:5] for r in _table(again, "| arm | seed |")} == {k: r[2:5] for k, r in per_run.items()}
+    assert {(r[0], r[1]): r[2:5] for r in markdown_table(again, "| arm | seed |")} == {k: r[2:5] for k, r in per_run.items()}
 
 
 @pytest.mark.parametrize("args, word", [(["--seeds", "0"], "--seeds"), (["--jobs", "0"], "--jobs"),
                                         (["--iterations", "-1"], "--iterations")])
 def test_bad_arguments_exit_2_with_one_line(capsys, tmp_path, args, word):
-    mod = _load()
+    mod = load_bench("bench_srpo_vs_binary")
     assert mod.main(["--small", *args, "--out", str(tmp_path)]) == 2
     err = capsys.readouterr().err.strip()
     assert word in err and "\n" not in err
