@@ -339,6 +339,19 @@ def field_help(cls: type) -> dict[str, str]:
     return out
 
 
+def fields_without_help(cls: type) -> list[str]:
+    """``Class.field`` of every field of config ``cls`` (nested sections included) that has no help line
+    (:func:`field_help`): what ``--help-config`` would print without a description. Empty for every shipped config."""
+    missing: list[str] = []
+    helps, hints = field_help(cls), get_type_hints(cls)
+    for f in dataclasses.fields(cls):
+        if dataclasses.is_dataclass(hints[f.name]):
+            missing += fields_without_help(hints[f.name])
+        if f.init and not helps[f.name]:
+            missing.append(f"{cls.__name__}.{f.name}")
+    return missing
+
+
 def config_help(cls: type, prefix: str = "") -> list[tuple[str, str, str, str]]:
     """Every leaf key of config ``cls`` (nested sections flattened): ``(dotted key, type, default, help)``."""
     rows: list[tuple[str, str, str, str]] = []
@@ -418,8 +431,8 @@ def dump_config(cfg: Any) -> str:
 
 
 __all__ = ["ConfigError", "load_config", "build_config", "merge_dicts", "parse_overrides", "given_keys",
-           "check_inactive_keys", "field_help", "config_help", "format_config_help", "config_to_dict", "config_diff",
-           "check_resume_config", "dump_config", "resolve_builtin"]
+           "check_inactive_keys", "field_help", "fields_without_help", "config_help", "format_config_help",
+           "config_to_dict", "config_diff", "check_resume_config", "dump_config", "resolve_builtin"]
 
 
 def resolve_builtin(path: str, assets: Path, key: str) -> Path:

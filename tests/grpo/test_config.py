@@ -220,27 +220,13 @@ def test_every_shipped_recipe_loads():
 
 def test_every_config_field_has_a_help_line():
     """Each field of every job's config (nested sections included) has a one-line description for --help-config."""
-    import dataclasses
-
     from diffusion_rl.config import DiffusionRLConfig
-    from grpo.config import field_help
+    from grpo.config import fields_without_help
     from grpo.demo import ToyConfig
-    from typing import get_type_hints
     from vla_rl.config import VLARLConfig
     from vla_rl.wm_loop import LoopConfig
 
-    missing = []
-
-    def walk(cls):
-        helps, hints = field_help(cls), get_type_hints(cls)
-        for f in dataclasses.fields(cls):
-            if dataclasses.is_dataclass(hints[f.name]):
-                walk(hints[f.name])
-            if f.init and not helps[f.name]:
-                missing.append(f"{cls.__name__}.{f.name}")
-
-    for cls in (DiffusionRLConfig, VLARLConfig, LoopConfig, ToyConfig):
-        walk(cls)
+    missing = [m for cls in (DiffusionRLConfig, VLARLConfig, LoopConfig, ToyConfig) for m in fields_without_help(cls)]
     assert not missing, f"config fields without a help line: {missing}"
 
 

@@ -226,24 +226,11 @@ def test_cli_closed_stdin_stops_the_robot_with_one_line(tmp_path, start_policy, 
 
 
 def test_the_shipped_recipe_loads_and_every_key_has_a_help_line(capsys):
-    import dataclasses
-    from typing import get_type_hints
-
-    from grpo.config import field_help, load_config
+    from grpo.config import fields_without_help, load_config
 
     cfg = load_config(RobotLoopConfig, "configs/robot/loop_sims.yaml")
     assert cfg.vla.policy.kind == "builtin" and cfg.episodes_per_round == 16
-    missing = []
-
-    def walk(cls):
-        helps, hints = field_help(cls), get_type_hints(cls)
-        for f in dataclasses.fields(cls):
-            if dataclasses.is_dataclass(hints[f.name]):
-                walk(hints[f.name])
-            if f.init and not helps[f.name]:
-                missing.append(f"{cls.__name__}.{f.name}")
-
-    walk(RobotLoopConfig)
+    missing = fields_without_help(RobotLoopConfig)
     assert not missing, f"config fields without a help line: {missing}"
     assert cli_main(["robot-loop", "configs/robot/loop_sims.yaml", "--dry-run"]) == 0
     assert "per round: 16 episodes (4 groups x 4)" in capsys.readouterr().out
