@@ -15,7 +15,7 @@ import difflib
 import os
 import warnings
 from pathlib import Path
-from typing import Iterable, Sequence
+from typing import Any, Iterable, Sequence
 
 # third-party warnings that mean nothing to a user of these commands (message regexes)
 NOISE = (
@@ -74,6 +74,14 @@ def check_sizes(*items: tuple[str, float, float]) -> None:
     for key, value, minimum in items:
         if not isinstance(value, (int, float)) or isinstance(value, bool) or value < minimum:
             raise ValueError(f"{key}={value!r}: expected an integer >= {minimum}")
+
+
+def check_flags(*items: tuple[str, Any, bool, str]) -> None:
+    """Each ``(flag, value, ok, expected)``: ``ok`` (the caller's comparison; a nan fails every one), else one line
+    ``flag=value: expected <expected>``. For command-line options, checked before the command does anything."""
+    for name, value, ok, expected in items:
+        if not ok:
+            raise ValueError(f"{name}={value}: expected {expected}")
 
 
 def check_choice(key: str, value: str, known: Iterable[str], hint: str = "") -> None:

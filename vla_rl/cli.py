@@ -27,7 +27,8 @@ import sys
 from pathlib import Path
 
 from grpo.cli import ArgumentParser, add_config_help, parse_args, run_command
-from grpo.preflight import check_new_output, check_writable_dir, check_writable_file, quiet_third_party_warnings
+from grpo.preflight import (check_flags, check_new_output, check_writable_dir, check_writable_file,
+                            quiet_third_party_warnings)
 
 
 def _setup_threads() -> None:
@@ -203,12 +204,10 @@ def cmd_record_demos(args: argparse.Namespace) -> int:
     """Scripted-expert demos of a ``sims`` task to robomimic-style HDF5 (``sims.demos.record_demos``)."""
     import sims
 
-    for name, value, ok, expected in (("n", args.n, args.n >= 1, ">= 1"), ("--image-size", args.image_size, args.image_size >= 1, ">= 1"),
-                                      ("--noise", args.noise, args.noise >= 0, ">= 0"),
-                                      ("--drop-prob", args.drop_prob, 0.0 <= args.drop_prob <= 1.0, "in [0, 1]"),
-                                      ("--seed-offset", args.seed_offset, args.seed_offset >= 0, ">= 0")):
-        if not ok:
-            raise ValueError(f"{name}={value}: expected {expected}")
+    check_flags(("n", args.n, args.n >= 1, ">= 1"), ("--image-size", args.image_size, args.image_size >= 1, ">= 1"),
+                ("--noise", args.noise, args.noise >= 0, ">= 0"),
+                ("--drop-prob", args.drop_prob, 0.0 <= args.drop_prob <= 1.0, "in [0, 1]"),
+                ("--seed-offset", args.seed_offset, args.seed_offset >= 0, ">= 0"))
     tasks = sims.list_tasks()
     if args.task not in tasks:
         known = [t for t in tasks if not t.startswith("libero/")] + (["libero/<suite>/<i>"] if len(tasks) > 20 else [])

@@ -41,7 +41,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -298,23 +297,17 @@ def add_parser(sub) -> None:
 
 
 def cmd_deploy(args: argparse.Namespace) -> int:
-    try:
-        from lerobot.robots.utils import make_robot_from_config  # noqa: F401
-    except ImportError as e:
-        print(f"error: vla-rl deploy needs lerobot (make lerobot, then .venv-lerobot/bin/vla-rl): {e}", file=sys.stderr)
-        return 2
+    import lerobot.robots  # noqa: F401  (first: without lerobot, grpo.cli.run_command's one line names make lerobot)
     from .policies import load_policy
 
+    from grpo.preflight import check_flags
+
     if args.dataset and Path(args.dataset).exists():
-        print(f"error: --dataset {args.dataset} exists; episodes are recorded to a new directory", file=sys.stderr)
-        return 2
-    for name, value, ok, expected in (
-            ("--episodes", args.episodes, args.episodes >= 1, ">= 1"), ("--fps", args.fps, args.fps > 0, "> 0"),
-            ("--max-episode-s", args.max_episode_s, args.max_episode_s > 0, "> 0 seconds"),
-            ("--max-steps", args.max_steps, args.max_steps >= 0, ">= 0 (0: no step limit)"),
-            ("--image-size", args.image_size, args.image_size >= 1, ">= 1"), ("--seed", args.seed, args.seed >= 0, ">= 0")):
-        if not ok:  # (nan fails every comparison)
-            raise ValueError(f"{name}={value}: expected {expected}")
+        raise ValueError(f"--dataset {args.dataset} exists; episodes are recorded to a new directory")
+    check_flags(("--episodes", args.episodes, args.episodes >= 1, ">= 1"), ("--fps", args.fps, args.fps > 0, "> 0"),
+                ("--max-episode-s", args.max_episode_s, args.max_episode_s > 0, "> 0 seconds"),
+                ("--max-steps", args.max_steps, args.max_steps >= 0, ">= 0 (0: no step limit)"),
+                ("--image-size", args.image_size, args.image_size >= 1, ">= 1"), ("--seed", args.seed, args.seed >= 0, ">= 0"))
     if args.joint_limits and not args.joint_limits[0] <= args.joint_limits[1]:
         raise ValueError(f"--joint-limits {args.joint_limits[0]} {args.joint_limits[1]}: expected LOW <= HIGH")
     check_robot_type(args.robot)
@@ -330,11 +323,7 @@ def cmd_deploy(args: argparse.Namespace) -> int:
         from grpo.preflight import check_writable_dir
 
         check_writable_dir(args.dataset, "--dataset")
-    try:
-        policy = load_policy(args.policy).to(args.device)
-    except (FileNotFoundError, ValueError) as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
+    policy = load_policy(args.policy).to(args.device)  # a missing / unreadable policy: run_command's one line
     robot = make_robot(args.robot, args.task, {"image_size": args.image_size, "cameras": tuple(args.cameras)}, args.seed,
                        Path(args.dataset or ".").resolve().parent / ".calibration")
     limits = ([args.joint_limits[0]], [args.joint_limits[1]]) if args.joint_limits else None

@@ -46,11 +46,11 @@ from typing import Any, Callable, Literal, TextIO
 import numpy as np
 import torch
 
-from grpo.config import ConfigError, check_resume_config, config_to_dict
+from grpo.config import check_resume_config, config_to_dict
 from grpo.distributed import keyed_generator
 
 from .config import EnvConfig, VLARLConfig
-from .deploy import (EPISODE_TAGS, RECORD_PREFIX, SUCCESS_KEY, DeployConfig, check_joint_limits, robot_joints,
+from .deploy import (RECORD_PREFIX, SUCCESS_KEY, DeployConfig, check_joint_limits, robot_joints,
                      run_episode, safe_stop, sampling_features)
 from .policy import IMAGE_PREFIX, STATE_KEY
 from .rollout import Episode, EpisodeSpec, RolloutBatch
@@ -481,11 +481,7 @@ def cmd_robot_loop(args: argparse.Namespace) -> int:
     """``vla-rl robot-loop CONFIG [key=value ...] [--dry-run]``: bad input is one line and exit 2, nothing written."""
     from grpo.cli import config_command
 
-    try:
-        import lerobot  # noqa: F401
-    except ImportError as e:
-        print(f"error: vla-rl robot-loop needs lerobot (make lerobot, then .venv-lerobot/bin/vla-rl): {e}", file=sys.stderr)
-        return 2
+    import lerobot  # noqa: F401  (first: without lerobot, grpo.cli.run_command's one line names make lerobot)
 
     def run(cfg: RobotLoopConfig) -> int:
         check_robot_loop_inputs(cfg, writes=not args.dry_run)
