@@ -80,9 +80,10 @@ def _sigterm_interrupts() -> None:
 
 
 def run_command(fn: Callable[[], int], bad_input: tuple[type[BaseException], ...] = BAD_INPUT) -> int:
-    """``fn()``'s exit code; an exception of ``bad_input`` becomes ``error: <message>`` on stderr and exit code 2, and
-    a third-party package the command needs but this environment lacks becomes ``error: ... needs <package>`` (a
-    missing module of this project itself is a bug and is raised)."""
+    """``fn()``'s exit code, every failure a command can meet at the user's hands as one ``error: ...`` line on stderr:
+    an exception of ``bad_input`` (exit 2; an OS error among them names its path), any other OS error (a path the OS
+    refuses: exit 2), a third-party package this environment lacks (exit 2; a missing module of this project itself
+    is a bug and is raised), Ctrl-C / SIGTERM (exit 130)."""
     _sigterm_interrupts()
     try:
         return fn()
