@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import time
 from pathlib import Path
 from typing import Mapping
@@ -35,9 +36,11 @@ def _drop_cut_row(path: Path) -> None:
     if not path.is_file() or path.stat().st_size == 0:
         return
     with open(path, "rb+") as f:
-        data = f.read()
-        if not data.endswith(b"\n"):
-            f.truncate(data.rfind(b"\n") + 1)
+        f.seek(-1, os.SEEK_END)
+        if f.read(1) == b"\n":  # the usual case: one byte read, not the whole file
+            return
+        f.seek(0)
+        f.truncate(f.read().rfind(b"\n") + 1)
 
 
 class MetricsLogger:
