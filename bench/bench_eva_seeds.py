@@ -14,7 +14,7 @@ without costing fidelity. Per seed ``s``, from scratch (so the seed covers the d
    16 training rows (the GRPO "prompts") and 32 held-out rows the alignment never sees;
 4. ``P0`` calibrated on the training rows (``calibrate_on_pretrained``, EVA Eq. 7), EVA config as
    ``bench/bench_world_models.py`` (dt 1, jerk weight 0.5, v_max 1);
-5. EVA alignment with the shipped defaults (``diffusion_rl.eva_alignment.align_world_model``: Flow-GRPO SDE
+5. EVA alignment with the shipped defaults (``diffusion_rl.align_world_model.align_world_model``: Flow-GRPO SDE
    eta 0.3, flow KL 0.03 to the LoRA-disabled reference, lr 1e-3), 40 iterations x 4 rows x 8 rollouts, ``seed=s``;
 6. ``alignment_report`` before and after on both row sets: mean EVA reward of the deterministic (ODE)
    predictions, median penalty, |jerk| of the IDM-decoded actions, frame MSE against the simulator's frames.
@@ -59,7 +59,7 @@ METRICS = [("eva_reward", "EVA reward"), ("eva_penalty_median", "median penalty"
 def run_seed(seed: int, config: str, overrides: list[str], out: Path, iterations: int, rows: tuple[int, int],
              align: list[str]) -> dict[str, dict[str, dict[str, float]]]:
     """One seed of the module docstring; returns ``{"train"|"heldout": {"before"|"after": alignment_report}}``."""
-    from diffusion_rl.eva_alignment import align_world_model
+    from diffusion_rl.align_world_model import align_world_model
     from grpo.config import load_config
     from rewards.eva import EmbodimentLimits, EVAConfig
     from vla_rl.wm_loop import LoopConfig

@@ -137,7 +137,7 @@ def main() -> None:
     _bench_wm_rollouts(cfg, res["policy_dir"])
 
     from rewards.eva import EVAConfig, EmbodimentLimits
-    from diffusion_rl.eva_alignment import align_world_model
+    from diffusion_rl.align_world_model import align_world_model
     from world_models.eva_alignment import ConditionTable, alignment_report, calibrate_on_pretrained
     from world_models.windows import wm_windows
 

@@ -89,7 +89,7 @@ def main(argv: list[str] | None = None) -> int:
     s.add_argument("--layers", type=int, default=4, help="transformer blocks")
     s.add_argument("--init", default=None, help="continue training a saved shapes pipeline directory")
     s.add_argument("--save-every", type=int, default=500, help="steps between resumable checkpoints in OUT.ckpt (0: none)")
-    y = sub.add_parser("toy", help="the core's toy GRPO run (grpo.demo: a 2-D flow model, about a minute on 2 cores)",
+    y = sub.add_parser("toy", help="the core's toy GRPO run (grpo.demo: a 2-D flow model, ~20 s of CPU)",
                        description="The core's tiny GRPO run end to end (grpo.demo): a conditional flow-matching model "
                        "on 2-D points, pretrained on a ring of modes, then GRPO towards each prompt's mode.")
     add_config_help(y, lambda: __import__("grpo.demo", fromlist=["ToyConfig"]).ToyConfig)

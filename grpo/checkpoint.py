@@ -63,10 +63,6 @@ def restore_rng_state(state: Mapping[str, Any]) -> None:
         torch.cuda.set_rng_state_all([s.to(torch.uint8) for s in state["cuda"]])
 
 
-def generator_state(gen: torch.Generator) -> torch.Tensor:
-    return gen.get_state()
-
-
 def random_state_to_json(st: tuple) -> list:
     """A ``random.Random().getstate()`` tuple as JSON-able ``[version, [625 ints], gauss]``."""
     return [st[0], list(st[1]), st[2]]

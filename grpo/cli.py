@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import sys
 from typing import Any, Callable, Sequence
 
@@ -29,6 +30,14 @@ class ArgumentParser(argparse.ArgumentParser):
 
     def error(self, message: str):  # noqa: D102 - argparse's hook
         self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+    def format_help(self) -> str:  # noqa: D102 - argparse's hook
+        return plain_text(super().format_help())
+
+
+def plain_text(doc: str) -> str:
+    """``doc`` as a terminal shows it: reStructuredText literals and roles (````x````, ``:func:`x```) become ``x``."""
+    return re.sub(r"(?::[a-z]+:)?`{1,2}([^`]+?)`{1,2}", r"\1", doc)
 
 
 class _ConfigHelp(argparse.Action):

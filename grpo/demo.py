@@ -1,4 +1,4 @@
-"""A complete, tiny GRPO run of the core, end to end, on 2 CPU cores in about a minute.
+"""A complete, tiny GRPO run of the core, end to end, in about 20 s of CPU (200 iterations).
 
 The "policy" is a conditional flow-matching model on 2-D points: ``v_theta(x, sigma, c)``, a small MLP
 with one embedding per *prompt* ``c``. It is first pretrained by flow matching on a ring of ``num_modes``

@@ -153,12 +153,6 @@ def copy_full_parameters(sharded: torch.nn.Module, replica: torch.nn.Module) -> 
         dst[name].copy_(full_tensor(p.detach()).to(dst[name].device, dst[name].dtype))
 
 
-def is_sharded(model: torch.nn.Module) -> bool:
-    from torch.distributed.fsdp import FSDPModule
-
-    return isinstance(model, FSDPModule)
-
-
 def _options(**kw):
     from torch.distributed.checkpoint.state_dict import StateDictOptions
 

@@ -15,7 +15,7 @@ import difflib
 import os
 import warnings
 from pathlib import Path
-from typing import Any, Iterable, Sequence
+from typing import Any, Iterable
 
 # third-party warnings that mean nothing to a user of these commands (message regexes)
 NOISE = (
@@ -185,6 +185,3 @@ def check_custom_reward(name: str, kwargs: dict, build, batch, check_output) -> 
                          "(expected finite values, one per sample)") from None
 
 
-def first_line(msgs: Sequence[str]) -> str:
-    """The messages joined on one line (multi-line library errors flattened)."""
-    return " ".join(" ".join(str(m).split()) for m in msgs)

@@ -26,6 +26,8 @@ from __future__ import annotations
 import importlib
 from typing import Any, Callable
 
+from grpo.plugins import load_object
+
 from .base import ImageReward, NonFiniteRewardError, Reward, RewardBatch, RewardOutput, check_output
 
 
@@ -71,10 +73,6 @@ _REGISTRY: dict[str, Callable[..., Any]] = {
 }
 
 
-def register_reward(name: str, factory: Callable[..., Any]) -> None:
-    _REGISTRY[name] = factory
-
-
 def available_rewards() -> list[str]:
     return sorted(_REGISTRY)
 
@@ -82,11 +80,7 @@ def available_rewards() -> list[str]:
 def build_reward(name: str, **kwargs: Any):
     """The reward called ``name`` (see :func:`available_rewards`), or ``"package.module:attr"``."""
     if ":" in name:
-        mod, _, attr = name.partition(":")
-        try:
-            obj = getattr(importlib.import_module(mod), attr)
-        except (ImportError, AttributeError) as e:
-            raise ValueError(f"reward {name!r}: cannot import {attr!r} from {mod!r} ({e})") from e
+        obj = load_object(name, "reward.name")
         return obj(**kwargs) if isinstance(obj, type) or kwargs else obj
     if name not in _REGISTRY:
         raise ValueError(f"unknown reward {name!r}; available: {', '.join(available_rewards())}")
@@ -98,4 +92,4 @@ def build_reward(name: str, **kwargs: Any):
         raise ValueError(f"reward {name!r}: bad arguments {sorted(kwargs)}: {e}") from e
 
 
-__all__ = ["Reward", "RewardBatch", "RewardOutput", "ImageReward", "NonFiniteRewardError", "build_reward", "available_rewards", "register_reward", "check_output"]
+__all__ = ["Reward", "RewardBatch", "RewardOutput", "ImageReward", "NonFiniteRewardError", "build_reward", "available_rewards", "check_output"]

@@ -88,16 +88,6 @@ def check_output(out: RewardOutput, n: int, name: str, nonfinite: NonFinite = "r
     return out
 
 
-def batch_images(batch: RewardBatch) -> torch.Tensor:
-    """``[B, 3, H, W]`` float images of the batch, clamped to [0, 1] (NaN stays NaN)."""
-    if batch.images is None:
-        raise ValueError("this reward needs images [B, 3, H, W] in the batch, got none")
-    x = batch.images
-    if x.dim() != 4 or x.shape[1] != 3:
-        raise ValueError(f"images must be [B, 3, H, W] in [0, 1], got shape {tuple(x.shape)}")
-    return x.float().clamp(0, 1)
-
-
 def batch_frames(batch: RewardBatch) -> tuple[torch.Tensor, int | None]:
     """Images ``[N, 3, H, W]`` in [0, 1] and ``T`` (``None`` for images; ``N = B*T`` for videos)."""
     x = batch.videos if batch.videos is not None else batch.images

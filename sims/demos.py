@@ -28,6 +28,7 @@ concatenated for behaviour cloning).
 from __future__ import annotations
 
 import json
+import os
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Iterator, Sequence
@@ -77,10 +78,12 @@ def write_hdf5(episodes: Sequence[dict], path: str | Path, env_args: dict | None
 
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    from grpo.checkpoint import atomic_output
-
-    with atomic_output(path) as tmp:  # written whole, then renamed: a kill leaves no half file
+    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")  # written whole, then renamed: a kill leaves no half file
+    try:
         _write_hdf5_file(h5py, tmp, episodes, env_args)
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
     return path
 
 

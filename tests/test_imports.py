@@ -4,9 +4,12 @@
     grpo/                  the core: imports no other project package
     sims/ rewards/ world_models/   libraries: import no frontend (and rewards no world_models: encoders are injected)
     diffusion_rl/  vla_rl/ the two frontends: they may import the libraries and the core, never each other
+                           (and diffusion_rl/ no sims/: it knows no robots)
 """
 
 import ast
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -19,7 +22,7 @@ FORBIDDEN = {
     "sims": FRONTENDS,
     "rewards": FRONTENDS | {"world_models"},
     "world_models": FRONTENDS,
-    "diffusion_rl": {"vla_rl"},
+    "diffusion_rl": {"vla_rl", "sims"},  # robots reach it only as world_models objects (EVA alignment)
     "vla_rl": {"diffusion_rl"},
 }
 
@@ -137,3 +140,18 @@ def test_loading_a_diffusion_model_does_not_import_pretraining():
     graph = _module_graph("diffusion_rl")
     assert "diffusion_rl.pretrain_shapes" not in graph["diffusion_rl.adapters"]
     assert "diffusion_rl.adapters" in graph["diffusion_rl.pretrain_shapes"]
+
+
+def test_sims_simulators_and_demo_files_need_no_torch(tmp_path):
+    """sims/ is numpy only (its package docstring): building a tabletop env, running the scripted expert and writing
+    the demo file (atomically) import no torch (sims.demos imported grpo.checkpoint, and with it torch)."""
+    code = f"""
+import sys
+from sims import registry, render, vector
+from sims.demos import record_demos
+record_demos("tabletop/reach_one", 1, {str(tmp_path / 'd.hdf5')!r}, max_steps=5)
+assert "torch" not in sys.modules, sorted(m for m in sys.modules if m.startswith("torch"))[:5]
+"""
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert (tmp_path / "d.hdf5").exists()

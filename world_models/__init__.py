@@ -14,7 +14,7 @@ world-model env -- a library: it imports no frontend and runs no RL loop.
 * :mod:`world_models.wm_env` -- the world model as a batched gymnasium ``VectorEnv`` and as a per-step
   ``sims``-style env registered in ``sims``' registry (``"wm/<task>"``) so ``vla_rl`` trains inside it unchanged.
 * :mod:`world_models.eva_alignment` -- the EVA executability reward on the world model's predictions, its
-  calibration and report (the RL run itself: ``diffusion_rl.eva_alignment``).
+  calibration and report (the RL run itself: ``diffusion_rl.align_world_model``).
 
 Every model runs where its parameters are (``.to(device)``; the loop's ``device`` option): public methods take
 inputs on any device and move them there; data and metrics stay in CPU RAM.

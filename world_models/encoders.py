@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
-from typing import Protocol, runtime_checkable
 
 import torch
 import torch.nn.functional as F
@@ -33,15 +32,6 @@ from grpo.device import module_device
 
 IMAGENET_MEAN = (0.485, 0.456, 0.406)
 IMAGENET_STD = (0.229, 0.224, 0.225)
-
-
-@runtime_checkable
-class VideoEncoder(Protocol):
-    dim: int
-
-    def encode(self, video: torch.Tensor) -> torch.Tensor: ...
-
-    def encode_frames(self, video: torch.Tensor) -> torch.Tensor: ...
 
 
 def check_video(video: torch.Tensor) -> torch.Tensor:

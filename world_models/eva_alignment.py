@@ -1,7 +1,7 @@
 """EVA alignment's world-model side: the condition table, the executability reward and the reports.
 
 RL post-training of the video world model itself with the executability reward runs through the diffusion
-frontend (``diffusion_rl.eva_alignment.align_world_model``: the world model as a ``DiffusionAdapter``, trained by
+frontend (``diffusion_rl.align_world_model.align_world_model``: the world model as a ``DiffusionAdapter``, trained by
 ``DiffusionGRPOTrainer``); what it needs from here:
 
 * :class:`ConditionTable` -- a "prompt" is a conditioning key ``"wm:<i>"`` naming row ``i`` of a table of (context

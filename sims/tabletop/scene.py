@@ -30,10 +30,6 @@ COLORS = {
 }
 
 
-def _rgba(c: tuple[float, float, float], a: float = 1.0) -> str:
-    return f"{c[0]:.3f} {c[1]:.3f} {c[2]:.3f} {a:g}"
-
-
 def _gripper() -> str:
     (x0, x1), (y0, y1), (z0, z1) = HAND_RANGE
     fo = FINGER_OPEN

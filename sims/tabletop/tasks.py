@@ -167,12 +167,6 @@ def _sample_push(rng):
     raise RuntimeError("could not sample a push layout")
 
 
-def push_distance(env) -> float:
-    p = env.block_pos(env.layout.target)
-    g = env.layout.goal
-    return math.hypot(float(p[0] - g[0]), float(p[1] - g[1]))
-
-
 def _push_success(env) -> bool:
     return _push_both(env)[0]
 

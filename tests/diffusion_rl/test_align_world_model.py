@@ -1,9 +1,9 @@
-"""EVA alignment: the world model RL-trained through the diffusion frontend (diffusion_rl.eva_alignment) with the
+"""EVA alignment: the world model RL-trained through the diffusion frontend (diffusion_rl.align_world_model) with the
 executability reward of world_models.eva_alignment."""
 
 import torch
 
-from diffusion_rl.eva_alignment import align_world_model
+from diffusion_rl.align_world_model import align_world_model
 from rewards.eva import EVAConfig, EmbodimentLimits
 from tests.world_models.test_encoders_idm_eva import moving_square_videos
 from world_models.eva_alignment import ConditionTable, alignment_report, calibrate_on_pretrained
