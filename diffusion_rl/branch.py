@@ -94,7 +94,8 @@ class BranchConfig:
 @torch.no_grad()
 def tree_rollout(adapter: DiffusionAdapter, prompts: list[str], tree: RolloutTree, sc: SamplerConfig,
                  generator: torch.Generator | None = None, iteration: int = 0, uncond_prompt: str = "", *,
-                 seed: int | None = None, prompt_ids: range | list[int] | None = None) -> Rollout:
+                 seed: int | None = None, prompt_ids: range | list[int] | None = None,
+                 present: torch.Tensor | None = None) -> Rollout:
     """Roll out one tree per prompt; node ``n`` of prompt ``p`` has global row id ``p * len(tree) + n``.
 
     ``prompt_ids``: the global prompt indices whose trees are rolled out here (a rank's share; default all).
@@ -105,11 +106,22 @@ def tree_rollout(adapter: DiffusionAdapter, prompts: list[str], tree: RolloutTre
     Returns a :class:`Rollout` whose ``final`` are the leaves ``[P' * L, *latent]`` (prompt-major, ``P'`` trees
     rolled out here) and whose ``extra["edge_log_prob"]`` is ``[P', N]``: the log-prob of each node's split step (the
     first step of its segment; 0 for the roots), what BranchGRPO's path-probability fusion weighs siblings by.
+
+    ``present [P', N]`` bool (rows in ``prompt_ids`` order; default: every node): roll out only these nodes of each
+    tree, a pruned subtree per prompt (:func:`grpo.tree.subtree_of_leaves`): a depth's present nodes over all
+    prompts are still one denoiser batch, a present node draws exactly the noise it draws in the whole tree, and
+    ``final`` holds the present leaves only (prompt-major, in ``tree.leaves`` order). This is the full-precision
+    regeneration of a tree-x-pool rollout (:mod:`diffusion_rl.tree_pool`); all nodes present is the plain rollout.
     """
     N = len(tree)
     seed = seed_from(generator, seed)
     pids = list(range(len(prompts))) if prompt_ids is None else [int(p) for p in prompt_ids]
     P = len(pids)
+    if present is not None:
+        present = torch.as_tensor(present, device="cpu").bool()
+        if present.shape != (P, N):
+            raise ValueError(f"present must have shape [{P}, {N}] (prompts rolled out here x tree nodes), got "
+                             f"{tuple(present.shape)}")
     shape = adapter.latent_shape
     sigmas = flow_sigmas(sc.num_steps, sc.shift)
     mask = sde_step_mask(sc, iteration, force=tuple(tree.split_steps))
@@ -123,13 +135,16 @@ def tree_rollout(adapter: DiffusionAdapter, prompts: list[str], tree: RolloutTre
     for d in range(tree.depth + 1):
         ids = tree.nodes_at_depth(d)
         node0 = tree.nodes[ids[0]]
-        rows = torch.tensor([p * N + n for p in pids for n in ids], dtype=torch.long, device="cpu")
-        local = torch.tensor([j * N + n for j in range(P) for n in ids], dtype=torch.long, device="cpu")  # rows of edge_lp.view(-1)
-        prompt_idx = torch.tensor(pids, dtype=torch.long, device="cpu").repeat_interleave(len(ids))
+        pairs = [(j, p, n) for j, p in enumerate(pids) for n in ids if present is None or bool(present[j, n])]
+        if not pairs:
+            continue
+        rows = torch.tensor([p * N + n for _, p, n in pairs], dtype=torch.long, device="cpu")
+        local = torch.tensor([j * N + n for j, _, n in pairs], dtype=torch.long, device="cpu")  # rows of edge_lp.view(-1)
+        prompt_idx = torch.tensor([p for _, p, _ in pairs], dtype=torch.long, device="cpu")
         if d == 0:
-            x = x_root.to(adapter.device)
+            x = x_root.to(adapter.device) if present is None else x_root[[j for j, _, _ in pairs]].to(adapter.device)
         else:
-            x = torch.stack([state[p * N + tree.nodes[n].parent] for p in pids for n in ids])
+            x = torch.stack([state[p * N + tree.nodes[n].parent] for _, p, n in pairs])
         seg = range(node0.start, node0.end)
         seg_noise = keyed_noise((len(seg), *shape), seed, iteration, STREAM_TREE_NODE, rows.tolist())  # [R, |seg|, ...]
         noise = {i: seg_noise[:, j] for j, i in enumerate(seg)}
@@ -144,17 +159,20 @@ def tree_rollout(adapter: DiffusionAdapter, prompts: list[str], tree: RolloutTre
                 edge_lp.view(-1)[local] += r.log_prob.cpu() * float(r.stochastic)
         for j, g in enumerate(rows.tolist()):
             state[g] = x[j]
-    leaves = torch.tensor([p * N + n for p in pids for n in tree.leaves], dtype=torch.long, device="cpu")
+    kept = [(p, n) for j, p in enumerate(pids) for n in tree.leaves if present is None or bool(present[j, n])]
+    leaves = torch.tensor([p * N + n for p, n in kept], dtype=torch.long, device="cpu")
     final = torch.stack([state[g] for g in leaves.tolist()]) if len(leaves) else torch.zeros((0, *shape), device=adapter.device)
-    return Rollout(records, final, leaves, torch.tensor(pids, dtype=torch.long, device="cpu").repeat_interleave(tree.num_leaves), nfe,
+    return Rollout(records, final, leaves, torch.tensor([p for p, _ in kept], dtype=torch.long, device="cpu"), nfe,
                    extra={"edge_log_prob": edge_lp})
 
 
 def tree_credit(tree: RolloutTree, leaf_rewards: torch.Tensor, bc: BranchConfig, edge_log_prob: torch.Tensor,
-                iteration: int = 0, eps: float = 1e-4, clip: float | None = None) -> TreeCredit:
+                iteration: int = 0, eps: float = 1e-4, clip: float | None = None,
+                present: torch.Tensor | None = None) -> TreeCredit:
     """:func:`grpo.tree.tree_advantages` (BranchGRPO's credit, the one implementation) with the settings of the YAML
-    ``branch:`` section ``bc``, for ``leaf_rewards [P, L]``; ``clip`` is ``grpo.adv_clip``."""
+    ``branch:`` section ``bc``, for ``leaf_rewards [P, L]``; ``clip`` is ``grpo.adv_clip``; ``present [P, N]``: the
+    pruned subtrees (tree x pool), see :func:`grpo.tree.tree_advantages`."""
     return tree_advantages(tree, leaf_rewards, edge_log_prob, fusion=bc.fusion, temperature=bc.fusion_temperature,
                            depth_norm=bc.depth_norm, eps=eps, baseline=bc.adv_baseline, scale=bc.adv_scale, clip=clip,
                            width_prune_mode=bc.width_prune, prune_k=bc.prune_k, depth_window=bc.depth_window,
-                           depth_stride=bc.depth_stride, iteration=iteration)
+                           depth_stride=bc.depth_stride, iteration=iteration, present=present)

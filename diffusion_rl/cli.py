@@ -45,8 +45,22 @@ def _build(path, overrides):
     return cfg, DiffusionGRPOTrainer  # flat / tree / pool: the trainer's strategy (diffusion_rl.strategies)
 
 
+def cost_line(cfg, c: dict) -> str:
+    """The projected GPU cost of one iteration (:func:`diffusion_rl.strategies.projected_gpu_units`) as one line."""
+    from .strategies import train_row_forwards
+
+    speed, src = cfg.pool.speedup() if c.get("nfe_lowp") else (1.0, "")
+    lowp = (f" + {c['nfe_lowp']:.0f} {cfg.pool.quant.format} calls / {speed:g} ({src})" if c.get("nfe_lowp") else "")
+    return (f"projected GPU cost per iteration: {c['gpu_units']:.0f} full-precision forward passes = "
+            f"{c['nfe_policy']:.0f} full-precision calls{lowp} + {train_row_forwards(cfg):g} x {c['backward']:.0f} trained rows (forward + backward)")
+
+
 def _mode(cfg) -> str:
     loss = " + DiffusionNFT loss" if cfg.train.loss == "nft" else ""
+    if cfg.pool.enabled and cfg.branch.enabled:
+        q = cfg.pool.quant
+        return (f"BranchGRPO x pool (trees grown by the {q.format} rollout copy, backend {q.backend}; "
+                f"{cfg.pool.train_size} of {cfg.pool.pool_size} leaves per tree regenerated as a pruned tree){loss}")
     if cfg.pool.enabled:
         q = cfg.pool.quant
         return (f"pool-and-select GRPO (pool {cfg.pool.pool_size} -> train {cfg.pool.train_size} per prompt, "
@@ -140,9 +154,10 @@ def _train(args) -> int:
         cfg.model.lora.enabled = cfg.model.lora.enabled  # the dry run builds the model to check weights and targets
         tr = Trainer(cfg, log=False)
         c = tr.cost_per_iteration()
-        pool = f" ({c['nfe_pool']} of them in the quantized pool)" if "nfe_pool" in c else ""
-        print(f"{_mode(cfg)}: per iteration NFE {c['nfe']} (rollout){pool}, backward passes {c['backward']:.0f}, "
+        pool = f" ({c['nfe_pool']:.0f} of them in the quantized pool)" if "nfe_pool" in c else ""
+        print(f"{_mode(cfg)}: per iteration NFE {c['nfe']:.0f} (rollout){pool}, backward passes {c['backward']:.0f}, "
               f"final samples {c['final_samples']}")
+        print(cost_line(cfg, c))
         return 0
     tr = Trainer(cfg)
     main_rank = tr.dist.is_main

@@ -223,7 +223,8 @@ def iteration_counts(cfg, world: int) -> dict:
         train_rows = trees * max((sum(1 for n in a if n.depth > 0 and (keep is None or keep[n.id])) for s, a in
                                   enumerate(active) if mask[s]), default=0)
         final_local = trees * tree.num_leaves
-    return {"nfe": cost["nfe"], "backward": cost["backward"], "final": cost["final_samples"], "cfg_mult": cfg_mult,
+    return {"nfe": cost["nfe"], "nfe_policy": cost["nfe_policy"], "nfe_lowp": cost["nfe_lowp"],
+            "backward": cost["backward"], "final": cost["final_samples"], "cfg_mult": cfg_mult,
             "rows_call": rows_call * cfg_mult, "train_rows": max(1, train_rows) * cfg_mult, "final_local": final_local,
             "nfe_rows_local": math.ceil(cost["nfe"] / cfg_mult / world)}
 
@@ -269,13 +270,16 @@ def build_plan(cfg, arch_name: str | None = None) -> Plan:
 
 def iteration_flops(plan: Plan, cfg, gc: bool | None = None) -> dict[str, float]:
     """FLOPs of one iteration over all ranks: rollout forwards, training passes (x inner epochs; checkpointing
-    recomputes the forward), KL reference forwards, VAE decodes."""
+    recomputes the forward), KL reference forwards, VAE decodes. The quantized copy's rollout calls (pool, tree x
+    pool) are counted as bf16-equivalent FLOPs: their count divided by the format's throughput ratio
+    (``pool.speedup()``: ``pool.lowp_speedup`` or the published default), so seconds at the bf16 rate come out right."""
     c = iteration_counts(cfg, 1)
     gc = cfg.model.gradient_checkpointing if gc is None else gc
     tr = plan.traces["train_gc" if gc else "train"].flops
     fwd = plan.traces["rollout"].flops
     epochs = cfg.train.inner_epochs
-    out = {"rollout": c["nfe"] * fwd, "train": c["backward"] * c["cfg_mult"] * tr * epochs,
+    lowp = c["nfe_lowp"] / cfg.pool.speedup()[0] if c["nfe_lowp"] else 0.0
+    out = {"rollout": (c["nfe_policy"] + lowp) * fwd, "train": c["backward"] * c["cfg_mult"] * tr * epochs,
            "kl_reference": c["backward"] * c["cfg_mult"] * fwd * epochs if cfg.grpo.kl_coef > 0 else 0.0,
            "vae_decode": c["final"] * plan.vae.flops}
     out["total"] = sum(out.values())
@@ -358,8 +362,12 @@ def format_plan(plan: Plan, cfg, gpus: tuple[int, ...] = (1, 8), gpu_mem_gb: flo
              f"(checkpointed {tr['train_gc'].peak / GiB:.2f}); VAE decode {plan.vae.flops / 1e12:.2f} TFLOP, "
              f"{plan.vae.peak / GiB:.2f} GiB")
     c1 = iteration_counts(cfg, 1)
-    L.append(f"iteration: NFE {c1['nfe']}, backward rows {c1['backward']:.0f}, final samples {c1['final']}, "
+    L.append(f"iteration: NFE {c1['nfe']:.0f}, backward rows {c1['backward']:.0f}, final samples {c1['final']}, "
              f"CFG x{c1['cfg_mult']}, inner epochs {cfg.train.inner_epochs}")
+    if c1["nfe_lowp"]:
+        sp, src = cfg.pool.speedup()
+        L.append(f"  per precision: {c1['nfe_policy']:.0f} full-precision calls + {c1['nfe_lowp']:.0f} "
+                 f"{cfg.pool.quant.format} calls at {sp:g}x the bf16 throughput ({src})")
     L.append(f"memory per GPU (GiB) on {gpu_mem_gb:g} GB GPUs; reward model not included:")
     L.append(f"  {'strategy':8s} {'GPUs':>4s} {'ckpt':>4s} {'weights':>8s} {'LoRA+opt':>8s} {'text+VAE':>8s} "
              f"{'buffers':>8s} {'act':>8s} {'rollout':>8s} {'decode':>8s} {'peak':>8s}  fits")
@@ -377,6 +385,7 @@ def format_plan(plan: Plan, cfg, gpus: tuple[int, ...] = (1, 8), gpu_mem_gb: flo
              f"train {f['train'] / 1e15:.1f}, KL ref {f['kl_reference'] / 1e15:.1f}, decode {f['vae_decode'] / 1e15:.2f}); "
              + ", ".join(f"{seconds_per_iteration(f['total'], n, peak_tflops, mfu):.0f} s/iter on {n} GPU(s)"
                          for n in gpus) + f" at {rate}")
+    L.extend(format_mode_costs(plan, cfg, max(gpus), peak_tflops, mfu))
     if a.kind == "flux":
         L.append(f"anchors: FLUX 16 leaves, 20 steps, {cfg.train.prompts_per_iter} prompts/iter, {max(gpus)} GPUs at "
                  f"{rate}; published s/iter from the BranchGRPO README (hardware and batch as there):")
@@ -392,6 +401,64 @@ def format_plan(plan: Plan, cfg, gpus: tuple[int, ...] = (1, 8), gpu_mem_gb: flo
     return "\n".join(L)
 
 
+def cost_modes(cfg) -> dict[str, object]:
+    """The recipe's iteration as each rollout mode, same sampler, prompts and trained samples per prompt ``G``
+    (the recipe's group size, or its tree's leaves): flat GRPO (G samples); BranchGRPO (the recipe's ``branch:``
+    tree, or splits at steps 0, T/5, 2T/5, 3T/5 with factor 2: 16 leaves); + pruning (top-1 leaf per last-split
+    parent, depth window 2); pool-and-select (``pool.pool_size`` candidates -> G, default 4G); tree x pool (the tree
+    grown in low precision, half its leaves regenerated). Low precision: ``pool.quant.format`` (nvfp4 unless the
+    recipe has a pool)."""
+    import copy
+
+    base = copy.deepcopy(cfg)
+    T = base.sampler.num_steps
+    if not base.branch.enabled:
+        base.branch.split_steps, base.branch.branch = sorted({0, T // 5, 2 * T // 5, 3 * T // 5}), [2]
+        base.branch.width_prune, base.branch.depth_window = "none", 0
+    tree = base.branch.make_tree(T)
+    G = tree.num_leaves if cfg.branch.enabled else cfg.grpo.group_size
+    if not cfg.pool.enabled:
+        base.pool.quant.format = "nvfp4"
+        base.pool.pool_size = 4 * G
+    flat = copy.deepcopy(base)
+    flat.branch.enabled, flat.pool.enabled, flat.grpo.group_size = False, False, G
+    tr = copy.deepcopy(base)
+    tr.branch.enabled, tr.pool.enabled = True, False
+    pr = copy.deepcopy(tr)
+    pr.branch.width_prune, pr.branch.prune_k, pr.branch.depth_window = "topk_per_parent", 1, 2
+    pool = copy.deepcopy(flat)
+    pool.pool.enabled, pool.pool.train_size = True, G
+    pool.pool.pool_size = max(pool.pool.pool_size, G)
+    tp = copy.deepcopy(tr)
+    tp.pool.enabled, tp.pool.pool_size, tp.pool.train_size = True, tree.num_leaves, max(1, tree.num_leaves // 2)
+    return {"flat GRPO": flat, "BranchGRPO": tr, "BranchGRPO + pruning": pr,
+            f"pool {pool.pool.pool_size}->{G}": pool,
+            f"tree x pool {tree.num_leaves}->{tp.pool.train_size}": tp}
+
+
+def format_mode_costs(plan: Plan, cfg, gpus: int, peak_tflops: float, mfu: float) -> list[str]:
+    """One row per rollout mode (:func:`cost_modes`): NFE per precision, backward rows, projected GPU cost in
+    full-precision forward passes (:func:`diffusion_rl.strategies.projected_gpu_units`) and s/iter on ``gpus`` GPUs."""
+    modes = cost_modes(cfg)
+    q = next(m for m in modes.values() if m.pool.enabled).pool
+    sp, src = q.speedup()
+    L = [f"cost by rollout mode (this recipe's sampler and prompts; low precision {q.quant.format} at {sp:g}x bf16 "
+         f"throughput: {src}); units = full-precision forward passes, training row = 3:",
+         f"  {'mode':24s} {'NFE bf16':>9s} {'NFE lowp':>9s} {'backward':>9s} {'units':>9s} {'x flat':>7s} "
+         f"{'s/iter':>8s} on {gpus} GPU(s)"]
+    base = None
+    for name, mc in modes.items():
+        c = iteration_counts(mc, 1)
+        from .strategies import strategy_cost
+
+        units = strategy_cost(mc)["gpu_units"]
+        base = base or units
+        s = seconds_per_iteration(iteration_flops(plan, mc)["total"], gpus, peak_tflops, mfu)
+        L.append(f"  {name:24s} {c['nfe_policy']:9.0f} {c['nfe_lowp']:9.0f} {c['backward']:9.0f} {units:9.0f} "
+                 f"{units / base:7.2f} {s:8.0f}")
+    return L
+
+
 # GiB, PeakMemory and Trace are grpo.fake_trace's, kept importable from here (the tests and benches read them)
-__all__ = ["GiB", "PeakMemory", "Trace", "build_plan", "format_plan", "memory_per_gpu", "iteration_flops",
+__all__ = ["GiB", "PeakMemory", "Trace", "build_plan", "cost_modes", "format_mode_costs", "format_plan", "memory_per_gpu", "iteration_flops",
            "trace_denoiser", "trace_extrapolated", "trace_vae_decode"]

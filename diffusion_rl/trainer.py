@@ -79,7 +79,7 @@ from .adapters import Cond, DiffusionAdapter, build_adapter, cond_select
 from .config import DiffusionRLConfig
 from .prompts import PromptSource
 from .sampling import STREAM_TIMESTEPS, Rollout, guided_velocity, keyed_noise, ode_sample
-from .strategies import check_strategy, make_strategy
+from .strategies import check_strategy, make_strategy, projected_gpu_units
 
 STREAM_NFT = 11  # key stream of the DiffusionNFT re-noising draws (times and noise per final sample)
 
@@ -586,9 +586,13 @@ class DiffusionGRPOTrainer:
                 print(f"iteration {self.iteration}: rollout skipped ({reason}); no update applied")
             upd = {"backward": 0, "nfe_train": 0}
         self.iteration += 1
-        t_roll_max, nfe_roll = all_reduce_floats([t_roll], "max")[0], all_reduce_floats([ro.nfe])[0]
+        t_roll_max = all_reduce_floats([t_roll], "max")[0]
+        nfe_roll, nfe_lowp = all_reduce_floats([ro.nfe, float(ro.extra.get("nfe_pool", 0))])  # lowp: the quantized copy's
+        backward = upd.pop("backward")
         scalars = {"reward/mean": float(all_rewards.nan_to_num().mean()), "reward/std": float(all_rewards.nan_to_num().std()),
-                   "cost/nfe_rollout": nfe_roll, "cost/backward": upd.pop("backward"), "cost/nfe_train": upd.pop("nfe_train"),
+                   "cost/nfe_rollout": nfe_roll, "cost/backward": backward, "cost/nfe_train": upd.pop("nfe_train"),
+                   "cost/nfe_policy": nfe_roll - nfe_lowp, "cost/nfe_lowp": nfe_lowp,
+                   "cost/gpu_units": projected_gpu_units(self.cfg, nfe_roll - nfe_lowp, nfe_lowp, backward),
                    "time/rollout_s": t_roll_max, "time/reward_s": t_reward, "time/update_s": time.perf_counter() - t1,
                    "time/iter_s": time.perf_counter() - t0, "throughput/rollout_samples_per_s": len(all_rewards) / max(t_roll_max, 1e-9),
                    "skipped_updates": self.guard.total_skipped, **upd}

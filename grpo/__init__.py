@@ -20,7 +20,7 @@ from .loss import PGLossOutput, clipped_pg_loss, flow_kl, flow_kl_scale, k3_kl
 from .selection import select_per_group, select_subset
 from .train_step import GRPOConfig, NonFiniteError, NonFiniteGuard, backward_if_finite, compute_advantages, guarded_step
 from .mix import sliding_window
-from .tree import RolloutTree, TreeCredit, depth_advantages, fuse_rewards, tree_advantages, width_prune
+from .tree import RolloutTree, TreeCredit, depth_advantages, fuse_rewards, subtree_of_leaves, tree_advantages, width_prune
 from .update import DistributedUpdate, agree_on_skip
 
 __all__ = [n for n in dir() if not n.startswith("_")]

@@ -161,6 +161,7 @@ def fuse_rewards(
     fusion: Fusion = "mean",
     edge_log_prob: torch.Tensor | None = None,
     temperature: float = 1.0,
+    present: torch.Tensor | None = None,
 ) -> torch.Tensor:
     """Rewards for every node ``[N]`` from the leaves' rewards ``[L]`` (BranchGRPO Sec. 3.3).
 
@@ -168,6 +169,10 @@ def fuse_rewards(
     bottom-up, ``r_n = sum_c softmax_c(edge_log_prob[c] / temperature) r_c`` over ``n``'s children (a single
     child passes its reward up). ``edge_log_prob[N]``: the log-prob of each node's *split step*, the first
     step of its segment (the root's entry is unused); required by ``"path_prob"``.
+
+    ``present [N]`` bool (a pruned subtree, e.g. the leaves a tree-x-pool rollout regenerated and their paths):
+    only present leaves count (a mean over the present leaf descendants; the softmax over the present children);
+    an absent node's reward is 0 and the absent leaves' entries of ``leaf_rewards`` are never read.
     """
     if leaf_rewards.shape != (tree.num_leaves,):
         raise ValueError(f"leaf_rewards must have shape [{tree.num_leaves}], got {tuple(leaf_rewards.shape)}")
@@ -176,10 +181,17 @@ def fuse_rewards(
     if temperature <= 0:
         raise ValueError(f"fusion temperature must be > 0, got {temperature}")
     r = leaf_rewards.float()
+    if present is not None:
+        present = _check_present(tree, present)
+        r = torch.where(present[torch.tensor(tree.leaves, dtype=torch.long, device="cpu")].to(r.device), r,
+                        torch.zeros_like(r))
     out = torch.empty(len(tree), dtype=torch.float32, device=r.device)
     if fusion == "mean":
         for node in tree.nodes:
-            out[node.id] = r[tree.leaf_descendants(node.id)].mean()
+            leaves = tree.leaf_descendants(node.id)
+            if present is not None:
+                leaves = [i for i in leaves if bool(present[tree.leaves[i]])]
+            out[node.id] = r[leaves].mean() if leaves else 0.0
         return out
     if edge_log_prob is None or edge_log_prob.shape != (len(tree),):
         raise ValueError(f"path_prob fusion needs edge_log_prob of shape [{len(tree)}]")
@@ -187,10 +199,37 @@ def fuse_rewards(
     out[torch.tensor(tree.leaves, dtype=torch.long, device=r.device)] = r
     for node in reversed(tree.nodes):  # breadth-first order reversed: children before parents
         if node.children:
-            kids = torch.tensor(node.children, dtype=torch.long, device=r.device)
+            kids = [c for c in node.children if present is None or bool(present[c])]
+            if not kids:
+                out[node.id] = 0.0
+                continue
+            kids = torch.tensor(kids, dtype=torch.long, device=r.device)
             w = torch.softmax(lp[kids] / temperature, dim=0)
             out[node.id] = (w * out[kids]).sum()
     return out
+
+
+def _check_present(tree: RolloutTree, present: torch.Tensor) -> torch.Tensor:
+    """``present [N]`` as a CPU bool mask, checked to be a subtree: the root and every present node's parent present."""
+    present = torch.as_tensor(present, device="cpu").bool()
+    if present.shape != (len(tree),):
+        raise ValueError(f"present must have shape [{len(tree)}], got {tuple(present.shape)}")
+    bad = [n.id for n in tree.nodes if bool(present[n.id]) and n.parent >= 0 and not bool(present[n.parent])]
+    if bad or not bool(present[0]):
+        raise ValueError(f"present is not a subtree: nodes {bad or [0]} are present without their parent (or the root "
+                         "is absent)")
+    return present
+
+
+def subtree_of_leaves(tree: RolloutTree, leaf_index: torch.Tensor | Sequence[int]) -> torch.Tensor:
+    """``[N]`` bool: the nodes on the paths from the root to the leaves ``leaf_index`` (positions in ``tree.leaves``),
+    the pruned tree that holds exactly those leaves (a shared prefix appears once)."""
+    present = torch.zeros(len(tree), dtype=torch.bool, device="cpu")
+    for i in torch.as_tensor(leaf_index, device="cpu").reshape(-1).tolist():
+        if not 0 <= int(i) < tree.num_leaves:
+            raise ValueError(f"leaf index {i} outside [0, {tree.num_leaves})")
+        present[tree.path(tree.leaves[int(i)])] = True
+    return present
 
 
 def _spread(r: torch.Tensor, norm: DepthNorm, eps: float) -> tuple[torch.Tensor, float, float]:
@@ -204,13 +243,14 @@ def _spread(r: torch.Tensor, norm: DepthNorm, eps: float) -> tuple[torch.Tensor,
 
 
 def depth_advantages(tree: RolloutTree, node_rewards: torch.Tensor, norm: DepthNorm = "reference",
-                     eps: float = 1e-4) -> torch.Tensor:
+                     eps: float = 1e-4, present: torch.Tensor | None = None) -> torch.Tensor:
     """Depth-wise normalized advantages ``[N]`` (BranchGRPO Eq. 7); the root (depth 0) gets 0.
 
     ``norm="reference"`` (default, BranchGRPO's code): ``(r - mean_d) / (std_d + 1e-8)`` with the unbiased std,
     0 for the whole depth when ``std_d < 1e-6``. ``norm="population"`` (named option: the convention of
     GRPO's group std elsewhere in ``grpo``): population std and ``eps``; it is the reference times
     ``sqrt(n / (n - 1))`` at a depth of ``n`` nodes (1.41 at n = 2), so shallow depths weigh more.
+    ``present [N]`` (a pruned subtree): a depth is normalized over its present nodes only; absent nodes get 0.
     """
     if node_rewards.shape != (len(tree),):
         raise ValueError(f"node_rewards must have shape [{len(tree)}], got {tuple(node_rewards.shape)}")
@@ -218,7 +258,10 @@ def depth_advantages(tree: RolloutTree, node_rewards: torch.Tensor, norm: DepthN
         raise ValueError(f"unknown depth normalization {norm!r}; expected 'reference' or 'population'")
     adv = torch.zeros(len(tree), dtype=torch.float32, device=node_rewards.device)
     for d in range(1, tree.depth + 1):
-        ids = torch.tensor(tree.nodes_at_depth(d), device=node_rewards.device)
+        ids = [n for n in tree.nodes_at_depth(d) if present is None or bool(present[n])]
+        if not ids:
+            continue
+        ids = torch.tensor(ids, device=node_rewards.device)
         r = node_rewards[ids].float()
         std, e, floor = _spread(r, norm, eps)
         if r.numel() > 1 and not float(std) < floor and float(std + e) > 0:
@@ -231,26 +274,29 @@ def width_prune(
     node_rewards: torch.Tensor,
     mode: Literal["none", "topk_per_parent", "best_worst"] = "none",
     k: int = 1,
+    present: torch.Tensor | None = None,
 ) -> torch.Tensor:
     """Which nodes enter the loss ``[N]`` bool, pruning only at the leaf depth (BranchGRPO Sec. 3.4).
 
     * ``"topk_per_parent"``: under each last-split parent keep the ``k`` children with the largest
       ``|A|`` proxy, i.e. the ``k`` rewards farthest from the siblings' mean (most informative).
     * ``"best_worst"``: keep the ``k`` best and ``k`` worst leaves of the whole tree.
-    Internal nodes are always kept.
+    Internal nodes are always kept. ``present [N]`` (a pruned subtree): absent nodes are never kept and the rules
+    choose among the present leaves.
     """
-    keep = torch.ones(len(tree), dtype=torch.bool, device="cpu")
+    keep = torch.ones(len(tree), dtype=torch.bool, device="cpu") if present is None else present.clone().bool().cpu()
     if mode == "none":
         return keep
     if k < 1:
         raise ValueError(f"width pruning k must be >= 1, got {k}")
-    leaves = torch.tensor(tree.leaves, device="cpu")
+    leaf_ids = [n for n in tree.leaves if present is None or bool(present[n])]
+    leaves = torch.tensor(leaf_ids, dtype=torch.long, device="cpu")
     keep[leaves] = False
     r = node_rewards.detach().float().cpu()
     if mode == "topk_per_parent":
-        parents = sorted({tree.nodes[leaf].parent for leaf in tree.leaves})
+        parents = sorted({tree.nodes[leaf].parent for leaf in leaf_ids})
         for p in parents:
-            kids = torch.tensor(tree.nodes[p].children, device="cpu")
+            kids = torch.tensor([c for c in tree.nodes[p].children if present is None or bool(present[c])], device="cpu")
             dev = (r[kids] - r[kids].mean()).abs()
             keep[kids[torch.argsort(dev, descending=True, stable=True)[:k]]] = True
     elif mode == "best_worst":
@@ -274,17 +320,23 @@ class TreeCredit:
 
 
 def _node_advantages(tree: RolloutTree, node_rewards: torch.Tensor, leaf_rewards: torch.Tensor, norm: DepthNorm,
-                     eps: float, baseline: str, scale: str) -> torch.Tensor:
-    """``A_n = (r_n - baseline_n) / (scale_n + eps)`` for one tree ``[N]``; root 0 (see :func:`tree_advantages`)."""
+                     eps: float, baseline: str, scale: str, present: torch.Tensor | None = None) -> torch.Tensor:
+    """``A_n = (r_n - baseline_n) / (scale_n + eps)`` for one tree ``[N]``; root 0 (see :func:`tree_advantages`);
+    ``present [N]``: over the present nodes (and leaves) of a pruned subtree only, absent nodes 0."""
     if baseline == "depth" and scale == "depth":
-        return depth_advantages(tree, node_rewards, norm, eps)
+        return depth_advantages(tree, node_rewards, norm, eps, present)
     depth_of = torch.tensor([n.depth for n in tree.nodes], device="cpu")
+    if present is not None:  # an absent node belongs to no depth
+        depth_of = torch.where(present.cpu(), depth_of, torch.full_like(depth_of, -1))
+        leaf_rewards = leaf_rewards[present.cpu()[torch.tensor(tree.leaves, dtype=torch.long, device="cpu")]]
     r = node_rewards.float().cpu()
     leaf_std, leaf_eps, leaf_floor = _spread(leaf_rewards.float().cpu(), norm, eps)
     parent = torch.tensor([max(n.parent, 0) for n in tree.nodes], device="cpu")
     adv = torch.zeros(len(tree), dtype=torch.float32, device="cpu")
     for d in range(1, tree.depth + 1):
         m = depth_of == d
+        if not bool(m.any()):
+            continue
         std, e, floor = (leaf_std, leaf_eps, leaf_floor) if scale == "leaf" else _spread(r[m], norm, eps)
         if float(std) < floor or float(std) <= 0:
             continue
@@ -310,6 +362,7 @@ def tree_advantages(
     depth_window: int = 0,
     depth_stride: int = 1,
     iteration: int = 0,
+    present: torch.Tensor | None = None,
 ) -> TreeCredit:
     """BranchGRPO's credit (Li et al. 2025, Sec. 3.3-3.4, Eq. 7) for ``leaf_rewards [P, L]`` (or ``[L]``, one tree).
 
@@ -331,6 +384,12 @@ def tree_advantages(
     Pruning (BranchGRPO Sec. 3.4; cuts backward passes only): ``width_prune_mode`` / ``prune_k`` select leaves
     (:func:`width_prune`), ``depth_window > 0`` trains only a window of consecutive depths that slides by one
     every ``depth_stride`` iterations (:func:`grpo.mix.sliding_window`).
+
+    ``present [P, N]`` bool (default: every node): the credit of a *pruned* tree per prompt, a subtree holding some
+    of the leaves and their paths (:func:`subtree_of_leaves`; what a tree-x-pool rollout regenerates): everything
+    above runs over the present nodes only (fusion over present leaves, each depth normalized over its present
+    nodes, pruning among present leaves), absent nodes get advantage 0 and are never kept. The absent leaves'
+    entries of ``leaf_rewards`` are not read. All nodes present gives exactly the unpruned credit.
     """
     lr = leaf_rewards if leaf_rewards.dim() == 2 else leaf_rewards[None]
     P = lr.shape[0]
@@ -346,11 +405,18 @@ def tree_advantages(
     if depth_window:
         depths = [d + 1 for d in sliding_window(iteration, tree.depth, min(depth_window, tree.depth), depth_stride)]
     depth_of = torch.tensor([n.depth for n in tree.nodes], device="cpu")
+    pres = None
+    if present is not None:
+        pres = present if present.dim() == 2 else present[None]
+        if pres.shape != (P, len(tree)):
+            raise ValueError(f"present must have shape [{P}, {len(tree)}], got {tuple(present.shape)}")
+        pres = torch.stack([_check_present(tree, row) for row in pres])
     advs, keeps, nrs = [], [], []
     for p in range(P):
-        nr = fuse_rewards(tree, lr[p], fusion, None if edge_log_prob is None else elp[p], temperature)
-        advs.append(_node_advantages(tree, nr, lr[p], depth_norm, eps, baseline, scale).cpu())
-        keep = width_prune(tree, nr, width_prune_mode, prune_k)
+        pr = None if pres is None else pres[p]
+        nr = fuse_rewards(tree, lr[p], fusion, None if edge_log_prob is None else elp[p], temperature, pr)
+        advs.append(_node_advantages(tree, nr, lr[p], depth_norm, eps, baseline, scale, pr).cpu())
+        keep = width_prune(tree, nr, width_prune_mode, prune_k, pr)
         keeps.append(keep & torch.isin(depth_of, torch.tensor(depths, device="cpu")))
         nrs.append(nr)
     return TreeCredit(clip_advantages(torch.cat(advs), clip), torch.cat(keeps), torch.stack(nrs), depths)

@@ -1,5 +1,5 @@
 """Scale-out and faults of ``diffusion-rl train``: 2 processes (torchrun, gloo) match 1 process over the same global
-batch (flat and BranchGRPO), a 2-process checkpoint resumes in 1 process, SIGTERM saves and a rerun resumes exactly,
+batch (flat, BranchGRPO and tree x pool), a 2-process checkpoint resumes in 1 process, SIGTERM saves and a rerun resumes exactly,
 a raising reward is retried and then reported with its prompts."""
 
 import os
@@ -36,6 +36,12 @@ CONFIGS = {
     # 2 trees (one per process) of 2 x 2 leaves, width pruning, path-probability fusion (tiny_sd3_branch.yaml)
     "branch": ("configs/diffusion/tiny_sd3_branch.yaml", ["sampler.num_steps=6", "branch.split_steps=[1,3]",
                                                          "branch.branch=[2]", "train.lr=0.003", "grpo.clip_low=0.2"]),
+    # tree x pool: 2 trees of 4 leaves grown by an NVFP4 copy, the best and worst leaf's pruned tree regenerated
+    "treepool": ("configs/diffusion/tiny_sd3_branch.yaml", ["sampler.num_steps=6", "branch.split_steps=[1,3]",
+                                                           "branch.branch=[2]", "branch.width_prune=none",
+                                                           "pool.enabled=true", "pool.pool_size=4",
+                                                           "pool.train_size=2", "pool.quant.format=nvfp4",
+                                                           "train.lr=0.003", "grpo.clip_low=0.2"]),
 }
 
 
@@ -63,7 +69,7 @@ def _iter_rows(out):
     return [r for r in read_jsonl(Path(out) / "metrics.jsonl") if "reward/mean" in r]
 
 
-@pytest.mark.parametrize("name", ["flat", "branch"])
+@pytest.mark.parametrize("name", ["flat", "branch", "treepool"])
 def test_two_processes_match_one_process_and_resume_in_one(tmp_path, name):
     one, _ = _run(name, tmp_path / "one", "train.iterations=3")  # checkpoints at 2 and 3
     _cli(2, name, tmp_path / "two", "train.iterations=2")

@@ -190,7 +190,12 @@ def test_pool_config_through_yaml_and_cli(tmp_path, capsys):
     assert "must equal pool.train_size" in capsys.readouterr().err
     assert main(["train", *base, "branch.enabled=true", "--dry-run"]) == 2  # refused (the YAML's group_size: inactive)
     assert "branch.enabled=true" in capsys.readouterr().err
-    with pytest.raises(ValueError, match="rollouts are flat"):  # a pool with a tree, given as objects
+    from diffusion_rl.strategies import TreePoolStrategy
+
+    assert strategy_class(cfg) is TreePoolStrategy  # a pool with a tree: the tree's leaves are the pool
+    check_strategy(cfg, 1)  # the default tree (splits 2, 4, 6, 8, factor 2) has the pool's 16 leaves
+    cfg.pool.pool_size = 8
+    with pytest.raises(ValueError, match="pool.pool_size=8 must equal the tree's 16 leaves"):
         check_strategy(cfg, 1)
     assert main(["train", *base, "train.loss=dpo", "--dry-run"]) == 2
     assert "train.loss" in capsys.readouterr().err
