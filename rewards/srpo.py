@@ -36,8 +36,8 @@ The encoder ``E`` is injected (``SRPOReward(cfg, encoder)``): any object with ``
 in [0, 1]) -> [B, T', F]``, pooled over time here (``pooling``: ``mean``, ``last``, ``mean_last`` = concat of both,
 ``concat`` = the ``num_frames`` frames in order). :class:`RandomConvEncoder` (a frozen conv net with seeded
 random weights: cheap and offline) lives here; the frontend builds the others from ``SRPOConfig.encoder`` (the
-VLA's own image encoder, the built-in TCN, DINOv2 / V-JEPA 2 from ``world_models.encoders``: SRPO's paper uses
-V-JEPA 2; see ``vla_rl.srpo_encoders``).
+VLA's own image encoder, the built-in TCN, the learned progress encoder of ``world_models.progress_encoder``,
+DINOv2 / V-JEPA 2 from ``world_models.encoders``: SRPO's paper uses V-JEPA 2; see ``vla_rl.srpo_encoders``).
 
 Devices: an encoder that is an ``nn.Module`` is moved to ``SRPOReward(device=...)`` (the trainer's device; an
 encoder that is not a module runs where it is); episode videos are moved to the encoder's device, the embeddings
@@ -69,8 +69,8 @@ Pooling = Literal["mean", "last", "mean_last", "concat"]
 @dataclass
 class SRPOConfig:
     # the trajectory encoder the frontend builds and injects (vla_rl.srpo_encoders.build_trajectory_encoder)
-    encoder: Literal["random_conv", "policy", "small", "dinov2", "vjepa2"] = "random_conv"  # trajectory encoder
-    encoder_path: str | None = None  # local weights for small/dinov2/vjepa2
+    encoder: Literal["random_conv", "policy", "small", "progress", "dinov2", "vjepa2"] = "random_conv"  # trajectory encoder
+    encoder_path: str | None = None  # local weights: small/progress a .safetensors file (progress: vla-rl fit-encoder), dinov2/vjepa2 a directory
     num_frames: int = 8  # frames sampled uniformly from each trajectory (the last one always included)
     frame_size: int = 64  # frames are resized to this side before encoding
     pooling: Pooling = "mean_last"  # frame embeddings -> one trajectory embedding: mean, last, mean_last or concat

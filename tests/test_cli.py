@@ -11,7 +11,7 @@ from diffusion_rl.cli import main as diffusion_main
 from vla_rl.cli import main as vla_main
 
 JOBS = {"diffusion-rl": (diffusion_main, ["train", "eval", "pretrain-shapes", "toy"]),
-        "vla-rl": (vla_main, ["train", "eval", "loop", "record-demos", "libero-demos"])}
+        "vla-rl": (vla_main, ["train", "eval", "loop", "record-demos", "libero-demos", "fit-encoder"])}
 
 
 @pytest.mark.parametrize("script", sorted(JOBS))

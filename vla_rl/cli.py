@@ -8,6 +8,7 @@
     vla-rl record-demos tabletop/pick_place 50 demos/pick_place.hdf5 [--noise 0.1 ...]  # scripted-expert HDF5 demos
     vla-rl robot-loop configs/robot/loop_sims.yaml [key=value ...]   # real-world RL on a LeRobot robot (make lerobot)
     vla-rl libero-demos OUT.hdf5 LIBERO/datasets/libero_spatial/*_demo.hdf5 --suite libero_spatial  # LIBERO's demos
+    vla-rl fit-encoder configs/vla/fit_progress_encoder.yaml [key=value ...]  # SRPO's progress encoder (srpo.encoder=progress)
 
 Bad input (an unknown config key, a missing file, a bad value) stops at start with one line on stderr and exit code 2.
 
@@ -194,6 +195,26 @@ def cmd_loop(args: argparse.Namespace) -> int:
     return run_loop_command(args.config, args.overrides, args.dry_run, plan)
 
 
+def cmd_fit_encoder(args: argparse.Namespace) -> int:
+    """Train SRPO's progress encoder (world_models.progress_encoder) from demos / scripted episodes; one safetensors file."""
+    from grpo.config import ConfigError, dump_config, load_config
+    from world_models.progress_encoder import FitEncoderConfig, check_fit_inputs, fit_encoder
+
+    try:
+        cfg = load_config(FitEncoderConfig, args.config, args.overrides)
+    except ConfigError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    check_fit_inputs(cfg)  # before anything is recorded or trained
+    if args.dry_run:
+        print(dump_config(cfg))
+        return 0
+    _setup_threads()
+    path, losses = fit_encoder(cfg)
+    print(json.dumps({"output": str(path), "steps": len(losses), "final_loss": round(float(sum(losses[-10:]) / len(losses[-10:])), 5)}))
+    return 0
+
+
 def _check_hdf5_name(out: str, hint: str = "") -> None:
     """A robomimic-style demo file is named ``*.hdf5`` / ``*.h5`` (what ``sft.demo_path`` and LIBERO's tools read)."""
     if Path(out).suffix.lower() not in (".hdf5", ".h5"):
@@ -312,6 +333,15 @@ def main(argv: list[str] | None = None) -> int:
     lb.add_argument("--replay", action="store_true", help="re-run each demo in sims' LIBERO env and store what it renders "
                     "(successes only) instead of copying the stored frames")
     lb.add_argument("--image-size", type=int, default=None, help="with --replay: the env's image size")
+    fe = sub.add_parser("fit-encoder", help="train SRPO's progress encoder (srpo.encoder=progress) from demos and "
+                        "scripted episodes; writes one .safetensors file",
+                        description="Train SRPO's progress encoder (world_models.progress_encoder): per frame, the "
+                        "fraction of the episode still to go, learned from successful demos / scripted-expert episodes "
+                        "(no simulator progress labels). Use the file with srpo.encoder=progress srpo.encoder_path=FILE.")
+    add_config_help(fe, lambda: __import__("world_models.progress_encoder", fromlist=["FitEncoderConfig"]).FitEncoderConfig)
+    fe.add_argument("config", help="a fit-encoder YAML (e.g. configs/vla/fit_progress_encoder.yaml)")
+    fe.add_argument("overrides", nargs="*", help="key=value overrides, e.g. train.steps=200 output=enc.safetensors")
+    fe.add_argument("--dry-run", action="store_true", help="print the resolved config and exit")
     from grpo.report import add_report_command, run_report
 
     from .deploy import add_parser as add_deploy_parser
@@ -321,10 +351,10 @@ def main(argv: list[str] | None = None) -> int:
     from .robot_loop import add_parser as add_robot_loop_parser
 
     add_robot_loop_parser(sub)  # vla-rl robot-loop: real-world RL on a LeRobot robot (vla_rl.robot_loop)
-    args = parse_args(p, argv, takes_overrides=("train", "loop", "robot-loop"))  # key=value overrides may follow --dry-run
+    args = parse_args(p, argv, takes_overrides=("train", "loop", "robot-loop", "fit-encoder"))  # key=value overrides may follow --dry-run
     cmd = {"train": cmd_train, "eval": cmd_eval, "loop": cmd_loop, "record-demos": cmd_record_demos,
            "libero-demos": cmd_libero_demos, "report": run_report, "deploy": _cmd_deploy,
-           "robot-loop": _cmd_robot_loop}[args.cmd]
+           "robot-loop": _cmd_robot_loop, "fit-encoder": cmd_fit_encoder}[args.cmd]
     return run_command(lambda: cmd(args))
 
 

@@ -39,10 +39,26 @@ def check_vla_inputs(cfg, writes: bool = True) -> None:
     check_path_exists("sft.demo_path", cfg.sft.demo_path, "an HDF5 demo file (vla-rl record-demos / libero-demos)")
     if cfg.sft.demo_path:
         check_demo_actions(cfg)
+    if cfg.rl.reward == "srpo":
+        check_srpo_encoder(cfg.srpo)
     if writes:
         check_writable_dir(cfg.output_dir, "output_dir")
         if cfg.resume:
             check_resumable(Path(cfg.output_dir) / "checkpoints")
+
+
+def check_srpo_encoder(srpo) -> None:
+    """The SRPO encoder's weights (``srpo.encoder_path``) exist and are what ``srpo.encoder`` reads (progress: the
+    file's header is checked: metadata, tensor names)."""
+    if srpo.encoder == "progress":
+        from world_models.progress_encoder import read_progress_metadata
+
+        read_progress_metadata(srpo.encoder_path)
+    elif srpo.encoder in ("small", "dinov2", "vjepa2"):
+        check_path_exists("srpo.encoder_path", srpo.encoder_path, "a .safetensors file (small) or a save_pretrained "
+                          "directory (dinov2 / vjepa2)")
+        if srpo.encoder != "small" and not srpo.encoder_path:
+            raise ValueError(f"srpo.encoder={srpo.encoder!r} needs srpo.encoder_path (a local save_pretrained directory)")
 
 
 def check_loop_inputs(cfg, writes: bool = True) -> None:

@@ -4,6 +4,8 @@
 
 * ``random_conv`` -- ``rewards.srpo.RandomConvEncoder``, a frozen conv net with seeded random weights;
 * ``policy`` -- the policy's own image encoder (current weights, no grad; it runs where the policy is);
+* ``progress`` -- :mod:`world_models.progress_encoder`, the per-frame time-to-go encoder trained offline by
+  ``vla-rl fit-encoder`` (``srpo.encoder_path``: its .safetensors file);
 * ``small`` / ``dinov2`` / ``vjepa2`` -- :mod:`world_models.encoders` (the TCN-trained built-in, or DINOv2 / V-JEPA 2
   via transformers from the local directory ``srpo.encoder_path``; SRPO's paper uses V-JEPA 2).
 """
@@ -43,6 +45,10 @@ def build_trajectory_encoder(cfg: SRPOConfig, policy: nn.Module | None = None):
         if policy is None:
             raise ValueError("srpo.encoder='policy' needs the policy")
         return PolicyImageEncoder(policy)
+    if cfg.encoder == "progress":
+        from world_models.progress_encoder import load_progress_encoder
+
+        return load_progress_encoder(cfg.encoder_path)
     from world_models.encoders import build_encoder
 
     return build_encoder(cfg.encoder, cfg.encoder_path)

@@ -1,0 +1,286 @@
+"""Does SRPO's latent progress mean progress? Spearman against the simulator's own progress, for every encoder.
+
+    python bench/bench_progress.py [--seeds 3] [--split test] [--out DIR]      # the table of docs/RESULTS.md
+    python bench/bench_progress.py --small --out DIR                          # seconds: the test's setting
+
+Per seed ``s`` and tabletop task ``X`` (``--tasks``):
+
+1. **Failures of a partly trained policy** on initial states no encoder or policy was trained or tuned on: the
+   shipped base VLA (``builtin:tabletop_base``: behaviour cloning on push / pick_place / stack / reach, never
+   reach_one), sampling its flow head (SDE, ``--eta``), ``--groups`` groups of ``--group-size`` episodes per task,
+   initial states ``SPLITS[--split] + g``; its episodes' last-step ``info["progress"]`` is the simulator's measure.
+2. **References**: SRPO grades a failure against the batch's successes of its task; the base policy seldom succeeds,
+   so every group also gets one scripted-expert success from its own initial state (the stand-in for "the policy
+   succeeded there once"); the policy's own successes are references too. The rule is SRPO's own
+   (``srpo.reference: task``) with ``--pooling`` / ``--num-frames`` / ``--frame-size`` (the recipe's by default).
+3. **Encoders**: ``random_conv``; ``policy`` (the base VLA's image encoder); ``small`` (the TCN of
+   ``world_models.encoders``, trained here on the same videos as the new encoder); ``progress`` (the new encoder,
+   :mod:`world_models.progress_encoder`, trained here on scripted-expert episodes of the tasks *other than* ``X``:
+   leave-one-task-out, reach and reach_one held out together since they are the same motion); ``dinov2`` /
+   ``vjepa2`` through transformers from local directories (``--dinov2`` / ``--vjepa2``; without them, tiny random
+   weights of the real architectures are built and saved under ``--out``, and the table says so: they then measure
+   the architecture's plumbing, not a pretrained model).
+4. **Spearman** between SRPO's progress value of a failure and the simulator's progress: within each task (over its
+   failures), within each group (mean over groups with >= 3 failures whose values are not all tied), and over all
+   failures of all tasks pooled (each task scored by the encoder that never saw it).
+
+Splits (printed with the table): encoder training episodes from initial states ``TRAIN_OFFSET + 10_000 s``;
+validation states ``SPLITS["val"]`` (for choosing encoder settings); test states ``SPLITS["test"]`` (reported
+only). The RL recipes train below 100 000 and evaluate from 1 000 000; the base was pretrained from 700 000.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import numpy as np  # noqa: E402
+import torch  # noqa: E402
+
+SPLITS = {"val": 2_000_000, "test": 4_000_000}  # 3_000_000+ was looked at while the encoder was built: not a test split
+TRAIN_OFFSET = 500_000
+TASKS = ("reach_one", "reach", "push", "pick_place", "stack")
+FAMILY = {"reach_one": "reach", "reach": "reach", "push": "push", "pick_place": "pick_place", "stack": "stack"}
+MAX_STEPS = {"reach_one": 20, "reach": 40, "push": 60, "pick_place": 100, "stack": 100}
+ENCODERS = ("random_conv", "policy", "small", "progress", "dinov2", "vjepa2")
+
+
+def parse(argv=None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(prog="bench_progress.py", description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--seeds", type=int, default=3, help="seeds 0..N-1 (encoder training, expert noise, policy noise)")
+    p.add_argument("--tasks", default=",".join(TASKS), help="comma-separated tabletop tasks")
+    p.add_argument("--split", choices=sorted(SPLITS), default="test", help="initial states of the failures")
+    p.add_argument("--groups", type=int, default=8, help="groups (initial states) per task")
+    p.add_argument("--group-size", type=int, default=8, help="policy episodes per group")
+    p.add_argument("--eta", type=float, default=0.7, help="the base policy's SDE noise level (the recipe's 0.7)")
+    p.add_argument("--expert-per-task", type=int, default=30, help="encoder training episodes per training task")
+    p.add_argument("--encoder-steps", type=int, default=800, help="progress encoder optimizer steps")
+    p.add_argument("--tcn-steps", type=int, default=300, help="small (TCN) encoder optimizer steps")
+    p.add_argument("--pooling", default="mean_last", help="SRPO pooling (the recipes' mean_last)")
+    p.add_argument("--num-frames", type=int, default=6, help="SRPO frames per episode (the recipe's 6)")
+    p.add_argument("--frame-size", type=int, default=32, help="SRPO frame size (the recipe's 32)")
+    p.add_argument("--dinov2", default=None, help="a local DINOv2 save_pretrained directory (default: tiny random)")
+    p.add_argument("--vjepa2", default=None, help="a local V-JEPA 2 save_pretrained directory (default: tiny random)")
+    p.add_argument("--encoders", default=",".join(ENCODERS), help="comma-separated subset of " + ",".join(ENCODERS))
+    p.add_argument("--out", default="runs/bench_progress", help="output directory (results.json, encoder files)")
+    p.add_argument("--small", action="store_true", help="seconds: 1 seed, push, 2 groups of 3, few steps")
+    a = p.parse_args(argv)
+    if a.small:
+        a.seeds, a.tasks, a.groups, a.group_size = 1, "push", 2, 3
+        a.expert_per_task, a.encoder_steps, a.tcn_steps = 2, 5, 2
+    a.tasks = [t.strip() for t in a.tasks.split(",") if t.strip()]
+    a.encoders = [e.strip() for e in a.encoders.split(",") if e.strip()]
+    bad = [t for t in a.tasks if t not in TASKS] + [e for e in a.encoders if e not in ENCODERS]
+    if bad:
+        p.error(f"unknown task/encoder {bad}; tasks: {', '.join(TASKS)}; encoders: {', '.join(ENCODERS)}")
+    if min(a.seeds, a.groups, a.expert_per_task, a.encoder_steps, a.tcn_steps, a.num_frames) < 1 or a.group_size < 2:
+        p.error("--seeds, --groups, --expert-per-task, --encoder-steps, --tcn-steps, --num-frames must be >= 1 and "
+                "--group-size >= 2")
+    for k in ("dinov2", "vjepa2"):
+        v = getattr(a, k)
+        if v is not None and not os.path.isdir(v):
+            p.error(f"--{k} {v!r}: not a directory (expected a save_pretrained directory)")
+    return a
+
+
+def tiny_transformers(out: Path) -> dict[str, str]:
+    """Tiny random DINOv2 / V-JEPA 2 (the real transformers architectures), saved with save_pretrained under ``out``."""
+    from transformers import Dinov2Config, Dinov2Model, VJEPA2Config, VJEPA2Model
+
+    torch.manual_seed(0)
+    paths = {"dinov2": out / "tiny_dinov2", "vjepa2": out / "tiny_vjepa2"}
+    Dinov2Model(Dinov2Config(hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=64,
+                             image_size=32, patch_size=8)).save_pretrained(paths["dinov2"])
+    VJEPA2Model(VJEPA2Config(hidden_size=32, num_hidden_layers=2, num_attention_heads=2, mlp_ratio=2.0, crop_size=32,
+                             patch_size=8, frames_per_clip=8, tubelet_size=2, pred_hidden_size=32,
+                             pred_num_hidden_layers=1, pred_num_attention_heads=2, pred_num_mask_tokens=2)
+                ).save_pretrained(paths["vjepa2"])
+    return {k: str(v) for k, v in paths.items()}
+
+
+def pad_videos(videos: list[np.ndarray]) -> torch.Tensor:
+    """Episodes of different lengths -> ``[N, T_max, 3, H, W]`` uint8, each padded with its last frame (for the TCN)."""
+    t = max(len(v) for v in videos)
+    out = [np.concatenate([v, np.repeat(v[-1:], t - len(v), 0)]) for v in videos]
+    return torch.as_tensor(np.stack(out), device="cpu").permute(0, 1, 4, 2, 3)
+
+
+def rollouts(policy, task: str, seeds: list[int], group_size: int, noise_seed: int):
+    """The base policy's episodes (frames of agentview) and one expert success per initial state (references)."""
+    from vla_rl.rollout import EnvPool, EpisodeSpec, run_episodes
+    from world_models.progress_encoder import record_expert_episodes
+
+    pool = EnvPool({"image_size": 32, "cameras": ["agentview", "wrist"]}, "agentview")
+    specs = [EpisodeSpec(f"tabletop/{task}", s, g, s * 16 + k) for g, s in enumerate(seeds) for k in range(group_size)]
+    batch = run_episodes(policy, pool, specs, MAX_STEPS[task], stochastic=True, noise_key=(noise_seed, 0))
+    pool.close()
+    eps = [{"video": np.stack(e.frames), "success": bool(e.success), "progress": float(e.progress), "group": g // group_size,
+            "ref": False} for g, e in enumerate(batch.episodes)]
+    for g, s in enumerate(seeds):
+        try:
+            (frames, _), = record_expert_episodes(f"tabletop/{task}", 1, s, "agentview", 32, MAX_STEPS[task], 0, 0.0,
+                                                  seed=noise_seed)
+        except RuntimeError:
+            continue  # the expert failed from this state (rare): the group has only the policy's successes
+        eps.append({"video": frames, "success": True, "progress": 1.0, "group": g, "ref": True})
+    return eps
+
+
+def spearman(a, b) -> float:
+    from scipy.stats import spearmanr
+
+    a, b = np.asarray(a, float), np.asarray(b, float)
+    if len(a) < 3 or len(np.unique(a)) < 2 or len(np.unique(b)) < 2:
+        return float("nan")
+    return float(spearmanr(a, b).statistic)
+
+
+def score(encoder, eps: list[dict], srpo_cfg) -> np.ndarray:
+    """SRPO's progress value per episode (nan for successes and for failures without a reference)."""
+    from rewards.srpo import srpo_progress, trajectory_embeddings
+
+    emb = trajectory_embeddings(encoder, [torch.as_tensor(e["video"]) for e in eps], srpo_cfg)
+    succ = torch.tensor([e["success"] for e in eps])
+    res = srpo_progress(emb, ["t"] * len(eps), succ, srpo_cfg, [e["group"] for e in eps])
+    p = res.progress.numpy().astype(float)
+    p[succ.numpy()] = np.nan
+    return p
+
+
+def main(argv=None) -> int:
+    a = parse(argv)
+    from rewards.srpo import RandomConvEncoder, SRPOConfig
+    from vla_rl.policy import SmallVLA, policy_config_from_dict
+    from vla_rl.srpo_encoders import PolicyImageEncoder
+    from world_models.encoders import SmallVideoEncoder, build_encoder, train_small_encoder
+    from world_models.progress_encoder import (ProgressEncoder, ProgressTrainConfig, record_expert_episodes,
+                                               save_progress_encoder, time_to_go, train_progress_encoder)
+
+    torch.set_num_threads(1)
+    out = Path(a.out)
+    out.mkdir(parents=True, exist_ok=True)
+    t_start = time.time()
+    weights = {"dinov2": a.dinov2, "vjepa2": a.vjepa2}
+    which = {k: (f"local {v}" if v else "tiny random weights of the real architecture (not pretrained)") for k, v in weights.items()}
+    if not (a.dinov2 and a.vjepa2) and ({"dinov2", "vjepa2"} & set(a.encoders)):
+        tiny = tiny_transformers(out)
+        weights = {k: v or tiny[k] for k, v in weights.items()}
+    srpo_cfg = SRPOConfig(num_frames=a.num_frames, frame_size=a.frame_size, pooling=a.pooling, reference="task")
+    import vla_rl
+
+    meta = json.loads((Path(vla_rl.__file__).parent / "assets/tabletop_base/config.json").read_text())["policy"]
+    meta["flow"]["eta"] = a.eta
+    policy = SmallVLA.from_pretrained("builtin:tabletop_base", policy_config_from_dict(meta)).eval()
+    split_seeds = [SPLITS[a.split] + g for g in range(a.groups)]
+    print(f"splits: encoder training episodes from initial state {TRAIN_OFFSET} + 10000 * seed; failures on the "
+          f"{a.split} states {split_seeds[0]}..{split_seeds[-1]} (val {SPLITS['val']}+, test {SPLITS['test']}+)", flush=True)
+    print(f"DINOv2: {which['dinov2']}; V-JEPA 2: {which['vjepa2']}", flush=True)
+    families = sorted({FAMILY[t] for t in TASKS})
+    rows = []  # one per (seed, task, encoder)
+    for seed in range(a.seeds):
+        t_seed = time.time()
+        train_eps = {t: record_expert_episodes(f"tabletop/{t}", a.expert_per_task, TRAIN_OFFSET + 10_000 * seed,
+                                               "agentview", 32, MAX_STEPS[t] + 20, 2, 0.05, seed=seed) for t in TASKS}
+        encoders_by_family: dict[str, dict] = {}
+        for fam in sorted({FAMILY[t] for t in a.tasks}):
+            used = [t for t in TASKS if FAMILY[t] != fam]
+            vids = [f for t in used for f, _ in train_eps[t]]
+            tg = [time_to_go(s) for t in used for _, s in train_eps[t]]
+            encs: dict = {}
+            t0 = time.time()
+            if "progress" in a.encoders:
+                torch.manual_seed(seed)
+                pe = ProgressEncoder()
+                train_progress_encoder(pe, vids, tg, ProgressTrainConfig(steps=a.encoder_steps), seed)
+                save_progress_encoder(pe, out / f"progress_seed{seed}_without_{fam}.safetensors",
+                                      {"tasks": used, "seed": seed, "episodes_per_task": a.expert_per_task})
+                encs["progress"] = pe
+            t1 = time.time()
+            if "small" in a.encoders:
+                torch.manual_seed(seed)
+                tcn = SmallVideoEncoder()
+                train_small_encoder(tcn, pad_videos(vids), steps=a.tcn_steps, seed=seed)
+                encs["small"] = tcn
+            print(f"seed {seed}, without {fam} (trained on {used}): progress {t1 - t0:.0f} s, small {time.time() - t1:.0f} s",
+                  flush=True)
+            encoders_by_family[fam] = encs
+        shared = {}
+        if "random_conv" in a.encoders:
+            shared["random_conv"] = RandomConvEncoder()
+        if "policy" in a.encoders:
+            shared["policy"] = PolicyImageEncoder(policy)
+        for k in ("dinov2", "vjepa2"):
+            if k in a.encoders:
+                shared[k] = build_encoder(k, weights[k])
+        for task in a.tasks:
+            eps = rollouts(policy, task, split_seeds, a.group_size, seed)
+            fail = np.array([not e["success"] for e in eps])
+            prog = np.array([e["progress"] for e in eps])
+            groups = np.array([e["group"] for e in eps])
+            n_pol_succ = sum(e["success"] and not e["ref"] for e in eps)
+            for name in a.encoders:
+                enc = encoders_by_family[FAMILY[task]][name] if name in ("progress", "small") else shared[name]
+                p = score(enc, eps, srpo_cfg)
+                within = [spearman(p[fail & (groups == g)], prog[fail & (groups == g)]) for g in np.unique(groups)]
+                within = [w for w in within if np.isfinite(w)]
+                rows.append({"seed": seed, "task": task, "encoder": name, "failures": int(fail.sum()),
+                             "policy_successes": int(n_pol_succ), "references": int((~fail).sum()),
+                             "within_task": spearman(p[fail], prog[fail]),
+                             "within_group": float(np.mean(within)) if within else float("nan"),
+                             "groups_scored": len(within),
+                             "srpo_progress": p[fail].tolist(), "sim_progress": prog[fail].tolist()})
+            print(f"seed {seed} {task}: {int(fail.sum())} failures (sim progress median "
+                  f"{np.median(prog[fail]):.3f}), {n_pol_succ} policy successes; "
+                  + ", ".join(f"{r['encoder']} {r['within_task']:+.2f}" for r in rows[-len(a.encoders):]), flush=True)
+        print(f"seed {seed}: {time.time() - t_seed:.0f} s", flush=True)
+        summary = summarize(rows, a, seed + 1)  # written after every seed: a long run that is stopped keeps its seeds
+        (out / "results.json").write_text(json.dumps({"args": vars(a), "splits": SPLITS, "weights": which, "rows": rows,
+                                                      "summary": summary, "wall_s": time.time() - t_start}, indent=1))
+    print(table(summary, a))
+    print(f"wall {time.time() - t_start:.0f} s; results in {out / 'results.json'}")
+    return 0
+
+
+def _ms(x: list[float]) -> str:
+    x = [v for v in x if np.isfinite(v)]
+    if not x:
+        return "n/a"
+    if len(x) == 1:
+        return f"{x[0]:+.2f}"
+    return f"{np.mean(x):+.2f} +- {np.std(x, ddof=1) / np.sqrt(len(x)):.2f}"
+
+
+def summarize(rows: list[dict], a, seeds: int) -> dict:
+    """Per encoder: per task (within task, within group) and all failures pooled, each as a list over seeds."""
+    out: dict = {}
+    for name in a.encoders:
+        e = {"tasks": {}, "all": []}
+        for task in a.tasks:
+            rs = [r for r in rows if r["encoder"] == name and r["task"] == task]
+            e["tasks"][task] = {"within_task": [r["within_task"] for r in rs], "within_group": [r["within_group"] for r in rs]}
+        for seed in range(seeds):
+            rs = [r for r in rows if r["encoder"] == name and r["seed"] == seed]
+            e["all"].append(spearman(sum((r["srpo_progress"] for r in rs), []), sum((r["sim_progress"] for r in rs), [])))
+        out[name] = e
+    return out
+
+
+def table(summary: dict, a) -> str:
+    head = "| encoder | " + " | ".join(f"{t} (task / group)" for t in a.tasks) + " | all failures |"
+    lines = [f"Spearman(SRPO progress, simulator progress) over failures, {a.split} states, mean +- SE over "
+             f"{a.seeds} seed(s)", head, "|" + "---|" * (len(a.tasks) + 2)]
+    for name, e in summary.items():
+        cells = [f"{_ms(e['tasks'][t]['within_task'])} / {_ms(e['tasks'][t]['within_group'])}" for t in a.tasks]
+        lines.append(f"| {name} | " + " | ".join(cells) + f" | {_ms(e['all'])} |")
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,36 @@
+"""bench/bench_progress.py runs end to end at its --small setting: a Spearman row for every encoder, the splits and
+the transformers weights it used printed, results.json written; bad arguments exit 2 with one line."""
+
+import json
+
+import pytest
+
+from .benchutil import load_bench, markdown_table
+
+
+def test_progress_bench_small(tmp_path, capsys):
+    mod = load_bench("bench_progress")
+    assert mod.main(["--small", "--out", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert "failures on the test states 4000000..4000001" in out
+    assert "DINOv2: tiny random weights of the real architecture (not pretrained)" in out
+    rows = markdown_table(out, "| encoder |")
+    assert [r[0] for r in rows] == list(mod.ENCODERS)
+    assert all(len(r) == 1 + 1 + 1 for r in rows)  # encoder, one task, all failures
+    res = json.loads((tmp_path / "results.json").read_text())
+    assert {r["encoder"] for r in res["rows"]} == set(mod.ENCODERS)
+    for r in res["rows"]:
+        assert len(r["srpo_progress"]) == len(r["sim_progress"]) == r["failures"] > 0
+        assert all(0.0 < p < 1.0 for p in r["srpo_progress"])  # every failure graded (the expert references)
+    assert (tmp_path / "progress_seed0_without_push.safetensors").is_file()
+    assert (tmp_path / "tiny_vjepa2" / "config.json").is_file()
+
+
+@pytest.mark.parametrize("argv", [["--tasks", "nosuch"], ["--encoders", "clip"], ["--groups", "0"],
+                                  ["--dinov2", "/no/such/dir"]])
+def test_progress_bench_bad_arguments(argv, capsys):
+    mod = load_bench("bench_progress")
+    with pytest.raises(SystemExit) as e:
+        mod.main(argv)
+    assert e.value.code == 2
+    assert capsys.readouterr().err.strip().splitlines()[-1].startswith("bench_progress.py: error:")

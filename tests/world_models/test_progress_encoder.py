@@ -1,0 +1,110 @@
+"""SRPO's learned progress encoder (world_models.progress_encoder): targets, training that learns, the one-command
+build (`vla-rl fit-encoder`), the file's checks, and its use as `srpo.encoder: progress`."""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from scipy.stats import spearmanr
+
+from rewards import RewardBatch
+from rewards.srpo import SRPOConfig, SRPOReward
+from rewards.success import episode_metadata
+from vla_rl.cli import main
+from vla_rl.srpo_encoders import build_trajectory_encoder
+from world_models.progress_encoder import (ProgressEncoder, ProgressEncoderConfig, ProgressTrainConfig,
+                                           load_progress_encoder, read_progress_metadata, record_expert_episodes,
+                                           save_progress_encoder, time_to_go, train_progress_encoder)
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_time_to_go_targets():
+    np.testing.assert_allclose(time_to_go(np.array([0, 0, 0, 0, 1, 1], bool)), [1, 0.75, 0.5, 0.25, 0, 0])
+    np.testing.assert_allclose(time_to_go(np.array([1, 1], bool)), [0, 0])
+    with pytest.raises(ValueError, match="successful"):
+        time_to_go(np.zeros(3, bool))
+
+
+def test_training_learns_time_to_go_on_held_out_episodes():
+    """Trained on 12 expert reach_one episodes, the encoder orders 6 episodes from other initial states by time to go
+    (an untrained one does not: the check can fail)."""
+    train = record_expert_episodes("tabletop/reach_one", 12, 900_000, max_steps=30)
+    held = record_expert_episodes("tabletop/reach_one", 6, 910_000, max_steps=30)
+
+    def corr(enc):
+        cs = []
+        for frames, flags in held:
+            with torch.no_grad():
+                r = enc.encode_frames(torch.as_tensor(frames).permute(0, 3, 1, 2)[None])[0, :, 0].numpy()
+            cs.append(spearmanr(r, time_to_go(flags)).statistic)
+        return float(np.mean(cs))
+
+    torch.manual_seed(0)
+    enc = ProgressEncoder(ProgressEncoderConfig(channels=[8, 16, 16], hidden=32))
+    before = corr(enc)
+    losses = train_progress_encoder(enc, [f for f, _ in train], [time_to_go(s) for _, s in train],
+                                    ProgressTrainConfig(steps=150, batch_episodes=16, lr=3e-3), seed=0)
+    after = corr(enc)
+    assert np.mean(losses[-20:]) < 0.5 * np.mean(losses[:5])
+    assert after > 0.8 and after > before + 0.3, (before, after)
+
+
+def test_fit_encoder_command_builds_a_file_srpo_loads(tmp_path, capsys):
+    out = tmp_path / "enc.safetensors"
+    rc = main(["fit-encoder", str(ROOT / "configs/vla/fit_progress_encoder.yaml"), "data.expert_tasks=[tabletop/reach_one]",
+               "data.expert_per_task=2", "train.steps=3", "train.batch_episodes=4", f"output={out}"])
+    assert rc == 0
+    assert json.loads(capsys.readouterr().out.strip().splitlines()[-1])["output"] == str(out)
+    meta = read_progress_metadata(out)
+    assert meta["trained_on"]["expert"]["tabletop/reach_one"]["episodes"] == 2 and meta["trained_on"]["camera"] == "agentview"
+    enc = build_trajectory_encoder(SRPOConfig(encoder="progress", encoder_path=str(out)))
+    video = torch.rand(2, 5, 3, 32, 32)
+    assert enc.encode_frames(video).shape == (2, 5, 1)
+    cfg = SRPOConfig(encoder="progress", encoder_path=str(out), num_frames=4, frame_size=32, reference="task")
+    videos = [torch.randint(0, 256, (6, 32, 32, 3), dtype=torch.uint8) for _ in range(4)]
+    res = SRPOReward(cfg, enc)(RewardBatch(videos=videos, metadata=episode_metadata(["t"] * 4, torch.tensor([1, 0, 0, 1], dtype=torch.bool))))
+    assert res.total[0] == 1 and res.total[3] == 1 and ((res.total[1:3] > 0) & (res.total[1:3] < 0.6)).all()
+
+
+def test_bad_encoder_files_fail_in_one_line(tmp_path, capsys):
+    enc = ProgressEncoder()
+    good = save_progress_encoder(enc, tmp_path / "good.safetensors", {"tasks": []})
+    with pytest.raises(FileNotFoundError, match="no such file"):
+        load_progress_encoder(tmp_path / "missing.safetensors")
+    (tmp_path / "junk.safetensors").write_bytes(b"not a safetensors file at all")
+    with pytest.raises(ValueError, match="not a readable safetensors file"):
+        load_progress_encoder(tmp_path / "junk.safetensors")
+    from safetensors.torch import save_file
+
+    save_file({"w": torch.zeros(2)}, str(tmp_path / "other.safetensors"), metadata={"encoder": "small"})
+    with pytest.raises(ValueError, match="metadata encoder='small', expected 'progress'"):
+        load_progress_encoder(tmp_path / "other.safetensors")
+    sd = {k: v for k, v in enc.state_dict().items() if not k.startswith("head.2")}
+    save_file(sd, str(tmp_path / "cut.safetensors"), metadata={"encoder": "progress", "config": json.dumps(
+        {"channels": [16, 32, 32], "image_size": 32, "hidden": 64})})
+    with pytest.raises(ValueError, match="tensors do not match"):
+        load_progress_encoder(tmp_path / "cut.safetensors")
+    assert load_progress_encoder(good).dim == 1
+    # through the CLI: one line, exit 2, before anything is built or written
+    run = tmp_path / "run"
+    for bad in (tmp_path / "missing.safetensors", tmp_path / "junk.safetensors", tmp_path / "other.safetensors"):
+        capsys.readouterr()
+        rc = main(["train", str(ROOT / "configs/vla/tabletop_reach_one_progress.yaml"), f"srpo.encoder_path={bad}",
+                   f"output_dir={run}"])
+        err = capsys.readouterr().err
+        assert rc == 2 and err.count("\n") == 1 and err.startswith("error: srpo.encoder_path="), err
+        assert not run.exists()
+    r = subprocess.run([sys.executable, "-m", "vla_rl.cli", "fit-encoder", str(ROOT / "configs/vla/fit_progress_encoder.yaml"),
+                        "output=enc.pt"], capture_output=True, text=True, timeout=300)
+    assert r.returncode == 2 and r.stderr.count("\n") == 1 and "expected a path ending in .safetensors" in r.stderr, r.stderr
+
+
+def test_progress_recipe_dry_run(capsys):
+    assert main(["train", str(ROOT / "configs/vla/tabletop_reach_one_progress.yaml"), "--dry-run"]) == 0
+    out = capsys.readouterr().out
+    assert "encoder: progress" in out and "reference: task" in out

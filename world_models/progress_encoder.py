@@ -1,0 +1,391 @@
+"""A learned *progress* encoder for SRPO, trained offline from successful episodes a user already has.
+
+Method (a temporal-distance representation with the goal set = "any success of the task"; see
+docs/RESULTS.md#a-progress-encoder-for-srpo for why this one): per frame ``o`` the encoder outputs one latent,
+
+    r(o) in [0, 1]   the fraction of the episode still to go before the task succeeds (time to go / length),
+
+trained on successful episodes only, whose frames carry the target ``r_t = (T_s - t) / T_s`` (``T_s``: the first
+frame at which the episode's success flag is set; frames after it, where the expert holds, get 0). The loss is
+
+    L = mean_t (r(o_t) - r_t)^2  +  w_rank * mean_{(i, j): t_i < t_j, same episode} softplus(-(r(o_i) - r(o_j)) / tau)
+
+the regression to the normalized time to go (VIP's "embedding distance to the goal = temporal distance", with the
+goal embedding fixed at 0 for every success, so that distances are comparable *across* initial states, which
+SRPO's task reference needs: a failure is compared with the successes of other layouts) plus Rank2Reward's
+pairwise temporal-order term (later frames rank closer to the goal). The only labels are the episodes' own time
+stamps and success flags (the same binary outcome SRPO itself uses); no simulator progress measure enters
+training. SRPO then reads ``encode_frames`` ``[B, T, 1]`` like any other encoder; with ``pooling: last`` the
+trajectory embedding is the last frame's time to go, so a failure's distance to the success centre is
+``|r(o_last) - r(success)|``.
+
+Architecture: a conv net per frame (stride-2 convs, GroupNorm, SiLU) whose last feature map is read both as a
+mean (what is there) and as spatial-softmax keypoints (where it is: the gripper-to-object geometry that progress
+depends on), then an MLP to one sigmoid output. Input frames ``[B, T, 3, H, W]`` in [0, 1] (or uint8) are resized
+to ``image_size``.
+
+File: safetensors state dict with metadata ``encoder = "progress"``, ``config`` (the architecture, JSON) and
+``trained_on`` (the data, JSON); :func:`load_progress_encoder` checks all three and fails in one line.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Sequence
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from grpo.device import module_device
+
+KIND = "progress"
+FORMAT_VERSION = "1"
+
+
+@dataclass
+class ProgressEncoderConfig:
+    channels: list[int] = field(default_factory=lambda: [16, 32, 32])  # conv channels per stride-2 block
+    image_size: int = 32  # frames are resized to this side before encoding
+    hidden: int = 64  # width of the MLP on the pooled + keypoint features
+
+    def __post_init__(self) -> None:
+        if not self.channels or any(int(c) < 4 or int(c) % 4 for c in self.channels):
+            raise ValueError(f"model.channels={self.channels}: expected a non-empty list of multiples of 4 (GroupNorm(4))")
+        if self.image_size < 8 or self.hidden < 1:
+            raise ValueError(f"need model.image_size >= 8 and model.hidden >= 1, got {self.image_size}, {self.hidden}")
+
+
+class ProgressEncoder(nn.Module):
+    """``encode_frames(video [B, T, 3, H, W]) -> [B, T, 1]``: per-frame estimated fraction of the task still to go."""
+
+    def __init__(self, cfg: ProgressEncoderConfig | None = None):
+        super().__init__()
+        self.cfg = cfg or ProgressEncoderConfig()
+        layers, c_in = [], 3
+        for c in self.cfg.channels:
+            layers += [nn.Conv2d(c_in, int(c), 3, stride=2, padding=1), nn.GroupNorm(4, int(c)), nn.SiLU()]
+            c_in = int(c)
+        self.conv = nn.Sequential(*layers)
+        self.head = nn.Sequential(nn.Linear(3 * c_in, self.cfg.hidden), nn.SiLU(), nn.Linear(self.cfg.hidden, 1))
+        self.dim = 1
+
+    def frame_logits(self, x: torch.Tensor) -> torch.Tensor:
+        """``[N, 3, S, S]`` normalized frames -> ``[N]`` logits of the time to go."""
+        f = self.conv(x)
+        att = F.softmax(f.flatten(2), dim=-1)
+        h, w = f.shape[-2:]
+        ys = torch.linspace(-1, 1, h, device=f.device).repeat_interleave(w)
+        xs = torch.linspace(-1, 1, w, device=f.device).repeat(h)
+        feats = torch.cat([f.mean(dim=(2, 3)), (att * xs).sum(-1), (att * ys).sum(-1)], dim=-1)
+        return self.head(feats).squeeze(-1)
+
+    def prepare(self, frames: torch.Tensor) -> torch.Tensor:
+        """``[N, 3, H, W]`` in [0, 1] (or uint8) -> resized to ``image_size``, scaled to [-1, 1]."""
+        frames = frames.float() / 255.0 if frames.dtype == torch.uint8 else frames.float()
+        s = self.cfg.image_size
+        if frames.shape[-1] != s or frames.shape[-2] != s:
+            frames = F.interpolate(frames, size=(s, s), mode="bilinear", align_corners=False, antialias=True)
+        return frames * 2 - 1
+
+    def encode_frames(self, video: torch.Tensor) -> torch.Tensor:
+        if video.dim() != 5:
+            raise ValueError(f"video must be [B, T, 3, H, W], got shape {tuple(video.shape)}")
+        video = video.to(module_device(self))
+        b, t = video.shape[:2]
+        return torch.sigmoid(self.frame_logits(self.prepare(video.flatten(0, 1)))).reshape(b, t, 1)
+
+    def encode(self, video: torch.Tensor) -> torch.Tensor:
+        """``[B, 1]``: the last frame's time to go."""
+        return self.encode_frames(video)[:, -1]
+
+
+# ---- training ------------------------------------------------------------------------------------------------
+@dataclass
+class ProgressTrainConfig:
+    steps: int = 1500  # optimizer steps
+    batch_episodes: int = 64  # episodes per step; two frames of each (for the pairwise order term)
+    lr: float = 1e-3  # Adam learning rate (cosine to 10 % over the steps)
+    rank_weight: float = 0.5  # weight of the pairwise temporal-order term (0: regression only)
+    rank_tau: float = 0.05  # temperature of the order term's softplus
+    shift: int = 2  # random image shift (pixels, pad + crop) as augmentation; 0: none
+
+    def __post_init__(self) -> None:
+        if self.steps < 1 or self.batch_episodes < 1 or self.lr <= 0 or self.rank_weight < 0 or self.rank_tau <= 0 \
+                or self.shift < 0:
+            raise ValueError("train: need steps >= 1, batch_episodes >= 1, lr > 0, rank_weight >= 0, rank_tau > 0, "
+                             f"shift >= 0; got {self}")
+
+
+def time_to_go(success: np.ndarray) -> np.ndarray:
+    """``success[T+1]`` flags per frame (the episode succeeds at its first set flag ``T_s > 0``) -> targets
+    ``(T_s - t) / T_s`` for ``t <= T_s`` and 0 after."""
+    s = np.asarray(success, dtype=bool)
+    if not s.any():
+        raise ValueError("time_to_go needs a successful episode")
+    ts = int(np.argmax(s))
+    if ts == 0:
+        return np.zeros(len(s), np.float32)
+    t = np.arange(len(s))
+    return np.clip((ts - t) / ts, 0.0, 1.0).astype(np.float32)
+
+
+def _shift(x: torch.Tensor, pad: int, gen: torch.Generator) -> torch.Tensor:
+    if pad == 0:
+        return x
+    n, _, h, w = x.shape
+    xp = F.pad(x, (pad,) * 4, mode="replicate")
+    dy = torch.randint(0, 2 * pad + 1, (n,), generator=gen, device="cpu").tolist()
+    dx = torch.randint(0, 2 * pad + 1, (n,), generator=gen, device="cpu").tolist()
+    return torch.stack([xp[i, :, a:a + h, b:b + w] for i, (a, b) in enumerate(zip(dy, dx))])
+
+
+def train_progress_encoder(encoder: ProgressEncoder, videos: Sequence[np.ndarray], targets: Sequence[np.ndarray],
+                           cfg: ProgressTrainConfig, seed: int = 0, log=None) -> list[float]:
+    """Fit ``encoder`` on episodes ``videos[i]`` (uint8 ``[T_i, H, W, 3]``) with per-frame targets ``targets[i]``
+    ``[T_i]`` (:func:`time_to_go`); the loss of the module docstring. Returns the loss per step."""
+    if len(videos) == 0 or len(videos) != len(targets):
+        raise ValueError(f"need one target row per video and at least one video, got {len(videos)} / {len(targets)}")
+    dev = module_device(encoder)
+    frames = [encoder.prepare(torch.as_tensor(v, device="cpu").permute(0, 3, 1, 2)) for v in videos]  # [T, 3, S, S]
+    tg = [torch.as_tensor(t, dtype=torch.float32, device="cpu") for t in targets]
+    lengths = torch.tensor([len(t) for t in tg], device="cpu")
+    gen = torch.Generator(device="cpu").manual_seed(seed)
+    torch.manual_seed(seed)
+    opt = torch.optim.Adam(encoder.parameters(), lr=cfg.lr)
+    sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda k: 0.1 + 0.9 * 0.5 * (1 + np.cos(np.pi * k / cfg.steps)))
+    losses: list[float] = []
+    encoder.train()
+    n = len(frames)
+    for step in range(cfg.steps):
+        vi = torch.randint(n, (cfg.batch_episodes,), generator=gen, device="cpu")
+        ln = lengths[vi].float()
+        ta = (torch.rand(len(vi), generator=gen, device="cpu") * ln).long()
+        tb = (torch.rand(len(vi), generator=gen, device="cpu") * ln).long()
+        xa = torch.stack([frames[v][t] for v, t in zip(vi.tolist(), ta.tolist())])
+        xb = torch.stack([frames[v][t] for v, t in zip(vi.tolist(), tb.tolist())])
+        ya = torch.stack([tg[v][t] for v, t in zip(vi.tolist(), ta.tolist())])
+        yb = torch.stack([tg[v][t] for v, t in zip(vi.tolist(), tb.tolist())])
+        x = _shift(torch.cat([xa, xb]), cfg.shift, gen).to(dev)
+        r = torch.sigmoid(encoder.frame_logits(x))
+        y = torch.cat([ya, yb]).to(dev)
+        loss = F.mse_loss(r, y)
+        if cfg.rank_weight > 0:
+            ra, rb = r[: len(vi)], r[len(vi):]
+            order = torch.sign(ya - yb).to(dev)  # +1 where frame a is farther from the goal than frame b
+            m = order != 0
+            if m.any():
+                loss = loss + cfg.rank_weight * F.softplus(-(order * (ra - rb))[m] / cfg.rank_tau).mean() * cfg.rank_tau
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        sched.step()
+        losses.append(float(loss.detach()))
+        if log is not None and (step + 1) % max(1, cfg.steps // 10) == 0:
+            log(f"step {step + 1}/{cfg.steps}: loss {np.mean(losses[-max(1, cfg.steps // 10):]):.4f}")
+    encoder.eval()
+    return losses
+
+
+# ---- data a user has ---------------------------------------------------------------------------------------------
+def record_expert_episodes(task: str, n: int, seed_offset: int, camera: str = "agentview", image_size: int = 32,
+                           max_steps: int = 120, hold_steps: int = 2, noise: float = 0.05, env_kwargs: dict | None = None,
+                           seed: int = 0) -> list[tuple[np.ndarray, np.ndarray]]:
+    """Scripted-expert episodes of a ``sims`` task from initial states ``seed_offset, seed_offset + 1, ...``:
+    ``n`` successful ones, each ``(frames uint8 [T+1, H, W, 3], success flags [T+1])`` with ``hold_steps`` frames
+    after the success (the expert holding). Unsuccessful expert episodes are skipped (at most ``3 n`` tries)."""
+    import sims
+
+    env = sims.make(task, **{**dict(env_kwargs or {}), "image_size": image_size, "cameras": (camera,)})
+    rng = np.random.default_rng([seed, seed_offset])
+    out: list[tuple[np.ndarray, np.ndarray]] = []
+    try:
+        for s in range(seed_offset, seed_offset + 3 * n):
+            if len(out) == n:
+                break
+            obs, info = env.reset(seed=s, options={"init_seed": s})
+            frames, succ = [obs["images"][camera]], [bool(info.get("success", False))]
+            first = 0 if succ[0] else -1  # index of the first successful frame
+            while len(frames) <= max_steps and (first < 0 or len(frames) - 1 - first < hold_steps):
+                obs, _, term, trunc, info = env.step(np.asarray(env.expert_action(rng=rng, noise=noise), np.float32))
+                frames.append(obs["images"][camera])
+                succ.append(first >= 0 or bool(info.get("success", False)))
+                if first < 0 and succ[-1]:
+                    first = len(frames) - 1
+                if first < 0 and (term or trunc):
+                    break
+            if first > 0:
+                out.append((np.stack(frames), np.asarray(succ)))
+    finally:
+        env.close()
+    if len(out) < n:
+        raise RuntimeError(f"the scripted expert of {task!r} succeeded on {len(out)} of {3 * n} tries (wanted {n})")
+    return out
+
+
+def demo_file_episodes(path: str | os.PathLike, camera: str) -> list[tuple[np.ndarray, np.ndarray]]:
+    """Successful demos of a robomimic-style HDF5 file (``vla-rl record-demos`` / ``libero-demos`` / an SFT demo
+    file): ``(frames [T, H, W, 3] of `camera`, success flags)``; the frames are the observations before each action
+    and the last action succeeds, so the flags are set on a virtual frame ``T`` (targets ``(T - t) / T``)."""
+    from sims.demos import demo_data_group
+
+    out = []
+    with demo_data_group(path) as data:
+        for k in sorted(data.keys()):
+            g = data[k]
+            if not bool(g.attrs.get("success", True)):
+                continue
+            obs = g["obs"]
+            key = f"{camera}_image" if f"{camera}_image" in obs else camera
+            if key not in obs:
+                raise ValueError(f"{path}:{k} has no camera {camera!r}; obs keys: {sorted(obs)}")
+            frames = obs[key][()]
+            flags = np.zeros(len(frames) + 1, bool)
+            flags[-1] = True
+            out.append((frames, flags))
+    if not out:
+        raise ValueError(f"{path}: no successful demos")
+    return out
+
+
+# ---- the file ------------------------------------------------------------------------------------------------
+def save_progress_encoder(encoder: ProgressEncoder, path: str | os.PathLike, trained_on: dict) -> Path:
+    """Write the state dict with its architecture and data provenance as safetensors metadata (atomically)."""
+    from safetensors.torch import save_file
+
+    from grpo.checkpoint import atomic_output
+
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    meta = {"encoder": KIND, "format_version": FORMAT_VERSION, "config": json.dumps(asdict(encoder.cfg)),
+            "trained_on": json.dumps(trained_on)}
+    with atomic_output(path) as tmp:
+        save_file({k: v.detach().cpu().contiguous() for k, v in encoder.state_dict().items()}, str(tmp), metadata=meta)
+    return path
+
+
+def read_progress_metadata(path: str | os.PathLike, key: str = "srpo.encoder_path") -> dict:
+    """The file's metadata, checked (cheap: the header only); one-line ``ValueError`` / ``FileNotFoundError``."""
+    from safetensors import safe_open
+
+    if path is None or not os.path.isfile(path):
+        raise FileNotFoundError(f"{key}={str(path)!r}: no such file (expected a .safetensors written by "
+                                "`vla-rl fit-encoder`)")
+    try:
+        with safe_open(str(path), framework="pt") as f:
+            meta = dict(f.metadata() or {})
+            keys = set(f.keys())
+    except Exception as e:  # noqa: BLE001 - safetensors raises its own error types for a damaged header
+        raise ValueError(f"{key}={str(path)!r}: not a readable safetensors file ({' '.join(str(e).split())[:120]})") from None
+    if meta.get("encoder") != KIND:
+        raise ValueError(f"{key}={str(path)!r}: metadata encoder={meta.get('encoder')!r}, expected {KIND!r} (a file "
+                         "written by `vla-rl fit-encoder`)")
+    try:
+        cfg = ProgressEncoderConfig(**json.loads(meta["config"]))
+    except (KeyError, TypeError, ValueError) as e:
+        raise ValueError(f"{key}={str(path)!r}: bad architecture metadata ({e})") from None
+    want = set(ProgressEncoder(cfg).state_dict())
+    if keys != want:
+        raise ValueError(f"{key}={str(path)!r}: tensors do not match the architecture in its metadata (missing "
+                         f"{sorted(want - keys)[:3]}, unexpected {sorted(keys - want)[:3]})")
+    return {"config": cfg, "trained_on": json.loads(meta.get("trained_on", "{}"))}
+
+
+def load_progress_encoder(path: str | os.PathLike, key: str = "srpo.encoder_path") -> ProgressEncoder:
+    """A :class:`ProgressEncoder` from :func:`save_progress_encoder`'s file (checked by :func:`read_progress_metadata`)."""
+    from safetensors.torch import load_file
+
+    meta = read_progress_metadata(path, key)
+    enc = ProgressEncoder(meta["config"])
+    try:
+        enc.load_state_dict(load_file(str(path)))
+    except RuntimeError as e:  # a tensor of the wrong shape
+        raise ValueError(f"{key}={str(path)!r}: {' '.join(str(e).split())[:200]}") from None
+    enc.trained_on = meta["trained_on"]
+    return enc.eval().requires_grad_(False)
+
+
+# ---- one command: vla-rl fit-encoder CONFIG ------------------------------------------------------------------
+@dataclass
+class FitDataConfig:
+    demo_paths: list[str] = field(default_factory=list)  # robomimic-style HDF5 demo files (record-demos, libero-demos, SFT demos): their successful demos
+    expert_tasks: list[str] = field(default_factory=list)  # sims tasks whose scripted expert is recorded here (successful episodes only)
+    expert_per_task: int = 30  # successful expert episodes per task in expert_tasks
+    expert_seed_offset: int = 500_000  # initial state of the first expert episode (keep disjoint from RL, evaluation and bench states)
+    expert_noise: float = 0.05  # Gaussian noise on the expert's motion (more varied frames)
+    hold_steps: int = 2  # frames recorded after a success (target 0)
+    max_steps: int = 120  # step limit of one expert episode
+    camera: str = "agentview"  # the camera SRPO sees: the RL run's env.video_camera
+    image_size: int = 32  # render size of the recorded episodes (the RL run's env image size)
+    env_kwargs: dict = field(default_factory=dict)  # extra sims.make arguments for the recorded tasks
+
+    def __post_init__(self) -> None:
+        if not self.demo_paths and not self.expert_tasks:
+            raise ValueError("data: no training data; set data.demo_paths (HDF5 demo files) and/or data.expert_tasks "
+                             "(sims tasks with a scripted expert)")
+        if self.expert_per_task < 1 or self.max_steps < 1 or self.image_size < 8 or self.hold_steps < 0:
+            raise ValueError(f"data: need expert_per_task >= 1, max_steps >= 1, image_size >= 8, hold_steps >= 0; got "
+                             f"{self.expert_per_task}, {self.max_steps}, {self.image_size}, {self.hold_steps}")
+
+
+@dataclass
+class FitEncoderConfig:
+    output: str = "runs/progress_encoder/encoder.safetensors"  # the encoder file to write (srpo.encoder_path)
+    seed: int = 0  # seeds the weights, the minibatches and the expert's noise
+    data: FitDataConfig = field(default_factory=lambda: FitDataConfig(expert_tasks=["tabletop/reach"]))  # what it learns from
+    model: ProgressEncoderConfig = field(default_factory=ProgressEncoderConfig)  # the architecture
+    train: ProgressTrainConfig = field(default_factory=ProgressTrainConfig)  # the optimization
+
+    def __post_init__(self) -> None:
+        if not str(self.output).endswith(".safetensors"):
+            raise ValueError(f"output={self.output!r}: expected a path ending in .safetensors")
+
+
+def check_fit_inputs(cfg: FitEncoderConfig) -> None:
+    """Before anything is recorded or trained: the demo files exist, the tasks are registered, the output can be written."""
+    import sims
+
+    from grpo.preflight import check_choice, check_path_exists, check_writable_file
+
+    for p in cfg.data.demo_paths:
+        check_path_exists("data.demo_paths", p, "an HDF5 demo file (vla-rl record-demos / libero-demos)")
+    tasks = list(sims.list_tasks())
+    for t in cfg.data.expert_tasks:
+        check_choice("data.expert_tasks", t, tasks)
+    check_writable_file(cfg.output, "output")
+
+
+def gather_episodes(cfg: FitDataConfig, seed: int, log=print) -> tuple[list[np.ndarray], list[np.ndarray], dict]:
+    """The training episodes of ``cfg`` -> ``(videos [T_i, H, W, 3], targets [T_i], provenance)``."""
+    videos, targets, where = [], [], {"demo_paths": {}, "expert": {}}
+    for p in cfg.demo_paths:
+        eps = demo_file_episodes(p, cfg.camera)
+        where["demo_paths"][str(p)] = len(eps)
+        for frames, flags in eps:
+            videos.append(frames)
+            targets.append(time_to_go(flags)[: len(frames)])
+        log(f"{p}: {len(eps)} successful demos")
+    for task in cfg.expert_tasks:
+        eps = record_expert_episodes(task, cfg.expert_per_task, cfg.expert_seed_offset, cfg.camera, cfg.image_size,
+                                     cfg.max_steps, cfg.hold_steps, cfg.expert_noise, cfg.env_kwargs, seed)
+        where["expert"][task] = {"episodes": len(eps), "init_seeds_from": cfg.expert_seed_offset}
+        for frames, flags in eps:
+            videos.append(frames)
+            targets.append(time_to_go(flags))
+        log(f"{task}: {len(eps)} scripted-expert episodes (mean {np.mean([len(f) for f, _ in eps]):.1f} frames)")
+    where["camera"] = cfg.camera
+    return videos, targets, where
+
+
+def fit_encoder(cfg: FitEncoderConfig, log=print) -> tuple[Path, list[float]]:
+    """Gather the data, train, save: the encoder file and the loss curve."""
+    videos, targets, where = gather_episodes(cfg.data, cfg.seed, log)
+    torch.manual_seed(cfg.seed)
+    enc = ProgressEncoder(cfg.model)
+    losses = train_progress_encoder(enc, videos, targets, cfg.train, cfg.seed, log)
+    where.update(seed=cfg.seed, steps=cfg.train.steps, final_loss=float(np.mean(losses[-max(1, len(losses) // 10):])))
+    return save_progress_encoder(enc, cfg.output, where), losses
