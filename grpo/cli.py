@@ -68,6 +68,10 @@ OPTIONAL_PACKAGES = {  # top-level module -> how this project installs it (a com
     "libero": "make install (python -m sims.libero_adapter setup; docs/LIBERO.md)",
     "robosuite": "pip install -e '.[test]' (robosuite==1.5.2)",
     "open_clip": "pip install -e '.[ocr]'",
+    "scservo_sdk": "the Feetech motor SDK of LeRobot's SO-100/101, LeKiwi and HopeJR: make lerobot installs it "
+                   "(feetech-servo-sdk, requirements/lerobot.txt)",
+    "dynamixel_sdk": "the Dynamixel motor SDK of LeRobot's Koch and OMX arms: make lerobot installs it (dynamixel-sdk, "
+                     "requirements/lerobot.txt)",
     "xformers": "xformers needs CUDA; use model.attention=sdpa on this machine",
     "flash_attn": "flash-attn needs CUDA; use model.attention=sdpa on this machine",
 }

@@ -351,7 +351,14 @@ def main(argv: list[str] | None = None) -> int:
     from .robot_loop import add_parser as add_robot_loop_parser
 
     add_robot_loop_parser(sub)  # vla-rl robot-loop: real-world RL on a LeRobot robot (vla_rl.robot_loop)
+    from .robot_args import split_robot_flags
+
+    argv, robot_flags = split_robot_flags(sys.argv[1:] if argv is None else argv)  # LeRobot's --robot.<field> <value>
     args = parse_args(p, argv, takes_overrides=("train", "loop", "robot-loop", "fit-encoder"))  # key=value overrides may follow --dry-run
+    if robot_flags and args.cmd not in ("deploy", "robot-loop"):
+        p.error(f"{args.cmd} takes no --robot.<field> flags (only deploy and robot-loop do): "
+                f"{' '.join('--robot.' + k for k, _ in robot_flags)}")
+    args.robot_flags = robot_flags
     cmd = {"train": cmd_train, "eval": cmd_eval, "loop": cmd_loop, "record-demos": cmd_record_demos,
            "libero-demos": cmd_libero_demos, "report": run_report, "deploy": _cmd_deploy,
            "robot-loop": _cmd_robot_loop, "fit-encoder": cmd_fit_encoder}[args.cmd]

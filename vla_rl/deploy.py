@@ -2,6 +2,13 @@
 
     vla-rl deploy runs/smolvla_reach_one_cpu/policy --robot sims --task tabletop/reach_one --episodes 3 \\
         --fps 20 --max-episode-s 5 --joint-limits -1 1 --dataset runs/deploy_ds
+    vla-rl deploy runs/x/policy --robot.type so100_follower --robot.port /dev/ttyACM0 --robot.id my_arm \\
+        --robot.cameras "{front: {type: opencv, index_or_path: 0, width: 640, height: 480, fps: 30}}" \\
+        --camera-map agentview=front --instruction "pick up the cube" --dataset runs/arm_ds
+
+The robot is LeRobot's own flags (``--robot.type`` + ``--robot.<field>``, :mod:`vla_rl.robot_args`), checked against
+its ``RobotConfig`` class before the policy loads; the policy's cameras, state and action sizes against the robot's
+features before it connects.
 
 Per control tick (``1 / fps`` seconds, the robot's rate; a tick that overruns is not made up):
 
@@ -40,7 +47,9 @@ from the dataset and the RL update sees the very pixels the policy saw.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
+import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -249,11 +258,14 @@ def run_deploy(policy, robot, cfg: DeployConfig, dataset_root: str | Path | None
     or None, "interrupted": bool}``."""
     names = list(robot.action_features)
     check_joint_limits(cfg.joint_limits, names)
-    ds = create_dataset(dataset_root, robot, cfg.fps, repo_id) if dataset_root is not None else None
+    connect_robot(robot)  # (first: a robot that cannot be reached leaves no dataset behind)
+    try:
+        ds = create_dataset(dataset_root, robot, cfg.fps, repo_id) if dataset_root is not None else None
+    except BaseException:
+        safe_stop(robot, names)
+        raise
     policy.eval()
     summary: dict[str, Any] = {"episodes": [], "dataset": str(dataset_root) if dataset_root else None, "interrupted": False}
-    if not robot.is_connected:
-        robot.connect()
     try:
         for ep in range(cfg.episodes):
             if ep > 0 and hasattr(robot, "reset_episode"):
@@ -270,6 +282,18 @@ def run_deploy(policy, robot, cfg: DeployConfig, dataset_root: str | Path | None
     return summary
 
 
+def connect_robot(robot) -> None:
+    """Connect ``robot`` unless it is; one that cannot be reached (a wrong ``--robot.port``, an unplugged camera:
+    LeRobot raises ``ConnectionError`` / ``OSError``) is one ValueError line naming the robot and LeRobot's reason."""
+    if robot.is_connected:
+        return
+    try:
+        robot.connect()
+    except OSError as e:  # (ConnectionError, TimeoutError, a serial port's own errors)
+        raise ValueError(f"cannot connect the {robot.name} robot ({type(robot.config).__name__}): "
+                         f"{' '.join(str(e).split())}") from None
+
+
 def safe_stop(robot, names: Sequence[str]) -> None:
     """Send the hold-still action (zeros) and disconnect, if connected."""
     if robot.is_connected:
@@ -280,10 +304,19 @@ def safe_stop(robot, names: Sequence[str]) -> None:
 
 
 def add_parser(sub) -> None:
-    d = sub.add_parser("deploy", help="run a trained policy on a LeRobot robot, recording each episode as a LeRobotDataset")
+    d = sub.add_parser("deploy", help="run a trained policy on a LeRobot robot, recording each episode as a LeRobotDataset",
+                       epilog="The robot, in LeRobot's own flags (lerobot-record's): --robot.type TYPE and one "
+                       "--robot.FIELD VALUE per field of its RobotConfig, e.g. --robot.type so100_follower --robot.port "
+                       "/dev/ttyACM0 --robot.id my_arm --robot.cameras \"{front: {type: opencv, index_or_path: 0, "
+                       "width: 640, height: 480, fps: 30}}\". Checked against LeRobot's config class before the policy "
+                       "loads or any hardware is touched. Default: --robot.type sims (the simulated robot).")
     d.add_argument("policy", help="a saved policy directory (LeRobot layout or a SmallVLA), e.g. runs/x/policy")
-    d.add_argument("--robot", default="sims", help="a registered LeRobot robot type (sims: the simulated robot)")
-    d.add_argument("--task", default="tabletop/reach_one", help="sims robot: the simulated task")
+    d.add_argument("--robot", default=None, metavar="TYPE", help="the same as --robot.type TYPE (the older spelling)")
+    d.add_argument("--instruction", default="", help="the instruction given to the policy (needed for a real robot; "
+                   "sims: default the task's own)")
+    d.add_argument("--camera-map", nargs="*", default=[], metavar="POLICY=ROBOT",
+                   help="policy camera -> robot camera, e.g. agentview=front wrist=wrist (default: the same name)")
+    d.add_argument("--task", default="tabletop/reach_one", help="sims robot: the simulated task (= --robot.task)")
     d.add_argument("--image-size", type=int, default=32, help="sims robot: camera resolution")
     d.add_argument("--cameras", nargs="*", default=["agentview", "wrist"], help="sims robot: cameras")
     d.add_argument("--episodes", type=int, default=1, help="episodes to run")
@@ -296,9 +329,42 @@ def add_parser(sub) -> None:
     d.add_argument("--device", default="cpu", help="the policy's device: cpu, cuda, cuda:<i>")
 
 
+def parse_camera_map(items: Sequence[str], key: str = "--camera-map") -> dict[str, str]:
+    """``["agentview=front", ...]`` -> ``{"agentview": "front"}`` (each item ``POLICY=ROBOT``, names non-empty)."""
+    out: dict[str, str] = {}
+    for it in items:
+        pol, eq, rob = it.partition("=")
+        if not (eq and pol and rob):
+            raise ValueError(f"{key} {it!r}: expected POLICY_CAMERA=ROBOT_CAMERA, e.g. agentview=front")
+        out[pol] = rob
+    return out
+
+
+def check_policy_fits_robot(policy, robot, camera_map: dict[str, str], where: str = "--camera-map") -> None:
+    """Before the robot connects: every camera the policy reads maps to a camera of the robot (``camera_map``),
+    and the robot's float observations / actions have the policy's state / action sizes (where the policy states
+    them). From the robot's features, which a LeRobot robot derives from its config without hardware."""
+    feats = robot.observation_features
+    cams = sorted(k for k, v in feats.items() if isinstance(v, tuple))
+    for c in (policy.cfg.cameras if policy.cfg.use_images else []):
+        rc = camera_map.get(c, c)
+        if rc not in cams:
+            raise ValueError(f"the policy reads camera {c!r}, mapped to robot camera {rc!r}, which the {robot.name} robot "
+                             f"does not have; its cameras: {cams or 'none'} (map them with {where} {c}=<robot camera>)")
+    n_state, n_act = len(robot_joints(robot)), len(robot.action_features)
+    want_s, want_a = int(getattr(policy.cfg, "state_dim", 0)), int(getattr(policy.cfg, "action_dim", 0))
+    if want_a and want_a != n_act:
+        raise ValueError(f"the policy acts in {want_a} dimensions, the {robot.name} robot takes {n_act} "
+                         f"({list(robot.action_features)})")
+    if want_s and getattr(policy.cfg, "use_state", True) and want_s != n_state:
+        raise ValueError(f"the policy reads a state of {want_s} values, the {robot.name} robot gives {n_state} "
+                         f"({robot_joints(robot)})")
+
+
 def cmd_deploy(args: argparse.Namespace) -> int:
     import lerobot.robots  # noqa: F401  (first: without lerobot, grpo.cli.run_command's one line names make lerobot)
     from .policies import load_policy
+    from .robot_args import parse_flag_values, robot_fields
 
     from grpo.preflight import check_flags
 
@@ -310,68 +376,63 @@ def cmd_deploy(args: argparse.Namespace) -> int:
                 ("--image-size", args.image_size, args.image_size >= 1, ">= 1"), ("--seed", args.seed, args.seed >= 0, ">= 0"))
     if args.joint_limits and not args.joint_limits[0] <= args.joint_limits[1]:
         raise ValueError(f"--joint-limits {args.joint_limits[0]} {args.joint_limits[1]}: expected LOW <= HIGH")
-    check_robot_type(args.robot)
+    camera_map = parse_camera_map(args.camera_map)
+    kind, raw = robot_fields(args.robot_flags, args.robot)
+    kind = kind or "sims"
     from grpo.device import resolve_device
 
     resolve_device(args.device)  # a malformed name, or CUDA asked for where there is none: one line
-    if args.robot == "sims":
-        import sims
+    from lerobot.robots.utils import make_robot_from_config
 
-        if args.task not in sims.list_tasks():
-            raise ValueError(f"--task={args.task!r} is not a sims task; e.g. tabletop/reach_one, tabletop/pick_place")
+    # the sims robot calibrates nothing, but LeRobot's Robot makes its calibration_dir: a temporary one
+    with tempfile.TemporaryDirectory(prefix="vla-rl-sims-") if kind == "sims" else contextlib.nullcontext() as calib:
+        rcfg = robot_config_of(kind, args.task, {"image_size": args.image_size, "cameras": tuple(args.cameras)},
+                               args.seed, Path(calib) if calib else None, parse_flag_values(raw), flagged=list(raw),
+                               type_key="--robot.type" if any(k == "type" for k, _ in args.robot_flags) else "--robot")
+        if kind == "sims":
+            import sims
+
+            if rcfg.task not in sims.list_tasks():
+                key = "--robot.task" if "task" in raw else "--task"
+                raise ValueError(f"{key}={rcfg.task!r} is not a sims task; e.g. tabletop/reach_one, tabletop/pick_place")
+        elif not args.instruction:
+            raise ValueError(f"--instruction is empty: a {kind} robot has no instruction of its own; give the one the "
+                             "policy was trained for, e.g. --instruction 'pick up the cube'")
+        robot = make_robot_from_config(rcfg)  # (opens nothing: connect() does, in run_deploy)
     if args.dataset:
         from grpo.preflight import check_writable_dir
 
         check_writable_dir(args.dataset, "--dataset")
     policy = load_policy(args.policy).to(args.device)  # a missing / unreadable policy: run_command's one line
-    robot = make_robot(args.robot, args.task, {"image_size": args.image_size, "cameras": tuple(args.cameras)}, args.seed,
-                       Path(args.dataset or ".").resolve().parent / ".calibration")
+    check_policy_fits_robot(policy, robot, camera_map)
     limits = ([args.joint_limits[0]], [args.joint_limits[1]]) if args.joint_limits else None
     cfg = DeployConfig(fps=args.fps, max_episode_s=args.max_episode_s, max_steps=args.max_steps, episodes=args.episodes,
-                       joint_limits=limits, seed=args.seed)
+                       joint_limits=limits, camera_map=camera_map, task=args.instruction, seed=args.seed)
     print(json.dumps(run_deploy(policy, robot, cfg, args.dataset)))
     return 0
 
 
-def registered_robot_types() -> list[str]:
-    """Every LeRobot robot type this install can build: LeRobot registers a robot's config class when its module
-    (``lerobot.robots.<name>``) is imported, so each is imported first (one whose optional dependencies are missing
-    is skipped), plus ``sims`` (the simulated robot, sims.lerobot_robot)."""
-    import importlib
-    import pkgutil
-
-    import lerobot.robots
-    from lerobot.robots.config import RobotConfig
-
-    import sims.lerobot_robot  # noqa: F401  (registers the "sims" robot config)
-
-    for m in pkgutil.iter_modules(lerobot.robots.__path__):
-        if m.ispkg:
-            try:
-                importlib.import_module(f"lerobot.robots.{m.name}")
-            except Exception:  # noqa: BLE001 - a robot whose SDK is not installed: not available here
-                continue
-    return sorted(RobotConfig.get_known_choices())
-
-
-def check_robot_type(kind: str, key: str = "--robot") -> None:
-    """``kind`` is a robot type :func:`registered_robot_types` knows; else one line listing them."""
-    known = registered_robot_types()
-    if kind not in known:
-        raise ValueError(f"{key}={kind!r} is not a registered LeRobot robot; known here: {', '.join(known)}")
-
-
-def make_robot(kind: str, task: str, env_kwargs: dict, seed: int, calibration_dir: Path, extra: dict | None = None):
-    """A LeRobot robot by its registered type through LeRobot's ``make_robot_from_config`` (``sims``: the simulated one);
-    ``extra``: other fields of its ``RobotConfig`` (a real arm's port, id, cameras)."""
-    from lerobot.robots.config import RobotConfig
+def make_robot(kind: str, task: str, env_kwargs: dict, seed: int, calibration_dir: Path | None, extra: dict | None = None,
+               flagged=(), where: str = "--robot.", type_key: str = "--robot.type"):
+    """A LeRobot robot by its registered type through LeRobot's ``make_robot_from_config`` (``sims``: the simulated one
+    over ``task`` / ``env_kwargs`` / ``seed``, calibration files under ``calibration_dir``); ``extra``: other fields of
+    its ``RobotConfig`` (a real arm's port, id, cameras), checked by :func:`vla_rl.robot_args.robot_config` (``flagged``,
+    ``where``, ``type_key``: how its errors name them). A real arm's ``calibration_dir`` stays LeRobot's default (where
+    ``lerobot-calibrate`` wrote it) unless ``extra`` sets it. Constructing the robot opens no port or camera."""
     from lerobot.robots.utils import make_robot_from_config
 
-    check_robot_type(kind)  # (imports the robot's module, which registers its config)
-    cls = RobotConfig.get_choice_class(kind)
-    kw = dict(task=task, env_kwargs=env_kwargs, init_seed=seed) if kind == "sims" else {}
-    try:
-        rcfg = cls(calibration_dir=calibration_dir, **kw, **(extra or {}))
-    except TypeError as e:
-        raise ValueError(f"robot config for {kind!r}: {e}") from None
-    return make_robot_from_config(rcfg)
+    return make_robot_from_config(robot_config_of(kind, task, env_kwargs, seed, calibration_dir, extra, flagged, where,
+                                                  type_key))
+
+
+def robot_config_of(kind: str, task: str, env_kwargs: dict, seed: int, calibration_dir: Path | None,
+                    extra: dict | None = None, flagged=(), where: str = "--robot.", type_key: str = "--robot.type"):
+    """The ``RobotConfig`` :func:`make_robot` builds (no hardware): ``sims`` gets ``task``, ``env_kwargs``, ``seed`` and
+    ``calibration_dir`` as defaults that ``extra`` may override; a real arm only ``extra``."""
+    from .robot_args import robot_config
+
+    values = dict(extra or {})
+    if kind == "sims":
+        values = {"task": task, "env_kwargs": env_kwargs, "init_seed": seed,
+                  **({"calibration_dir": calibration_dir} if calibration_dir is not None else {}), **values}
+    return robot_config(kind, values, flagged, where, type_key)

@@ -2,6 +2,11 @@
 the recorded episodes between rounds, through the same trainer code as ``vla-rl train``.
 
     vla-rl robot-loop configs/robot/loop_sims.yaml [key=value ...] [--dry-run]
+    vla-rl robot-loop configs/robot/loop_sims.yaml --robot.type so100_follower --robot.port /dev/ttyACM0 \\
+        --robot.id my_arm --robot.cameras "{...}" robot.instruction="pick up the cube" robot.camera_map="{...}"
+
+A robot in LeRobot's own flags (``--robot.type``, ``--robot.<field>``: :mod:`vla_rl.robot_args`) sets ``robot.type``
+and ``robot.config.<field>``; the robot's ``RobotConfig`` is built and checked before anything else runs.
 
 One round ``r`` (:meth:`RobotTrainer.rollout` + :meth:`vla_rl.trainer.VLARLTrainer.step`, unchanged)::
 
@@ -50,7 +55,7 @@ from grpo.config import check_resume_config, config_to_dict
 from grpo.distributed import keyed_generator
 
 from .config import EnvConfig, VLARLConfig
-from .deploy import (RECORD_PREFIX, SUCCESS_KEY, DeployConfig, check_joint_limits, robot_joints,
+from .deploy import (RECORD_PREFIX, SUCCESS_KEY, DeployConfig, check_joint_limits, connect_robot, robot_joints,
                      run_episode, safe_stop, sampling_features)
 from .policy import IMAGE_PREFIX, STATE_KEY
 from .rollout import Episode, EpisodeSpec, RolloutBatch
@@ -67,7 +72,7 @@ class RobotSection:
     type: str = "sims"  # a registered LeRobot robot type (RobotConfig choice); sims: the simulated robot over a sims task
     task: str = "tabletop/reach_one"  # the task's name (episodes of one task are compared); the sims robot simulates it
     env_kwargs: dict[str, Any] = field(default_factory=lambda: {"image_size": 32, "cameras": ["agentview", "wrist"]})  # sims robot: sims.make's kwargs
-    config: dict[str, Any] = field(default_factory=dict)  # other fields of the robot's LeRobot RobotConfig (a real arm: port, id, cameras)
+    config: dict[str, Any] = field(default_factory=dict)  # other fields of the robot's LeRobot RobotConfig (a real arm: port, id, cameras; also --robot.<field> flags)
     instruction: str = ""  # the instruction given to the policy (empty: the robot's own; the sims robot has its task's)
     fps: float = 20.0  # control ticks per second (the robot's rate)
     max_episode_s: float = 10.0  # wall-clock limit of one episode
@@ -334,8 +339,7 @@ class RobotTrainer(VLARLTrainer):
 
     def record_round(self, rnd: int, specs: list[EpisodeSpec], todo: list[int]) -> None:
         """Run and record episodes ``todo`` of round ``rnd`` (module docstring)."""
-        if not self.robot.is_connected:
-            self.robot.connect()
+        connect_robot(self.robot)
         ds = self._open_dataset(self._probe_sampling())
         self.policy.eval()
         try:
@@ -375,7 +379,8 @@ class RobotTrainer(VLARLTrainer):
         super().load(latest)
         saved = self.state.get("robot_loop")
         if saved is not None:
-            check_resume_config(saved, self.loop_cfg, str(latest), ignore=("rounds", "resume", "robot.realtime"))
+            check_resume_config(saved, self.loop_cfg, str(latest),  # (a serial port may re-enumerate between runs)
+                                ignore=("rounds", "resume", "robot.realtime", "robot.config.port"))
 
 
 def run_robot_loop(cfg: RobotLoopConfig, robot=None, judge: Judge | None = None, ready: Ready | None = None,
@@ -428,9 +433,10 @@ def run_robot_loop(cfg: RobotLoopConfig, robot=None, judge: Judge | None = None,
 
 
 # ---- CLI -----------------------------------------------------------------------------------------------------------
-def check_robot_loop_inputs(cfg: RobotLoopConfig, writes: bool = True) -> None:
-    """Before anything is built or written: sizes, the robot type, the policy at ``policy_path`` (kind matching
-    ``vla.policy``), the output directory."""
+def check_robot_loop_inputs(cfg: RobotLoopConfig, writes: bool = True, flagged: tuple[str, ...] = ()) -> None:
+    """Before anything is built or written: sizes, the robot (``robot.type`` + ``robot.config`` as LeRobot's
+    ``RobotConfig``, built without hardware; ``flagged``: the fields given as ``--robot.<field>`` flags, which its
+    errors name so), the policy at ``policy_path`` (kind matching ``vla.policy``), the output directory."""
     from grpo.preflight import check_resumable, check_sizes, check_writable_dir
 
     from .policies.factory import POLICY_KINDS
@@ -443,10 +449,10 @@ def check_robot_loop_inputs(cfg: RobotLoopConfig, writes: bool = True) -> None:
                          "to compare")
     if cfg.robot.type == "sims":
         check_task("robot.task", cfg.robot.task, known_tasks())
-    else:
-        from .deploy import check_robot_type
+    from .deploy import robot_config_of
 
-        check_robot_type(cfg.robot.type, "robot.type")
+    robot_config_of(cfg.robot.type, cfg.robot.task, dict(cfg.robot.env_kwargs), cfg.seed, None, dict(cfg.robot.config),
+                    flagged, "robot.config.", "--robot.type" if "type" in flagged else "robot.type")  # no hardware
     if not cfg.policy_path:
         raise ValueError("policy_path is empty: name the policy to start from (a vla-rl run's policy/ directory)")
     if not writes:
@@ -475,6 +481,31 @@ def add_parser(sub) -> None:
     lp.add_argument("config", help="a robot-loop YAML (e.g. configs/robot/loop_sims.yaml)")
     lp.add_argument("overrides", nargs="*", help="key=value overrides, e.g. rounds=5 success=robot")
     lp.add_argument("--dry-run", action="store_true", help="print the resolved config and the cost per round, then exit")
+    lp.epilog = ("A real arm in LeRobot's own flags: --robot.type TYPE and --robot.FIELD VALUE per field of its "
+                 "RobotConfig (they set robot.type and robot.config.FIELD), e.g. --robot.type so100_follower "
+                 "--robot.port /dev/ttyACM0 --robot.id my_arm; checked against LeRobot's config class before anything "
+                 "runs (also with --dry-run).")
+
+
+SIMS_SECTION_FIELDS = ("task", "env_kwargs")  # the sims robot's fields the robot section holds itself (robot.task, ...)
+
+
+def apply_robot_flags(section: RobotSection, flags) -> tuple[str, ...]:
+    """LeRobot's ``--robot.type`` / ``--robot.<field>`` flags (:func:`vla_rl.robot_args.split_robot_flags`) onto the
+    robot section: the type to ``robot.type``, each field (its value parsed as draccus does) to ``robot.config.<field>``,
+    the sims robot's ``task`` / ``env_kwargs`` to ``robot.task`` / ``robot.env_kwargs``. Returns the fields flagged."""
+    from .robot_args import parse_flag_values, robot_fields
+
+    kind, raw = robot_fields(flags)
+    if kind is not None:
+        section.type = kind
+    vals = parse_flag_values(raw)
+    for k, v in vals.items():
+        if section.type == "sims" and k in SIMS_SECTION_FIELDS:
+            setattr(section, k, v)
+        else:
+            section.config[k] = v
+    return tuple(raw) + (("type",) if kind is not None else ())
 
 
 def cmd_robot_loop(args: argparse.Namespace) -> int:
@@ -484,7 +515,8 @@ def cmd_robot_loop(args: argparse.Namespace) -> int:
     import lerobot  # noqa: F401  (first: without lerobot, grpo.cli.run_command's one line names make lerobot)
 
     def run(cfg: RobotLoopConfig) -> int:
-        check_robot_loop_inputs(cfg, writes=not args.dry_run)
+        flagged = apply_robot_flags(cfg.robot, args.robot_flags)
+        check_robot_loop_inputs(cfg, writes=not args.dry_run, flagged=flagged)
         if args.dry_run:
             from grpo.config import dump_config
 

@@ -129,7 +129,7 @@ def test_cli_deploy_bad_flags_before_anything_runs(tmp_path, policy, capsys, fla
 
 
 def test_registered_robot_types_include_real_arms():
-    from vla_rl.deploy import registered_robot_types
+    from vla_rl.robot_args import registered_robot_types
 
     known = registered_robot_types()
     assert {"sims", "so100_follower", "koch_follower"} <= set(known)
