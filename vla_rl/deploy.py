@@ -327,6 +327,8 @@ def add_parser(sub) -> None:
     d.add_argument("--dataset", help="record the episodes to this new LeRobotDataset directory")
     d.add_argument("--seed", type=int, default=0, help="seeds the policy's noise and the sims robot's initial states")
     d.add_argument("--device", default="cpu", help="the policy's device: cpu, cuda, cuda:<i>")
+    d.add_argument("--dry-run", action="store_true", help="check the flags, build the robot from its config (opening "
+                   "no port or camera), print its LeRobot config and features as JSON, and exit; the policy is not loaded")
 
 
 def parse_camera_map(items: Sequence[str], key: str = "--camera-map") -> dict[str, str]:
@@ -403,6 +405,13 @@ def cmd_deploy(args: argparse.Namespace) -> int:
         from grpo.preflight import check_writable_dir
 
         check_writable_dir(args.dataset, "--dataset")
+    if args.dry_run:  # the robot LeRobot would drive, from its config alone: no policy, no port, no camera opened
+        import draccus
+
+        feats = {k: "float" if v is float else list(v) for k, v in robot.observation_features.items()}
+        print(json.dumps({"robot": draccus.encode(rcfg), "robot_class": type(robot).__name__,
+                          "observation_features": feats, "action_features": list(robot.action_features)}, default=str))
+        return 0
     policy = load_policy(args.policy).to(args.device)  # a missing / unreadable policy: run_command's one line
     check_policy_fits_robot(policy, robot, camera_map)
     limits = ([args.joint_limits[0]], [args.joint_limits[1]]) if args.joint_limits else None

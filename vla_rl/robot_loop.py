@@ -395,7 +395,8 @@ def run_robot_loop(cfg: RobotLoopConfig, robot=None, judge: Judge | None = None,
     t0 = time.time()
     if robot is None:
         robot = make_robot(cfg.robot.type, cfg.robot.task, dict(cfg.robot.env_kwargs), cfg.seed,
-                           Path(cfg.output_dir) / ".calibration", extra=dict(cfg.robot.config))
+                           Path(cfg.output_dir) / ".calibration", extra=dict(cfg.robot.config), where="robot.config.",
+                           type_key="robot.type")
     if cfg.success == "robot" and not hasattr(robot, "last_info"):
         raise ValueError(f"success=robot, but the {cfg.robot.type} robot reports no success (no last_info); "
                          "use success=operator")

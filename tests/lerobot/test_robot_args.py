@@ -256,3 +256,15 @@ def test_every_robot_config_field_of_so100_reaches_the_config():
                                     "use_degrees", "id", "calibration_dir"])
     cfg = _config("so100_follower", [*SO, "--robot.disable_torque_on_disconnect", "false", "--robot.use_degrees", "false"])
     assert (cfg.disable_torque_on_disconnect, cfg.use_degrees, cfg.id) == (False, False, "my_arm")
+
+
+def test_deploy_dry_run_prints_the_arm_without_touching_it(tmp_path, capsys):
+    """The README's command: the so100 arm from the flags, its LeRobot config and features printed; no policy is
+    loaded (the path need not exist) and nothing is opened or written."""
+    assert cli_main(["deploy", str(tmp_path / "no_policy"), *SO, "--robot.type", "so100_follower", "--robot.calibration_dir",
+                     str(tmp_path / "calib"), "--instruction", "pick up the cube", "--dry-run"]) == 0
+    res = json.loads(capsys.readouterr().out)
+    assert res["robot"]["type"] == "so100_follower" and res["robot"]["port"] == "/dev/ttyACM0"
+    assert res["robot"]["cameras"]["front"]["width"] == 640 and res["robot_class"] == "SOFollower"
+    assert res["observation_features"]["front"] == [480, 640, 3] and res["observation_features"]["gripper.pos"] == "float"
+    assert len(res["action_features"]) == 6
