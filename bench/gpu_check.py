@@ -50,7 +50,7 @@ os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-import torch  # noqa: E402
+torch = None  # imported by main() once the arguments are checked: a bad argument is answered at once
 
 STAGES = ("cuda_tests", "diffusion", "fp8", "smolvla")
 STRATEGIES = ("flat", "tree", "pool")
@@ -506,12 +506,13 @@ def main(argv: list[str] | None = None) -> int:
         fail(f"--stages {args.stages!r}: unknown {bad or 'empty'}; expected a comma-separated subset of {','.join(STAGES)}")
     if args.steps is not None and args.steps < 1:
         fail(f"--steps {args.steps}: expected a positive number of sampler steps")
-    if not dry and not torch.cuda.is_available():
-        fail("no CUDA device (torch.cuda.is_available() is False): run on a GPU node, or pass --dry for the CPU "
-             "dry mode")
     out = Path(args.out)
     if out.exists() and not out.is_dir():
         fail(f"--out {str(out)!r} is a file (expected a folder)")
+    _import_torch()
+    if not dry and not torch.cuda.is_available():
+        fail("no CUDA device (torch.cuda.is_available() is False): run on a GPU node, or pass --dry for the CPU "
+             "dry mode")
     device = torch.device("cpu" if dry else "cuda")
     t0 = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="gpu_check_") as work:
@@ -548,6 +549,13 @@ def main(argv: list[str] | None = None) -> int:
     (out / "gpu_check.md").write_text(md)
     print(md)
     return 1 if any(r["status"] == "failed" for r in rows) else 0
+
+
+def _import_torch() -> None:
+    global torch
+    import torch as t
+
+    torch = t
 
 
 def _adapter_only(ctx: Ctx):

@@ -92,8 +92,36 @@ def project_requirements(pyproject: Path, extras: list[str]) -> list[str]:
     return reqs + list(data.get("build-system", {}).get("requires", []))
 
 
+def platform_tags(platform: str) -> list[str]:
+    """The wheel platform tags a ``platform`` interpreter accepts, newest first: pip takes ``--platform`` literally,
+    so a manylinux_2_28 target must also be offered manylinux_2_27 ... manylinux_2_5 and the legacy aliases
+    (manylinux2014 = 2_17, manylinux2010 = 2_12, manylinux1 = 2_5); musllinux_1_N down to 1_1; macOS down to 10.9
+    (and universal2)."""
+    m = re.fullmatch(r"manylinux_2_(\d+)_(\w+)", platform)
+    if m:
+        glibc, arch = int(m.group(1)), m.group(2)
+        alias = {17: "manylinux2014", 12: "manylinux2010", 5: "manylinux1"}
+        out = []
+        for v in range(glibc, 4, -1):
+            out.append(f"manylinux_2_{v}_{arch}")
+            if v in alias and (v == 17 or arch in ("x86_64", "i686")):
+                out.append(f"{alias[v]}_{arch}")
+        return out
+    m = re.fullmatch(r"musllinux_1_(\d+)_(\w+)", platform)
+    if m:
+        return [f"musllinux_1_{v}_{m.group(2)}" for v in range(int(m.group(1)), 0, -1)]
+    m = re.fullmatch(r"macosx_(\d+)_(\d+)_(\w+)", platform)
+    if m:
+        major, minor, arch = int(m.group(1)), int(m.group(2)), m.group(3)
+        vers = [(v, 0) for v in range(major, 10, -1)] if major > 10 else []
+        vers += [(10, v) for v in range(minor if major == 10 else 16, 8, -1)]
+        return [f"macosx_{a}_{b}_{x}" for a, b in vers for x in (arch, "universal2")]
+    return [platform]
+
+
 def target_args(python_version: str, platform: str) -> list[str]:
-    return ["--only-binary=:all:", "--python-version", python_version, "--platform", platform, "--implementation", "cp"]
+    plats = [a for p in platform_tags(platform) for a in ("--platform", p)]
+    return ["--only-binary=:all:", "--python-version", python_version, *plats, "--implementation", "cp"]
 
 
 def resolve(reqs: list[str], python_version: str, platform: str, pip: list[str]) -> list[dict]:

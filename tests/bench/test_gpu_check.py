@@ -1,0 +1,79 @@
+"""The GPU check's CPU dry mode (bench/gpu_check.py --dry): every stage runs its code at tiny sizes on the CPU, and
+every stage or measurement that needs CUDA is a row that says it was skipped and why."""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from .benchutil import load_bench, markdown_table
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _run(*args, timeout=600):
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
+    return subprocess.run([sys.executable, str(ROOT / "bench" / "gpu_check.py"), *args], cwd=ROOT, env=env,
+                          capture_output=True, text=True, timeout=timeout)
+
+
+def test_dry_mode_runs_each_stage_and_reports_the_cuda_parts_as_skipped(tmp_path):
+    # --no-plan: the plan's fake-tensor traces cost ~1 min of CPU and are covered by tests/diffusion_rl's plan tests;
+    # everything else is the GPU run's code
+    r = _run("--dry", "--no-plan", "--out", str(tmp_path / "out"))
+    assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
+    rep = json.loads((tmp_path / "out" / "gpu_check.json").read_text())
+    rows = {x["stage"]: x for x in rep["rows"]}
+    assert rep["dry"] is True
+    # 1. the CUDA tests: found, collected, not run
+    t = rows["cuda_tests"]
+    assert t["status"] == "skipped" and "no CUDA device" in t["reason"] and t["collected"] > 0
+    assert "tests/diffusion_rl/test_device.py" in t["files"]
+    # 2. one iteration of each strategy on the shrunk SD3.5 architecture; memory needs CUDA
+    for s in ("flat", "tree", "pool"):
+        d = rows[f"diffusion/sd3.5-medium/{s}"]
+        assert d["status"] == "ok", d
+        assert d["seconds"] > 0 and d["nfe"] > 0 and d["peak_gib"] is None and "no CUDA" in d["memory_reason"]
+        assert d["resolution"] == "64x64" and "shrunk" in d["arch"]
+    assert rows["diffusion/sd3.5-medium/tree"]["nfe"] < rows["diffusion/sd3.5-medium/pool"]["nfe"]
+    # 3. FP8: the emulation runs and agrees with bf16 to FP8's precision; the real kernels need Hopper
+    e = rows["fp8/emulated"]
+    assert e["status"] == "ok" and 0 < e["rel_err_vs_bf16"] < 0.05 and e["candidates_per_s"] > 0
+    assert rows["fp8/real"]["status"] == "skipped" and "not a CUDA GPU" in rows["fp8/real"]["reason"]
+    # 4. SmolVLA: this environment has no lerobot
+    assert rows["smolvla"]["status"] == "skipped" and "lerobot" in rows["smolvla"]["reason"]
+    # the markdown table holds the same rows
+    md = (tmp_path / "out" / "gpu_check.md").read_text()
+    table = markdown_table(md, "| stage |")
+    assert [c[0] for c in table] == [x["stage"] for x in rep["rows"]]
+    assert all(c[1] in ("ok", "skipped") for c in table)
+
+
+def test_cuda_test_files_finds_every_test_that_skips_without_cuda(tmp_path):
+    gc = load_bench("gpu_check")
+    found = gc.cuda_test_files()
+    grep = sorted(p.relative_to(ROOT).as_posix() for p in (ROOT / "tests").rglob("test_*.py")
+                  if "skipif(not torch.cuda.is_available()" in p.read_text().replace("\n", " ")
+                  and not p.relative_to(ROOT).as_posix().startswith("tests/lerobot/"))
+    assert found == grep and len(found) >= 4
+    # a new CUDA test anywhere under tests/ is picked up (a folder of its own here)
+    (tmp_path / "tests" / "x").mkdir(parents=True)
+    (tmp_path / "tests" / "x" / "test_new.py").write_text(
+        "import pytest, torch\n@pytest.mark.skipif(not torch.cuda.is_available(), reason='cuda')\ndef test_a(): pass\n")
+    (tmp_path / "tests" / "test_cpu.py").write_text("def test_b(): pass\n")
+    assert gc.cuda_test_files(tmp_path) == ["tests/x/test_new.py"]
+
+
+def test_bad_input_is_one_line_and_exit_2(tmp_path):
+    r = _run("--dry", "--stages", "diffusion,warp", "--out", str(tmp_path / "o"))
+    assert r.returncode == 2 and r.stderr.strip().count("\n") == 0 and "warp" in r.stderr
+    assert r.stderr.startswith("error: --stages") and not (tmp_path / "o").exists()
+    r = _run("--dry", "--steps", "0", "--out", str(tmp_path / "o"))
+    assert r.returncode == 2 and "--steps 0" in r.stderr and not (tmp_path / "o").exists()
+    (tmp_path / "f").write_text("")
+    r = _run("--dry", "--stages", "cuda_tests", "--out", str(tmp_path / "f"))
+    assert r.returncode == 2 and "is a file" in r.stderr
+    r = _run("--stages", "fp8", "--out", str(tmp_path / "o"))  # no --dry on a machine without CUDA
+    assert r.returncode == 2 and "no CUDA device" in r.stderr and "--dry" in r.stderr
+    assert "Traceback" not in r.stderr
