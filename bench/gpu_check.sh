@@ -34,5 +34,10 @@ if ! "$VENV/bin/python" -c "import torch" 2>/dev/null; then
   exit 2
 fi
 DRY=()
-if [ "${DEVICE:-cuda}" = cpu ]; then DRY=(--dry); fi
+if [ "${DEVICE:-cuda}" = cpu ]; then
+  DRY=(--dry)
+  export MUJOCO_GL=${MUJOCO_GL:-osmesa}
+else
+  export MUJOCO_GL=${MUJOCO_GL:-egl} PYOPENGL_PLATFORM=${PYOPENGL_PLATFORM:-egl}  # headless rendering on the GPU
+fi
 exec "$VENV/bin/python" bench/gpu_check.py "${DRY[@]}" "$@"
