@@ -10,7 +10,9 @@ TORCH   ?= torch==2.13.0
 # (and only it) reads PyTorch's CPU wheel index. `make TORCH_INDEX=` leaves the choice to pip's own configuration
 # (PyPI or a mirror: on Linux the CUDA build); `TORCH_INDEX=https://download.pytorch.org/whl/cu128` picks a CUDA one.
 TORCH_INDEX ?= https://download.pytorch.org/whl/cpu
-TORCH_PIP_ARGS = $(if $(strip $(TORCH_INDEX)),--index-url $(strip $(TORCH_INDEX)))
+# One retry per request: where the index cannot be reached (a machine with a local wheel source), pip gives up on it in
+# ~20 s instead of ~90 s and takes the wheel from the sources its own configuration names.
+TORCH_PIP_ARGS = $(if $(strip $(TORCH_INDEX)),--retries 1 --index-url $(strip $(TORCH_INDEX)))
 export OMP_NUM_THREADS ?= 1
 export MKL_NUM_THREADS ?= 1
 

@@ -25,9 +25,9 @@ def test_the_torch_line_reads_the_cpu_index_unless_told_otherwise(tmp_path):
     v = tmp_path / "venv"  # a venv that does not exist: make prints the whole recipe
     line = lambda out: next(ln for ln in out.splitlines() if "pip install" in ln and "torch==" in ln)  # noqa: E731
     default = line(_make(f"VENV={v}", f"{v}/.torch"))
-    assert '--index-url https://download.pytorch.org/whl/cpu "torch==2.13.0"' in default
+    assert '--retries 1 --index-url https://download.pytorch.org/whl/cpu "torch==2.13.0"' in default
     off = line(_make(f"VENV={v}", f"{v}/.torch", "TORCH_INDEX="))
-    assert "--index-url" not in off and '"torch==2.13.0"' in off
+    assert "--index-url" not in off and "--retries" not in off and '"torch==2.13.0"' in off
     cu = line(_make(f"VENV={v}", f"{v}/.torch", "TORCH_INDEX=https://download.pytorch.org/whl/cu128",
                     "TORCH=torch==2.8.0"))
     assert '--index-url https://download.pytorch.org/whl/cu128 "torch==2.8.0"' in cu
