@@ -37,8 +37,9 @@ simulated robot). Then ``judge(info) -> bool`` (the operator's y/n, :mod:`vla_rl
 else the robot's own report does. Every frame has ``next.success`` (LeRobot's name): True on the last frame of a
 successful episode. An episode's frames are written (``add_frame`` + ``save_episode``) when it ends, after the judge.
 
-Ctrl-C (SIGINT) stops the loop: the robot is sent ``safe_action`` (zeros: hold still, for the delta-action robots
-here) and disconnected, the dataset finalized -- nothing is left half-written. Plain deploy keeps the interrupted
+Ctrl-C (SIGINT) stops the loop: the robot is sent the hold-still action (:func:`hold_action`: its current joint
+positions for an arm commanded in positions, as LeRobot's are; zeros for the delta-action sims robot) and
+disconnected, the dataset finalized -- nothing is left half-written. Plain deploy keeps the interrupted
 episode's finished ticks; an RL episode (``rl`` given) is dropped, as it was neither finished nor judged. Camera
 frames are stored as ``image`` features (exact PNG bytes, no FFmpeg needed), so SRPO can score the episodes later
 from the dataset and the RL update sees the very pixels the policy saw.
@@ -294,11 +295,27 @@ def connect_robot(robot) -> None:
                          f"{' '.join(str(e).split())}") from None
 
 
+def hold_action(robot, names: Sequence[str]) -> dict[str, float] | None:
+    """The action that holds ``robot`` still. A robot commanded in absolute positions -- every action name is also a
+    float observation, as LeRobot's arms name both ``"<motor>.pos"`` -- holds at its current positions (read now;
+    None when they cannot be read: then nothing is sent). Any other (the sims robot: deltas) holds with zeros."""
+    feats = robot.observation_features
+    if names and all(feats.get(n) is float for n in names):
+        try:
+            obs = robot.get_observation()
+            return {n: float(obs[n]) for n in names}
+        except Exception:  # noqa: BLE001 - stopping: a failed read must not keep the robot connected
+            return None
+    return {n: 0.0 for n in names}
+
+
 def safe_stop(robot, names: Sequence[str]) -> None:
-    """Send the hold-still action (zeros) and disconnect, if connected."""
+    """Send the hold-still action (:func:`hold_action`) and disconnect, if connected."""
     if robot.is_connected:
         try:  # hold still, then release the hardware
-            robot.send_action({n: 0.0 for n in names})
+            hold = hold_action(robot, names)
+            if hold is not None:
+                robot.send_action(hold)
         finally:
             robot.disconnect()
 

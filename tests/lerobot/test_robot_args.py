@@ -268,3 +268,68 @@ def test_deploy_dry_run_prints_the_arm_without_touching_it(tmp_path, capsys):
     assert res["robot"]["cameras"]["front"]["width"] == 640 and res["robot_class"] == "SOFollower"
     assert res["observation_features"]["front"] == [480, 640, 3] and res["observation_features"]["gripper.pos"] == "float"
     assert len(res["action_features"]) == 6
+
+
+def _position_arm(tmp_path):
+    """A 2-joint arm commanded in absolute positions, its features named as LeRobot's arms name them ("<motor>.pos"
+    in both): a stand-in for the hardware this machine lacks (the SO-100's own class needs its serial port)."""
+    from lerobot.robots.robot import Robot
+
+    from sims.lerobot_robot import SimRobotConfig
+
+    class PositionArm(Robot):
+        config_class, name = SimRobotConfig, "position_arm"
+
+        def __init__(self, config):
+            super().__init__(config)
+            self.pos, self.sent, self.conn, self.broken = {"a.pos": 10.0, "b.pos": -20.0}, [], False, False
+
+        observation_features = property(lambda self: {"a.pos": float, "b.pos": float, "cam": (4, 4, 3)})
+        action_features = property(lambda self: {"a.pos": float, "b.pos": float})
+        is_connected = property(lambda self: self.conn)
+        is_calibrated = property(lambda self: True)
+
+        def connect(self, calibrate=True):
+            self.conn = True
+
+        def calibrate(self):
+            pass
+
+        def configure(self):
+            pass
+
+        def get_observation(self):
+            if self.broken:
+                raise ConnectionError("camera unplugged")
+            return dict(self.pos)
+
+        def send_action(self, action):
+            self.sent.append(dict(action))
+            self.pos.update(action)
+            return action
+
+        def disconnect(self):
+            self.conn = False
+
+    return PositionArm(SimRobotConfig(calibration_dir=tmp_path))
+
+
+def test_stopping_a_position_commanded_arm_holds_it_where_it_is(tmp_path):
+    """Ctrl-C's hold action: zeros would drive a LeRobot arm (absolute joint targets) to its zero pose; it is sent
+    its current positions instead, and if they cannot be read, nothing, and it is disconnected either way."""
+    from vla_rl.deploy import hold_action, safe_stop
+
+    arm = _position_arm(tmp_path)
+    arm.connect()
+    arm.send_action({"a.pos": 42.0, "b.pos": 7.5})
+    safe_stop(arm, list(arm.action_features))
+    assert arm.sent[-1] == {"a.pos": 42.0, "b.pos": 7.5} and not arm.is_connected
+    arm.connect()
+    arm.broken = True
+    safe_stop(arm, list(arm.action_features))
+    assert len(arm.sent) == 2 and not arm.is_connected  # nothing sent, still released
+    sim = _config("sims", [])
+    from lerobot.robots.utils import make_robot_from_config
+
+    robot = make_robot_from_config(dataclasses.replace(sim, calibration_dir=tmp_path))
+    assert hold_action(robot, list(robot.action_features)) == {n: 0.0 for n in robot.action_features}  # deltas
