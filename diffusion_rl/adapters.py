@@ -85,6 +85,9 @@ class ModelConfig:
             load_checked(self.adapter, DIFFUSION_ADAPTER, "model.adapter", want_class=True)
         if self.decode_batch < 0:
             raise ValueError(f"model.decode_batch must be >= 0 (0: all at once), got {self.decode_batch}")
+        from .image_sizes import check_image_size
+
+        check_image_size(self)  # sides the VAE and the patching divide evenly (from the configs; no weights read)
 
 
 Cond = dict[str, torch.Tensor]
