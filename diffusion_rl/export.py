@@ -30,8 +30,12 @@ from .families import pipeline_class
 from .lora_files import EXPERT_FILES, lora_metadata, split_experts, to_diffusers_keys
 
 
-def load_run(run_dir: str | Path):
-    """``(config, state)`` of a run directory, its ``checkpoints/`` folder, or one ``step_*`` checkpoint."""
+def load_run(run_dir: str | Path, merge: bool = False):
+    """``(config, state)`` of a run directory, its ``checkpoints/`` folder, or one ``step_*`` checkpoint.
+
+    Only what the export uses is validated: the run's reward (which may live in a package this shell cannot
+    import) is not built into the config (its section is left at the defaults; the checkpoint keeps the real one),
+    nor is a user's ``model.adapter`` class unless ``merge`` loads the base pipeline."""
     from grpo.checkpoint import latest_checkpoint, load_checkpoint
     from grpo.config import build_config as build_cfg
 
@@ -47,13 +51,16 @@ def load_run(run_dir: str | Path):
                                     "or a step_* directory)")
         p = found
     state = load_checkpoint(p)
-    return build_cfg(DiffusionRLConfig, state["config"], "", str(p)), state
+    used = {k: v for k, v in state["config"].items() if k != "reward"}
+    if not merge and isinstance(used.get("model"), dict):
+        used["model"] = {k: v for k, v in used["model"].items() if k != "adapter"}
+    return build_cfg(DiffusionRLConfig, used, "", str(p)), state
 
 
 def export_run(run_dir: str | Path, out: str | Path, merge: bool = False,
                weights: Literal["auto", "ema", "live"] = "auto") -> dict:
     """Write the run's LoRA (and with ``merge`` the fused pipeline) under ``out``; returns the provenance dict."""
-    cfg, state = load_run(run_dir)
+    cfg, state = load_run(run_dir, merge)
     if weights == "ema" and "ema" not in state:
         raise ValueError(f"--weights ema: the run kept no EMA (train.ema_decay={cfg.train.ema_decay})")
     use_ema = weights in ("auto", "ema") and "ema" in state

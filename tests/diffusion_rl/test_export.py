@@ -150,3 +150,30 @@ def test_diffusers_saved_lora_starts_a_run(tmp_path, kind):
     mc.lora = LoraSettings(rank=8, alpha=8)
     with pytest.raises(ValueError, match="rank \\[4\\] and alpha 8.0.*model.lora.rank=8"):
         build_adapter(mc)
+
+
+def test_export_needs_no_reward_package(tmp_path, monkeypatch):
+    """A run trained with a reward from the user's own package exports in a shell where that package is not
+    importable (issue 36): exporting a LoRA needs no reward, so none is imported."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from diffusion_rl.config import RewardConfig
+
+    pkg = tmp_path / "site" / "userrewards_i36"
+    pkg.mkdir(parents=True)
+    (pkg / "__init__.py").write_text("from rewards import RewardOutput\n\n\ndef score(batch):\n"
+                                     "    return RewardOutput(total=batch.images.mean((1, 2, 3)), components={})\n")
+    monkeypatch.syspath_prepend(str(tmp_path / "site"))
+    cfg = DiffusionRLConfig(output_dir=str(tmp_path / "run"), resume=False, reward=RewardConfig(name="userrewards_i36:score"),
+                            prompts=PromptConfig(source="list", prompts=[PROMPT], num_eval=1))
+    cfg.model.lora = LoraSettings(rank=4, alpha=8)
+    DiffusionGRPOTrainer(cfg, log=False).save()
+    repo = Path(__file__).resolve().parents[2]
+    env = {**os.environ, "PYTHONPATH": str(repo)}  # the user's package is not on this shell's path
+    r = subprocess.run([sys.executable, "-m", "diffusion_rl.cli", "export", str(tmp_path / "run"), str(tmp_path / "out")],
+                       cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert (tmp_path / "out" / "pytorch_lora_weights.safetensors").is_file()
