@@ -54,18 +54,18 @@ install: $(VENV)/.installed sysdeps
 
 demo: install
 	$(BIN)/diffusion-rl train configs/diffusion/shapes_branch.yaml
-	$(BIN)/diffusion-rl report runs/shapes_branch --out runs/shapes_branch/report.html
+	$(BIN)/diffusion-rl report runs/shapes_branch --force
 
 # The VLA demo: 5 reach_one demos fine-tune the shipped pretrained base, then GRPO + SRPO (~11 min on 2 cores).
 demo-vla: install
 	$(BIN)/vla-rl train configs/vla/tabletop_reach_one.yaml
-	$(BIN)/vla-rl report runs/vla_reach_one --out runs/vla_reach_one/report.html
+	$(BIN)/vla-rl report runs/vla_reach_one --force
 
 # The World-VLA-Loop demo: GRPO of the VLA only inside the learned world model, real-simulator success per cycle
 # (reach_one, 4 cycles, ~10 min on 2 cores: 0.30 -> 0.86).
 demo-wm: install
 	$(BIN)/vla-rl loop configs/world_models/loop_reach_one.yaml
-	$(BIN)/vla-rl report runs/wm_loop_reach_one --out runs/wm_loop_reach_one/report.html
+	$(BIN)/vla-rl report runs/wm_loop_reach_one --force
 
 # Rebuild the shipped base VLA (vla_rl/assets/tabletop_base) from scripted demos of the other tabletop tasks.
 vla-base: install

@@ -1,5 +1,6 @@
 """One self-contained HTML page per run (or several runs overlaid) that opens offline: ``diffusion-rl report`` /
-``vla-rl report`` (:func:`add_report_command`).
+``vla-rl report`` (:func:`add_report_command`; the page goes to ``report.html`` in the first run's directory unless
+``--out`` names another file, and an existing file is replaced only with ``--force``).
 
     write_report(["runs/flat", "runs/tree"], "report.html")
 
@@ -261,7 +262,8 @@ def render(runs: list[Run], title: str = "branchloop run report") -> str:
 
 
 def write_report(run_dirs: list[str | Path], out: str | Path, title: str | None = None) -> Path:
-    """Load every run (all checked before anything is written) and write the page to ``out``."""
+    """Load every run (all checked before anything is written) and write the page to ``out`` (replaced when it
+    exists: the CLI's :func:`report_path` refuses that without ``--force``)."""
     runs = [load_run(d) for d in run_dirs]
     names = [r.name for r in runs]
     for i, r in enumerate(runs):  # distinct labels for overlaid runs with the same folder name
@@ -279,13 +281,33 @@ def add_report_command(sub) -> argparse.ArgumentParser:
     r = sub.add_parser("report", help="write one self-contained HTML page (plots, samples, videos, config) for "
                                       "one or more runs, overlaid")
     r.add_argument("run_dirs", nargs="+", help="run directories (or metrics.jsonl files, e.g. a reference run's)")
-    r.add_argument("--out", default="report.html", help="the HTML file to write")
+    r.add_argument("--out", default=None, help=f"the HTML file to write (default: {REPORT_NAME} in the first run's "
+                                               "directory)")
+    r.add_argument("--force", action="store_true", help="replace the output file when it exists (refused otherwise)")
     r.add_argument("--title", default=None, help="the page's title")
     return r
 
 
+REPORT_NAME = "report.html"
+
+
+def report_path(run_dirs: list[str | Path], out: str | Path | None, force: bool) -> Path:
+    """Where the page goes: ``out``, or ``report.html`` in the first run's directory (a ``metrics.jsonl`` argument:
+    its folder). An existing file is refused unless ``force``; a path that cannot be written is refused."""
+    from .preflight import check_new_output, check_writable_file
+
+    if out is None:
+        first = Path(run_dirs[0]).expanduser()
+        out = (first.parent if first.is_file() else first) / REPORT_NAME
+    p = check_writable_file(out, "--out")
+    if p.exists() or p.is_symlink():
+        check_new_output(p, "--out", force)
+    return p
+
+
 def run_report(args: argparse.Namespace) -> int:
-    """The ``report`` subcommand: bad input raises (the CLI prints one line, exit 2)."""
-    path = write_report(args.run_dirs, args.out, args.title)
+    """The ``report`` subcommand: bad input raises (the CLI prints one line, exit 2), before anything is written."""
+    out = report_path(args.run_dirs, args.out, args.force)
+    path = write_report(args.run_dirs, out, args.title)
     print(f"report: {path} ({path.stat().st_size / 1e6:.2f} MB)")
     return 0

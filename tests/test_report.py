@@ -107,3 +107,29 @@ def test_reference_metrics_file_overlays(tmp_path):
     assert vla_main(["report", str(loop), str(ref), "--out", str(out)]) == 0
     page = out.read_text()
     assert "World-VLA-Loop: success" in page and "World model and IDM" in page and "<b>loop</b>" in page
+
+
+@pytest.mark.parametrize("main", [diffusion_main, vla_main], ids=["diffusion-rl", "vla-rl"])
+def test_report_goes_to_the_run_dir_and_never_replaces_a_file(tmp_path, monkeypatch, capsys, main):
+    """Without --out the page goes into the (first) run's directory, not the working directory; an existing file is
+    replaced only with --force (else one line, exit 2, the file untouched). Issue 36."""
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "metrics.jsonl").write_text("\n".join(json.dumps({"step": i, "time": float(i), "reward/mean": 0.1 * i})
+                                                 for i in range(3)))
+    cwd = tmp_path / "cwd"
+    cwd.mkdir()
+    (cwd / "report.html").write_text("the user's own page\n")
+    monkeypatch.chdir(cwd)
+    assert main(["report", str(run)]) == 0
+    assert (run / "report.html").read_text().startswith("<!DOCTYPE html>") or "<html" in (run / "report.html").read_text()
+    assert (cwd / "report.html").read_text() == "the user's own page\n"
+    capsys.readouterr()
+    (run / "report.html").write_text("kept\n")
+    for argv in (["report", str(run)], ["report", str(run / "metrics.jsonl")], ["report", str(run), "--out", "report.html"]):
+        assert main(argv) == 2
+        err = [ln for ln in capsys.readouterr().err.splitlines() if ln.strip()]
+        assert len(err) == 1 and "report.html" in err[0] and "--force" in err[0], err
+    assert (run / "report.html").read_text() == "kept\n" and (cwd / "report.html").read_text() == "the user's own page\n"
+    assert main(["report", str(run), "--force"]) == 0
+    assert "<html" in (run / "report.html").read_text()
