@@ -152,7 +152,8 @@ def main(argv=None) -> int:
     # the prediction (fake tensors; no weights)
     t0 = time.time()
     arch = dataclasses.replace(ARCHS["sd3.5-medium"], full_depth=counts)
-    pmc = ModelConfig(kind="sd3", dtype="bf16", height=IMAGE, width=IMAGE, max_sequence_length=T5_TOKENS, lora=lora)
+    pmc = ModelConfig(kind="sd3", path="stabilityai/stable-diffusion-3.5-medium", dtype="bf16", height=IMAGE, width=IMAGE,
+                      max_sequence_length=T5_TOKENS, lora=lora)  # the path names the planned architecture (not loaded)
     pred, _ = trace_extrapolated(arch, pmc, "train_gc", "flow_grpo", 0.7)
     t_plan = time.time() - t0
 

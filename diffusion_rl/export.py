@@ -24,10 +24,9 @@ import json
 from pathlib import Path
 from typing import Literal
 
-import torch
 
 from .families import pipeline_class
-from .lora_files import EXPERT_FILES, lora_metadata, split_experts, to_diffusers_keys
+from .lora_files import EXPERT_FILES, lora_metadata, write_diffusers_lora
 
 
 def load_run(run_dir: str | Path, merge: bool = False):
@@ -65,19 +64,14 @@ def export_run(run_dir: str | Path, out: str | Path, merge: bool = False,
         raise ValueError(f"--weights ema: the run kept no EMA (train.ema_decay={cfg.train.ema_decay})")
     use_ema = weights in ("auto", "ema") and "ema" in state
     src = state["ema"] if use_ema else state["trainable"]
-    experts = {c: {k: v.detach().to(torch.float32).contiguous() for k, v in to_diffusers_keys(d).items()}
-               for c, d in split_experts(src).items()}
     cls = pipeline_class(cfg.model.kind)
     out = Path(out)
     meta = lora_metadata(cfg.model.lora, cfg.model.kind)
-    out.mkdir(parents=True, exist_ok=True)
-    for comp, layers in experts.items():  # Wan 2.2 A14B: one file per expert, else the one transformer file
-        cls.save_lora_weights(str(out), transformer_lora_layers=layers, transformer_lora_adapter_metadata=meta,
-                              weight_name=EXPERT_FILES[comp])
+    experts = write_diffusers_lora(out, src, cfg.model.lora, cfg.model.kind)  # Wan 2.2 A14B: one file per expert
     info = {"run": str(Path(run_dir).resolve()), "checkpoint": state["__path__"], "iteration": int(state["iteration"]),
             "weights": "ema" if use_ema else "live", "pipeline": cls.__name__, "base_model": cfg.model.path,
             "lora": {"rank": cfg.model.lora.rank, "alpha": cfg.model.lora.alpha, "targets": meta["target_modules"],
-                     "tensors": sum(len(d) for d in experts.values())},
+                     "tensors": sum(experts.values())},
             "files": {c: EXPERT_FILES[c] for c in experts}, "merged": None}
     if merge:
         info["merged"] = str(out / "merged")

@@ -31,6 +31,11 @@ def split_experts(trainable: dict[str, torch.Tensor]) -> dict[str, dict[str, tor
 _ADAPTER_SEGMENT = re.compile(r"\.lora_(A|B)\.default\.")
 
 
+def is_lora_state(trainable: dict[str, torch.Tensor]) -> bool:
+    """Whether every trainable weight is a peft LoRA A/B matrix (what a diffusers LoRA file can hold)."""
+    return bool(trainable) and all(_ADAPTER_SEGMENT.search(k) for k in trainable)
+
+
 def to_diffusers_keys(trainable: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
     """The run's peft parameter names (``blocks.0.attn.to_q.lora_A.default.weight``) -> the adapter-free names
     diffusers stores without the component prefix (``blocks.0.attn.to_q.lora_A.weight``). Anything that is not a
@@ -57,6 +62,23 @@ def lora_metadata(lora, kind: str) -> dict:
     targets = list(lora.targets) or DEFAULT_LORA_TARGETS[kind]
     d = LoraConfig(r=lora.rank, lora_alpha=lora.alpha, lora_dropout=lora.dropout, target_modules=targets).to_dict()
     return {k: (sorted(v) if isinstance(v, set) else v) for k, v in d.items()}
+
+
+def write_diffusers_lora(out: str | Path, trainable: dict[str, torch.Tensor], lora, kind: str) -> dict[str, int]:
+    """The run's LoRA weights (peft names, as the trainer holds them) as diffusers' LoRA file(s) in ``out``: keys
+    ``transformer.<module>.lora_A.weight`` / ``lora_B``, fp32, the peft ``LoraConfig`` in the header, written by the
+    pipeline's own ``save_lora_weights`` (one file per expert for Wan 2.2 A14B). Returns ``{component: tensors}``.
+    The export writes these, and so does every checkpoint, so ``pipe.load_lora_weights(<checkpoint dir>)`` loads the
+    trained LoRA rather than nothing."""
+    experts = {c: {k: v.detach().to(torch.float32).contiguous() for k, v in to_diffusers_keys(d).items()}
+               for c, d in split_experts(trainable).items()}
+    cls = pipeline_class(kind)
+    meta = lora_metadata(lora, kind)
+    Path(out).mkdir(parents=True, exist_ok=True)
+    for comp, layers in experts.items():
+        cls.save_lora_weights(str(out), transformer_lora_layers=layers, transformer_lora_adapter_metadata=meta,
+                              weight_name=EXPERT_FILES[comp])
+    return {c: len(d) for c, d in experts.items()}
 
 
 def read_lora_file(path: str | Path, kind: str) -> tuple[dict[str, torch.Tensor], dict | None]:

@@ -75,15 +75,15 @@ def pretrain(out: str | Path = DEFAULT_DIR, steps: int = 4000, size: int = 32, b
 
     shapes = _shapes()
     rng = random.Random(seed)
+    tiny = dict(sample_size=size, with_vae=False, with_t5=False, patch_size=2 if size <= 16 else 4)  # its size rule too
     if init is not None:
         from .adapters import load_pipeline
 
         pipe = load_pipeline(ModelConfig(kind="sd3", path=str(init)))  # the same loader (and errors) as a run
     else:
         words = sorted({w for p in shapes.sample_prompts(2000, rng=random.Random(seed + 1)) for w in p.lower().split()})
-        pipe = tiny_sd3_pipeline(words=words, seed=seed, hidden=hidden, layers=layers, sample_size=size, with_vae=False,
-                                 with_t5=False, patch_size=2 if size <= 16 else 4, max_length=16)
-    adapter = SD3Adapter(pipe, ModelConfig(kind="sd3", height=size, width=size, max_sequence_length=1))
+        pipe = tiny_sd3_pipeline(words=words, seed=seed, hidden=hidden, layers=layers, max_length=16, **tiny)
+    adapter = SD3Adapter(pipe, ModelConfig(kind="sd3", height=size, width=size, max_sequence_length=1, tiny=tiny))
     modules = [pipe.transformer, pipe.text_encoder, pipe.text_encoder_2]
     params = [p for m in modules for p in m.parameters()]
     for m in modules:

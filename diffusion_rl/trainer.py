@@ -519,10 +519,29 @@ class DiffusionGRPOTrainer:
                 state["ema"] = ema
             if self.last_advantages is not None:  # the last iteration's global credit (diagnostics, tests)
                 state["last_iteration"] = {"advantages": self.last_advantages, "rewards": self.last_rewards}
-            path = (save_best(self.out / "checkpoints", self.iteration, state, self.best) if best else
-                    save_checkpoint(self.out / "checkpoints", self.iteration, state, keep_last=self.cfg.train.keep_last))
+            files = self._lora_files(ema if ema is not None else trainable)
+            path = (save_best(self.out / "checkpoints", self.iteration, state, self.best, files=files) if best else
+                    save_checkpoint(self.out / "checkpoints", self.iteration, state, keep_last=self.cfg.train.keep_last,
+                                    files=files))
         barrier()
         return path
+
+    def _lora_files(self, weights: dict[str, torch.Tensor]) -> dict:
+        """The checkpoint's LoRA in diffusers' format (what ``diffusion-rl export`` writes: the EMA weights when the run
+        keeps them, else the live ones), so ``pipe.load_lora_weights(<checkpoint dir>)`` loads the trained adapter
+        (:func:`diffusion_rl.lora_files.write_diffusers_lora`; Wan 2.2 A14B: one file per expert). None for a run
+        whose trainable weights are not all LoRA matrices (no LoRA file can hold them)."""
+        from .lora_files import EXPERT_FILES, is_lora_state, split_experts, write_diffusers_lora
+
+        if not self.cfg.model.lora.enabled or not is_lora_state(weights):
+            return {}
+        mc, parts = self.cfg.model, split_experts(weights)
+
+        def writer(comp: str):
+            sub = weights if len(parts) == 1 else {f"{comp}.{k}": v for k, v in parts[comp].items()}
+            return lambda d: write_diffusers_lora(d, sub, mc.lora, mc.kind)
+
+        return {EXPERT_FILES[c]: writer(c) for c in parts}
 
     def load(self, path: str | Path, check_config: bool = True) -> None:
         state = load_checkpoint(path)

@@ -6,6 +6,9 @@ Layout of ``<root>/step_000120/``::
     ema.safetensors          EMA, ...) is written under its own name, readable by any safetensors tool
     state.safetensors        the tensors of every other entry (optimizer state, RNG states, ...)
     state.json               the rest: structure, numbers, strings; tensors appear as {"__tensor__": key}
+    <other files>            written by the caller's ``files`` writers (e.g. the LoRA in diffusers' format, so that
+                             ``pipe.load_lora_weights(<checkpoint dir>)`` loads it); listed in state.json and not
+                             read back by :func:`load_checkpoint`
     <root>/latest            a text file naming the newest complete checkpoint directory
 
 A checkpoint is written into ``step_000120.tmp-<pid>`` and renamed into place only when complete, then
@@ -28,7 +31,7 @@ import random
 import shutil
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Iterator, Mapping
+from typing import Any, Callable, Iterator, Mapping
 
 import numpy as np
 import torch
@@ -132,17 +135,22 @@ def _save_tensors(tensors: Mapping[str, torch.Tensor], path: Path) -> None:
 
 
 # ---- public API ----------------------------------------------------------------------------
-def save_checkpoint(root: str | os.PathLike, step: int, state: Mapping[str, Any], keep_last: int | None = 3) -> Path:
+Writers = Mapping[str, Callable[[Path], None]]  # file name -> writes that file into the given (temporary) directory
+
+
+def save_checkpoint(root: str | os.PathLike, step: int, state: Mapping[str, Any], keep_last: int | None = 3,
+                    files: Writers | None = None) -> Path:
     """Write ``state`` as checkpoint ``<root>/step_{step:06d}`` atomically; return its path.
 
     ``state`` maps names to: flat ``{str: Tensor}`` dicts (own safetensors file), or any nesting of
     dicts/lists/tuples of tensors, numpy arrays, numbers, strings and None.
-    ``keep_last`` older checkpoints are kept (``None`` keeps all).
+    ``keep_last`` older checkpoints are kept (``None`` keeps all). ``files``: extra files for other readers, each
+    written by its function into the directory before the rename (so they are part of the atomic checkpoint).
     """
     root = Path(root)
     root.mkdir(parents=True, exist_ok=True)
     final = root / f"step_{step:06d}"
-    _write_dir(final, step, state)
+    _write_dir(final, step, state, files)
     _write_atomic(root / LATEST, final.name)
     if keep_last is not None:
         for old in list_checkpoints(root)[:-keep_last]:
@@ -150,8 +158,9 @@ def save_checkpoint(root: str | os.PathLike, step: int, state: Mapping[str, Any]
     return final
 
 
-def _write_dir(final: Path, step: int, state: Mapping[str, Any]) -> None:
-    """Write ``state`` into ``final`` through ``final.tmp-<pid>`` and one rename (the old ``final`` is replaced)."""
+def _write_dir(final: Path, step: int, state: Mapping[str, Any], files: Writers | None = None) -> None:
+    """Write ``state`` (and the ``files``) into ``final`` through ``final.tmp-<pid>`` and one rename (the old
+    ``final`` is replaced)."""
     tmp = final.with_name(f"{final.name}.tmp-{os.getpid()}")
     if tmp.exists():
         shutil.rmtree(tmp)
@@ -167,8 +176,12 @@ def _write_dir(final: Path, step: int, state: Mapping[str, Any]) -> None:
         skeleton = _flatten(rest, tensors, "")
         if tensors:
             _save_tensors(tensors, tmp / "state.safetensors")
+        for name, write in (files or {}).items():
+            if (tmp / name).exists():
+                raise ValueError(f"checkpoint file {name!r} is written twice (a state entry of that name exists)")
+            write(tmp)
         with open(tmp / "state.json", "w") as f:
-            json.dump({"step": step, "state": skeleton}, f)
+            json.dump({"step": step, "state": skeleton, **({"files": sorted(files)} if files else {})}, f)
             f.flush()
             os.fsync(f.fileno())
         if final.exists():
@@ -219,10 +232,12 @@ def publish_best(root: str | os.PathLike, name: str, write: Any) -> Path:
     return final
 
 
-def save_best(root: str | os.PathLike, step: int, state: Mapping[str, Any], record: Mapping[str, Any]) -> Path:
-    """Write ``state`` (plus ``"best": record``) as ``<root>/best`` (see the module docstring); returns its path."""
+def save_best(root: str | os.PathLike, step: int, state: Mapping[str, Any], record: Mapping[str, Any],
+              files: Writers | None = None) -> Path:
+    """Write ``state`` (plus ``"best": record``, and the ``files`` as :func:`save_checkpoint` does) as ``<root>/best``
+    (see the module docstring); returns its path."""
     full = {**state, "best": dict(record)}
-    return publish_best(root, f"{BEST}-step_{step:06d}", lambda d: _write_dir(d, step, full))
+    return publish_best(root, f"{BEST}-step_{step:06d}", lambda d: _write_dir(d, step, full, files))
 
 
 def best_checkpoint(root: str | os.PathLike) -> Path | None:
@@ -298,8 +313,9 @@ def load_checkpoint(path: str | os.PathLike, map_location: str | torch.device = 
         meta = json.load(f)
     tensors = load_file(str(path / "state.safetensors"), device=str(map_location)) if (path / "state.safetensors").exists() else {}
     state = _unflatten(meta["state"], tensors)
+    others = set(meta.get("files", ()))  # files for other readers (save_checkpoint's ``files``)
     for f in sorted(path.glob("*.safetensors")):
-        if f.name != "state.safetensors":
+        if f.name != "state.safetensors" and f.name not in others:
             state[f.stem] = load_file(str(f), device=str(map_location))
     state["__step__"] = meta["step"]
     state["__path__"] = str(path)

@@ -177,3 +177,39 @@ def test_export_needs_no_reward_package(tmp_path, monkeypatch):
                        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stderr[-2000:]
     assert (tmp_path / "out" / "pytorch_lora_weights.safetensors").is_file()
+
+
+def test_checkpoint_dir_loads_in_stock_diffusers(tmp_path, monkeypatch):
+    """``pipe.load_lora_weights(<checkpoint dir>)`` in stock diffusers loads the trained LoRA (issue 36: it loaded 0
+    tensors from a checkpoint, silently): the checkpoint carries pytorch_lora_weights.safetensors in diffusers' key
+    format, the same weights as the export (EMA when kept), so the images equal those after loading the export."""
+    import diffusers.loaders.lora_base as lora_base
+
+    from grpo.checkpoint import latest_checkpoint, load_checkpoint
+
+    cfg, tr = _run(tmp_path, "sd3", ema=True)
+    with torch.no_grad():
+        for p in tr.params:
+            p.add_(0.5)
+    tr.save()  # live != EMA now: the checkpoint's LoRA file must hold what the export holds (the EMA)
+    ck = latest_checkpoint(tmp_path / "run" / "checkpoints")
+    assert main(["export", str(tmp_path / "run"), str(tmp_path / "exp")]) == 0
+    assert "pytorch_lora_weights" not in load_checkpoint(ck)  # resume reads its own files only
+
+    # a user's shell is online: diffusers guesses the file in a folder (offline it demands weight_name)
+    monkeypatch.setattr(lora_base, "HF_HUB_OFFLINE", False)
+    x0 = randn((1, *tr.adapter.latent_shape), torch.Generator().manual_seed(7), "cpu")
+    images = {}
+    for name, src, kw in (("checkpoint", ck, {}), ("best", tmp_path / "run" / "checkpoints" / "best", {}),
+                          ("export", tmp_path / "exp", {"weight_name": "pytorch_lora_weights.safetensors"})):
+        if name == "best":
+            tr.keep_best(1.0)
+        pipe = _stock("sd3", cfg.model)
+        pipe.load_lora_weights(str(src), **kw)
+        n = sum("lora_" in k for k, _ in pipe.transformer.named_parameters())
+        assert n == len(tr.ema), (name, n)  # every LoRA matrix of the run, none missing
+        images[name] = _pipeline_images(pipe, "sd3", cfg.model, x0)
+    base = _pipeline_images(_stock("sd3", cfg.model), "sd3", cfg.model, x0)
+    assert (images["export"] - base).abs().max() > 1e-3  # the LoRA changes the images: equality below is not vacuous
+    torch.testing.assert_close(images["checkpoint"], images["export"], atol=0, rtol=0)
+    torch.testing.assert_close(images["best"], images["export"], atol=0, rtol=0)
