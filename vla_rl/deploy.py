@@ -359,17 +359,19 @@ def parse_camera_map(items: Sequence[str], key: str = "--camera-map") -> dict[st
     return out
 
 
-def check_policy_fits_robot(policy, robot, camera_map: dict[str, str], where: str = "--camera-map") -> None:
+def check_policy_fits_robot(policy, robot, camera_map: dict[str, str], hint: str = "--camera-map {c}=<robot camera>"
+                            ) -> None:
     """Before the robot connects: every camera the policy reads maps to a camera of the robot (``camera_map``),
     and the robot's float observations / actions have the policy's state / action sizes (where the policy states
-    them). From the robot's features, which a LeRobot robot derives from its config without hardware."""
+    them). From the robot's features, which a LeRobot robot derives from its config without hardware. ``hint``: how
+    to map a camera, ``{c}`` the policy's camera."""
     feats = robot.observation_features
     cams = sorted(k for k, v in feats.items() if isinstance(v, tuple))
     for c in (policy.cfg.cameras if policy.cfg.use_images else []):
         rc = camera_map.get(c, c)
         if rc not in cams:
             raise ValueError(f"the policy reads camera {c!r}, mapped to robot camera {rc!r}, which the {robot.name} robot "
-                             f"does not have; its cameras: {cams or 'none'} (map them with {where} {c}=<robot camera>)")
+                             f"does not have; its cameras: {cams or 'none'} (map it: {hint.format(c=c)})")
     n_state, n_act = len(robot_joints(robot)), len(robot.action_features)
     want_s, want_a = int(getattr(policy.cfg, "state_dim", 0)), int(getattr(policy.cfg, "action_dim", 0))
     if want_a and want_a != n_act:

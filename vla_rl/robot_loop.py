@@ -55,8 +55,8 @@ from grpo.config import check_resume_config, config_to_dict
 from grpo.distributed import keyed_generator
 
 from .config import EnvConfig, VLARLConfig
-from .deploy import (RECORD_PREFIX, SUCCESS_KEY, DeployConfig, check_joint_limits, connect_robot, robot_joints,
-                     run_episode, safe_stop, sampling_features)
+from .deploy import (RECORD_PREFIX, SUCCESS_KEY, DeployConfig, check_joint_limits, check_policy_fits_robot, connect_robot,
+                     robot_joints, run_episode, safe_stop, sampling_features)
 from .policy import IMAGE_PREFIX, STATE_KEY
 from .rollout import Episode, EpisodeSpec, RolloutBatch
 from .trainer import VLARLTrainer
@@ -401,6 +401,7 @@ def run_robot_loop(cfg: RobotLoopConfig, robot=None, judge: Judge | None = None,
         raise ValueError(f"success=robot, but the {cfg.robot.type} robot reports no success (no last_info); "
                          "use success=operator")
     tr = RobotTrainer(cfg, robot, judge, ready, quiet)
+    check_policy_fits_robot(tr.policy, robot, dict(cfg.robot.camera_map), "robot.camera_map={{{c}: <robot camera>}}")
     names = list(robot.action_features)
     tr.logger = MetricsLogger(tr.out, config=config_to_dict(cfg))
     resumed = tr.maybe_resume()

@@ -333,3 +333,13 @@ def test_stopping_a_position_commanded_arm_holds_it_where_it_is(tmp_path):
 
     robot = make_robot_from_config(dataclasses.replace(sim, calibration_dir=tmp_path))
     assert hold_action(robot, list(robot.action_features)) == {n: 0.0 for n in robot.action_features}  # deltas
+
+
+def test_robot_loop_refuses_a_robot_without_the_policys_camera(tmp_path, sims_policy, capsys):
+    path = _loop_yaml(tmp_path, sims_policy)
+    flags = ["--robot.type", "sims", "--robot.env_kwargs", "{image_size: 32, cameras: [wrist]}"]
+    assert cli_main(["robot-loop", str(path), *flags]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "the policy reads camera 'agentview', mapped to robot camera 'agentview', which the " \
+        "sims robot does not have; its cameras: ['wrist'] (map it: robot.camera_map={agentview: <robot camera>})" in err, err
+    assert not (tmp_path / "run" / "episodes").exists()
