@@ -60,8 +60,11 @@ def parse(argv=None) -> argparse.Namespace:
     p.add_argument("--groups", type=int, default=8, help="groups (initial states) per task")
     p.add_argument("--group-size", type=int, default=8, help="policy episodes per group")
     p.add_argument("--eta", type=float, default=0.7, help="the base policy's SDE noise level (the recipe's 0.7)")
-    p.add_argument("--expert-per-task", type=int, default=30, help="encoder training episodes per training task")
-    p.add_argument("--encoder-steps", type=int, default=800, help="progress encoder optimizer steps")
+    p.add_argument("--expert-per-task", type=int, default=40, help="encoder training episodes per training task")
+    p.add_argument("--encoder-steps", type=int, default=500, help="progress encoder optimizer steps")
+    p.add_argument("--play-per-task", type=int, default=0, help="undirected-play episodes per training task in the "
+                   "progress encoder's data (target 1: no progress; data.play_per_task of fit-encoder)")
+    p.add_argument("--progress-pooling", default=None, help="SRPO pooling for the progress encoder (default: --pooling)")
     p.add_argument("--tcn-steps", type=int, default=300, help="small (TCN) encoder optimizer steps")
     p.add_argument("--pooling", default="mean_last", help="SRPO pooling (the recipes' mean_last)")
     p.add_argument("--num-frames", type=int, default=6, help="SRPO frames per episode (the recipe's 6)")
@@ -74,15 +77,18 @@ def parse(argv=None) -> argparse.Namespace:
     a = p.parse_args(argv)
     if a.small:
         a.seeds, a.tasks, a.groups, a.group_size = 1, "push", 2, 3
-        a.expert_per_task, a.encoder_steps, a.tcn_steps = 2, 5, 2
+        a.expert_per_task, a.encoder_steps, a.tcn_steps, a.play_per_task = 2, 5, 2, min(a.play_per_task, 1)
     a.tasks = [t.strip() for t in a.tasks.split(",") if t.strip()]
     a.encoders = [e.strip() for e in a.encoders.split(",") if e.strip()]
     bad = [t for t in a.tasks if t not in TASKS] + [e for e in a.encoders if e not in ENCODERS]
     if bad:
         p.error(f"unknown task/encoder {bad}; tasks: {', '.join(TASKS)}; encoders: {', '.join(ENCODERS)}")
-    if min(a.seeds, a.groups, a.expert_per_task, a.encoder_steps, a.tcn_steps, a.num_frames) < 1 or a.group_size < 2:
+    if min(a.seeds, a.groups, a.expert_per_task, a.encoder_steps, a.tcn_steps, a.num_frames) < 1 or a.group_size < 2 \
+            or a.play_per_task < 0:
         p.error("--seeds, --groups, --expert-per-task, --encoder-steps, --tcn-steps, --num-frames must be >= 1 and "
-                "--group-size >= 2")
+                "--group-size >= 2, --play-per-task >= 0")
+    if a.progress_pooling not in (None, "mean", "last", "mean_last", "concat") or a.pooling not in ("mean", "last", "mean_last", "concat"):
+        p.error("--pooling / --progress-pooling: expected mean, last, mean_last or concat")
     for k in ("dinov2", "vjepa2"):
         v = getattr(a, k)
         if v is not None and not os.path.isdir(v):
@@ -161,7 +167,8 @@ def main(argv=None) -> int:
     from vla_rl.srpo_encoders import PolicyImageEncoder
     from world_models.encoders import SmallVideoEncoder, build_encoder, train_small_encoder
     from world_models.progress_encoder import (ProgressEncoder, ProgressTrainConfig, record_expert_episodes,
-                                               save_progress_encoder, time_to_go, train_progress_encoder)
+                                               record_play_episodes, save_progress_encoder, time_to_go,
+                                               train_progress_encoder)
 
     torch.set_num_threads(1)
     out = Path(a.out)
@@ -173,6 +180,8 @@ def main(argv=None) -> int:
         tiny = tiny_transformers(out)
         weights = {k: v or tiny[k] for k, v in weights.items()}
     srpo_cfg = SRPOConfig(num_frames=a.num_frames, frame_size=a.frame_size, pooling=a.pooling, reference="task")
+    progress_cfg = SRPOConfig(num_frames=a.num_frames, frame_size=a.frame_size, pooling=a.progress_pooling or a.pooling,
+                              reference="task")
     import vla_rl
 
     meta = json.loads((Path(vla_rl.__file__).parent / "assets/tabletop_base/config.json").read_text())["policy"]
@@ -182,12 +191,17 @@ def main(argv=None) -> int:
     print(f"splits: encoder training episodes from initial state {TRAIN_OFFSET} + 10000 * seed; failures on the "
           f"{a.split} states {split_seeds[0]}..{split_seeds[-1]} (val {SPLITS['val']}+, test {SPLITS['test']}+)", flush=True)
     print(f"DINOv2: {which['dinov2']}; V-JEPA 2: {which['vjepa2']}", flush=True)
+    print(f"SRPO: reference task, {a.num_frames} frames at {a.frame_size} px, pooling {a.pooling} (progress encoder: "
+          f"{a.progress_pooling or a.pooling}); progress encoder data: {a.expert_per_task} expert + {a.play_per_task} "
+          f"play episodes per training task, {a.encoder_steps} steps", flush=True)
     families = sorted({FAMILY[t] for t in TASKS})
     rows = []  # one per (seed, task, encoder)
     for seed in range(a.seeds):
         t_seed = time.time()
         train_eps = {t: record_expert_episodes(f"tabletop/{t}", a.expert_per_task, TRAIN_OFFSET + 10_000 * seed,
                                                "agentview", 32, MAX_STEPS[t] + 20, 2, 0.05, seed=seed) for t in TASKS}
+        play_eps = {t: record_play_episodes(f"tabletop/{t}", a.play_per_task, TRAIN_OFFSET + 10_000 * seed + 50_000,
+                                            "agentview", 32, 30, seed=seed) if a.play_per_task else [] for t in TASKS}
         encoders_by_family: dict[str, dict] = {}
         for fam in sorted({FAMILY[t] for t in a.tasks}):
             used = [t for t in TASKS if FAMILY[t] != fam]
@@ -198,7 +212,9 @@ def main(argv=None) -> int:
             if "progress" in a.encoders:
                 torch.manual_seed(seed)
                 pe = ProgressEncoder()
-                train_progress_encoder(pe, vids, tg, ProgressTrainConfig(steps=a.encoder_steps), seed)
+                play = [e for t in used for e in play_eps[t]]
+                train_progress_encoder(pe, vids + [f for f, _ in play], tg + [y for _, y in play],
+                                       ProgressTrainConfig(steps=a.encoder_steps), seed)
                 save_progress_encoder(pe, out / f"progress_seed{seed}_without_{fam}.safetensors",
                                       {"tasks": used, "seed": seed, "episodes_per_task": a.expert_per_task})
                 encs["progress"] = pe
@@ -227,7 +243,7 @@ def main(argv=None) -> int:
             n_pol_succ = sum(e["success"] and not e["ref"] for e in eps)
             for name in a.encoders:
                 enc = encoders_by_family[FAMILY[task]][name] if name in ("progress", "small") else shared[name]
-                p = score(enc, eps, srpo_cfg)
+                p = score(enc, eps, progress_cfg if name == "progress" else srpo_cfg)
                 within = [spearman(p[fail & (groups == g)], prog[fail & (groups == g)]) for g in np.unique(groups)]
                 within = [w for w in within if np.isfinite(w)]
                 rows.append({"seed": seed, "task": task, "encoder": name, "failures": int(fail.sum()),

@@ -107,7 +107,7 @@ class ProgressEncoder(nn.Module):
 # ---- training ------------------------------------------------------------------------------------------------
 @dataclass
 class ProgressTrainConfig:
-    steps: int = 1500  # optimizer steps
+    steps: int = 500  # optimizer steps
     batch_episodes: int = 64  # episodes per step; two frames of each (for the pairwise order term)
     lr: float = 1e-3  # Adam learning rate (cosine to 10 % over the steps)
     rank_weight: float = 0.5  # weight of the pairwise temporal-order term (0: regression only)
@@ -227,6 +227,31 @@ def record_expert_episodes(task: str, n: int, seed_offset: int, camera: str = "a
     return out
 
 
+def record_play_episodes(task: str, n: int, seed_offset: int, camera: str = "agentview", image_size: int = 32,
+                         horizon: int = 30, env_kwargs: dict | None = None, seed: int = 0
+                         ) -> list[tuple[np.ndarray, np.ndarray]]:
+    """``n`` episodes of undirected play (smooth random actions, the SANS data's ``random`` kind) from initial states
+    ``seed_offset, ...``: ``(frames [horizon+1, H, W, 3], targets [horizon+1])``. Targets: 1 on every frame (play
+    makes no progress: as far from success as the start, the role of Rank2Reward's expert-vs-policy discriminator),
+    or, for a play episode that happens to succeed, its time to go (hindsight: it is a demonstration)."""
+    import sims
+
+    from .data import _actor, run_episode
+
+    env = sims.make(task, **{**dict(env_kwargs or {}), "image_size": image_size, "cameras": (camera,)})
+    rng = np.random.default_rng([seed, seed_offset, 1])
+    out = []
+    try:
+        a_dim = int(env.action_space.shape[0])
+        for s in range(seed_offset, seed_offset + n):
+            e = run_episode(env, _actor("random", rng, 0.0, a_dim), s, horizon, camera, "random")
+            ok = e["success"] > 0.5
+            out.append((e["frames"], time_to_go(ok) if ok.any() and not ok[0] else np.ones(len(ok), np.float32)))
+    finally:
+        env.close()
+    return out
+
+
 def demo_file_episodes(path: str | os.PathLike, camera: str) -> list[tuple[np.ndarray, np.ndarray]]:
     """Successful demos of a robomimic-style HDF5 file (``vla-rl record-demos`` / ``libero-demos`` / an SFT demo
     file): ``(frames [T, H, W, 3] of `camera`, success flags)``; the frames are the observations before each action
@@ -317,6 +342,8 @@ class FitDataConfig:
     expert_per_task: int = 30  # successful expert episodes per task in expert_tasks
     expert_seed_offset: int = 500_000  # initial state of the first expert episode (keep disjoint from RL, evaluation and bench states)
     expert_noise: float = 0.05  # Gaussian noise on the expert's motion (more varied frames)
+    play_per_task: int = 0  # undirected-play episodes (smooth random actions) per task in expert_tasks, target 1 (no progress)
+    play_horizon: int = 30  # steps of one play episode
     hold_steps: int = 2  # frames recorded after a success (target 0)
     max_steps: int = 120  # step limit of one expert episode
     camera: str = "agentview"  # the camera SRPO sees: the RL run's env.video_camera
@@ -327,7 +354,8 @@ class FitDataConfig:
         if not self.demo_paths and not self.expert_tasks:
             raise ValueError("data: no training data; set data.demo_paths (HDF5 demo files) and/or data.expert_tasks "
                              "(sims tasks with a scripted expert)")
-        if self.expert_per_task < 1 or self.max_steps < 1 or self.image_size < 8 or self.hold_steps < 0:
+        if self.expert_per_task < 1 or self.max_steps < 1 or self.image_size < 8 or self.hold_steps < 0 \
+                or self.play_per_task < 0 or self.play_horizon < 1:
             raise ValueError(f"data: need expert_per_task >= 1, max_steps >= 1, image_size >= 8, hold_steps >= 0; got "
                              f"{self.expert_per_task}, {self.max_steps}, {self.image_size}, {self.hold_steps}")
 
@@ -377,6 +405,13 @@ def gather_episodes(cfg: FitDataConfig, seed: int, log=print) -> tuple[list[np.n
             videos.append(frames)
             targets.append(time_to_go(flags))
         log(f"{task}: {len(eps)} scripted-expert episodes (mean {np.mean([len(f) for f, _ in eps]):.1f} frames)")
+        if cfg.play_per_task:
+            play = record_play_episodes(task, cfg.play_per_task, cfg.expert_seed_offset + 50_000, cfg.camera,
+                                        cfg.image_size, cfg.play_horizon, cfg.env_kwargs, seed)
+            where["expert"][task]["play_episodes"] = len(play)
+            for frames, tg in play:
+                videos.append(frames)
+                targets.append(tg)
     where["camera"] = cfg.camera
     return videos, targets, where
 

@@ -57,10 +57,11 @@ def test_training_learns_time_to_go_on_held_out_episodes():
 def test_fit_encoder_command_builds_a_file_srpo_loads(tmp_path, capsys):
     out = tmp_path / "enc.safetensors"
     rc = main(["fit-encoder", str(ROOT / "configs/vla/fit_progress_encoder.yaml"), "data.expert_tasks=[tabletop/reach_one]",
-               "data.expert_per_task=2", "train.steps=3", "train.batch_episodes=4", f"output={out}"])
+               "data.expert_per_task=2", "data.play_per_task=1", "data.play_horizon=4", "train.steps=3", "train.batch_episodes=4", f"output={out}"])
     assert rc == 0
     assert json.loads(capsys.readouterr().out.strip().splitlines()[-1])["output"] == str(out)
     meta = read_progress_metadata(out)
+    assert meta["trained_on"]["expert"]["tabletop/reach_one"]["play_episodes"] == 1
     assert meta["trained_on"]["expert"]["tabletop/reach_one"]["episodes"] == 2 and meta["trained_on"]["camera"] == "agentview"
     enc = build_trajectory_encoder(SRPOConfig(encoder="progress", encoder_path=str(out)))
     video = torch.rand(2, 5, 3, 32, 32)
