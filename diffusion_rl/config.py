@@ -12,6 +12,7 @@ from grpo.fsdp import DistConfig
 from grpo.monitors import MonitorConfig
 from grpo.config import require_at_least, require_positive
 from grpo.train_step import GRPOConfig
+from grpo.trackers import LogConfig
 
 from .adapters import ModelConfig
 from .branch import BranchConfig
@@ -94,6 +95,7 @@ class DiffusionRLConfig:
     prompts: PromptConfig = field(default_factory=PromptConfig)  # the training / evaluation prompt source
     pool: PoolConfig = field(default_factory=PoolConfig)  # enabled: pool-then-train (diffusion_rl.pool_rollout)
     dist: DistConfig = field(default_factory=DistConfig)  # ddp (replicas) or fsdp (sharded denoiser), grpo.fsdp
+    log: LogConfig = field(default_factory=LogConfig)  # trackers besides metrics.jsonl: tensorboard, wandb, mlflow, trackio (grpo.trackers)
     eval: MonitorConfig = field(default_factory=MonitorConfig)  # gold monitors on evaluation samples (colour_variance, low_freq_ratio, reward names) and the reward-hacking alarm
 
     def __post_init__(self) -> None:

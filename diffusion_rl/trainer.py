@@ -144,7 +144,8 @@ class DiffusionGRPOTrainer:
         self.gen = torch.Generator().manual_seed(cfg.seed)
         self.rng = random.Random(cfg.seed)
         self.out = Path(cfg.output_dir)
-        self.logger = MetricsLogger(self.out, enabled=log and self.dist.is_main, config=config_to_dict(cfg))
+        self.logger = MetricsLogger(self.out, enabled=log and self.dist.is_main, config=config_to_dict(cfg), log=cfg.log,
+                                    resume=cfg.resume)
         self.iteration = 0
         self.eval_before: float | None = None
         self.best: dict[str, Any] | None = None  # {"metric", "value", "iteration", "mode"} of checkpoints/best

@@ -239,6 +239,25 @@ def check_run_keys(cfg: Any, source: str = "config") -> None:
     out = getattr(cfg, "output_dir", None)
     if isinstance(out, str) and not out.strip():
         raise ConfigError(f"{source}: config key 'output_dir' must name a directory, got {out!r}")
+    from .trackers import LogConfig, missing_packages
+
+    for key, log in _sections(cfg, LogConfig):  # a tracker whose package is missing: refused before anything is written
+        msg = missing_packages(log)
+        if msg is not None:
+            raise ConfigError(f"{source}: {msg.replace('log.backends', key + '.backends', 1)}")
+
+
+def _sections(cfg: Any, cls: type, prefix: str = "") -> list[tuple[str, Any]]:
+    """``(dotted key, section)`` of every ``cls`` section inside dataclass config ``cfg``."""
+    out = []
+    for f in dataclasses.fields(cfg) if dataclasses.is_dataclass(cfg) else ():
+        v = getattr(cfg, f.name, None)
+        key = f"{prefix}.{f.name}" if prefix else f.name
+        if isinstance(v, cls):
+            out.append((key, v))
+        elif dataclasses.is_dataclass(v):
+            out += _sections(v, cls, key)
+    return out
 
 
 def require_at_least(section: str, obj: Any, **minimums: float) -> None:
@@ -415,10 +434,10 @@ def config_diff(a: dict, b: dict, prefix: str = "") -> list[str]:
 def check_resume_config(saved: dict, cfg: Any, source: str, ignore: tuple[str, ...] = ("resume",)) -> None:
     """Refuse to resume a run under a different config: raise ``ValueError`` (one line) listing every differing key,
     except those starting with one of ``ignore`` (iteration counts, logging cadence, ...), ``output_dir`` (a run
-    directory that was moved or copied resumes where it is) and those that ``cfg.inactive_keys()`` names (a run
+    directory that was moved or copied resumes where it is), ``log`` (the trackers: a tracker added on resume) and those that ``cfg.inactive_keys()`` names (a run
     saved before such a key was refused may still hold it)."""
     inactive = tuple(getattr(cfg, "inactive_keys", dict)())  # keys the mode ignores cannot change the run
-    skip = (*ignore, "output_dir:")
+    skip = (*ignore, "output_dir:", "log:", "log.")  # where metrics go never changes the run
     diff = [d for d in config_diff(saved, config_to_dict(cfg))
             if not d.startswith(skip) and not any(d.startswith((k + ":", k + ".")) for k in inactive)]
     if diff:

@@ -34,6 +34,7 @@ from .config import ConfigError, check_resume_config, config_to_dict, dump_confi
 from .flow_sde import SDEKind, flow_sigmas, sde_step
 from .loss import clipped_pg_loss, flow_kl, flow_kl_scale, k3_kl
 from .metrics import MetricsLogger
+from .trackers import LogConfig
 from .loop import Phase, resume_latest, run_loop
 from .train_step import GRPOConfig, NonFiniteGuard, compute_advantages
 from .update import DistributedUpdate
@@ -77,6 +78,7 @@ class ToyConfig:
     sampler: ToySamplerConfig = field(default_factory=ToySamplerConfig)  # the rollout sampler
     grpo: GRPOConfig = field(default_factory=lambda: GRPOConfig(group_size=16, clip_low=0.2, kl_coef=0.01))  # GRPO settings
     train: ToyTrainConfig = field(default_factory=ToyTrainConfig)  # iterations and cadence
+    log: LogConfig = field(default_factory=LogConfig)  # trackers besides metrics.jsonl (grpo.trackers)
 
 
 class ToyVelocity(nn.Module):
@@ -169,7 +171,7 @@ def train(cfg: ToyConfig) -> dict:
     optimizer = torch.optim.Adam(model.parameters(), lr=cfg.train.lr)
     guard = NonFiniteGuard(cfg.grpo.max_nonfinite)
     upd = DistributedUpdate(model.parameters(), optimizer, guard, cfg.grpo.max_grad_norm, info=info)
-    logger = MetricsLogger(out, enabled=info.is_main, config=config_to_dict(cfg))
+    logger = MetricsLogger(out, enabled=info.is_main, config=config_to_dict(cfg), log=cfg.log, resume=cfg.resume)
     start, ref_state, before = 0, None, None
 
     def load(latest: Path) -> None:

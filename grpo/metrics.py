@@ -1,11 +1,12 @@
-"""Metrics to TensorBoard and to a JSON-lines file (one object per ``log`` call), rank 0 only.
+"""Metrics to a JSON-lines file (one object per ``log`` call) and to the trackers of ``log.backends``, rank 0 only.
 
-``metrics.jsonl`` is the machine-readable record (tests and benchmarks read it); TensorBoard gets the same
-scalars plus image grids and videos. W&B is used when ``wandb=True`` and the package is installed.
+``metrics.jsonl`` is the machine-readable record (tests and benchmarks read it); the trackers (:mod:`grpo.trackers`:
+TensorBoard by default, W&B, MLflow, trackio) get the same scalars plus image grids and videos.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import os
@@ -14,6 +15,8 @@ from pathlib import Path
 from typing import Mapping
 
 import torch
+
+from .trackers import LogConfig, open_trackers
 
 
 def image_grid(images: torch.Tensor, nrow: int | None = None, pad: int = 1) -> torch.Tensor:
@@ -46,12 +49,13 @@ def _drop_cut_row(path: Path) -> None:
 class MetricsLogger:
     """Write scalars/images/videos under ``logdir``; a no-op on non-main ranks (``enabled=False``)."""
 
-    def __init__(self, logdir: str | Path, enabled: bool = True, tensorboard: bool = True, wandb: bool = False,
-                 run_name: str | None = None, config: Mapping | None = None):
+    def __init__(self, logdir: str | Path, enabled: bool = True, tensorboard: bool = True, config: Mapping | None = None,
+                 log: LogConfig | None = None, resume: bool = True):
+        """``log``: the job's ``log:`` section (default: TensorBoard only); ``tensorboard=False`` drops TensorBoard
+        from it. ``resume``: continue the tracker runs saved in ``logdir/trackers.json`` (the job's ``resume``)."""
         self.logdir = Path(logdir)
         self.enabled = enabled
-        self._tb = None
-        self._wandb = None
+        self.trackers: list = []
         self._jsonl = None
         self._t0 = time.time()
         if not enabled:
@@ -63,31 +67,26 @@ class MetricsLogger:
             from .runinfo import write_run_info
 
             write_run_info(self.logdir, config)
-        if tensorboard:
-            from torch.utils.tensorboard import SummaryWriter
-
-            self._tb = SummaryWriter(str(self.logdir / "tb"))
-        if wandb:
-            try:
-                import wandb as _wandb
-            except ImportError as e:
-                raise ImportError("wandb logging was requested but wandb is not installed: pip install wandb") from e
-            self._wandb = _wandb.init(name=run_name, config=dict(config or {}), dir=str(self.logdir))
+        log = log or LogConfig()
+        if not tensorboard and "tensorboard" in log.backends:
+            log = dataclasses.replace(log, backends=[b for b in log.backends if b != "tensorboard"])
+        try:
+            self.trackers = open_trackers(self.logdir, log, config, resume)
+        except BaseException:
+            self._jsonl.close()
+            raise
 
     def log(self, step: int, scalars: Mapping[str, float | torch.Tensor]) -> None:
         if not self.enabled:
             return
-        row = {"step": step, "time": round(time.time() - self._t0, 3)}
-        for k, v in scalars.items():
-            v = float(v.detach().float().mean()) if isinstance(v, torch.Tensor) else float(v)
-            row[k] = v
-            if self._tb is not None:
-                self._tb.add_scalar(k, v, step)
+        values = {k: float(v.detach().float().mean()) if isinstance(v, torch.Tensor) else float(v)
+                  for k, v in scalars.items()}
+        row = {"step": step, "time": round(time.time() - self._t0, 3), **values}
         assert self._jsonl is not None
         self._jsonl.write(json.dumps(row) + "\n")
         self._jsonl.flush()
-        if self._wandb is not None:
-            self._wandb.log(row, step=step)
+        for tr in self.trackers:
+            tr.log_scalars(step, values)
 
     def log_images(self, step: int, tag: str, images: torch.Tensor, nrow: int | None = None,
                    captions: list[str] | None = None, min_tile: int = 256) -> Path | None:
@@ -103,16 +102,17 @@ class MetricsLogger:
             grid = captioned_grid(images, list(captions), nrow, min_tile)
         else:
             grid = image_grid(images.detach().float().clamp(0, 1), nrow)
-        if self._tb is not None:
-            self._tb.add_image(tag, grid, step)
         out = self.logdir / "images" / f"{tag.replace('/', '_')}_{step:06d}.png"
         out.parent.mkdir(parents=True, exist_ok=True)
-        iio.imwrite(out, (grid.permute(1, 2, 0) * 255).round().to(torch.uint8).numpy())
+        arr = (grid.permute(1, 2, 0) * 255).round().to(torch.uint8).numpy()
+        iio.imwrite(out, arr)
+        for tr in self.trackers:
+            tr.log_image(step, tag, arr, out)
         return out
 
     def log_video(self, step: int, tag: str, frames: torch.Tensor, fps: int = 10) -> Path | None:
-        """Log a ``[T, 3, H, W]`` video in ``[0, 1]``; saved as ``videos/<tag>_<step>.mp4``, and to TensorBoard as an
-        animated GIF (what ``SummaryWriter.add_video`` writes, encoded here with imageio so moviepy is not needed)."""
+        """Log a ``[T, 3, H, W]`` video in ``[0, 1]``; saved as ``videos/<tag>_<step>.mp4``, which W&B, MLflow and
+        trackio get; TensorBoard gets an animated GIF (what ``SummaryWriter.add_video`` writes, without moviepy)."""
         if not self.enabled:
             return None
         import imageio.v3 as iio
@@ -121,28 +121,18 @@ class MetricsLogger:
         out.parent.mkdir(parents=True, exist_ok=True)
         arr = (frames.detach().float().clamp(0, 1).permute(0, 2, 3, 1) * 255).round().to(torch.uint8).cpu().numpy()
         iio.imwrite(out, arr, fps=fps, codec="libx264", macro_block_size=1)
-        if self._tb is not None:
-            self._tb._get_file_writer().add_summary(_gif_summary(tag, arr, fps), step)
+        for tr in self.trackers:
+            tr.log_video(step, tag, arr, out, fps)
         return out
 
     def close(self) -> None:
-        if self._tb is not None:
-            self._tb.close()
+        """Finish every tracker run (each is closed once; a second ``close`` does nothing)."""
+        trackers, self.trackers = self.trackers, []
+        for tr in trackers:
+            tr.close()
         if self._jsonl is not None:
             self._jsonl.close()
-        if self._wandb is not None:
-            self._wandb.finish()
-
-
-def _gif_summary(tag: str, frames, fps: int):
-    """A TensorBoard image summary holding an animated GIF of ``frames`` (uint8 ``[T, H, W, 3]``)."""
-    import imageio.v3 as iio
-    from tensorboard.compat.proto.summary_pb2 import Summary
-
-    gif = iio.imwrite("<bytes>", frames, extension=".gif", duration=1000 / max(fps, 1), loop=0)
-    t, h, w, c = frames.shape
-    return Summary(value=[Summary.Value(tag=tag, image=Summary.Image(height=h, width=w, colorspace=c,
-                                                                     encoded_image_string=gif))])
+            self._jsonl = None
 
 
 def read_jsonl(path: str | Path) -> list[dict]:

@@ -13,6 +13,14 @@ _TMP_HOME = tempfile.mkdtemp(prefix="branchloop-tests-")
 atexit.register(shutil.rmtree, _TMP_HOME, ignore_errors=True)
 os.environ.setdefault("MESA_SHADER_CACHE_DIR", os.path.join(_TMP_HOME, "mesa_shader_cache"))
 os.environ.setdefault("LIBERO_CONFIG_PATH", os.path.join(_TMP_HOME, "libero"))
+# Experiment trackers (grpo.trackers): offline, their files and caches under the tmp home, no telemetry.
+for _k, _sub in (("WANDB_DIR", "wandb"), ("WANDB_CONFIG_DIR", "wandb_config"), ("WANDB_CACHE_DIR", "wandb_cache"),
+                 ("WANDB_DATA_DIR", "wandb_data"), ("TRACKIO_DIR", "trackio")):
+    os.environ.setdefault(_k, os.path.join(_TMP_HOME, _sub))
+os.environ.setdefault("MLFLOW_TRACKING_URI", "file://" + os.path.join(_TMP_HOME, "mlruns"))
+for _k, _v in (("WANDB_MODE", "offline"), ("MLFLOW_DISABLE_TELEMETRY", "true"), ("DO_NOT_TRACK", "1"),
+               ("HF_HUB_DISABLE_TELEMETRY", "1"), ("GRADIO_ANALYTICS_ENABLED", "False")):
+    os.environ.setdefault(_k, _v)
 
 import torch  # noqa: E402
 

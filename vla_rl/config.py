@@ -14,6 +14,7 @@ from grpo.device import check_device_name
 from grpo.fsdp import DistConfig
 from grpo.monitors import MonitorConfig
 from grpo.train_step import GRPOConfig
+from grpo.trackers import LogConfig
 from rewards.srpo import SRPOConfig
 
 from .policy import PolicyConfig
@@ -121,6 +122,7 @@ class VLARLConfig:
     grpo: GRPOConfig = field(default_factory=lambda: GRPOConfig(group_size=8, clip_low=0.2, clip_high=0.28, adv_clip=None),
                              metadata={"help": "advantages, clipped loss and KL (shared with diffusion-rl)"})
     dist: DistConfig = field(default_factory=DistConfig)  # ddp (replicas) or fsdp (sharded training copy), grpo.fsdp
+    log: LogConfig = field(default_factory=LogConfig)  # trackers besides metrics.jsonl: tensorboard, wandb, mlflow, trackio (grpo.trackers)
     eval: MonitorConfig = field(default_factory=MonitorConfig)  # the reward-hacking alarm: training reward rising while held-out real success falls (monitors stays [])
     device: str = "auto"  # auto (cuda if available, else cpu; each rank's own GPU under torchrun), cpu, cuda, cuda:<i>
 

@@ -644,7 +644,7 @@ class VLARLTrainer:
     def train(self) -> dict[str, Any]:
         cfg, main = self.cfg, self.dist.is_main
         t_start = time.time()
-        self.logger = MetricsLogger(self.out, enabled=main, config=config_to_dict(cfg))
+        self.logger = MetricsLogger(self.out, enabled=main, config=config_to_dict(cfg), log=cfg.log, resume=cfg.resume)
         resumed = self.maybe_resume()
         if not self.state["sft_done"]:
             if cfg.sft.init_policy:

@@ -145,7 +145,7 @@ def run_loop(cfg: LoopConfig, quiet: bool = False) -> dict[str, Any]:
     done = -1 if saved is None else int(saved["cycle"])  # the last completed cycle
     out.mkdir(parents=True, exist_ok=True)
     _forget_after(out, done)  # an interrupted cycle's partial outputs and metrics rows: it reruns from its start
-    logger = MetricsLogger(out, config=config_to_dict(cfg))
+    logger = MetricsLogger(out, config=config_to_dict(cfg), log=cfg.vla.log, resume=cfg.resume)  # the loop's tracker run
     if saved is not None:
         say(f"resuming after cycle {done} ({saved['__path__']})")
     with GracefulExit() as stop:
@@ -217,6 +217,8 @@ def _run_cycles(cfg: LoopConfig, out: Path, dev, saved: dict | None, logger: Met
     wm_name = "wm/" + d.task.split("/", 1)[-1]
     env_kwargs = dict(cfg.vla.env.kwargs, image_size=d.image_size)
     max_steps = cfg.vla.env.max_episode_steps
+    # the VLA runs inside the loop log to TensorBoard only: the loop's own logger carries the tracker run
+    inner_log = [b for b in cfg.vla.log.backends if b == "tensorboard"]
 
     # data + models
     t0 = time.time()
@@ -259,7 +261,8 @@ def _run_cycles(cfg: LoopConfig, out: Path, dev, saved: dict | None, logger: Met
         # policy: SFT in the real simulator
         sft_dir = out / "sft"
         sft_cfg = _vla_cfg(cfg, output_dir=str(sft_dir), resume=False, device=vla_device,
-                           **{"env.tasks": [d.task], "env.kwargs": env_kwargs, "rl.iterations": 0, "rl.num_videos": 0})
+                           **{"env.tasks": [d.task], "env.kwargs": env_kwargs, "rl.iterations": 0, "rl.num_videos": 0,
+                              "log.backends": inner_log})
         VLARLTrainer(sft_cfg, quiet=True).train()
         policy_dir = sft_dir / "policy"
         pool = EnvPool(env_kwargs, cfg.vla.env.video_camera)
@@ -281,7 +284,8 @@ def _run_cycles(cfg: LoopConfig, out: Path, dev, saved: dict | None, logger: Met
                                  seed=cfg.seed + c, sampling_steps=m.env_sampling_steps)
         vcfg = _vla_cfg(cfg, output_dir=str(cdir / "vla"), resume=False, seed=cfg.vla.seed + c, device=vla_device,
                         **{"env.tasks": [wm_name], "env.kwargs": env_kwargs, "sft.init_policy": str(policy_dir),
-                           "rl.iterations": cfg.rl_iterations, "rl.eval_every": 0, "rl.num_videos": 0})
+                           "rl.iterations": cfg.rl_iterations, "rl.eval_every": 0, "rl.num_videos": 0,
+                           "log.backends": inner_log})
         summary = VLARLTrainer(vcfg, quiet=True).train()
         if summary["stopped"] or stop.requested:  # the signal reached the VLA run (or came between stages)
             stop.requested = stop.requested or summary["stopped"]
