@@ -180,7 +180,7 @@ def read_loop_state(cfg: LoopConfig) -> dict[str, Any] | None:
     except Exception as e:  # noqa: BLE001 - any unreadable file: one line naming it, the state left untouched
         raise ValueError(f"resume: cannot read {latest} ({type(e).__name__}: {e}); it was left untouched: move it "
                          "away or set resume=false") from None
-    check_resume_config(st["config"], cfg, str(latest), ignore=("resume", "cycles"))
+    check_resume_config(st["config"], cfg, str(latest), ignore=("resume", "cycles", "vla.log"))
     return st
 
 

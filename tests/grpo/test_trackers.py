@@ -37,6 +37,7 @@ def trackers_env(tmp_path, monkeypatch):
     monkeypatch.setenv("MLFLOW_TRACKING_URI", f"file://{tmp_path / 'mlruns'}")
     monkeypatch.setenv("MLFLOW_DISABLE_TELEMETRY", "true")
     monkeypatch.setenv("MLFLOW_ALLOW_FILE_STORE", "true")  # this test's own MlflowClient reads the file store
+    monkeypatch.setenv("WANDB_INIT_TIMEOUT", "600")  # W&B's service starts slowly on 2 busy cores (default 90 s)
     return f"p_{tmp_path.name}"  # trackio's store is one per process (conftest): a project of this test's own
 
 
