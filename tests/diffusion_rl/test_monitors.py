@@ -89,3 +89,23 @@ def test_hacked_reward_trips_the_alarm(tmp_path, capsys):
         tr2.train(progress=False)
     ckpts = sorted(p.name for p in (tmp_path / "stop" / "run" / "checkpoints").iterdir())
     assert any(n.startswith("step_") for n in ckpts) and tr2.iteration < 8, ckpts
+
+
+def test_shipped_defaults_warn_on_a_hacked_reward(tmp_path, capsys):
+    """The shapes demo recipe, its eval section as shipped, trained on a reward hacked on purpose (an empty canvas
+    scores best): within a few iterations the samples lose their objects and the alarm warns (issue 36). Only the run's
+    length, cadence and learning rate are shortened."""
+    from diffusion_rl.config import RewardConfig
+    from diffusion_rl.trainer import DiffusionRLConfig
+    from grpo.config import load_config
+
+    recipe = "configs/diffusion/shapes_branch.yaml"
+    cfg = load_config(DiffusionRLConfig, recipe, [f"output_dir={tmp_path / 'run'}", "train.iterations=6",
+                                                  "train.eval_every=2", "prompts.num_eval=8", "train.lr=0.006",
+                                                  "train.prompts_per_iter=2", "train.log_images=false",
+                                                  "train.save_every=100"])
+    assert cfg.eval == load_config(DiffusionRLConfig, recipe).eval and cfg.eval.action == "warn"
+    cfg.reward = RewardConfig(name="tests.bad_rewards:empty_canvas")
+    DiffusionGRPOTrainer(cfg).train(progress=False)
+    out = capsys.readouterr().out
+    assert "reward hacking suspected" in out and "monitor 'shapes_verifier' fell" in out, out[-2000:]
