@@ -1,0 +1,316 @@
+"""Tree x pool against its parents on the task with headroom: time to flat GRPO's target in projected GPU cost and in
+CPU wall clock, and the reward at equal projected GPU cost (issue 35, item 5).
+
+Arms (one process per seed holds the four trainers, built from the same base and LoRA initialisation (checked),
+evaluated on the same fixed prompts with the same noise; their iterations interleaved by spent cost, so the shared
+machine's load falls on all alike). Every arm trains ``--train`` samples per prompt, 1 prompt per update, same lr,
+eta, clip, steps:
+
+* ``flat GRPO``      ``--train`` full-precision samples per prompt;
+* ``tree+prune``     BranchGRPO, splits ``--splits`` (factor 2: ``--train`` leaves), top-1 leaf per last-split parent
+                     trained on a sliding window of 2 depths (the best parent of the headroom bench);
+* ``pool``           ``--pool`` candidates per prompt from the ``--format`` rollout copy, the best and worst
+                     ``--train`` regenerated in full precision (Sol-RL; flat credit);
+* ``tree x pool``    a tree of ``--pool`` leaves (the same splits, the last factor widened) grown by the ``--format``
+                     copy, the best and worst ``--train`` leaves' pruned tree regenerated in full precision, BranchGRPO's
+                     credit on it (diffusion_rl/tree_pool.py).
+
+Cost: each iteration's logged ``cost/gpu_units`` (full-precision forward passes: policy NFE + low-precision NFE /
+the format's published throughput ratio + 3 x trained rows; ``diffusion_rl.strategies.projected_gpu_units``). Every
+arm gets ``--overrun`` x flat's budget of units (flat: ``--flat-iters`` iterations) and is evaluated every
+``--eval-every`` flat iterations' worth of units. Target: ``before + --target-frac x flat's final gain``; time to
+target: the first (interpolated) crossing of the evaluation curve, in units and in CPU seconds (units x the arm's
+median s per unit in this run: emulated low precision is SLOWER than fp32 on a CPU, so the CPU column cannot show the
+method's point; the unit column is what it would cost where the format has kernels). Reward at equal cost: each
+arm's curve read at flat's budget ``B``.
+
+    python bench/bench_tree_pool.py --seed-list 0 --json-out /tmp/tp/s0.json      # one seed per process
+    python bench/bench_tree_pool.py --report-from /tmp/tp/s0.json,/tmp/tp/s1.json  # the table of docs/RESULTS.md
+    python bench/bench_tree_pool.py --small                                        # seconds: the test's mode
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import torch  # noqa: E402
+
+torch.set_num_threads(int(os.environ["OMP_NUM_THREADS"]))
+
+from bench_branch_headroom import crossing, reward_at  # noqa: E402
+from big_shapes_task import TARGET_AREA, BigShapesReward  # noqa: E402
+from claims_toy import mean_se  # noqa: E402
+
+from diffusion_rl.adapters import LoraSettings, ModelConfig  # noqa: E402
+from diffusion_rl.branch import BranchConfig  # noqa: E402
+from diffusion_rl.config import DiffusionRLConfig, RewardConfig, TrainConfig  # noqa: E402
+from diffusion_rl.pool_config import PoolConfig  # noqa: E402
+from diffusion_rl.prompts import PromptConfig  # noqa: E402
+from diffusion_rl.quant import QuantConfig  # noqa: E402
+from diffusion_rl.sampling import SamplerConfig  # noqa: E402
+from diffusion_rl.trainer import DiffusionGRPOTrainer  # noqa: E402
+from grpo.train_step import GRPOConfig  # noqa: E402
+
+ARMS = ("flat GRPO", "tree+prune", "pool", "tree x pool")
+
+
+def arm_settings(name: str, args) -> tuple[BranchConfig, PoolConfig, int]:
+    """``(branch section, pool section, grpo.group_size)`` of an arm."""
+    q = QuantConfig(format=args.format)
+    splits = list(args.splits)
+    tree = dict(enabled=True, split_steps=splits, fusion="mean")
+    wide = [2] * (len(splits) - 1) + [2 * args.pool // args.train]  # the last split widened to --pool leaves
+    off = PoolConfig(enabled=False)
+    return {
+        "flat GRPO": (BranchConfig(enabled=False), off, args.train),
+        "tree+prune": (BranchConfig(**tree, branch=[2], width_prune="topk_per_parent", prune_k=1, depth_window=2),
+                       off, args.train),
+        "pool": (BranchConfig(enabled=False), PoolConfig(enabled=True, pool_size=args.pool, train_size=args.train,
+                                                         select="best_worst", quant=q), args.train),
+        "tree x pool": (BranchConfig(**tree, branch=wide), PoolConfig(enabled=True, pool_size=args.pool,
+                                                                       train_size=args.train, select="best_worst",
+                                                                       quant=q), args.train),
+    }[name]
+
+
+@dataclass
+class Arm:
+    name: str
+    trainer: DiffusionGRPOTrainer
+    budget: float  # projected GPU units
+    eval_units: float  # units between evaluations
+    units: list[float] = field(default_factory=list)  # per iteration
+    walls: list[float] = field(default_factory=list)
+    nfe_policy: list[float] = field(default_factory=list)
+    nfe_lowp: list[float] = field(default_factory=list)
+    backward: list[float] = field(default_factory=list)
+    curve: list[tuple[float, float, float]] = field(default_factory=list)  # (units spent, eval reward, all-correct)
+    next_eval: float = 0.0
+
+    @property
+    def spent(self) -> float:
+        return sum(self.units)
+
+    def evaluate(self) -> None:
+        r = self.trainer.evaluate()
+        self.curve.append((self.spent, r, self.trainer.last_eval_components.get("eval/accuracy", float("nan"))))
+
+    def step(self) -> None:
+        s = self.trainer.step()
+        self.units.append(s["cost/gpu_units"])
+        self.walls.append(s["time/iter_s"])
+        self.nfe_policy.append(s["cost/nfe_policy"])
+        self.nfe_lowp.append(s["cost/nfe_lowp"])
+        self.backward.append(s["cost/backward"])
+        if self.spent >= self.next_eval or self.spent >= self.budget:
+            self.next_eval = self.spent + self.eval_units
+            self.evaluate()
+            u, r, acc = self.curve[-1]
+            print(f"    {self.name:<11} it {len(self.units):3d}: {u:8.0f} units, eval reward {r:.4f}, all-correct "
+                  f"{acc:.3f} ({sum(self.walls):.0f} s)", flush=True)
+
+    @property
+    def s_per_unit(self) -> float:
+        return statistics.median(w / u for w, u in zip(self.walls, self.units))
+
+
+def build(args, name: str, seed: int) -> DiffusionGRPOTrainer:
+    bc, pc, g = arm_settings(name, args)
+    cfg = DiffusionRLConfig(
+        seed=seed, output_dir=f"{args.out}/seed{seed}/{name.replace(' ', '_').replace('+', '_')}", resume=False,
+        model=ModelConfig(kind="sd3", path=args.model_path, height=32, width=32, max_sequence_length=1,
+                          lora=LoraSettings(rank=8, alpha=16)),
+        sampler=SamplerConfig(num_steps=args.steps, eta=args.eta), branch=bc, pool=pc,
+        grpo=GRPOConfig(group_size=g, clip_low=0.2, adv_clip=5.0),
+        train=TrainConfig(iterations=10**6, prompts_per_iter=1, lr=args.lr, eval_steps=args.eval_steps,
+                          log_images=False, save_every=10**9, onpolicy_action="off"),
+        reward=RewardConfig(name="shapes_verifier"),  # replaced by the task's reward below
+        prompts=PromptConfig(source="shapes", num_eval=args.eval_prompts))
+    return DiffusionGRPOTrainer(cfg, reward_fn=BigShapesReward(args.target_area), log=False)
+
+
+def run_seed(args, seed: int) -> dict:
+    trainers = {name: build(args, name, seed) for name in args.arms}
+    states = [t.adapter.trainable_state_dict() for t in trainers.values()]
+    if not all(torch.equal(states[0][k], s[k]) for s in states[1:] for k in states[0]):
+        raise RuntimeError("the arms do not start from the same LoRA weights")
+    cost = {n: t.cost_per_iteration() for n, t in trainers.items()}
+    B = args.flat_iters * cost["flat GRPO"]["gpu_units"]
+    every = args.eval_every * cost["flat GRPO"]["gpu_units"]
+    arms = {n: Arm(n, t, B if n == "flat GRPO" else args.overrun * B, every, next_eval=every)
+            for n, t in trainers.items()}
+    for a in arms.values():
+        a.evaluate()
+    t0 = time.perf_counter()
+    while True:
+        todo = [a for a in arms.values() if a.spent < a.budget]
+        if not todo:
+            break
+        min(todo, key=lambda a: (a.spent / a.budget, ARMS.index(a.name))).step()
+    flat = arms["flat GRPO"]
+    before = flat.curve[0][1]
+    final = sum(r for _, r, _ in flat.curve[-2:]) / len(flat.curve[-2:])
+    target = before + args.target_frac * (final - before)
+    out = {"seed": seed, "before": before, "before_acc": flat.curve[0][2], "target": target, "B": B,
+           "wall_run": time.perf_counter() - t0, "arms": {}}
+    for n, a in arms.items():
+        u = crossing(a.curve, target) if final > before else None
+        spu = a.s_per_unit
+        out["arms"][n] = {
+            "iters": len(a.units), "units_per_iter": statistics.fmean(a.units), "s_per_iter": statistics.median(a.walls),
+            "nfe_policy": statistics.fmean(a.nfe_policy), "nfe_lowp": statistics.fmean(a.nfe_lowp),
+            "backward": statistics.fmean(a.backward), "u_target": u, "t_target": None if u is None else u * spu,
+            "spent": a.spent, "reward_B": reward_at(a.curve, B), "acc_B": reward_at(a.curve, B, 2),
+            "curve": a.curve, "s_per_unit": spu}
+    return out
+
+
+def _fmt(vals: list[float], digits: int = 2) -> str:
+    m, se = mean_se(vals)
+    return f"{m:.{digits}f}" if len(vals) == 1 else f"{m:.{digits}f} +- {se:.{digits}f}"
+
+
+def report(args, runs: list[dict]) -> None:
+    n = len(runs)
+    print(f"\ntree x pool on the big-shapes task: {args.steps} steps, {args.train} trained samples per prompt, pool "
+          f"{args.pool} ({args.format}), splits {args.splits}, lr {args.lr:g}, {args.eval_prompts} eval prompts; flat "
+          f"{args.flat_iters} iterations = budget B; target = before + {args.target_frac:g} x flat's gain; {n} seed(s), "
+          f"mean +- SE\n")
+    hdr = ("| mode        | NFE bf16/iter | NFE lowp/iter | backward/iter | units/iter | CPU s/iter | units to target "
+           "| CPU s to target | units ratio flat/mode | CPU ratio flat/mode | reward @ B | all-correct @ B |")
+    print(hdr)
+    print("|" + "|".join("-" * len(c) for c in hdr.split("|")[1:-1]) + "|")
+    for name in args.arms:
+        arms = [r["arms"][name] for r in runs]
+        flats = [r["arms"]["flat GRPO"] for r in runs]
+        pairs = [(f, a) for f, a in zip(flats, arms) if a["u_target"] is not None and f["u_target"] is not None]
+        got = len(pairs)
+        miss = f" ({got}/{n} reached)" if got < n else ""
+        u_cell = _fmt([a["u_target"] for _, a in pairs], 0) + miss if got else "not reached"
+        t_cell = _fmt([a["t_target"] for _, a in pairs], 0) + miss if got else "-"
+        ur = _fmt([f["u_target"] / a["u_target"] for f, a in pairs]) if got else "-"
+        tr = _fmt([f["t_target"] / a["t_target"] for f, a in pairs]) if got else "-"
+        m = statistics.fmean
+        print(f"| {name:<11} | {m(a['nfe_policy'] for a in arms):13.0f} | {m(a['nfe_lowp'] for a in arms):13.0f} "
+              f"| {m(a['backward'] for a in arms):13.0f} | {m(a['units_per_iter'] for a in arms):10.0f} "
+              f"| {_fmt([a['s_per_iter'] for a in arms]):>10} | {u_cell} | {t_cell} | {ur} | {tr} "
+              f"| {_fmt([a['reward_B'] for a in arms], 3)} | {_fmt([a['acc_B'] for a in arms], 3)} |")
+    print(f"\nstart: reward {_fmt([r['before'] for r in runs], 3)}; flat's target {_fmt([r['target'] for r in runs], 3)}; "
+          f"budget B = {_fmt([r['B'] for r in runs], 0)} units; a run per seed {_fmt([r['wall_run'] for r in runs], 0)} s")
+    print("paired differences (same seed, same start), units to target (mode - best parent) and reward @ B - flat:")
+    for name in args.arms[1:]:
+        d = [r["arms"][name]["reward_B"] - r["arms"]["flat GRPO"]["reward_B"] for r in runs]
+        print(f"  {name:<11} reward @ B - flat {_fmt(d, 3)}")
+    if "tree x pool" in args.arms:
+        parents = [p for p in ("flat GRPO", "tree+prune", "pool") if p in args.arms]
+        diffs = []
+        for r in runs:
+            us = {p: r["arms"][p]["u_target"] for p in parents + ["tree x pool"]}
+            if all(v is not None for v in us.values()):
+                diffs.append(us["tree x pool"] - min(us[p] for p in parents))
+        if diffs:
+            m, se = mean_se(diffs)
+            print(f"  tree x pool - best parent, units to target: {m:.0f} +- {se:.0f} over {len(diffs)} seed(s) "
+                  f"(the claim holds when below -2 SE: {'yes' if len(diffs) > 1 and m < -2 * se else 'no'})")
+    print("\nevaluation curves (units:reward/all-correct):")
+    for r in runs:
+        for name in args.arms:
+            a = r["arms"][name]
+            print(f"  seed {r['seed']} {name:<11} ({a['s_per_iter']:.2f} s/iter) "
+                  + " ".join(f"{u:.0f}:{v:.4f}/{acc:.3f}" for u, v, acc in a["curve"]))
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--seeds", type=int, default=2, help="seeds 0..N-1 (or --seed-list)")
+    ap.add_argument("--seed-list", default=None, help="comma-separated seeds instead of 0..N-1")
+    ap.add_argument("--flat-iters", type=int, default=24, help="flat GRPO's iterations: the budget B in units")
+    ap.add_argument("--overrun", type=float, default=1.25, help="the other arms' budget as a multiple of B")
+    ap.add_argument("--eval-every", type=int, default=4, help="flat iterations' worth of units between evaluations")
+    ap.add_argument("--target-frac", type=float, default=0.8, help="flat's target: before + this x flat's final gain")
+    ap.add_argument("--steps", type=int, default=10, help="denoising steps of every arm")
+    ap.add_argument("--splits", default="0,2,4", help="tree split steps (factor 2 each, the last widened for the pool)")
+    ap.add_argument("--train", type=int, default=8, help="trained samples per prompt, every arm (= 2^len(splits))")
+    ap.add_argument("--pool", type=int, default=32, help="low-precision candidates per prompt (pool, tree x pool)")
+    ap.add_argument("--format", default="nvfp4", choices=("fp8", "nvfp4"), help="the rollout copy's format")
+    ap.add_argument("--lr", type=float, default=1e-3, help="AdamW learning rate of the LoRA, every arm")
+    ap.add_argument("--eta", type=float, default=0.7, help="SDE noise level, every arm")
+    ap.add_argument("--eval-prompts", type=int, default=64, help="fixed evaluation prompts")
+    ap.add_argument("--eval-steps", type=int, default=10, help="ODE steps of the evaluation")
+    ap.add_argument("--target-area", type=float, default=TARGET_AREA, help="the task's object area in px^2")
+    ap.add_argument("--arms", default=",".join(ARMS), help=f"comma-separated subset of {', '.join(ARMS)} (flat first)")
+    ap.add_argument("--model-path", default="builtin:shapes_sd3")
+    ap.add_argument("--out", default="/tmp/bench_tree_pool", help="trainer output dirs (nothing is written)")
+    ap.add_argument("--json-out", default=None, help="also write the per-seed results to this JSON file")
+    ap.add_argument("--report-from", default=None, help="comma-separated --json-out files: print their table only")
+    ap.add_argument("--small", action="store_true", help="seconds: 4 steps, 4 trained of 8, 2 flat iterations")
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if "--small" in argv:
+        ap.set_defaults(steps=4, splits="0,2", train=4, pool=8, flat_iters=2, eval_every=1, eval_prompts=4,
+                        eval_steps=3, seeds=1)
+    try:
+        args = ap.parse_args(argv)
+    except SystemExit as e:
+        return int(e.code or 0)
+    problems = []
+    try:
+        args.splits = [int(s) for s in args.splits.split(",")]
+    except ValueError:
+        problems.append(f"--splits {args.splits!r}: expected comma-separated step indices like 0,2,4")
+        args.splits = [0]
+    args.arms = [a.strip() for a in args.arms.split(",")]
+    if [a for a in args.arms if a not in ARMS] or not args.arms or args.arms[0] != "flat GRPO":
+        problems.append(f"--arms {','.join(args.arms)!r}: expected 'flat GRPO' first, then any of {', '.join(ARMS[1:])}")
+    if args.splits != sorted(set(args.splits)) or args.splits[0] < 0 or args.splits[-1] >= args.steps:
+        problems.append(f"--splits {args.splits}: expected increasing steps in [0, --steps {args.steps})")
+    if args.train != 2 ** len(args.splits):
+        problems.append(f"--train {args.train}: must be 2^(number of splits) = {2 ** len(args.splits)}")
+    if args.pool < args.train or (2 * args.pool) % args.train:
+        problems.append(f"--pool {args.pool}: must be >= --train {args.train} and a multiple of --train / 2")
+    for flag, v, ok in (("--seeds", args.seeds, args.seeds >= 1), ("--flat-iters", args.flat_iters, args.flat_iters >= 2),
+                        ("--eval-every", args.eval_every, args.eval_every >= 1), ("--lr", args.lr, args.lr > 0),
+                        ("--overrun", args.overrun, args.overrun >= 1),
+                        ("--target-frac", args.target_frac, 0 < args.target_frac <= 1)):
+        if not ok:
+            problems.append(f"{flag} {v}: out of range")
+    try:
+        seeds = [int(s) for s in args.seed_list.split(",")] if args.seed_list else list(range(args.seeds))
+    except ValueError:
+        problems.append(f"--seed-list {args.seed_list!r}: expected comma-separated integers")
+    if problems:
+        print(f"bench_tree_pool: {problems[0]}", file=sys.stderr)
+        return 2
+    if args.report_from:
+        runs = []
+        for path in args.report_from.split(","):
+            try:
+                runs += json.loads(Path(path).read_text())
+            except (OSError, ValueError) as e:
+                print(f"bench_tree_pool: --report-from {path!r}: {e}", file=sys.stderr)
+                return 2
+        report(args, runs)
+        return 0
+    runs = []
+    for seed in seeds:
+        t = time.perf_counter()
+        runs.append(run_seed(args, seed))
+        print(f"  seed {seed} done in {time.perf_counter() - t:.0f} s", flush=True)
+        if args.json_out:
+            Path(args.json_out).write_text(json.dumps(runs))
+    report(args, runs)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

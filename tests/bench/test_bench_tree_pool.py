@@ -1,0 +1,58 @@
+"""bench/bench_tree_pool.py (issue 35): the arms' settings (tree x pool's tree holds the pool's leaves), the table and the
+claim line from per-seed results (--report-from), and bad input (exit 2, one line). The training run itself is the
+combined mode's trainer, tested in tests/diffusion_rl/test_tree_pool.py."""
+
+import json
+
+from .benchutil import load_bench, markdown_table
+
+
+def _run(seed: int, flat_u: float, tp_u: float | None) -> dict:
+    def arm(u, reward_b, units_per_iter, lowp):
+        return {"iters": 10, "units_per_iter": units_per_iter, "s_per_iter": 1.0, "nfe_policy": 80.0, "nfe_lowp": lowp,
+                "backward": 70.0, "u_target": u, "t_target": None if u is None else u * 0.01, "spent": 3000.0,
+                "reward_B": reward_b, "acc_B": 0.1, "curve": [(0.0, 0.4, 0.0), (3000.0, reward_b, 0.1)],
+                "s_per_unit": 0.01}
+    return {"seed": seed, "before": 0.4, "before_acc": 0.0, "target": 0.6, "B": 3000.0, "wall_run": 100.0,
+            "arms": {"flat GRPO": arm(flat_u, 0.65, 290.0, 0.0), "tree+prune": arm(flat_u * 0.8, 0.66, 100.0, 0.0),
+                     "pool": arm(flat_u * 1.2, 0.64, 420.0, 320.0), "tree x pool": arm(tp_u, 0.7, 300.0, 200.0)}}
+
+
+def test_arms_and_report_from_per_seed_results(tmp_path, capsys):
+    mod = load_bench("bench_tree_pool")
+    args = type("A", (), {"format": "nvfp4", "splits": [0, 2, 4], "pool": 32, "train": 8})()
+    bc, pc, g = mod.arm_settings("tree x pool", args)
+    assert bc.make_tree(10).num_leaves == pc.pool_size == 32 and pc.train_size == g == 8 and pc.enabled
+    bc, pc, _ = mod.arm_settings("tree+prune", args)
+    assert bc.make_tree(10).num_leaves == 8 and not pc.enabled
+    files = []
+    for s, tp in enumerate([1000.0, 1100.0, 900.0]):
+        f = tmp_path / f"s{s}.json"
+        f.write_text(json.dumps([_run(s, 2000.0 + 100 * s, tp)]))
+        files.append(str(f))
+    assert mod.main(["--report-from", ",".join(files)]) == 0
+    out = capsys.readouterr().out
+    rows = markdown_table(out, "| mode ")
+    assert [r[0] for r in rows] == list(mod.ARMS)
+    assert rows[3][6] == "1000 +- 58"  # units to target, mean +- SE over the 3 seeds
+    assert rows[3][10] == "0.700 +- 0.000" and rows[2][2] == "320"
+    # best parent per seed: tree+prune (0.8 x flat's units): 1600, 1680, 1760 -> tree x pool - best = -680 +- 90
+    assert "tree x pool - best parent, units to target: -680 +- 90 over 3 seed(s) (the claim holds when below -2 SE: yes)" in out
+    # a seed where tree x pool never reached the target leaves the claim to the seeds that did, and says so
+    f = tmp_path / "miss.json"
+    f.write_text(json.dumps([_run(9, 2000.0, None)]))
+    assert mod.main(["--report-from", f"{files[0]},{f}"]) == 0
+    rows = markdown_table(capsys.readouterr().out, "| mode ")
+    assert rows[3][6] == "1000 (1/2 reached)"
+
+
+def test_bad_input_is_one_line_exit_2(capsys):
+    mod = load_bench("bench_tree_pool")
+    for argv, msg in ((["--train", "4"], "--train 4: must be 2^(number of splits) = 8"),
+                      (["--pool", "6"], "--pool 6: must be >= --train 8 and a multiple of --train / 2"),
+                      (["--arms", "pool"], "expected 'flat GRPO' first"),
+                      (["--splits", "0,2,12"], "expected increasing steps in [0, --steps 10)"),
+                      (["--report-from", "/nonexistent.json"], "--report-from '/nonexistent.json'")):
+        assert mod.main(argv) == 2
+        err = capsys.readouterr().err
+        assert msg in err and len(err.strip().splitlines()) == 1, err
