@@ -408,7 +408,7 @@ def cost_modes(cfg) -> dict[str, object]:
     (the recipe's group size, or its tree's leaves): flat GRPO (G samples); BranchGRPO (the recipe's ``branch:``
     tree, or splits at steps 0, T/5, 2T/5, 3T/5 with factor 2: 16 leaves); + pruning (top-1 leaf per last-split
     parent, depth window 2); pool-and-select (``pool.pool_size`` candidates -> G, default 4G); tree x pool (the tree
-    grown in low precision, half its leaves regenerated). Low precision: ``pool.quant.format`` (nvfp4 unless the
+    grown in low precision, half its leaves regenerated; no width / depth pruning). Low precision: ``pool.quant.format`` (nvfp4 unless the
     recipe has a pool)."""
     import copy
 
@@ -426,6 +426,7 @@ def cost_modes(cfg) -> dict[str, object]:
     flat.branch.enabled, flat.pool.enabled, flat.grpo.group_size = False, False, G
     tr = copy.deepcopy(base)
     tr.branch.enabled, tr.pool.enabled = True, False
+    tr.branch.width_prune, tr.branch.depth_window = "none", 0
     pr = copy.deepcopy(tr)
     pr.branch.width_prune, pr.branch.prune_k, pr.branch.depth_window = "topk_per_parent", 1, 2
     pool = copy.deepcopy(flat)
