@@ -12,25 +12,55 @@ from typing import Any, Callable
 
 import gymnasium as gym
 
+from .config import TabletopConfig, build
+
 _FACTORIES: dict[str, Callable[..., gym.Env]] = {}
+_OPTIONS: dict[str, Callable[[dict[str, Any]], Any]] = {}  # task name -> check of its keyword options
 
 
-def register(name: str, factory: Callable[..., gym.Env]) -> None:
-    """Add ``name`` -> ``factory(**kw)``; re-registering a name replaces it."""
+def register(name: str, factory: Callable[..., gym.Env], options: Callable[[dict[str, Any]], Any] | None = None) -> None:
+    """Add ``name`` -> ``factory(**kw)``; re-registering a name replaces it. ``options(kw)``, when given, checks the
+    keyword options without building anything (raising TypeError / ValueError naming the bad one), so a run can
+    refuse them before it starts (:func:`check_options`); e.g. ``lambda kw: sims.config.build(TabletopConfig, kw)``."""
     if "/" not in name:
         raise ValueError(f"task names are '<suite>/<task>', got {name!r}")
     _FACTORIES[name] = factory
+    _OPTIONS.pop(name, None)
+    if options is not None:
+        _OPTIONS[name] = options
+
+
+def check_options(name: str, kw: dict[str, Any], key: str = "env.kwargs") -> None:
+    """Check the options ``kw`` that ``make(name, **kw)`` would get, building no env: an unknown option or a bad
+    value raises ValueError (one line: ``key``, the suite's option class, the valid names). The built-in suites
+    (tabletop, robosuite, LIBERO) and the world-model env are checked; a task registered without ``options`` (a
+    user's plugin) is not."""
+    if name.startswith("libero/"):
+        from .libero_adapter import LiberoConfig
+
+        check = lambda k: build(LiberoConfig, k)  # noqa: E731
+    else:
+        check = _OPTIONS.get(name)
+    if check is None:
+        return
+    if not isinstance(kw, dict):
+        raise ValueError(f"{key}={kw!r}: expected a mapping of simulator options")
+    try:
+        check(dict(kw))
+    except (TypeError, ValueError) as e:
+        raise ValueError(f"{key} for {name}: {e}") from None
 
 
 def _builtin() -> None:
     from .tabletop.tasks import TASKS
 
     for t in TASKS:
-        register(f"tabletop/{t}", lambda _t=t, **kw: _make_tabletop(_t, **kw))
+        register(f"tabletop/{t}", lambda _t=t, **kw: _make_tabletop(_t, **kw), lambda kw: build(TabletopConfig, kw))
     from . import robosuite_adapter
 
     for t in robosuite_adapter.TASKS:
-        register(f"robosuite/{t}", lambda _t=t, **kw: robosuite_adapter.make(_t, **kw))
+        register(f"robosuite/{t}", lambda _t=t, **kw: robosuite_adapter.make(_t, **kw),
+                 lambda kw: build(robosuite_adapter.RobosuiteConfig, kw))
 
 
 def _make_tabletop(task: str, **kw: Any) -> gym.Env:

@@ -9,6 +9,7 @@ tiny overrides and must stop before the first expensive step."""
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import shutil
 import subprocess
@@ -230,6 +231,23 @@ CASES = {
                          ["{assets}/a_file/run"]),
     "v-demo-wrong-action": ("vla_rl.cli", ["train", V_CFG], ["sft.demo_path={demo}", "output_dir={assets}/vdemo", *V_TINY],
                             ["{demo}", "action"]),
+    # every simulator's options are checked at start, dry run or not (issue 36: a traceback from the first env built)
+    "v-sim-unknown-option": (*V, ["env.kwargs={bogus_opt: 1}"], ["env.kwargs", "bogus_opt", "TabletopConfig", "valid:"]),
+    "v-sim-unknown-option-run": ("vla_rl.cli", ["train", V_CFG], [*V_TINY, "env.kwargs={image_size: 32, bogus_opt: 1}"],
+                                 ["env.kwargs", "bogus_opt", "TabletopConfig"]),
+    "v-sim-bad-value": (*V, ["env.kwargs={reward: dens}"], ["env.kwargs", "tabletop/reach", "reward", "dens"]),
+    "v-robosuite-unknown-option": ("vla_rl.cli", ["train", "configs/vla/robosuite_lift.yaml", "--dry-run"],
+                                   ["env.kwargs={settle_steps: 3}"], ["robosuite/Lift", "settle_steps", "RobosuiteConfig"]),
+    "v-libero-unknown-option": ("vla_rl.cli", ["train", "configs/vla/libero_spatial.yaml", "--dry-run"],
+                                ["env.kwargs={reward: dense}"], ["libero/libero_spatial/0", "'reward'", "LiberoConfig"]),
+    "l-sim-unknown-option": (*L, ["vla.env.kwargs={bogus: 1}"], ["vla.env.kwargs", "bogus", "TabletopConfig"]),
+    "l-sim-unknown-option-run": ("vla_rl.cli", ["loop", L_CFG], ["cycles=1", "vla.env.kwargs={bogus: 1}"],
+                                 ["vla.env.kwargs", "bogus", "TabletopConfig"]),
+    "l-demo-wrong-action": ("vla_rl.cli", ["loop", L_CFG], ["vla.sft.demo_path={demo}", "cycles=1"],
+                            ["vla.sft.demo_path", "{demo}", "actions of size 2", "expected 4", "tabletop/reach_one"]),
+    "l-demo-missing": ("vla_rl.cli", ["loop", L_CFG], ["vla.sft.demo_path={assets}/no_demos.hdf5", "cycles=1"],
+                       ["vla.sft.demo_path", "{assets}/no_demos.hdf5"]),
+    "v-eval-sim-option": ("vla_rl.cli", ["eval", "{vrun_badenv_ck}"], [], ["env.kwargs", "bogus_opt", "TabletopConfig"]),
     "v-resume-truncated": ("vla_rl.cli", ["train", V_CFG], ["{vrun_truncated}", *V_TINY, "rl.iterations=2"],
                            ["safetensors"]),
     "v-resume-no-state": ("vla_rl.cli", ["train", V_CFG], ["{vrun_nostate}", *V_TINY, "rl.iterations=2"], ["state.json"]),
@@ -271,6 +289,7 @@ CASES = {
     "lb-unwritable-out": ("vla_rl.cli", ["libero-demos", "{assets}/a_file/o.hdf5", "{demo}", "--env-names",
                                          "libero/libero_spatial/0"], [], ["{assets}/a_file/o.hdf5"]),
 }
+EXIT_2 = {c for c in CASES if c.startswith(("v-sim-", "v-robosuite-", "v-libero-", "l-sim-", "l-demo-", "v-eval-sim-"))}
 NEEDS = {"drun": "diffusion_run", "vrun": "vla_run", "demo": "demo_wrong_action"}
 
 
@@ -282,6 +301,15 @@ def test_bad_input(case, assets, request, tmp_path):
     for key, fixture in NEEDS.items():
         if "{" + key in text:
             subs[key] = str(request.getfixturevalue(fixture))
+    if "{vrun_badenv_ck}" in text:  # a checkpoint whose saved config names a simulator option that does not exist
+        dst = tmp_path / "vrun_badenv"
+        shutil.copytree(request.getfixturevalue("vla_run"), dst, symlinks=True)
+        ck = max((dst / "checkpoints").glob("step_*"))
+        st = json.loads((ck / "state.json").read_text())
+        kwargs = st["state"]["__dict__"]["config"]["__dict__"]["env"]["__dict__"]["kwargs"]["__dict__"]
+        kwargs["bogus_opt"] = 1
+        (ck / "state.json").write_text(json.dumps(st))
+        subs["vrun_badenv_ck"] = str(ck)
     for kind in ("truncated", "nostate"):
         for key, fixture in (("drun", "diffusion_run"), ("vrun", "vla_run")):
             if f"{{{key}_{kind}" in text:
@@ -304,6 +332,7 @@ def test_bad_input(case, assets, request, tmp_path):
     r = run_cli(module, head + extra)
     lines = [ln for ln in r.stderr.splitlines() if ln.strip()]
     assert r.returncode != 0, f"exit 0; stdout tail: {r.stdout[-500:]}"
+    assert r.returncode == 2 or case not in EXIT_2, f"exit {r.returncode}, expected 2 (bad input)"
     assert "Traceback" not in r.stderr, r.stderr[-3000:]
     assert len(lines) == 1, f"{len(lines)} stderr lines:\n" + "\n".join(lines[-15:])
     missing = [e for e in expect if e.lower() not in lines[0].lower()]

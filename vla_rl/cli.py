@@ -134,6 +134,9 @@ def cmd_eval(args: argparse.Namespace) -> int:
     except ConfigError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
+    from .preflight import check_env_options
+
+    check_env_options(cfg.env.tasks, cfg.env.kwargs, "env.kwargs")  # before the policy or any env is built
     pcfg = policy_config_from_dict(st["policy_config"])
     if pcfg.kind == "builtin":
         policy = SmallVLA(pcfg, WordTokenizer(st["vocab"]))

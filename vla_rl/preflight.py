@@ -32,13 +32,14 @@ def check_vla_inputs(cfg, writes: bool = True) -> None:
     tasks = known_tasks()
     for t in cfg.env.tasks:
         check_task("env.tasks", t, tasks)
+    check_env_options(cfg.env.tasks, cfg.env.kwargs, "env.kwargs")
     if not writes:  # a dry run: a full recipe prints its cost on a machine without its weights and data
         return
     check_path_exists("sft.base_policy", cfg.sft.base_policy, "a SmallVLA directory (save_pretrained) or builtin:<name>")
     check_path_exists("sft.init_policy", cfg.sft.init_policy, "a SmallVLA directory (save_pretrained)")
     check_path_exists("sft.demo_path", cfg.sft.demo_path, "an HDF5 demo file (vla-rl record-demos / libero-demos)")
     if cfg.sft.demo_path:
-        check_demo_actions(cfg)
+        check_demo_actions(cfg.sft.demo_path, cfg.env.tasks[0], cfg.env.kwargs)
     if cfg.rl.reward == "srpo":
         check_srpo_encoder(cfg.srpo)
     if writes:
@@ -67,31 +68,48 @@ def check_loop_inputs(cfg, writes: bool = True) -> None:
                 ("cycles", cfg.cycles, 0), ("rl_iterations", cfg.rl_iterations, 0),
                 ("real_eval_episodes", cfg.real_eval_episodes, 1), ("vla.grpo.group_size", cfg.vla.grpo.group_size, 2))
     check_task("data.task", cfg.data.task, known_tasks())
+    # the loop hands vla.env.kwargs (at data.image_size) to the simulator and to the world-model env, which accepts
+    # the simulator's options (world_models.wm_env.register_world_model_env)
+    check_env_options([cfg.data.task], dict(cfg.vla.env.kwargs, image_size=cfg.data.image_size), "vla.env.kwargs")
+    if not writes:  # a dry run / --plan: values only
+        return
     check_path_exists("vla.sft.base_policy", cfg.vla.sft.base_policy, "a SmallVLA directory or builtin:<name>")
-    if writes:
-        check_writable_dir(cfg.output_dir, "output_dir")
+    check_path_exists("vla.sft.init_policy", cfg.vla.sft.init_policy, "a SmallVLA directory (save_pretrained)")
+    check_path_exists("vla.sft.demo_path", cfg.vla.sft.demo_path, "an HDF5 demo file (vla-rl record-demos / libero-demos)")
+    if cfg.vla.sft.demo_path:  # the loop's SFT runs on data.task
+        check_demo_actions(cfg.vla.sft.demo_path, cfg.data.task, cfg.vla.env.kwargs, "vla.sft.demo_path")
+    check_writable_dir(cfg.output_dir, "output_dir")
 
 
-def check_demo_actions(cfg) -> None:
-    """The demo file's action size equals the first task's action space (read from one demo and one env)."""
+def check_env_options(tasks: list[str], kwargs: dict, key: str) -> None:
+    """``kwargs`` are options every task in ``tasks`` takes (sims.check_options: an unknown option or a bad value is
+    one line naming it and the valid ones); building no env."""
+    import sims
+
+    for t in tasks:
+        sims.check_options(t, kwargs, key)
+
+
+def check_demo_actions(path: str, task: str, env_kwargs: dict, key: str = "sft.demo_path") -> None:
+    """The demo file ``path``'s action size equals the action space of ``task`` (read from one demo and one env built
+    without cameras); a mismatch or an unreadable file is one line naming ``key``, the file and the expected size."""
     import h5py
     import sims
 
     try:
-        with h5py.File(cfg.sft.demo_path, "r") as f:
+        with h5py.File(path, "r") as f:
             first = sorted(f["data"])[0]
             dim = int(f["data"][first]["actions"].shape[-1])
     except (OSError, KeyError, IndexError) as e:
-        raise ValueError(f"sft.demo_path={cfg.sft.demo_path!r}: not a readable demo file ({' '.join(str(e).split())}); "
+        raise ValueError(f"{key}={path!r}: not a readable demo file ({' '.join(str(e).split())}); "
                          "expected robomimic-style HDF5 with data/<demo>/actions") from None
-    task = cfg.env.tasks[0]
     if task.startswith("wm/"):
         return
-    env = sims.make(task, **cfg.env.kwargs)
+    env = sims.make(task, **{**env_kwargs, "cameras": ()})
     try:
         want = int(env.action_space.shape[0])
     finally:
         env.close()
     if dim != want:
-        raise ValueError(f"sft.demo_path={cfg.sft.demo_path!r}: demo {first!r} has actions of size {dim}, expected "
+        raise ValueError(f"{key}={path!r}: demo {first!r} has actions of size {dim}, expected "
                          f"{want} (the action size of {task})")

@@ -153,8 +153,10 @@ def run_loop(cfg: LoopConfig, quiet: bool = False) -> dict[str, Any]:
     logger.close()
     history = res["history"]
     if res["stopped"]:
-        say(f"{res['stopped']}: stopped after cycle {history[-1]['cycle'] if history else -1}; run the same command to "
-            f"resume (outputs in {out.resolve()})")
+        when = (f"stopped after cycle {history[-1]['cycle']}; run the same command to resume" if history else
+                "stopped before the first cycle completed (cycle 0: data, world model, SFT); nothing to resume from, "
+                "the same command starts it again")
+        say(f"{res['stopped']}: {when} (outputs in {out.resolve()})")
         return res
     (out / "history.json").write_text(json.dumps(history, indent=1))
     say(f"real-sim success per cycle: {[round(h['real_success'], 3) for h in history]} ({time.time() - t_start:.0f}s); "
@@ -280,7 +282,7 @@ def _run_cycles(cfg: LoopConfig, out: Path, dev, saved: dict | None, logger: Met
             break
         tc = time.time()
         cdir = out / f"cycle_{c}"
-        register_world_model_env(wm_name, models["wm"], models["state"], starts, threshold=m.success_threshold,
+        register_world_model_env(wm_name, models["wm"], models["state"], starts, d.task, threshold=m.success_threshold,
                                  seed=cfg.seed + c, sampling_steps=m.env_sampling_steps)
         vcfg = _vla_cfg(cfg, output_dir=str(cdir / "vla"), resume=False, seed=cfg.vla.seed + c, device=vla_device,
                         **{"env.tasks": [wm_name], "env.kwargs": env_kwargs, "sft.init_policy": str(policy_dir),

@@ -318,22 +318,36 @@ class WorldModelEnv(gym.Env):
 
 
 def register_world_model_env(name: str, wm: VideoWorldModel, state_model: torch.nn.Module, starts: StartPool,
-                             **env_kw: Any) -> str:
+                             sim_task: str | None = None, **env_kw: Any) -> str:
     """Register ``name`` (e.g. ``"wm/reach"``) in ``sims``' registry so ``sims.make(name, **kw)`` builds a
-    :class:`WorldModelEnv` over these models (kw: ``image_size`` is checked, ``max_steps`` and ``cameras``
-    are honoured, other simulator options are ignored)."""
+    :class:`WorldModelEnv` over these models. Options ``kw``: ``image_size`` must be the world model's, ``max_steps``
+    and ``cameras`` (its first name) are honoured; the options of ``sim_task``, the simulator the world model
+    imitates (a run hands both the same ``env.kwargs``), are accepted and otherwise ignored; any other option raises
+    TypeError naming the valid ones. ``sims.check_options(name, kw)`` runs the same check without building an env."""
     import sims
 
-    def factory(image_size: int | None = None, max_steps: int | None = None, cameras=None, **_ignored) -> WorldModelEnv:
-        if image_size is not None and int(image_size) != wm.cfg.image_size:
-            raise ValueError(f"{name} renders {wm.cfg.image_size}px frames, image_size={image_size} was asked for")
-        kw = dict(env_kw, task=name)
-        if max_steps is not None:
-            kw["max_steps"] = int(max_steps)
-        if cameras:
-            kw["camera"] = (cameras,) if isinstance(cameras, str) else tuple(cameras)
-            kw["camera"] = kw["camera"][0]
-        return WorldModelEnv(wm, state_model, starts, **kw)
+    own = ("cameras", "image_size", "max_steps")
 
-    sims.register(name, factory)
+    def check(kw: dict[str, Any]) -> None:
+        size, px = kw.get("image_size"), wm.cfg.image_size
+        if size is not None and size not in (px, (px, px), [px, px]):
+            raise ValueError(f"{name} renders {px}px frames, image_size={size!r} was asked for")
+        if sim_task is not None:
+            sims.check_options(sim_task, kw)
+            return
+        other = sorted(set(kw) - set(own))
+        if other:
+            raise TypeError(f"unknown world-model env option(s) {other}; valid: {list(own)}")
+
+    def factory(**kw: Any) -> WorldModelEnv:
+        check(kw)
+        kw_env = dict(env_kw, task=name)
+        if kw.get("max_steps") is not None:
+            kw_env["max_steps"] = int(kw["max_steps"])
+        cameras = kw.get("cameras")
+        if cameras:
+            kw_env["camera"] = ((cameras,) if isinstance(cameras, str) else tuple(cameras))[0]
+        return WorldModelEnv(wm, state_model, starts, **kw_env)
+
+    sims.register(name, factory, check)
     return name

@@ -194,6 +194,32 @@ def test_config_errors_name_the_bad_value():
         env.reset(options={"colour": "red"})
 
 
+def test_check_options_of_every_suite_without_building_an_env():
+    """sims.check_options refuses an unknown option or a bad value of the tabletop, robosuite and LIBERO suites with
+    one line naming the key, the task, the suite's option class and the valid names (issue 36: it came as a
+    TypeError from inside the first env a run built); good options pass; a plugin's task (no option check) passes."""
+    for task, cls, bad in (("tabletop/reach", "TabletopConfig", "settle_steps"), ("robosuite/Lift", "RobosuiteConfig",
+                           "settle_steps"), ("libero/libero_spatial/0", "LiberoConfig", "reward")):
+        with pytest.raises(ValueError) as e:
+            sims.check_options(task, {"image_size": 32, bad: 1}, "env.kwargs")
+        msg = str(e.value)
+        assert msg.startswith(f"env.kwargs for {task}: unknown {cls} option(s) ['{bad}']; valid: [") and "\n" not in msg
+        assert "'image_size'" in msg
+        with pytest.raises(ValueError, match=f"env.kwargs for {task}: max_steps must be an int >= 1.*got 0"):
+            sims.check_options(task, {"max_steps": 0})
+        sims.check_options(task, {"image_size": 32, "cameras": ["agentview"], "max_steps": 5})
+    with pytest.raises(ValueError, match="reward must be 'sparse' or 'dense', got 'dens'"):
+        sims.check_options("tabletop/push", {"reward": "dens"})
+    with pytest.raises(ValueError, match="expected a mapping"):
+        sims.check_options("tabletop/push", [1])
+    sims.register("mine/unchecked", lambda **kw: sims.make("tabletop/reach", **kw))
+    sims.check_options("mine/unchecked", {"anything": 1})  # registered without options: the factory's own business
+    sims.register("mine/checked", lambda **kw: sims.make("tabletop/reach", **kw),
+                  lambda kw: sims.TabletopConfig.from_kwargs(**kw))
+    with pytest.raises(ValueError, match="mine/checked: unknown TabletopConfig option"):
+        sims.check_options("mine/checked", {"anything": 1})
+
+
 def test_nan_divergence_is_a_failed_episode():
     env = sims.make("tabletop/push", cameras=())
     env.reset(options={"init_seed": 0, "fault": {"kind": "nan", "step": 2}})

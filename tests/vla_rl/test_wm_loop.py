@@ -166,3 +166,28 @@ def test_loop_sigint_stops_at_a_stage_boundary_then_resumes(tmp_path):
     assert r.returncode == 0, r.stderr[-2000:]
     assert f"resuming after cycle {n}" in r.stdout
     assert [h["cycle"] for h in json.loads((out / "history.json").read_text())] == list(range(n + 2))
+
+
+def test_loop_sigint_while_the_world_model_is_fitted_says_no_cycle_completed(tmp_path, monkeypatch, capsys):
+    """SIGINT during cycle 0's world-model fit (the real fit, with the signal raised as it starts): the loop stops at
+    the next stage boundary, before SFT, and says that no cycle completed (it said "stopped after cycle -1"); no loop
+    state is saved, so the same command starts afresh."""
+    import signal
+
+    import vla_rl.wm_loop as wm_loop
+
+    real_fit = wm_loop.fit_models
+
+    def fit_interrupted(*a, **kw):
+        signal.raise_signal(signal.SIGINT)  # caught by the loop's GracefulExit: stop at the next stage boundary
+        return real_fit(*a, **kw)
+
+    monkeypatch.setattr(wm_loop, "fit_models", fit_interrupted)
+    cfg = load_config(LoopConfig, "configs/world_models/loop_reach_one.yaml", [f"output_dir={tmp_path}", *TINY_LOOP])
+    res = run_loop(cfg)
+    out = capsys.readouterr().out
+    assert res["stopped"] == "SIGINT" and res["history"] == []
+    assert "SIGINT: stopped before the first cycle completed" in out and "the same command starts it again" in out
+    assert "cycle -1" not in out
+    assert not (tmp_path / "loop_state").exists() and not (tmp_path / "sft").exists()
+    assert not (tmp_path / "history.json").exists()

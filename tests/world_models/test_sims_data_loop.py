@@ -78,6 +78,19 @@ def test_world_model_env_runs_sims_api_and_vla_trainer_unchanged(sans, tmp_path)
     assert isinstance(env, WorldModelEnv)
     with pytest.raises(ValueError, match="renders 32px"):
         sims.make(name, image_size=64)
+    # options: its own (image_size, max_steps, cameras); registered for a simulator, that simulator's too (a run hands
+    # both the same env.kwargs); anything else is refused by make and by sims.check_options, which builds nothing
+    with pytest.raises(TypeError, match=r"unknown world-model env option\(s\) \['object_state'\]; valid: \['cameras'"):
+        sims.make(name, image_size=32, object_state=True)
+    with pytest.raises(ValueError, match="env.kwargs for wm/test_reach: unknown world-model env option"):
+        sims.check_options(name, {"object_state": True})
+    sims.check_options(name, {"image_size": 32, "max_steps": 5, "cameras": ["agentview"]})
+    imit = register_world_model_env("wm/test_reach_sim", wm, sp, starts, "tabletop/reach", max_steps=5)
+    assert isinstance(sims.make(imit, image_size=32, reward="dense"), WorldModelEnv)
+    with pytest.raises(ValueError, match=r"env.kwargs for tabletop/reach: unknown TabletopConfig option\(s\) \['bogus'\]"):
+        sims.make(imit, image_size=32, bogus=1)
+    with pytest.raises(ValueError, match="reward must be 'sparse' or 'dense'"):
+        sims.check_options(imit, {"reward": "dens"})
     obs, info = env.reset(seed=0, options={"init_seed": 4})
     assert obs["images"]["agentview"].shape == (32, 32, 3) and obs["state"].shape == (9,)
     assert np.array_equal(obs["images"]["agentview"], starts.frames[1]) and obs["instruction"] == starts.instructions[1]
