@@ -72,7 +72,10 @@ def test_device_names_are_checked_when_loaded_and_resolved_when_built():
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
 @pytest.mark.parametrize("mode", list(MODES))
 def test_an_iteration_on_cuda_matches_the_cpu(tmp_path, mode):
-    """Noise comes from CPU generators, so the same seed gives the same samples on either device."""
+    """Noise comes from CPU generators, so the same seed starts both devices from the same initial noise; CPU and
+    CUDA float kernels round differently, so the samples are not bit-equal, and what is checked is the iteration's
+    mean reward within 0.05 (not the samples themselves). Runs only where CUDA is available (not on the CPU machine
+    this suite is kept green on)."""
     cpu, gpu = _trainer(tmp_path / "cpu", mode), _trainer(tmp_path / "gpu", mode, "cuda")
     assert next(gpu.adapter.transformer.parameters()).is_cuda
     s_cpu, s_gpu = cpu.step(), gpu.step()

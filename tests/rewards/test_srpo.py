@@ -179,12 +179,16 @@ def test_srpo_config_errors():
 
 
 def test_srpo_group_reference_uses_the_groups_own_successes():
-    # group 0 succeeds near x=0, group 1 near x=10; failure 4 (group 1) is close to its own group's success
-    emb = torch.tensor([[0.0, 0.0], [10.0, 0.0], [2.0, 0.0], [8.0, 0.0], [9.5, 0.0]])
+    # group 0 succeeds at x=0, group 1 at x=10; failure 3 (group 1) lies near group 0's success (x=3), so the task
+    # reference (nearest success centre) and the group reference (its own group's success) measure it differently
+    emb = torch.tensor([[0.0, 0.0], [10.0, 0.0], [2.0, 0.0], [3.0, 0.0], [9.5, 0.0]])
     succ = torch.tensor([1, 1, 0, 0, 0], dtype=torch.bool)
     groups = [0, 1, 0, 1, 1]
     r_task = srpo_progress(emb, ["A"] * 5, succ, SRPOConfig(min_samples=1))
     r_group = srpo_progress(emb, ["A"] * 5, succ, SRPOConfig(min_samples=1, reference="group"), groups)
-    assert r_group.distance[4] < r_group.distance[3]
-    assert r_group.total[4] > r_group.total[3] > 0 or r_group.total[2] == 0
+    assert r_task.distance.tolist() == [0.0, 0.0, 2.0, 3.0, 0.5]
+    assert r_group.distance.tolist() == [0.0, 0.0, 2.0, 7.0, 0.5]
+    assert r_group.total[4] > r_group.total[2] > r_group.total[3] > 0  # closer to its group's success: more reward
+    # distances are normalized over the task's failures: failure 3 now the farthest, failure 2 is graded higher
+    assert r_group.total[2] > r_task.total[2]
     assert torch.equal(r_task.total[:2], r_group.total[:2])
