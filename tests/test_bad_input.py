@@ -23,6 +23,7 @@ D_CFG = "configs/diffusion/tiny_sd3_flat.yaml"
 V_CFG = "configs/vla/tabletop_reach.yaml"
 L_CFG = "configs/world_models/loop_reach_one.yaml"
 T_CFG = "configs/grpo/toy_flow.yaml"
+FE_CFG = "configs/vla/fit_progress_encoder.yaml"
 D_TINY = ["train.iterations=1", "grpo.group_size=2", "sampler.num_steps=2", "train.prompts_per_iter=1",
           "prompts.num_eval=1", "train.eval_steps=2", "train.log_images=false"]
 V_TINY = ["env.max_episode_steps=8", "env.kwargs={image_size: 32}", "policy.image_size=32", "policy.ctx_dim=32",
@@ -61,6 +62,7 @@ def assets(tmp_path_factory):
     (a / "binary.txt").write_bytes(b"\xff\xfe\x00prompts")
     (a / "junk.safetensors").write_bytes(bytes(range(200)))
     (a / "old.hdf5").write_bytes(b"an earlier output\n")
+    (a / "old.safetensors").write_bytes(b"an earlier encoder file\n")
     (a / "broken.yaml").write_text("seed: 0\nmodel:\n  kind: sd3\n  height: [16\nreward: {name: x}\n")
     (a / "empty.yaml").write_text("")
     (a / "prev_export").mkdir()
@@ -286,6 +288,18 @@ CASES = {
                                        "--force"], [], ["{demo}", "one of the inputs"]),
     "lb-missing-input": ("vla_rl.cli", ["libero-demos", "{assets}/o.hdf5", "{assets}/none_demo.hdf5", "--suite",
                                         "libero_spatial"], [], ["{assets}/none_demo.hdf5"]),
+    "fe-unknown-key": ("vla_rl.cli", ["fit-encoder", FE_CFG, "--dry-run"], ["train.stepz=3"], ["train.stepz", "did you mean"]),
+    "fe-unknown-task": ("vla_rl.cli", ["fit-encoder", FE_CFG, "--dry-run"], ["data.expert_tasks=[tabletop/nosuch]"],
+                        ["data.expert_tasks", "tabletop/nosuch"]),
+    "fe-out-not-safetensors": ("vla_rl.cli", ["fit-encoder", FE_CFG], ["output={assets}/enc.pt"],
+                               ["{assets}/enc.pt", ".safetensors"]),
+    "fe-existing-out": ("vla_rl.cli", ["fit-encoder", FE_CFG], ["output={assets}/old.safetensors"],
+                        ["{assets}/old.safetensors", "already exists", "--force"]),
+    "fe-missing-demo": ("vla_rl.cli", ["fit-encoder", FE_CFG], ["data.demo_paths=[{assets}/none.hdf5]",
+                                                                "output={assets}/e.safetensors"], ["{assets}/none.hdf5"]),
+    "v-srpo-encoder-missing": ("vla_rl.cli", ["train", V_CFG], [*V_TINY, "rl.reward=srpo", "srpo.encoder=progress",
+                                                                "srpo.encoder_path={assets}/none.safetensors"],
+                               ["srpo.encoder_path", "{assets}/none.safetensors", "fit-encoder"]),
     "lb-unwritable-out": ("vla_rl.cli", ["libero-demos", "{assets}/a_file/o.hdf5", "{demo}", "--env-names",
                                          "libero/libero_spatial/0"], [], ["{assets}/a_file/o.hdf5"]),
 }

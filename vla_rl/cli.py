@@ -209,6 +209,8 @@ def cmd_fit_encoder(args: argparse.Namespace) -> int:
         print(f"error: {e}", file=sys.stderr)
         return 2
     check_fit_inputs(cfg)  # before anything is recorded or trained
+    if not args.dry_run:
+        check_new_output(cfg.output, "output", args.force)
     if args.dry_run:
         print(dump_config(cfg))
         return 0
@@ -345,6 +347,7 @@ def main(argv: list[str] | None = None) -> int:
     fe.add_argument("config", help="a fit-encoder YAML (e.g. configs/vla/fit_progress_encoder.yaml)")
     fe.add_argument("overrides", nargs="*", help="key=value overrides, e.g. train.steps=200 output=enc.safetensors")
     fe.add_argument("--dry-run", action="store_true", help="print the resolved config and exit")
+    fe.add_argument("--force", action="store_true", help="replace an existing output file (refused otherwise)")
     from grpo.report import add_report_command, run_report
 
     from .deploy import add_parser as add_deploy_parser
