@@ -43,9 +43,9 @@ torch.set_num_threads(int(os.environ["OMP_NUM_THREADS"]))
 
 from diffusion_rl.adapters import LoraSettings, ModelConfig  # noqa: E402
 from diffusion_rl.branch import BranchConfig  # noqa: E402
+from diffusion_rl.config import DiffusionRLConfig, RewardConfig, TrainConfig  # noqa: E402
 from diffusion_rl.prompts import PromptConfig  # noqa: E402
 from diffusion_rl.sampling import SamplerConfig  # noqa: E402
-from diffusion_rl.config import DiffusionRLConfig, RewardConfig, TrainConfig  # noqa: E402
 from diffusion_rl.trainer import DiffusionGRPOTrainer  # noqa: E402
 from grpo.train_step import GRPOConfig  # noqa: E402
 
@@ -86,14 +86,15 @@ def main(argv=None) -> int:
     ap.add_argument("--reward", default=None, help="default: redness (tiny model), shapes_verifier (--model shapes)")
     ap.add_argument("--out", default="runs/bench_branch")
     ap.add_argument("--model", choices=["tiny", "shapes"], default="tiny",
-                    help="tiny: random tiny SD3 at --size; shapes: the shipped pretrained demo model (32x32) + shapes prompts")
+                    help="tiny: random tiny SD3 at --size; shapes: the shipped pretrained demo model (32x32) + shapes "
+                         "prompts")
     ap.add_argument("--budget-s", type=float, default=0.0,
-                    help="> 0: after the timed iterations, train each mode for this many more seconds of wall clock and "
-                         "report the evaluation reward (ODE samples, fixed prompts) at equal wall clock")
+                    help="> 0: after the timed iterations, train each mode for this many more seconds of wall clock "
+                         "and report the evaluation reward (ODE samples, fixed prompts) at equal wall clock")
     ap.add_argument("--budget-prompts", choices=["scaled", "same"], default="scaled",
-                    help="prompts per update in the equal-wall-clock phase: 'scaled' (default) spends a mode's saving on "
-                         "more prompts per update, P_mode = round(P * wall_flat / wall_mode), so every mode makes about "
-                         "as many optimizer updates as flat GRPO; 'same' keeps P and spends it on more updates")
+                    help="prompts per update in the equal-wall-clock phase: 'scaled' (default) spends a mode's saving "
+                         "on more prompts per update, P_mode = round(P * wall_flat / wall_mode), so every mode makes "
+                         "about as many optimizer updates as flat GRPO; 'same' keeps P and spends it on more updates")
     ap.add_argument("--seeds", type=int, default=1,
                     help="repeat the equal-wall-clock phase with seeds 0..N-1 (training noise, prompts, evaluation "
                          "prompts and noise) and report the mean and standard error over seeds")
@@ -116,9 +117,11 @@ def main(argv=None) -> int:
                                 lora=LoraSettings(rank=8, alpha=16))
             prompts = PromptConfig(source="shapes", num_eval=args.eval_prompts)
         else:
-            model = ModelConfig(kind="sd3", height=args.size, width=args.size, tiny={"with_vae": False, "hidden": 64, "layers": 2},
+            model = ModelConfig(kind="sd3", height=args.size, width=args.size,
+                                tiny={"with_vae": False, "hidden": 64, "layers": 2},
                                 lora=LoraSettings(rank=4, alpha=8))
-            prompts = PromptConfig(source="list", prompts=["a red circle", "a blue square", "a green triangle"], num_eval=2)
+            prompts = PromptConfig(source="list", prompts=["a red circle", "a blue square", "a green triangle"],
+                                   num_eval=2)
         cfg = DiffusionRLConfig(
             seed=0, output_dir=f"{args.out}/{name.replace(' ', '_').replace('+', '_')}", resume=False,
             model=model,
@@ -174,21 +177,23 @@ def main(argv=None) -> int:
     flat = results["flat GRPO"]
     print(f"\n{args.prompts} prompt(s)/iter, {args.leaves} final samples per prompt, {args.steps} steps, "
           f"{args.iterations} timed iterations per mode ("
-          + ("the shipped shapes SD3, 32x32 pixels" if args.model == "shapes" else f"tiny SD3 transformer, {args.size}x{args.size} pixels")
+          + ("the shipped shapes SD3, 32x32 pixels" if args.model == "shapes"
+             else f"tiny SD3 transformer, {args.size}x{args.size} pixels")
           + ", 1 CPU thread)\n")
     hdr = f"| {'mode':<13} | NFE/iter | backward/iter | wall s/iter | NFE x fewer | backward x fewer | wall x faster |"
     print(hdr)
     print("|" + "|".join("-" * (len(c)) for c in hdr.split("|")[1:-1]) + "|")
     for name, r in results.items():
-        print(f"| {name:<13} | {r['nfe']:8.0f} | {r['backward']:13.0f} | {r['wall']:11.2f} | {flat['nfe'] / r['nfe']:11.2f} "
-              f"| {flat['backward'] / max(r['backward'], 1):16.2f} | {flat['wall'] / r['wall']:13.2f} |")
+        print(f"| {name:<13} | {r['nfe']:8.0f} | {r['backward']:13.0f} | {r['wall']:11.2f} | "
+              f"{flat['nfe'] / r['nfe']:11.2f} | {flat['backward'] / max(r['backward'], 1):16.2f} | "
+              f"{flat['wall'] / r['wall']:13.2f} |")
     print("\nreward vs wall clock (seconds since the first timed iteration, mean reward of the iteration's samples):")
     for name, r in results.items():
         print(f"  {name:<13} " + "  ".join(f"{t:6.1f}s:{v:+.3f}" for t, v in r["curve"]))
     if budget:
         n_eval = args.eval_prompts if args.model == "shapes" else 2
-        print(f"\nequal wall clock: evaluation reward (ODE samples on {n_eval} fixed prompts) after {args.budget_s:.0f} s "
-              f"of training per mode (prompts per update: {args.budget_prompts})")
+        print(f"\nequal wall clock: evaluation reward (ODE samples on {n_eval} fixed prompts) after "
+              f"{args.budget_s:.0f} s of training per mode (prompts per update: {args.budget_prompts})")
         for name, runs in budget.items():
             b, a, it, p, acc0, acc1 = (torch.tensor([r[i] for r in runs], dtype=torch.float64) for i in range(6))
             acc = f", all-correct {_mse(acc0)} -> {_mse(acc1)}" if bool((acc0 == acc0).all()) else ""

@@ -1,4 +1,5 @@
-"""BranchGRPO's claim on a task with headroom: wall clock to flat GRPO's target reward, flat over tree, one run per seed.
+"""BranchGRPO's claim on a task with headroom: wall clock to flat GRPO's target reward, flat over tree, one run per \
+seed.
 
 Issue 25's BranchGRPO row. The paper (Li et al. 2025, arXiv 2509.06040) reports higher alignment than DanceGRPO
 (flat GRPO) with ~50% less training time. On the demo's verifier the shipped shapes model leaves RL about +0.04
@@ -18,9 +19,9 @@ interleaved (the arm with the least progress steps next), so the load of a share
 
 Budgets are iterations, so a rerun reproduces every reward: flat GRPO runs ``--flat-iters`` iterations; a tree arm runs
 ``ceil(overrun * flat_iters * cost_flat / cost_arm)`` with ``cost = rollout NFE + 3 x backward row-steps`` per
-iteration (``DiffusionGRPOTrainer.cost_per_iteration``, deterministic), enough to cover flat's wall clock. Each arm is evaluated (ODE samples, ``--eval-prompts``
-fixed prompts) every ``--eval-every`` of flat's iterations' worth of cost. Wall clock is measured: each arm's median
-seconds per iteration in this run (evaluation excluded) times its iterations.
+iteration (``DiffusionGRPOTrainer.cost_per_iteration``, deterministic), enough to cover flat's wall clock. Each arm is
+evaluated (ODE samples, ``--eval-prompts`` fixed prompts) every ``--eval-every`` of flat's iterations' worth of cost.
+Wall clock is measured: each arm's median seconds per iteration in this run (evaluation excluded) times its iterations.
 
 Target and ratio: flat's target is ``before + target_frac * (flat's final gain)`` (final: the mean of flat's last two
 evaluations); an arm's time to target is the first crossing of its evaluation curve, linearly interpolated between
@@ -193,8 +194,10 @@ def run_seed(args, seed: int) -> dict:
         spi = a.s_per_iter
         nfe_it = statistics.fmean(a.nfe)
         out["arms"][n] = {
-            "iters": a.iters, "s_per_iter": spi, "nfe_per_iter": nfe_it, "nfe_train_per_iter": statistics.fmean(a.nfe_train),
-            "it_target": it, "t_target": None if it is None else it * spi, "nfe_target": None if it is None else it * nfe_it,
+            "iters": a.iters, "s_per_iter": spi, "nfe_per_iter": nfe_it,
+            "nfe_train_per_iter": statistics.fmean(a.nfe_train),
+            "it_target": it, "t_target": None if it is None else it * spi,
+            "nfe_target": None if it is None else it * nfe_it,
             "t_budget": a.iters * spi, "reward_T": reward_at(a.curve, T / spi), "acc_T": reward_at(a.curve, T / spi, 2),
             "covered_T": a.iters * spi >= T, "leaf_std": statistics.fmean(a.leaf_std[:5]),
             "curve": [(i, r, acc) for i, r, acc in a.curve]}
@@ -217,9 +220,9 @@ def _fmt(vals: list[float], digits: int = 2) -> str:
 def report(args, runs: list[dict]) -> None:
     n = len(runs)
     print(f"\nBranchGRPO on the big-shapes task (target area {args.target_area:g} px^2): {args.steps} steps, "
-          f"{args.leaves} leaves / samples per prompt, tree splits {args.splits} x2, {args.prompts} prompt(s) per update, "
-          f"lr {args.lr:g}, {args.eval_prompts} eval prompts; flat GRPO {args.flat_iters} iterations; target = before + "
-          f"{args.target_frac:g} x flat's gain; {n} seed(s), mean +- SE\n")
+          f"{args.leaves} leaves / samples per prompt, tree splits {args.splits} x2, {args.prompts} prompt(s) per "
+          f"update, lr {args.lr:g}, {args.eval_prompts} eval prompts; flat GRPO {args.flat_iters} iterations; target = "
+          f"before + {args.target_frac:g} x flat's gain; {n} seed(s), mean +- SE\n")
     print("per seed: before -> flat's target; each arm: time to target s (iterations) / ratio t_flat / t_arm")
     for r in runs:
         cells = []
@@ -242,7 +245,8 @@ def report(args, runs: list[dict]) -> None:
         got = [a for a in arms if a["t_target"] is not None]
         ratios = [a["ratio"] for a in arms if a["ratio"] is not None]
         cens = sum(a["censored"] for a in arms)
-        t_cell = (_fmt([a["t_target"] for a in got], 0) + (f" ({len(got)}/{n} reached)" if len(got) < n else "")) if got else "not reached"
+        t_cell = (_fmt([a["t_target"] for a in got], 0)
+                  + (f" ({len(got)}/{n} reached)" if len(got) < n else "")) if got else "not reached"
         nfe_cell = _fmt([a["nfe_target"] for a in got], 0) if got else "-"
         ratio_cell = (_fmt(ratios) + (f" ({cens} censored: upper bounds)" if cens else "")) if ratios else "-"
         print(f"| {name:<13} | {statistics.fmean(a['nfe_per_iter'] for a in arms):8.0f} "
@@ -250,9 +254,9 @@ def report(args, runs: list[dict]) -> None:
               f"| {_fmt([a['s_per_iter'] for a in arms]):>6} | {statistics.fmean(a['leaf_std'] for a in arms):8.3f} "
               f"| {t_cell} | {nfe_cell} | {ratio_cell} | {_fmt([a['reward_T'] for a in arms], 3)} "
               f"| {_fmt([a['acc_T'] for a in arms], 3)} |")
-    print(f"\nstart (every arm, same LoRA, same eval prompts): reward {_fmt([r['before'] for r in runs], 3)}, all-correct "
-          f"{_fmt([r['before_acc'] for r in runs], 3)}; flat's wall T = {_fmt([r['T'] for r in runs], 0)} s; "
-          f"a run per seed {_fmt([r['wall_run'] for r in runs], 0)} s (evaluations included)")
+    print(f"\nstart (every arm, same LoRA, same eval prompts): reward {_fmt([r['before'] for r in runs], 3)}, "
+          f"all-correct {_fmt([r['before_acc'] for r in runs], 3)}; flat's wall T = {_fmt([r['T'] for r in runs], 0)} "
+          f"s; a run per seed {_fmt([r['wall_run'] for r in runs], 0)} s (evaluations included)")
     print("\nbest evaluation reward within flat's wall T (the curve's points up to T and its reading at T), and each "
           "tree arm's reward @ T minus flat's (paired: same seed, same start):")
     for name in args.arms:
@@ -323,8 +327,10 @@ def main(argv=None) -> int:
     if args.splits[-1] >= args.steps:
         problems.append(f"--splits {args.splits}: every split step must be < --steps {args.steps}")
     args.leaves = 2 ** len(args.splits)
-    for flag, v, ok in (("--seeds", args.seeds, args.seeds >= 1), ("--flat-iters", args.flat_iters, args.flat_iters >= 2),
-                        ("--eval-every", args.eval_every, args.eval_every >= 1), ("--prompts", args.prompts, args.prompts >= 1),
+    for flag, v, ok in (("--seeds", args.seeds, args.seeds >= 1),
+                        ("--flat-iters", args.flat_iters, args.flat_iters >= 2),
+                        ("--eval-every", args.eval_every, args.eval_every >= 1),
+                        ("--prompts", args.prompts, args.prompts >= 1),
                         ("--lr", args.lr, args.lr > 0), ("--overrun", args.overrun, args.overrun >= 1),
                         ("--target-frac", args.target_frac, 0 < args.target_frac <= 1),
                         ("--target-area", args.target_area, args.target_area > 0)):

@@ -33,10 +33,12 @@ from grpo.metrics import read_jsonl  # noqa: E402
 
 
 def run(nproc: int, out: Path, iterations: int, prompts: int) -> float:
-    args = ["configs/grpo/toy_flow.yaml", f"output_dir={out}", f"train.iterations={iterations}", f"train.prompts_per_iter={prompts}",
+    args = ["configs/grpo/toy_flow.yaml", f"output_dir={out}", f"train.iterations={iterations}",
+            f"train.prompts_per_iter={prompts}",
             "model.pretrain_steps=50", "train.eval_samples=16", "train.save_every=100000", "model.hidden=512"]
     cmd = [sys.executable, "-m", "diffusion_rl.cli", "toy", *args] if nproc == 1 else \
-        [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", str(nproc), "-m", "diffusion_rl.cli", "toy", *args]
+        [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", str(nproc), "-m", "diffusion_rl.cli", "toy",
+         *args]
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
     subprocess.run(cmd, check=True, env=env, capture_output=True, cwd=Path(__file__).resolve().parents[1])
     rows = [r for r in read_jsonl(out / "metrics.jsonl") if "loss/total" in r]
@@ -88,10 +90,12 @@ def run_vla(nproc: int, out: Path, iterations: int, groups: int) -> dict[str, fl
     rows = [r for r in read_jsonl(out / "metrics.jsonl") if "throughput/rollout_episodes_per_s" in r]
     rows = rows[1:] or rows
     episodes = rows[0]["throughput/rollout_episodes_per_s"] * rows[0]["time/rollout_s"]
-    return {"episodes": episodes, "rollout_eps": statistics.median(r["throughput/rollout_episodes_per_s"] for r in rows),
+    return {"episodes": episodes, "rollout_eps": statistics.median(r["throughput/rollout_episodes_per_s"]
+                                                                   for r in rows),
             "rollout_steps": statistics.median(r["throughput/rollout_env_steps_per_s"] for r in rows),
             "iteration_eps": statistics.median(episodes / r["time/iteration_s"] for r in rows),
-            **{k: statistics.median(r.get(f"time/{k}", 0.0) for r in rows) for k in ("rollout_s", "reward_s", "update_s")}}
+            **{k: statistics.median(r.get(f"time/{k}", 0.0) for r in rows)
+               for k in ("rollout_s", "reward_s", "update_s")}}
 
 
 def print_vla(res: dict[int, dict[str, float]]) -> None:
@@ -106,8 +110,8 @@ def print_vla(res: dict[int, dict[str, float]]) -> None:
                       ("s update per iteration", "update_s")):
         ratio = f"{one[key] / two[key]:>5.2f}" if min(one[key], two[key]) > 1e-3 else f"{'n/a':>5}"  # e.g. no update
         print(f"| {name:<26} | {one[key]:>10.2f} | {two[key]:>11.2f} | {ratio} |")
-    print(f"({one['episodes']:.0f} episodes per iteration; ratio: 2-process / 1-process throughput (seconds: 1p / 2p), ideal 2.00; "
-          f"{os.cpu_count()} CPU cores on this machine, shared)")
+    print(f"({one['episodes']:.0f} episodes per iteration; ratio: 2-process / 1-process throughput (seconds: 1p / 2p), "
+          f"ideal 2.00; {os.cpu_count()} CPU cores on this machine, shared)")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -132,7 +136,8 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{2:>10} {t2:8.3f} {samples / t2:10.1f}")
             print(f"speed-up 1 -> 2 processes: {t1 / t2:.2f}x (ideal 2.00x; {os.cpu_count()} CPU cores on this machine)")
             print()
-        res = {} if a.skip_diffusion else {(name, n): run_diffusion(n, name, Path(d) / f"{name}{n}", a.diffusion_iterations)
+        res = {} if a.skip_diffusion else {(name, n): run_diffusion(n, name, Path(d) / f"{name}{n}",
+                                                                    a.diffusion_iterations)
                                            for name in DIFFUSION for n in (1, 2)}
         if not a.skip_vla:
             print_vla({n: run_vla(n, Path(d) / f"vla{n}", a.vla_iterations, a.vla_groups) for n in (1, 2)})

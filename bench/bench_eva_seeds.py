@@ -45,14 +45,16 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 
-import torch
-from claims_toy import fmt
+import torch  # noqa: E402  (after the sys.path lines above)
+from claims_toy import fmt  # noqa: E402
 
 CONFIG = "configs/world_models/loop_reach.yaml"
 TINY_WM = '{"image_size": 32, "context_frames": 2, "chunk": 2, "action_dim": 4, "sampling_steps": 2, "layers": 1, "ffn_dim": 32}'
 SMALL_DATA = ["data.horizon=8", "data.train={success: 2, near: 1, failure: 1, random: 1}",
-              "data.test={success: 2, near: 1, failure: 1}", f"models.wm={TINY_WM}", "models.wm_steps=3", "models.idm_steps=3"]
-METRICS = [("eva_reward", "EVA reward"), ("eva_penalty_median", "median penalty"), ("idm_abs_jerk", "IDM mean abs jerk"),
+              "data.test={success: 2, near: 1, failure: 1}", f"models.wm={TINY_WM}", "models.wm_steps=3",
+              "models.idm_steps=3"]
+METRICS = [("eva_reward", "EVA reward"), ("eva_penalty_median", "median penalty"),
+           ("idm_abs_jerk", "IDM mean abs jerk"),
            ("frame_mse", "frame MSE")]
 
 
@@ -91,11 +93,13 @@ def run_seed(seed: int, config: str, overrides: list[str], out: Path, iterations
     w = wm_windows(test, m.wm.context_frames, m.wm.chunk, stride=4)
     n_train, n_held = rows
     if w.context.shape[0] < n_train + n_held:
-        raise ValueError(f"the held-out episodes give {w.context.shape[0]} windows, fewer than the {n_train} + {n_held} rows")
+        raise ValueError(f"the held-out episodes give {w.context.shape[0]} windows, fewer than the {n_train} + "
+                         f"{n_held} rows")
     pick = torch.randperm(w.context.shape[0], generator=torch.Generator().manual_seed(seed))
     tables = {name: ConditionTable(w.context[idx], w.actions[idx], w.future[idx])
               for name, idx in (("train", pick[:n_train]), ("heldout", pick[n_train:n_train + n_held]))}
-    eva = calibrate_on_pretrained(wm, idm, tables["train"], EVAConfig(dt=1.0, w_jerk=0.5, limits=EmbodimentLimits(v_max=1.0)))
+    eva = calibrate_on_pretrained(wm, idm, tables["train"],
+                                  EVAConfig(dt=1.0, w_jerk=0.5, limits=EmbodimentLimits(v_max=1.0)))
     res = {name: {"before": alignment_report(wm, idm, t, eva)} for name, t in tables.items()}
     ta = time.time()
     align_world_model(wm, idm, tables["train"], eva, str(out / f"eva_seed{seed}"),
@@ -103,10 +107,11 @@ def run_seed(seed: int, config: str, overrides: list[str], out: Path, iterations
     for name, t in tables.items():
         res[name]["after"] = alignment_report(wm, idm, t, eva)
     r, h = res["train"], res["heldout"]
-    print(f"  seed {seed}: P0 {eva.p0:.3f}; EVA reward {r['before']['eva_reward']:.4f} -> {r['after']['eva_reward']:.4f} "
-          f"(held-out {h['before']['eva_reward']:.4f} -> {h['after']['eva_reward']:.4f}), frame MSE "
-          f"{r['before']['frame_mse']:.5f} -> {r['after']['frame_mse']:.5f} (held-out {h['before']['frame_mse']:.5f} -> "
-          f"{h['after']['frame_mse']:.5f}); fit {t_fit:.0f}s, alignment {time.time() - ta:.0f}s", flush=True)
+    print(f"  seed {seed}: P0 {eva.p0:.3f}; EVA reward {r['before']['eva_reward']:.4f} -> "
+          f"{r['after']['eva_reward']:.4f} (held-out {h['before']['eva_reward']:.4f} -> "
+          f"{h['after']['eva_reward']:.4f}), frame MSE {r['before']['frame_mse']:.5f} -> {r['after']['frame_mse']:.5f} "
+          f"(held-out {h['before']['frame_mse']:.5f} -> {h['after']['frame_mse']:.5f}); fit {t_fit:.0f}s, alignment "
+          f"{time.time() - ta:.0f}s", flush=True)
     return res
 
 
@@ -139,8 +144,8 @@ def report(res: dict[int, dict]) -> None:
             b = [res[s][rows]["before"][k] for s in seeds]
             a = [res[s][rows]["after"][k] for s in seeds]
             digits = 5 if k == "frame_mse" else 4
-            print(f"| {rows} | {name} | {fmt(b, digits)} | {fmt(a, digits)} | {fmt([y - x for x, y in zip(b, a)], digits)} "
-                  f"| {sum(y > x for x, y in zip(b, a))} of {len(seeds)} |")
+            print(f"| {rows} | {name} | {fmt(b, digits)} | {fmt(a, digits)} | "
+                  f"{fmt([y - x for x, y in zip(b, a)], digits)} | {sum(y > x for x, y in zip(b, a))} of {len(seeds)} |")
     print("\nper seed, before -> after")
     print("| seed | EVA reward | held-out EVA reward | frame MSE | held-out frame MSE |")
     print("|---|---|---|---|---|")
@@ -159,10 +164,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--iterations", type=int, default=40, help="EVA alignment iterations (default 40)")
     ap.add_argument("--config", default=CONFIG, help="a vla-rl loop config: its data and models sections")
     ap.add_argument("--out", default="/tmp/bench_eva_seeds", help="where the alignment runs write")
-    ap.add_argument("--reuse", action="store_true", help="take a seed's reports from a finished run with the same settings")
+    ap.add_argument("--reuse", action="store_true",
+                    help="take a seed's reports from a finished run with the same settings")
     args = ap.parse_args(argv)
     if args.seeds < 1 or args.iterations < 1:
-        print(f"error: need --seeds >= 1 and --iterations >= 1, got {args.seeds} and {args.iterations}", file=sys.stderr)
+        print(f"error: need --seeds >= 1 and --iterations >= 1, got {args.seeds} and {args.iterations}",
+              file=sys.stderr)
         return 2
     if not (ROOT / args.config).is_file():
         print(f"error: --config {args.config}: no such file under {ROOT}", file=sys.stderr)
@@ -177,8 +184,8 @@ def main(argv: list[str] | None = None) -> int:
     else:
         seeds, iterations, overrides, rows = range(args.seeds), args.iterations, [], (16, 32)
         align = ["train.prompts_per_iter=4", "grpo.group_size=8"]
-    print(f"EVA alignment over seeds: {args.config} {' '.join(overrides)}, seeds {list(seeds)}, {iterations} iterations "
-          f"({' '.join(align)}), rows {rows[0]} training + {rows[1]} held-out")
+    print(f"EVA alignment over seeds: {args.config} {' '.join(overrides)}, seeds {list(seeds)}, {iterations} "
+          f"iterations ({' '.join(align)}), rows {rows[0]} training + {rows[1]} held-out")
     t0 = time.time()
     try:
         res = {s: run_or_reuse(s, args.config, overrides, Path(args.out).resolve(), iterations, rows, align, args.reuse)

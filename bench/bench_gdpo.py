@@ -2,8 +2,8 @@
 (issue 25).
 
 The paper's claim: with several rewards, normalizing each component within its group and then summing
-(``advantage: gdpo``, ``grpo.advantages.decoupled_advantages``: ``BN(sum_k w_k (r_k - mean_g r_k) / (std_g r_k + eps))``)
-trains better than GRPO's advantage of the summed reward (``(R - mean_g R) / std_g R``, ``R = sum_k w_k r_k``),
+(``advantage: gdpo``, ``grpo.advantages.decoupled_advantages``: ``BN(sum_k w_k (r_k - mean_g r_k) / (std_g r_k +
+eps))``) trains better than GRPO's advantage of the summed reward (``(R - mean_g R) / std_g R``, ``R = sum_k w_k r_k``),
 whose normalization is dominated by the component with the largest within-group spread and which maps different
 component combinations with equal sums to one advantage.
 
@@ -16,10 +16,11 @@ Tasks: ``grpo/demo.py``'s 2-D flow model (pretrained on a ring of radius 2 with 
 * ``two_binary`` (the paper's setting: binary rewards whose combinations tie under the sum): ``angle =
   1[angle(x, g_c) < pi/16]`` (in the target's sector, ~1/8 at the start) and ``radius = 1[| ||x|| - 1.8 | < 0.15]``
   (a ring inside the pretrained one, ~1/3 at the start; independent of the angle). Under the sum, (1, 0) and
-  (0, 1) get the same advantage; GDPO tells them apart by each component's group frequency. Every arm runs from the same pretrained start per seed with the
+  (0, 1) get the same advantage; GDPO tells them apart by each component's group frequency. Every arm runs from the
+  same pretrained start per seed with the
 same G, lr, prompts per iteration, clip and KL (the demo's ``configs/grpo/toy_flow.yaml``), at each of two learning
-rates (1e-3 and the demo's 2e-3: the comparison turned on the learning rate, so both are in the table); evaluation is 256 ODE
-samples from fixed noise; each component and the total are reported, mean +- standard error over seeds.
+rates (1e-3 and the demo's 2e-3: the comparison turned on the learning rate, so both are in the table); evaluation is
+256 ODE samples from fixed noise; each component and the total are reported, mean +- standard error over seeds.
 
     python bench/bench_gdpo.py               # both tasks (docs/RESULTS.md, "Seed claims"), ~6 min on 1 core
     python bench/bench_gdpo.py --small       # seconds: the test's mode
@@ -36,8 +37,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import torch  # noqa: E402
-
 from claims_toy import RunConfig, fmt, keyed_generator, pretrained, sample_sde, target_mode, train_arm  # noqa: E402
+
 from grpo.demo import ToyModelConfig, ToySamplerConfig  # noqa: E402
 from grpo.train_step import GRPOConfig  # noqa: E402
 
@@ -132,16 +133,18 @@ def main(argv: list[str] | None = None) -> int:
             stds = [within_group_std(st, task, model_cfg, sampler, args.group_size, args.hit_radius, s)
                     for s, (_, st) in zip(seeds, res)]
             spread[name] = {k: [d[k] for d in stds] for k in keys[:2]}
-            print(f"  {task} lr {lr} {name}: total per seed " + " ".join(f"{v:.3f}" for v in rows[name]["total"]), flush=True)
-        print(f"\n{task}, lr {lr}: final eval (ODE, clean), mean +- SE over {len(seeds)} seeds; last columns: each component's "
-              f"within-group std of SDE rollouts (G={args.group_size}) at that policy")
+            print(f"  {task} lr {lr} {name}: total per seed " + " ".join(f"{v:.3f}" for v in rows[name]["total"]),
+                  flush=True)
+        print(f"\n{task}, lr {lr}: final eval (ODE, clean), mean +- SE over {len(seeds)} seeds; last columns: each "
+              f"component's within-group std of SDE rollouts (G={args.group_size}) at that policy")
         print(f"| {task} lr {lr} arm | " + " | ".join(keys) + " | " + " | ".join(f"std {k}" for k in keys[:2]) + " |")
         print("|---|" + "---|" * (len(keys) + 2))
         for name, r in rows.items():
             print(f"| {name} | " + " | ".join(fmt(r[k]) for k in keys) + " | "
                   + " | ".join(fmt(spread[name][k]) for k in keys[:2]) + " |")
         diffs = {k: [a - b for a, b in zip(rows["GDPO"][k], rows["GRPO (summed)"][k])] for k in keys}
-        print(f"{task}, lr {lr}: GDPO - summed GRPO, paired over seeds: " + ", ".join(f"{k} {fmt(v)}" for k, v in diffs.items())
+        print(f"{task}, lr {lr}: GDPO - summed GRPO, paired over seeds: "
+              + ", ".join(f"{k} {fmt(v)}" for k, v in diffs.items())
               + "\n", flush=True)
     print(f"\ntotal {time.time() - t0:.0f}s")
     return 0

@@ -73,7 +73,8 @@ def vector(task: str, n: int, cameras: tuple, image_size: int, steps: int, settl
     import sims
 
     t0 = time.perf_counter()
-    v = sims.VectorEnv(task, num_envs=n, env_kwargs={"image_size": image_size, "cameras": cameras, "settle_steps": settle})
+    v = sims.VectorEnv(task, num_envs=n,
+                       env_kwargs={"image_size": image_size, "cameras": cameras, "settle_steps": settle})
     made = time.perf_counter() - t0
     v.reset(options={"init_seed": list(range(n))})
     t0 = time.perf_counter()

@@ -45,9 +45,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import torch  # noqa: E402
+from claims_toy import RunConfig, fmt, keyed_generator, pretrained, sample_sde, target_mode, train_arm  # noqa: E402
 
-from claims_toy import (RunConfig, fmt, keyed_generator, pretrained, sample_sde, target_mode,  # noqa: E402
-                        train_arm)
 from grpo.demo import ToyModelConfig, ToySamplerConfig  # noqa: E402
 from grpo.train_step import GRPOConfig  # noqa: E402
 
@@ -89,7 +88,8 @@ def advantage_signs(r: torch.Tensor, arm: str) -> tuple[torch.Tensor, torch.Tens
     """``r[K, n]`` equal-sized groups -> (sign of each arm's advantage ``[K, n]``, carries-gradient mask ``[K, n]``).
 
     mean: ``sign(r - mean)``; median / median_std: ``sign(r - lower median)`` with the first sample equal to the median
-    (the pivot) zero and, for median_std, masked (``group_advantages``' rules; the positive scale does not change signs).
+    (the pivot) zero and, for median_std, masked (``group_advantages``' rules; the positive scale does not change
+    signs).
     """
     if METHOD[arm] == "mean_std":
         s = torch.sign(r - r.mean(1, keepdim=True))
@@ -159,8 +159,9 @@ def main(argv: list[str] | None = None) -> int:
     grpo = GRPOConfig(group_size=2, clip_low=0.2, clip_high=0.28, kl_coef=0.01, adv_clip=5.0)  # toy_flow.yaml's
     t0 = time.time()
     starts = {s: pretrained(s, model_cfg) for s in seeds}
-    print(f"MC-GRPO bench: G={gs}, arms {ARMS}, seeds {list(seeds)}, {run.iterations} iterations x {run.prompts_per_iter} "
-          f"prompts, lr {run.lr}, noise {noises} (scale {args.noise_scale}); pretrained in {time.time() - t0:.1f}s")
+    print(f"MC-GRPO bench: G={gs}, arms {ARMS}, seeds {list(seeds)}, {run.iterations} iterations x "
+          f"{run.prompts_per_iter} prompts, lr {run.lr}, noise {noises} (scale {args.noise_scale}); pretrained in "
+          f"{time.time() - t0:.1f}s")
 
     # (a) sign flips at two snapshots of seed 0
     clean = make_reward("none", 0.0, model_cfg)
@@ -197,7 +198,8 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"  {noise} G={g} {arm}: " + " ".join(f"{v:.3f}" for v in vals), flush=True)
             print(f"| {noise} | {g} | " + " | ".join(fmt(finals[noise, g, arm]) for arm in ARMS) + " |", flush=True)
     pairs = [("median", "mean"), ("median", "mean_G+1"), ("median_std", "mean"), ("median_std", "mean_G+1")]
-    print(f"\n(b') paired differences of the final eval reward (same seed, same start), mean +- SE over {len(seeds)} seeds")
+    print(f"\n(b') paired differences of the final eval reward (same seed, same start), mean +- SE over {len(seeds)} "
+          "seeds")
     print("| noise | G | " + " | ".join(f"{a} - {b}" for a, b in pairs) + " |")
     print("|---|---|" + "---|" * len(pairs))
     for noise in noises:

@@ -52,7 +52,8 @@ def run_diffusion(name: str, over: list[str], inject=None, tol: float = 1e-4) ->
 
     out = Path(tempfile.mkdtemp()) / name
     cfg = load_config(DiffusionRLConfig, str(ROOT / f"configs/diffusion/{name}.yaml"),
-                      over + [f"output_dir={out}", "resume=false", "train.log_images=false", f"train.onpolicy_tol={tol}"])
+                      over + [f"output_dir={out}", "resume=false", "train.log_images=false",
+                              f"train.onpolicy_tol={tol}"])
     tr = DiffusionGRPOTrainer(cfg)
     if inject is not None:
         inject(tr)

@@ -152,7 +152,8 @@ def main(argv=None) -> int:
     # the prediction (fake tensors; no weights)
     t0 = time.time()
     arch = dataclasses.replace(ARCHS["sd3.5-medium"], full_depth=counts)
-    pmc = ModelConfig(kind="sd3", path="stabilityai/stable-diffusion-3.5-medium", dtype="bf16", height=IMAGE, width=IMAGE,
+    pmc = ModelConfig(kind="sd3", path="stabilityai/stable-diffusion-3.5-medium", dtype="bf16", height=IMAGE,
+                      width=IMAGE,
                       max_sequence_length=T5_TOKENS, lora=lora)  # the path names the planned architecture (not loaded)
     pred, _ = trace_extrapolated(arch, pmc, "train_gc", "flow_grpo", 0.7)
     t_plan = time.time() - t0
@@ -176,9 +177,7 @@ def main(argv=None) -> int:
         loss = one_iteration(ad, params, opt, mem=mem)
     rss_delta = rss.peak - base
     flops = FlopCounterMode(display=False)
-    t0 = time.time()
     one_iteration(ad, params, opt, flops=flops)
-    t_flops = time.time() - t0
     rows = [("FLOPs fwd+bwd (TFLOP)", pred.flops / 1e12, flops.get_total_flops() / 1e12),
             ("step peak, tracker (GiB)", pred.peak / GiB, mem.peak / GiB),
             ("step peak, RSS delta (GiB)", pred.peak / GiB, rss_delta / GiB)]
@@ -187,7 +186,8 @@ def main(argv=None) -> int:
           f"77 CLIP + {T5_TOKENS} zero T5 tokens, batch 1, gradient checkpointing, loss {loss:.4f}")
     print(f"plan {t_plan:.1f} s, build {t_build:.1f} s, one iteration {t_step:.1f} s "
           f"({flops.get_total_flops() / max(t_step, 1e-9) / 1e9:.1f} GFLOP/s on {torch.get_num_threads()} thread(s)); "
-          f"AdamW state {8 * n_lora / GiB:.3f} GiB and LoRA weights {4 * n_lora / GiB:.3f} GiB persist (not in the peaks)")
+          f"AdamW state {8 * n_lora / GiB:.3f} GiB and LoRA weights {4 * n_lora / GiB:.3f} GiB persist (not in the "
+          "peaks)")
     print(f"{'quantity':30s} {'predicted':>10s} {'measured':>10s} {'meas/pred':>9s}")
     ok = True
     for name, p, m in rows:

@@ -1,4 +1,5 @@
-"""Pool-and-select (Sol-RL-style low-precision exploration) vs plain flat GRPO on the shapes task, over seeds (issue 25).
+"""Pool-and-select (Sol-RL-style low-precision exploration) vs plain flat GRPO on the shapes task, over seeds (issue \
+25).
 
 The claim (Sol-RL): roll out many cheap candidates with a low-precision copy of the model, regenerate and train only a
 contrastive subset in full precision, and converge faster than plain GRPO. Arms, each run as its own

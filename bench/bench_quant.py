@@ -35,17 +35,16 @@ import torch  # noqa: E402
 torch.set_num_threads(int(os.environ["OMP_NUM_THREADS"]))
 
 from diffusion_rl.adapters import LoraSettings, ModelConfig, build_adapter  # noqa: E402
-from diffusion_rl.pool_rollout import (PoolConfig, QuantizedAdapterView, candidate_noise,  # noqa: E402
-                                       explore)
+from diffusion_rl.config import DiffusionRLConfig, RewardConfig  # noqa: E402
+from diffusion_rl.pool_rollout import PoolConfig, QuantizedAdapterView, candidate_noise, explore  # noqa: E402
 from diffusion_rl.prompts import PromptConfig  # noqa: E402
 from diffusion_rl.quant import QuantConfig, QuantLinear, make_rollout_copy  # noqa: E402
 from diffusion_rl.sampling import SamplerConfig  # noqa: E402
-from diffusion_rl.config import DiffusionRLConfig, RewardConfig  # noqa: E402
 from diffusion_rl.trainer import DiffusionGRPOTrainer  # noqa: E402
 from grpo.train_step import GRPOConfig  # noqa: E402
+from rewards.base import RewardBatch  # noqa: E402
 from rewards.jpeg import jpeg_size_kb  # noqa: E402
 from rewards.shapes import ShapesVerifier, sample_prompts  # noqa: E402
-from rewards.base import RewardBatch  # noqa: E402
 
 FORMATS = {"bf16": QuantConfig(format="bf16"),
            "fp8 (row, W8A8)": QuantConfig(format="fp8", fp8_granularity="row"),
@@ -116,7 +115,8 @@ def run_training(kind: str, iters: int, n: int, k: int, steps: int, seed: int, p
     """[(wall seconds, eval reward, mean train reward, cumulative NFE)] after each iteration: ``iters`` iterations,
     or more until ``budget_s`` seconds of training wall clock are spent (capped at 6x ``iters``)."""
     cfg = DiffusionRLConfig(seed=seed, output_dir=f"/tmp/bench_quant_{kind}", resume=False, model=model_cfg(),
-                            sampler=SamplerConfig(num_steps=steps, eta=0.8, same_init_noise=False, timestep_fraction=0.5),
+                            sampler=SamplerConfig(num_steps=steps, eta=0.8, same_init_noise=False,
+                                                  timestep_fraction=0.5),
                             grpo=GRPOConfig(group_size=n, clip_low=0.2, kl_coef=0.0, adv_clip=5.0),
                             reward=RewardConfig(name="shapes_verifier"),
                             prompts=PromptConfig(source="shapes", num_eval=16))
@@ -205,7 +205,8 @@ def main(argv=None) -> int:
     print("   nvfp4 (W4A4) by layer:", ", ".join(f"{n.replace('transformer_blocks.', 'b')}={v[1]:.3f}"
                                              for n, v in list(d.items())[:12]), "...")
 
-    # 4: reward vs wall clock -------------------------------------------------------------------------------------------
+    # 4: reward vs wall clock
+    # -------------------------------------------------------------------------------------------
     print(f"\n4. reward vs wall clock: plain GRPO (N={args.train}/prompt, bf16) vs pool-and-select (K={args.pool} "
           f"NVFP4-emulated candidates/prompt, N={args.train} regenerated in bf16), {args.iterations} iterations, "
           f"{args.prompts} prompts/iteration, eval = shapes verifier on 16 fixed prompts (ODE); NFE counts every "
@@ -220,8 +221,8 @@ def main(argv=None) -> int:
             if it % every == 0 or it == len(curve) - 1:
                 print(f"   iter {it:3d}  wall {w:6.1f}s  NFE {nfe:7.0f}  eval reward {e:.3f}" +
                       (f"  train-batch reward {r:.3f}" if r == r else ""))
-    print("NOTE: pool+select wall clock includes the emulated NVFP4 pool (slower than bf16 on CPU); its train reward is "
-          "the selected (contrastive) subset's, not comparable to plain GRPO's mean.")
+    print("NOTE: pool+select wall clock includes the emulated NVFP4 pool (slower than bf16 on CPU); its train reward "
+          "is the selected (contrastive) subset's, not comparable to plain GRPO's mean.")
     print(f"\ntotal {time.perf_counter() - t_start:.1f}s")
     return 0
 

@@ -16,8 +16,9 @@ Steps/s are per core: both loops are timed in process CPU time (``time.process_t
 counts a software GL renderer's threads), so other jobs on a shared machine inflate neither side.
 
 Then the success rates of the scripted expert and of uniform random actions per task over
-``--rate-seeds`` held-out seeds (1000, 1001, ...; the tests use 0..99), robosuite Lift steps/s (no camera / agentview) and ``sims.VectorEnv`` total steps/s for 1..N
-subprocess workers on ``tabletop/pick_place`` with images (ideal scaling is min(N, cores) x).
+``--rate-seeds`` held-out seeds (1000, 1001, ...; the tests use 0..99), robosuite Lift steps/s (no camera / agentview)
+and ``sims.VectorEnv`` total steps/s for 1..N subprocess workers on ``tabletop/pick_place`` with images (ideal scaling
+is min(N, cores) x).
 """
 
 from __future__ import annotations
@@ -196,7 +197,8 @@ def main(argv=None) -> int:
 
     if args.rate_seeds > 0:
         seeds = range(1000, 1000 + args.rate_seeds)
-        print(f"\nsuccess rate over {len(seeds)} seeds per task (init_seed {seeds.start}..{seeds.stop - 1}), episodes run to the end:")
+        print(f"\nsuccess rate over {len(seeds)} seeds per task (init_seed {seeds.start}..{seeds.stop - 1}), episodes "
+              "run to the end:")
         print(f"{'task':22s} {'expert':>8s} {'random':>8s}")
         for t in args.tasks:
             r = success_rates(f"tabletop/{t}", seeds)

@@ -116,10 +116,11 @@ def main(argv: list[str] | None = None) -> int:
     sft_s = time.time() - t0
     cost = inference_cost(tr.policy, cfg, cfg.grpo.group_size * cfg.rl.groups_per_task)
     tr.pool.close()
-    print(f"SFT: {cfg.sft.demos_per_task} demos/task, {cfg.sft.steps} steps, held-out success {sft_eval.success_rate:.3f} "
-          f"({len(sft_eval.episodes)} episodes), {sft_s:.0f}s")
-    print(f"inference: {cost['policy_ms_per_env_step']:.3f} ms policy per env step (chunk sampler, batch {cost['batch']}, "
-          f"{cost['policy_ms_per_call']:.1f} ms per call) vs {cost['env_ms_per_step']:.3f} ms per env.step (physics + render)")
+    print(f"SFT: {cfg.sft.demos_per_task} demos/task, {cfg.sft.steps} steps, held-out success "
+          f"{sft_eval.success_rate:.3f} ({len(sft_eval.episodes)} episodes), {sft_s:.0f}s")
+    print(f"inference: {cost['policy_ms_per_env_step']:.3f} ms policy per env step (chunk sampler, batch "
+          f"{cost['batch']}, {cost['policy_ms_per_call']:.1f} ms per call) vs {cost['env_ms_per_step']:.3f} ms per "
+          "env.step (physics + render)")
 
     # 2. the two arms, same seeds and budget
     results = []
@@ -127,8 +128,9 @@ def main(argv: list[str] | None = None) -> int:
         c = load_config(VLARLConfig, args.config, common + [f"output_dir={out / reward}"])
         r = arm(c, reward, sft_dir, out / reward)
         results.append(r)
-        print(f"\n[{reward}] {args.iterations} iterations, {r['wall_s']:.0f}s wall (incl. evaluation); per iteration: rollout "
-              f"{r['rollout_s']:.2f}s, reward {r['reward_s']:.2f}s, update {r['update_s']:.2f}s, total {r['iteration_s']:.2f}s")
+        print(f"\n[{reward}] {args.iterations} iterations, {r['wall_s']:.0f}s wall (incl. evaluation); per iteration: "
+              f"rollout {r['rollout_s']:.2f}s, reward {r['reward_s']:.2f}s, update {r['update_s']:.2f}s, total "
+              f"{r['iteration_s']:.2f}s")
         print(f"  {'iteration':>9} {'RL seconds':>10} {'held-out success':>16} {'episode length':>14}")
         if not r["curve"] or r["curve"][0]["iteration"] != 0:
             print(f"  {0:>9} {0.0:>10.1f} {sft_eval.success_rate:>16.3f} {sft_eval.mean_length:>14.1f}")

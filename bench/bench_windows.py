@@ -72,7 +72,8 @@ def main(argv: list[str] | None = None) -> int:
     ws = WindowSet(data, tc, k, text_dim=text_dim, state=True)
     t_ws = time.perf_counter() - t0
     b_mat = _nbytes(list(vars(mat).values()))
-    b_ws = _nbytes([data.frames, data.actions, data.success, data.progress, data.state, ws._start, ws._episode, ws.text])
+    b_ws = _nbytes([data.frames, data.actions, data.success, data.progress, data.state, ws._start, ws._episode,
+                    ws.text])
 
     gen = torch.Generator().manual_seed(0)
     idx = [torch.randint(len(ws), (16,), generator=gen) for _ in range(args.batches)]

@@ -45,13 +45,14 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 
-from claims_toy import fmt, mean_se
+from claims_toy import fmt, mean_se  # noqa: E402  (after the sys.path lines above)
 
 CONFIG = "configs/world_models/loop_reach_one.yaml"
 TINY_WM = '{"image_size": 32, "context_frames": 2, "chunk": 2, "action_dim": 4, "sampling_steps": 2, "layers": 1, "ffn_dim": 32}'
 # the test's mode: the shipped config shrunk to seconds (2 cycles of 1 GRPO iteration, tiny models and data)
 SMALL = ["cycles=2", "rl_iterations=1", "real_eval_episodes=4", "rollouts_per_cycle=2", "data.horizon=6",
-         "data.train={success: 2, near: 1, failure: 1, random: 1}", "data.test={success: 1, near: 1}", "data.start_pool=4",
+         "data.train={success: 2, near: 1, failure: 1, random: 1}", "data.test={success: 1, near: 1}",
+         "data.start_pool=4",
          f"models.wm={TINY_WM}", "models.wm_steps=3", "models.wm_finetune_steps=2", "models.idm_steps=3",
          "models.state_steps=3", "models.success_steps=3", "vla.env.max_episode_steps=12", "vla.policy.chunk_size=2",
          "vla.policy.n_action_steps=2", "vla.policy.flow.num_steps=2", "vla.sft.demos_per_task=1", "vla.sft.steps=3",
@@ -108,7 +109,8 @@ def run_loop_seed(seed: int, out: Path, config: str, extra: list[str], reuse: bo
         cmd = [sys.executable, "-m", "vla_rl.cli", "loop", config, *over]
         res = subprocess.run(cmd, cwd=ROOT, env=_env(), capture_output=True, text=True, check=False)
         if res.returncode != 0:
-            raise RuntimeError(f"loop seed {seed} failed (exit {res.returncode}): {res.stderr.strip().splitlines()[-1:]}")
+            raise RuntimeError(f"loop seed {seed} failed (exit {res.returncode}): "
+                               f"{res.stderr.strip().splitlines()[-1:]}")
         (run_dir / "loop.log").write_text(res.stdout + res.stderr)
     hist = json.loads((run_dir / "history.json").read_text())
     wall = _recorded_wall(run_dir) if reused else time.time() - t
@@ -169,7 +171,8 @@ def run_control_seed(seed: int, out: Path, config: str, extra: list[str], reuse:
         print(f"  control seed {seed}: real success {' '.join(f'{x:.3f}' for x in rec['success'])}, "
               f"reused run, wall {rec['wall_s']:.0f}s", flush=True)
         return rec
-    cmd = [sys.executable, str(Path(__file__).resolve()), "--control-of", str(seed), "--out", str(out), "--config", config,
+    cmd = [sys.executable, str(Path(__file__).resolve()), "--control-of", str(seed), "--out", str(out), "--config",
+           config,
            *(["--small"] if extra == SMALL else [])]
     res = subprocess.run(cmd, cwd=ROOT, env=_env(), capture_output=True, text=True, check=False)
     if res.returncode != 0:
@@ -186,7 +189,8 @@ def report(loops: dict[int, dict], controls: dict[int, dict], rl_iterations: int
     n_cyc = len(loops[seeds[0]]["success"])
     print(f"\nreal-simulator success per cycle, mean +- SE over {len(seeds)} seeds {seeds} "
           f"(cycle c = after c x {rl_iterations} GRPO iterations)")
-    print("| cycle | GRPO updates | loop (inside the world model) |" + (" control (real simulator) |" if controls else ""))
+    print("| cycle | GRPO updates | loop (inside the world model) |"
+          + (" control (real simulator) |" if controls else ""))
     print("|---|---|---|" + ("---|" if controls else ""))
     for c in range(n_cyc):
         row = f"| {c} | {c * rl_iterations} | {fmt([loops[s]['success'][c] for s in seeds])} |"
@@ -194,7 +198,8 @@ def report(loops: dict[int, dict], controls: dict[int, dict], rl_iterations: int
             row += f" {fmt([controls[s]['success'][c] for s in seeds])} |"
         print(row)
     print("\nper seed")
-    print("| seed | loop, cycles 0.." + str(n_cyc - 1) + " | loop wall s |" + (" control | control wall s |" if controls else ""))
+    print("| seed | loop, cycles 0.." + str(n_cyc - 1) + " | loop wall s |"
+          + (" control | control wall s |" if controls else ""))
     print("|---|---|---|" + ("---|---|" if controls else ""))
     for s in seeds:
         row = f"| {s} | {' '.join(f'{x:.3f}' for x in loops[s]['success'])} | {loops[s]['wall_s']:.0f} |"
@@ -202,11 +207,13 @@ def report(loops: dict[int, dict], controls: dict[int, dict], rl_iterations: int
             row += f" {' '.join(f'{x:.3f}' for x in controls[s]['success'])} | {controls[s]['wall_s']:.0f} |"
         print(row)
     gain = [loops[s]["success"][-1] - loops[s]["success"][0] for s in seeds]
-    print(f"\nloop gain cycle 0 -> {n_cyc - 1}, paired over seeds: {fmt(gain)} (rose in {sum(g > 0 for g in gain)} of {len(seeds)})")
+    print(f"\nloop gain cycle 0 -> {n_cyc - 1}, paired over seeds: {fmt(gain)} (rose in {sum(g > 0 for g in gain)} of "
+          f"{len(seeds)})")
     if controls:
         cg = [controls[s]["success"][-1] - controls[s]["success"][0] for s in seeds]
         d = [loops[s]["success"][-1] - controls[s]["success"][-1] for s in seeds]
-        print(f"control gain cycle 0 -> {n_cyc - 1}, paired over seeds: {fmt(cg)} (rose in {sum(g > 0 for g in cg)} of {len(seeds)})")
+        print(f"control gain cycle 0 -> {n_cyc - 1}, paired over seeds: {fmt(cg)} (rose in {sum(g > 0 for g in cg)} of "
+              f"{len(seeds)})")
         print(f"loop - control at cycle {n_cyc - 1}, paired over seeds: {fmt(d)}")
         for s in seeds:
             if abs(loops[s]["success"][0] - controls[s]["success"][0]) > 1e-9:

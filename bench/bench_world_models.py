@@ -43,7 +43,8 @@ import torch  # noqa: E402
 from grpo.config import load_config  # noqa: E402
 from vla_rl.wm_loop import LoopConfig, run_loop  # noqa: E402
 
-CONFIG = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "configs/world_models/loop_reach_one.yaml")
+CONFIG = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+                      "configs/world_models/loop_reach_one.yaml")
 
 
 def fmt(d: dict, keys=None) -> str:
@@ -83,10 +84,12 @@ def main() -> None:
     p.add_argument("--align-iterations", type=int, default=40)
     p.add_argument("--output-dir", default=None)
     args = p.parse_args()
-    torch.set_num_threads(int(os.environ["OMP_NUM_THREADS"]))  # 1 unless set: 2 threads on 2 shared cores ran ~25x slower
+    # 1 unless set: 2 threads on 2 shared cores ran ~25x slower
+    torch.set_num_threads(int(os.environ["OMP_NUM_THREADS"]))
     out = args.output_dir or tempfile.mkdtemp(prefix="bench_wm_")
     t0 = time.time()
-    over = [f"output_dir={out}/loop"] + [f"{k}={v}" for k, v in (("cycles", args.cycles), ("rl_iterations", args.rl_iterations),
+    over = [f"output_dir={out}/loop"] + [f"{k}={v}"
+                                         for k, v in (("cycles", args.cycles), ("rl_iterations", args.rl_iterations),
                                                                   ("models.wm_steps", args.wm_steps)) if v is not None]
     cfg = load_config(LoopConfig, args.config, over)
     res = run_loop(cfg, quiet=True)
@@ -101,7 +104,8 @@ def main() -> None:
     with torch.no_grad():
         pred = idm.decode_video(test.videos)
     tgt = test.actions
-    r2 = [1 - float(((pred - tgt)[..., d] ** 2).mean()) / max(float(tgt[..., d].var()), 1e-12) for d in range(tgt.shape[-1])]
+    r2 = [1 - float(((pred - tgt)[..., d] ** 2).mean()) / max(float(tgt[..., d].var()), 1e-12)
+          for d in range(tgt.shape[-1])]
     print(f"== IDM (held-out): action MSE {e['mse']:.4f}, MAE {e['mae']:.4f}, R^2 {e['r2']:.3f}; R^2 per dim "
           f"(dx, dy, dz, gripper) {', '.join(f'{x:.2f}' for x in r2)}")
 
@@ -117,27 +121,31 @@ def main() -> None:
     print(f"== encoder (built-in, TCN, {args.encoder_steps} steps): held-out InfoNCE {before:.3f} -> {after:.3f}")
 
     keys = ["frame_mse", "copy_first_frame_mse", "one_chunk_frame_mse", "one_chunk_copy_mse", "success_agreement",
-            "success_balanced_acc", "episode_success_agreement", "action_following_mse", "idm_on_real_mse", "action_var"]
-    print("== world model, held-out, before the loop: " + fmt({k[11:]: v for k, v in h0.items() if k.startswith("wm_heldout/")}, keys)
+            "success_balanced_acc", "episode_success_agreement", "action_following_mse", "idm_on_real_mse",
+            "action_var"]
+    print("== world model, held-out, before the loop: "
+          + fmt({k[11:]: v for k, v in h0.items() if k.startswith("wm_heldout/")}, keys)
           + f", state model MSE {h0['wm_heldout/state_mse']:.5f} (copy {h0['wm_heldout/state_copy_mse']:.5f})")
     print(f"== World-VLA-Loop ({cfg.cycles} cycles x {cfg.rl_iterations} GRPO iterations in the world model)")
-    print("cycle | real-sim success | WM success before->after RL | on-policy frame MSE (copy) | on-policy action-following MSE"
-          " (IDM on real) | on-policy success agreement (episode) | held-out frame MSE | +episodes")
+    print("cycle | real-sim success | WM success before->after RL | on-policy frame MSE (copy) | on-policy "
+          "action-following MSE (IDM on real) | on-policy success agreement (episode) | held-out frame MSE | +episodes")
     for h in hist:
         if h["cycle"] == 0:
-            print(f"    0 | {h['real_success']:.3f} (SFT)    |                             |                            |"
-                  f"                                    |                                       | {h['wm_heldout/frame_mse']:.4f}             |")
+            print(f"    0 | {h['real_success']:.3f} (SFT)    |                             "
+                  "|                            |                                    "
+                  f"|                                       | {h['wm_heldout/frame_mse']:.4f}             |")
             continue
-        print(f"{h['cycle']:5d} | {h['real_success']:.3f}            | {h['wm_success_before_rl']:.3f} -> {h['wm_success_after_rl']:.3f}"
-              f"              | {h['wm_on_policy/frame_mse']:.4f} ({h['wm_on_policy/copy_first_frame_mse']:.4f})          "
-              f"| {h['wm_on_policy/action_following_mse']:.4f} ({h['wm_on_policy/idm_on_real_mse']:.4f})                  "
-              f"| {h['wm_on_policy/success_agreement']:.3f} ({h['wm_on_policy/episode_success_agreement']:.3f})"
-              f"                         | {h['wm_heldout/frame_mse']:.4f}             | {h['data/added']}")
+        print(f"{h['cycle']:5d} | {h['real_success']:.3f}            | {h['wm_success_before_rl']:.3f} -> "
+              f"{h['wm_success_after_rl']:.3f}              | {h['wm_on_policy/frame_mse']:.4f} "
+              f"({h['wm_on_policy/copy_first_frame_mse']:.4f})          | {h['wm_on_policy/action_following_mse']:.4f} "
+              f"({h['wm_on_policy/idm_on_real_mse']:.4f})                  | {h['wm_on_policy/success_agreement']:.3f} "
+              f"({h['wm_on_policy/episode_success_agreement']:.3f})                         | "
+              f"{h['wm_heldout/frame_mse']:.4f}             | {h['data/added']}")
 
     _bench_wm_rollouts(cfg, res["policy_dir"])
 
-    from rewards.eva import EVAConfig, EmbodimentLimits
     from diffusion_rl.align_world_model import align_world_model
+    from rewards.eva import EmbodimentLimits, EVAConfig
     from world_models.eva_alignment import ConditionTable, alignment_report, calibrate_on_pretrained
     from world_models.windows import wm_windows
 
@@ -152,10 +160,11 @@ def main() -> None:
     rep0 = alignment_report(wm, idm, table, eva)
     ta = time.time()
     summary = align_world_model(wm, idm, table, eva, f"{out}/eva", [
-        f"train.iterations={args.align_iterations}", "train.prompts_per_iter=4", "grpo.group_size=8"])  # eta 0.3, KL 0.03
+        # eta 0.3, KL 0.03
+        f"train.iterations={args.align_iterations}", "train.prompts_per_iter=4", "grpo.group_size=8"])
     rep1 = alignment_report(wm, idm, table, eva)
-    print(f"== EVA alignment (flat GRPO, {args.align_iterations} iterations, P0 {eva.p0:.3f}, {time.time() - ta:.0f}s): "
-          f"trainer eval reward {summary['eval_before']:.3f} -> {summary['eval_after']:.3f}")
+    print(f"== EVA alignment (flat GRPO, {args.align_iterations} iterations, P0 {eva.p0:.3f}, "
+          f"{time.time() - ta:.0f}s): trainer eval reward {summary['eval_before']:.3f} -> {summary['eval_after']:.3f}")
     for k in rep0:
         print(f"   {k:20s} {rep0[k]:.4f} -> {rep1[k]:.4f}")
     print(f"total {time.time() - t0:.0f}s; outputs in {out}")

@@ -6,7 +6,8 @@ dozens of short runs that differ only in the advantage rule, the group size and 
 pretrained model. So this module keeps the demo's model, pretraining and sampler (imported, not copied) and
 restates only its inner loop, single-process, with a pluggable reward::
 
-    rollout (Flow-GRPO SDE, stored latents and log-probs)  ->  reward(x, c, gen) -> (observed r[N], components, clean q[N])
+    rollout (Flow-GRPO SDE, stored latents and log-probs)  ->  reward(x, c, gen) -> (observed r[N], components, clean
+    q[N])
     ->  grpo.train_step.compute_advantages(GRPOConfig, r, group_ids, components)
     ->  inner epochs of grpo.loss.clipped_pg_loss (+ grpo.loss.flow_kl to the pretrained model) and guarded_step
 
@@ -40,7 +41,8 @@ from grpo.loss import clipped_pg_loss, flow_kl, flow_kl_scale  # noqa: E402
 from grpo.train_step import GRPOConfig, NonFiniteGuard, compute_advantages, guarded_step  # noqa: E402
 
 # reward(x[N,2], c[N], gen) -> (observed total r[N], components {name: [N]} or None, clean total q[N])
-Reward = Callable[[torch.Tensor, torch.Tensor, torch.Generator], tuple[torch.Tensor, dict[str, torch.Tensor] | None, torch.Tensor]]
+Reward = Callable[[torch.Tensor, torch.Tensor, torch.Generator],
+                  tuple[torch.Tensor, dict[str, torch.Tensor] | None, torch.Tensor]]
 
 STREAM_PROMPTS, STREAM_SDE, STREAM_REWARD = 0, 1, 2
 

@@ -54,9 +54,12 @@ class LoraSettings:
 class ModelConfig:
     """Which denoiser to load and how (the YAML ``model:`` section)."""
 
-    kind: Literal["sd3", "flux", "wan", "qwenimage", "wan22", "flux_kontext"] = "sd3"  # model family: sd3 (SD3/SD3.5), flux, wan (2.1), qwenimage, wan22 (Wan 2.2), flux_kontext (editing)
-    path: str | None = None  # a diffusers directory, a single .safetensors checkpoint, or a hub id; None: tiny model in code
-    components: str | None = None  # single-file path: a diffusers directory with the rest (text encoders, VAE, scheduler)
+    kind: Literal["sd3", "flux", "wan", "qwenimage", "wan22", "flux_kontext"] = "sd3"  # model family: sd3 (SD3/SD3.5),
+        # flux, wan (2.1), qwenimage, wan22 (Wan 2.2), flux_kontext (editing)
+    path: str | None = None  # a diffusers directory, a single .safetensors checkpoint, or a hub id; None: tiny model in
+                             # code
+    components: str | None = None  # single-file path: a diffusers directory with the rest (text encoders, VAE,
+                                   # scheduler)
     drop_t5: bool = False  # SD3: load without T5-XXL (text_encoder_3=None; ~9.5 GB less, CLIP-only prompts)
     dtype: Literal["fp32", "bf16", "fp16"] = "fp32"  # base weights' dtype (LoRA weights and log-probs stay fp32)
     height: int = 32  # image height in pixels
@@ -65,7 +68,8 @@ class ModelConfig:
     max_sequence_length: int = 16  # text tokens per prompt
     guidance: float = 3.5  # FLUX-dev distilled guidance (only used when the transformer has guidance embeddings)
     gradient_checkpointing: bool = False  # recompute activations in the backward (less memory)
-    attention: Literal["sdpa", "xformers", "flash"] = "sdpa"  # attention kernel (diffusion_rl.attention); sdpa: torch SDPA
+    attention: Literal["sdpa", "xformers", "flash"] = "sdpa"  # attention kernel (diffusion_rl.attention); sdpa: torch
+                                                              # SDPA
     decode_batch: int = 0  # > 0: decode final samples in chunks of this many (bounds the VAE's transient memory)
     device: str = "auto"  # auto (cuda when available, each rank's own GPU under torchrun), cpu, cuda, cuda:<i>
     lora: LoraSettings = field(default_factory=LoraSettings)  # the trained LoRA adapters
@@ -74,8 +78,10 @@ class ModelConfig:
     tiny: dict[str, Any] = field(default_factory=dict)  # keyword arguments of the tiny builder (path=None)
     # "shapes": `path` is the colors-and-shapes demo model; when it is missing the run stops naming the command that
     # builds it (`diffusion-rl pretrain-shapes --out <path>`): loading a model never trains one
-    pretrain: Literal["none", "shapes"] = "none"  # shapes: path is the demo model (a missing one names the command that builds it)
-    adapter: str = ""  # a user's adapter class "package.module:Name" (grpo.plugins.DIFFUSION_ADAPTER; docs/EXTENDING.md); empty: the built-in for kind
+    pretrain: Literal["none", "shapes"] = "none"  # shapes: path is the demo model (a missing one names the command that
+                                                  # builds it)
+    adapter: str = ""  # a user's adapter class "package.module:Name" (grpo.plugins.DIFFUSION_ADAPTER;
+                       # docs/EXTENDING.md); empty: the built-in for kind
 
     def __post_init__(self) -> None:
         check_device_name(self.device)  # the name only: resolved (and CUDA required) when the adapter is built
@@ -168,7 +174,8 @@ class DiffusionAdapter:
         names = [n for n, _ in self.transformer.named_modules()]
         missing = [t for t in targets if not any(n == t or n.endswith("." + t) for n in names)]
         if missing:
-            linear = sorted({n.rsplit(".", 1)[-1] for n, m in self.transformer.named_modules() if isinstance(m, torch.nn.Linear)})
+            linear = sorted({n.rsplit(".", 1)[-1] for n, m in self.transformer.named_modules()
+                             if isinstance(m, torch.nn.Linear)})
             raise ValueError(f"LoRA target(s) {missing} match no module of the {type(self.transformer).__name__}; "
                              f"expected names such as {linear}")
         self.transformer.add_adapter(LoraConfig(r=lora.rank, lora_alpha=lora.alpha, lora_dropout=lora.dropout,
@@ -220,7 +227,8 @@ class SD3Adapter(DiffusionAdapter):
     kind = "sd3"
 
     def _encode(self, prompts: list[str]) -> Cond:
-        pe, _, pooled, _ = self.pipe.encode_prompt(prompts, None, None, device=self.device, do_classifier_free_guidance=False,
+        pe, _, pooled, _ = self.pipe.encode_prompt(prompts, None, None, device=self.device,
+                                                   do_classifier_free_guidance=False,
                                                    max_sequence_length=self.cfg.max_sequence_length)
         return {"prompt_embeds": pe, "pooled": pooled}
 
@@ -384,7 +392,8 @@ def load_pipeline(cfg: ModelConfig):
     if cfg.pretrain == "shapes" and not (p / "model_index.json").is_file():
         raise FileNotFoundError(f"model.path={cfg.path!r}: no shapes demo model there; build it first with "
                                 f"`diffusion-rl pretrain-shapes --out {p}` (a few minutes on 2 CPU cores)")
-    looks_local = p.is_absolute() or cfg.path.startswith((".", "~", "builtin:")) or p.exists() or cfg.path.count("/") != 1
+    looks_local = p.is_absolute() or cfg.path.startswith((".", "~",
+                                                          "builtin:")) or p.exists() or cfg.path.count("/") != 1
     if looks_local and not (p / "model_index.json").is_file():
         raise FileNotFoundError(f"model.path={cfg.path!r}: no diffusers pipeline there (expected a directory with "
                                 f"model_index.json, as written by {PIPELINES[cfg.kind]}.save_pretrained, or a hub id)")
@@ -396,7 +405,8 @@ def load_pipeline(cfg: ModelConfig):
     if quiet:
         diffusers.utils.logging.disable_progress_bar()
     try:
-        return cls.from_pretrained(str(p) if looks_local else cfg.path, torch_dtype=DTYPES[cfg.dtype] if cfg.dtype != "fp32" else None,
+        return cls.from_pretrained(str(p) if looks_local else cfg.path,
+                                   torch_dtype=DTYPES[cfg.dtype] if cfg.dtype != "fp32" else None,
                                    local_files_only=os.environ.get("HF_HUB_OFFLINE", "0") == "1", **missing)
     except (OSError, ValueError, EnvironmentError) as e:
         raise FileNotFoundError(f"could not load {PIPELINES[cfg.kind]} weights from {cfg.path!r}: {e}") from e

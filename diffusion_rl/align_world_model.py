@@ -1,7 +1,8 @@
 """EVA alignment: RL post-training of the video world model itself with the executability reward, through this
 frontend's trainer (:class:`~diffusion_rl.trainer.DiffusionGRPOTrainer`) rather than a loop of its own.
 
-The world model (``world_models.video_wm.VideoWorldModel``) is exposed as a :class:`~diffusion_rl.adapters.DiffusionAdapter`:
+The world model (``world_models.video_wm.VideoWorldModel``) is exposed as a
+:class:`~diffusion_rl.adapters.DiffusionAdapter`:
 
 * a "prompt" is a conditioning key ``"wm:<i>"`` naming row ``i`` of a ``world_models.eva_alignment.ConditionTable``
   of (context frames, action chunk) pairs taken from simulator trajectories; ``encode_prompts`` looks the rows up
@@ -46,7 +47,8 @@ def make_world_model_adapter(wm: VideoWorldModel, table: ConditionTable, lora_ra
         def _encode(self, prompts: list[str]) -> dict[str, torch.Tensor]:
             idx = torch.tensor([self.table.index(p) for p in prompts], device="cpu")  # the table lives in CPU RAM
             dev = self.wm.device
-            return {"context": self.table.context[idx].to(dev) * 2 - 1, "actions": self.table.actions[idx].to(dev).float(),
+            return {"context": self.table.context[idx].to(dev) * 2 - 1,
+                    "actions": self.table.actions[idx].to(dev).float(),
                     "row": idx.to(dev).float()}
 
         @property
@@ -75,8 +77,8 @@ def align_world_model(wm: VideoWorldModel, idm: InverseDynamicsModel, table: Con
     Defaults (``overrides`` go after them and win): Flow-GRPO SDE steps with ``eta = 0.3`` (the SDE std is
     ``eta * sqrt(sigma / (1 - sigma)) * sqrt(dt)`` per step; at the world model's 4 sampling steps, eta 0.7
     makes the rollouts so noisy that the update drifts away from the ODE predictions it is judged on) and a
-    KL to the LoRA-disabled reference, ``grpo.kl_coef = 0.03`` (``kl_type = flow_exact``, the exact KL the 0.03 was tuned with: ``||mu_theta -
-    mu_ref||^2 / (2 std^2)`` per SDE step), at ``train.lr = 1e-3``.
+    KL to the LoRA-disabled reference, ``grpo.kl_coef = 0.03`` (``kl_type = flow_exact``, the exact KL the 0.03 was
+    tuned with: ``||mu_theta - mu_ref||^2 / (2 std^2)`` per SDE step), at ``train.lr = 1e-3``.
     What these defaults and the alternatives did on reach: docs/RESULTS.md#world-model-parts-and-eva.
     """
     base = [f"output_dir={output_dir}", "prompts.source=list", f"prompts.prompts={table.keys()}",

@@ -31,7 +31,8 @@ UMT5_XXL = ("UMT5EncoderModel", "UMT5Config", dict(vocab_size=256384, **_T5_XXL)
 
 # --- VAEs (diffusers classes) --------------------------------------------------------------------------------------
 VAE_16CH = ("AutoencoderKL", dict(in_channels=3, out_channels=3, latent_channels=16,
-                                  down_block_types=("DownEncoderBlock2D",) * 4, up_block_types=("UpDecoderBlock2D",) * 4,
+                                  down_block_types=("DownEncoderBlock2D",) * 4,
+                                  up_block_types=("UpDecoderBlock2D",) * 4,
                                   block_out_channels=(128, 256, 512, 512), layers_per_block=2, norm_num_groups=32,
                                   use_quant_conv=False, use_post_quant_conv=False, scaling_factor=1.5305,
                                   shift_factor=0.0609))
@@ -39,7 +40,8 @@ VAE_WAN21 = ("AutoencoderKLWan", dict(base_dim=96, z_dim=16, dim_mult=[1, 2, 4, 
                                       temperal_downsample=[False, True, True]))
 # Wan 2.2's 16x-spatial VAE (TI2V-5B): residual blocks, 2x2 pixel patchify (12 channels in/out), 48 latent channels.
 # The 48 per-channel latent mean/std are not restated here (they scale latents; nothing counted or traced uses them)
-VAE_WAN22 = ("AutoencoderKLWan", dict(base_dim=160, decoder_base_dim=256, z_dim=48, dim_mult=[1, 2, 4, 4], num_res_blocks=2,
+VAE_WAN22 = ("AutoencoderKLWan", dict(base_dim=160, decoder_base_dim=256, z_dim=48, dim_mult=[1, 2, 4, 4],
+                                      num_res_blocks=2,
                                       temperal_downsample=[False, True, True], is_residual=True, in_channels=12,
                                       out_channels=12, patch_size=2, scale_factor_spatial=16, scale_factor_temporal=4,
                                       latents_mean=[0.0] * 48, latents_std=[1.0] * 48))
@@ -48,12 +50,14 @@ VAE_QWEN_IMAGE = ("AutoencoderKLQwenImage", dict(base_dim=96, z_dim=16, dim_mult
 # Qwen-Image's text encoder: Qwen2.5-VL-7B-Instruct (the language model's last hidden state; the vision tower is part
 # of the checkpoint the pipeline loads)
 QWEN25_VL_7B = ("Qwen2_5_VLForConditionalGeneration", "Qwen2_5_VLConfig",
-                dict(text_config=dict(vocab_size=152064, hidden_size=3584, intermediate_size=18944, num_hidden_layers=28,
+                dict(text_config=dict(vocab_size=152064, hidden_size=3584, intermediate_size=18944,
+                                      num_hidden_layers=28,
                                       num_attention_heads=28, num_key_value_heads=4, max_position_embeddings=128000,
                                       rope_theta=1e6, rope_scaling={"type": "mrope", "mrope_section": [16, 24, 24]},
                                       tie_word_embeddings=False),
                      vision_config=dict(depth=32, hidden_size=1280, intermediate_size=3420, num_heads=16,
-                                        out_hidden_size=3584, patch_size=14, spatial_merge_size=2, temporal_patch_size=2,
+                                        out_hidden_size=3584, patch_size=14, spatial_merge_size=2,
+                                        temporal_patch_size=2,
                                         window_size=112, fullatt_block_indexes=[7, 15, 23, 31]),
                      vocab_size=152064, hidden_size=3584, tie_word_embeddings=False))
 
@@ -77,7 +81,8 @@ class Arch:
     text_tokens: dict[str, int] = field(default_factory=dict)  # fixed token counts of the text side (CLIP: 77)
     experts: int = 1  # denoisers of this size held at once (Wan 2.2 A14B: 2, one per noise range; one runs per call)
     latent_scale: int = 8  # VAE spatial compression (Wan 2.2 TI2V-5B: 16)
-    pipeline_config: dict = field(default_factory=dict)  # pipeline-level config (Wan 2.2: boundary_ratio, expand_timesteps)
+    pipeline_config: dict = field(default_factory=dict)  # pipeline-level config (Wan 2.2: boundary_ratio,
+                                                         # expand_timesteps)
 
     def config(self, counts: tuple[int, ...] | None = None) -> dict:
         return {**self.transformer, **self.depth(counts or self.full_depth)}
@@ -135,13 +140,15 @@ ARCHS: dict[str, Arch] = {
         "Wan-AI, Wan2.1 report / model card: T2V-14B", ("Wan-AI/Wan2.1-T2V-14B-Diffusers",), ("DiT blocks",)),
     "qwen-image": Arch(
         "qwen-image", "qwenimage",
-        dict(patch_size=2, in_channels=64, out_channels=16, num_layers=60, attention_head_dim=128, num_attention_heads=24,
+        dict(patch_size=2, in_channels=64, out_channels=16, num_layers=60, attention_head_dim=128,
+             num_attention_heads=24,
              joint_attention_dim=3584, guidance_embeds=False, axes_dims_rope=(16, 56, 56)),
         (60,), lambda c: {"num_layers": c[0]}, {"text_encoder": QWEN25_VL_7B}, VAE_QWEN_IMAGE, 20.0,
         "Qwen team, Qwen-Image technical report / model card: '20B MMDiT image foundation model'", ("Qwen/Qwen-Image",),
         ("MM-DiT blocks",)),
     "wan2.2-t2v-a14b": Arch(
-        "wan2.2-t2v-a14b", "wan22", dict(patch_size=(1, 2, 2), num_attention_heads=40, attention_head_dim=128, in_channels=16, out_channels=16,
+        "wan2.2-t2v-a14b", "wan22", dict(patch_size=(1, 2, 2), num_attention_heads=40, attention_head_dim=128,
+                                         in_channels=16, out_channels=16,
              text_dim=4096, freq_dim=256, ffn_dim=13824, num_layers=40, cross_attn_norm=True,
              qk_norm="rms_norm_across_heads", eps=1e-6, rope_max_seq_len=1024),
         (40,), lambda c: {"num_layers": c[0]}, {"text_encoder": UMT5_XXL}, VAE_WAN21, 14.0,
@@ -186,7 +193,8 @@ def arch_for(path: str | None, name: str | None = None) -> Arch:
                    ("flux1kontextdev", "flux.1-kontext-dev")):
         if key in compact:
             return ARCHS[a]
-    raise ValueError(f"model.path={path!r} names no known full-size architecture; pass --arch with one of {sorted(ARCHS)}")
+    raise ValueError(f"model.path={path!r} names no known full-size architecture; pass --arch with one of "
+                     f"{sorted(ARCHS)}")
 
 
 def build_meta(spec: tuple, dtype: torch.dtype = torch.bfloat16) -> torch.nn.Module:

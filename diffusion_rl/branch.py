@@ -35,8 +35,16 @@ from grpo.flow_sde import flow_sigmas
 from grpo.tree import RolloutTree, TreeCredit, tree_advantages
 
 from .adapters import DiffusionAdapter, cond_select
-from .sampling import (STREAM_TREE_NODE, STREAM_TREE_ROOT, Rollout, SamplerConfig, denoise_rows, keyed_noise, sde_step_mask,
-                       seed_from)
+from .sampling import (
+    STREAM_TREE_NODE,
+    STREAM_TREE_ROOT,
+    Rollout,
+    SamplerConfig,
+    denoise_rows,
+    keyed_noise,
+    sde_step_mask,
+    seed_from,
+)
 
 
 @dataclass
@@ -62,11 +70,14 @@ class BranchConfig:
     #                         get +-0.71 (+-1 with depth_norm population) however small their gap);
     #               "leaf":   the std of the tree's leaf rewards (flat GRPO's group std; internal nodes keep the
     #                         smaller spread of their fused rewards).
-    adv_baseline: Literal["depth", "parent"] = "depth"  # depth (Eq. 7, the depth's mean) or parent (the parent's fused reward)
+    adv_baseline: Literal["depth", "parent"] = "depth"  # depth (Eq. 7, the depth's mean) or parent (the parent's fused
+                                                        # reward)
     adv_scale: Literal["depth", "leaf"] = "depth"  # depth (Eq. 7, the depth's std) or leaf (the tree's leaf std)
-    # depth_norm   "reference": BranchGRPO's code: unbiased std, eps 1e-8, zero advantages where the std < 1e-6 (default);
+    # depth_norm   "reference": BranchGRPO's code: unbiased std, eps 1e-8, zero advantages where the std < 1e-6
+    # (default);
     #              "population": population std + grpo.adv_eps (x sqrt(n / (n - 1)) of the reference at n nodes).
-    depth_norm: Literal["reference", "population"] = "reference"  # reference (unbiased std, eps 1e-8) or population (std, adv_eps)
+    depth_norm: Literal["reference", "population"] = "reference"  # reference (unbiased std, eps 1e-8) or population
+                                                                  # (std, adv_eps)
 
     def __post_init__(self) -> None:
         if self.depth_norm not in ("reference", "population"):
@@ -87,7 +98,8 @@ class BranchConfig:
             raise ValueError(f"branch.split_steps {bad} are beyond the last step: sampler.num_steps={num_steps} "
                              f"allows split steps in [0, {num_steps - 1}]")
         if len(self.branch) not in (1, len(self.split_steps)):
-            raise ValueError(f"branch.branch needs 1 factor or one per split step ({len(self.split_steps)}), got {self.branch}")
+            raise ValueError(f"branch.branch needs 1 factor or one per split step ({len(self.split_steps)}), got "
+                             f"{self.branch}")
         return RolloutTree(num_steps, self.split_steps, self.branch_factors())
 
 
@@ -139,7 +151,8 @@ def tree_rollout(adapter: DiffusionAdapter, prompts: list[str], tree: RolloutTre
         if not pairs:
             continue
         rows = torch.tensor([p * N + n for _, p, n in pairs], dtype=torch.long, device="cpu")
-        local = torch.tensor([j * N + n for j, _, n in pairs], dtype=torch.long, device="cpu")  # rows of edge_lp.view(-1)
+        # rows of edge_lp.view(-1)
+        local = torch.tensor([j * N + n for j, _, n in pairs], dtype=torch.long, device="cpu")
         prompt_idx = torch.tensor([p for _, p, _ in pairs], dtype=torch.long, device="cpu")
         if d == 0:
             x = x_root.to(adapter.device) if present is None else x_root[[j for j, _, _ in pairs]].to(adapter.device)

@@ -1,4 +1,5 @@
-"""Real checkpoints as users keep them: a diffusers directory, or a single ``.safetensors`` file plus the parts it lacks.
+"""Real checkpoints as users keep them: a diffusers directory, or a single ``.safetensors`` file plus the parts it
+lacks.
 
 ``model.path`` is one of
 
@@ -71,7 +72,8 @@ def check_pipeline_dir(p: Path, cls, kind: str, drop_t5: bool, provided: tuple[s
     nones = none_components(cls, index, kind, drop_t5)
     missing = []
     for name, spec in index.items():
-        if name.startswith("_") or not isinstance(spec, list) or spec == [None, None] or name in nones or name in provided:
+        if name.startswith("_") or not isinstance(spec, list) or spec == [None,
+                                                                          None] or name in nones or name in provided:
             continue
         lib, cname = spec
         folder = p / name
@@ -107,16 +109,16 @@ def load_single_file(cfg, dtype):
     if not cfg.components:
         raise FileNotFoundError(
             f"model.path={cfg.path!r} is a single-file checkpoint holding {parts} only; the "
-            f"{TEXT_PARTS[cfg.kind]}{'' if has_vae else ', the VAE'} and the scheduler are not in it: set model.components to a "
-            f"diffusers directory of the same model (model_index.json + those folders; transformer/ needs only its "
-            f"config.json){T5_HINT[cfg.kind]}")
+            f"{TEXT_PARTS[cfg.kind]}{'' if has_vae else ', the VAE'} and the scheduler are not in it: set "
+            "model.components to a diffusers directory of the same model (model_index.json + those folders; "
+            f"transformer/ needs only its config.json){T5_HINT[cfg.kind]}")
     comp = Path(cfg.components).expanduser()
     if not (comp / "model_index.json").is_file():
         raise FileNotFoundError(f"model.components={cfg.components!r}: no diffusers pipeline there (expected "
                                 "model_index.json and one folder per component)")
     if not (comp / "transformer" / "config.json").is_file():
-        raise FileNotFoundError(f"model.components={cfg.components!r} has no transformer/config.json: the single file's "
-                                f"{TRANSFORMER_CLASSES[cfg.kind]} needs that config to be built")
+        raise FileNotFoundError(f"model.components={cfg.components!r} has no transformer/config.json: the single "
+                                f"file's {TRANSFORMER_CLASSES[cfg.kind]} needs that config to be built")
     cls = getattr(diffusers, PIPELINES[cfg.kind])
     provided = ("transformer", "vae") if has_vae else ("transformer",)
     nones = check_pipeline_dir(comp, cls, cfg.kind, cfg.drop_t5, provided, key="model.components")

@@ -6,8 +6,9 @@
                                            diffusers/peft names, i.e. the run's names minus peft's ".default" adapter
                                            segment), the peft LoraConfig (r, lora_alpha, target_modules) in the
                                            safetensors header under "lora_adapter_metadata", as
-                                           ``<Pipeline>.save_lora_weights`` writes it, so ``pipe.load_lora_weights(OUT)``
-                                           rebuilds the same adapter with the same scale alpha / r
+                                           ``<Pipeline>.save_lora_weights`` writes it, so
+                                           ``pipe.load_lora_weights(OUT)`` rebuilds the same adapter with the same
+                                           scale alpha / r
     OUT/export.json                        provenance: run, checkpoint, iteration, which weights (EMA or live), pipeline
     OUT/merged/ (--merge)                  the whole pipeline with ``W <- W + (alpha / r) B A`` folded into the
                                            denoiser (diffusers' fuse_lora), via ``save_pretrained``: loads with
@@ -23,7 +24,6 @@ from __future__ import annotations
 import json
 from pathlib import Path
 from typing import Literal
-
 
 from .families import pipeline_class
 from .lora_files import EXPERT_FILES, lora_metadata, write_diffusers_lora

@@ -11,7 +11,8 @@ import torch
 from .families import DEFAULT_LORA_TARGETS, pipeline_class
 
 LORA_FILE = "pytorch_lora_weights.safetensors"
-# Wan 2.2 T2V-A14B: one LoRA file per expert; the second loads with ``pipe.load_lora_weights(dir, weight_name=LORA_FILE_2,
+# Wan 2.2 T2V-A14B: one LoRA file per expert; the second loads with ``pipe.load_lora_weights(dir,
+# weight_name=LORA_FILE_2,
 # load_into_transformer_2=True)`` (diffusers' WanLoraLoaderMixin)
 LORA_FILE_2 = "pytorch_lora_weights_transformer_2.safetensors"
 EXPERT_FILES = {"transformer": LORA_FILE, "transformer_2": LORA_FILE_2}
@@ -128,9 +129,9 @@ def load_lora_init(adapter, path: str | Path) -> int:
         p = Path(path)
         missing = [EXPERT_FILES[e] for e in experts if not (p / EXPERT_FILES[e]).is_file()]
         if not p.is_dir() or missing:
-            raise FileNotFoundError(f"model.lora_init={str(path)!r}: a two-expert model starts from a directory holding "
-                                    f"{' and '.join(EXPERT_FILES[e] for e in experts)} (as diffusion-rl export writes "
-                                    f"it); missing {missing or 'the directory'}")
+            raise FileNotFoundError(f"model.lora_init={str(path)!r}: a two-expert model starts from a directory "
+                                    f"holding {' and '.join(EXPERT_FILES[e] for e in experts)} (as diffusion-rl export "
+                                    f"writes it); missing {missing or 'the directory'}")
         return sum(_load_into(adapter, p / EXPERT_FILES[e], e + ".") for e in experts)
     return _load_into(adapter, path, "")
 

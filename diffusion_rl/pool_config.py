@@ -40,7 +40,8 @@ class PoolConfig:
     pool_sampler: str = "sde"  # "sde": stage 1 uses the same SDE noise as stage 2; "ode": deterministic from the seed
     chunk: int = 64  # rows per explorer call in stage 1
     quant: QuantConfig = field(default_factory=QuantConfig)  # the quantized rollout copy that explores the pool
-    lowp_speedup: float = 0.0  # projected GPU speed of a quantized-copy call over a full-precision one; 0: published default for quant.format (PUBLISHED_LOWP_SPEEDUP)
+    lowp_speedup: float = 0.0  # projected GPU speed of a quantized-copy call over a full-precision one; 0: published
+                               # default for quant.format (PUBLISHED_LOWP_SPEEDUP)
 
     def __post_init__(self) -> None:
         if isinstance(self.quant, dict):
@@ -49,7 +50,8 @@ class PoolConfig:
             raise ValueError(f"pool.train_size must be >= 1, got {self.train_size}")
         if self.pool_size < self.train_size:
             raise ValueError(f"pool.pool_size={self.pool_size} is smaller than pool.train_size={self.train_size}: the "
-                             f"pool must hold at least the N candidates selected for training (need pool_size >= train_size)")
+                             "pool must hold at least the N candidates selected for training (need pool_size >= "
+                             "train_size)")
         if self.select not in SELECT_METHODS:
             raise ValueError(f"pool.select must be one of {SELECT_METHODS}, got {self.select!r}")
         if self.pool_sampler not in ("sde", "ode"):

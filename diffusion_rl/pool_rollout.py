@@ -1,21 +1,23 @@
 """Two-stage "pool, select, train" rollouts (Sol-RL: explore in FP4, train in BF16).
 
 Per prompt ``p`` and iteration ``k``, candidate ``j < K`` is identified by its global index ``g = p K + j``; its initial
-latent and per-step SDE noise are keyed by ``(seed, k, stream, g)`` exactly as in :func:`diffusion_rl.sampling.flat_rollout`
-with ``group_size = K`` (so candidate ``g`` *is* the flat rollout's sample ``g``)::
+latent and per-step SDE noise are keyed by ``(seed, k, stream, g)`` exactly as in
+:func:`diffusion_rl.sampling.flat_rollout` with ``group_size = K`` (so candidate ``g`` *is* the flat rollout's sample
+``g``)::
 
     stage 1 (explore)  x^g_T..x^g_0 with the cheap explorer (a quantized rollout copy, no log-probs, chunked)
                        r^g = R(x^g_0)                                  pool rewards [P, K]
     select             S_p = select_subset(r^{pK..pK+K-1}, N, method)  grpo.selection: N distinct of K per prompt
     stage 2 (train)    for g in S_p: regenerate x^g from the SAME keys with the policy (the trained bf16 model),
-                       storing per-step latents and log pi_old(x_{i+1} | x_i) (grpo.flow_sde.sde_step), one call per step
+                       storing per-step latents and log pi_old(x_{i+1} | x_i) (grpo.flow_sde.sde_step), one call per
+                       step
     re-score           r'^g = R(x'^g_0)                                rewards the policy gradient uses
 
-Stage 2 of candidate ``g`` is *bit for bit* ``flat_rollout(adapter, prompts, K, sc, seed=seed, iteration=k, rows=[selected g])``
-(tested), so the trainer's exact PPO-ratio machinery applies unchanged. Stage 1 samples with the SDE by default
-(``pool_sampler="sde"``: the same noise as stage 2, so the pool reward predicts the regenerated sample's reward) or
-the deterministic ODE from the same initial noise (``"ode"``; needs ``sampler.same_init_noise=False`` or all K
-candidates of a prompt would coincide).
+Stage 2 of candidate ``g`` is *bit for bit* ``flat_rollout(adapter, prompts, K, sc, seed=seed, iteration=k,
+rows=[selected g])`` (tested), so the trainer's exact PPO-ratio machinery applies unchanged. Stage 1 samples with the
+SDE by default (``pool_sampler="sde"``: the same noise as stage 2, so the pool reward predicts the regenerated
+sample's reward) or the deterministic ODE from the same initial noise (``"ode"``; needs
+``sampler.same_init_noise=False`` or all K candidates of a prompt would coincide).
 
 The subset should be contrastive (GRPO learns from the reward spread inside a group): ``best_worst`` keeps the top
 ``ceil(N/2)`` and bottom ``floor(N/2)`` candidates. Cost per prompt: ``K T`` cheap + ``N T`` policy denoiser calls,
@@ -46,7 +48,16 @@ from grpo.selection import select_per_group
 
 from .adapters import Cond, cond_select
 from .pool_config import PoolConfig  # noqa: F401 - re-exported (the YAML ``pool:`` section)
-from .sampling import STREAM_INIT, STREAM_STEP, Rollout, SamplerConfig, denoise_rows, guided_velocity, keyed_noise, sde_step_mask
+from .sampling import (
+    STREAM_INIT,
+    STREAM_STEP,
+    Rollout,
+    SamplerConfig,
+    denoise_rows,
+    guided_velocity,
+    keyed_noise,
+    sde_step_mask,
+)
 
 STREAM_SELECT = 101  # key stream of the random part of the subset selection (distinct from sampling's 1..5)
 
@@ -54,7 +65,8 @@ STREAM_SELECT = 101  # key stream of the random part of the subset selection (di
 class VelocityModel:
     """Wrap ``fn(x [B, ...], sigma [B], cond) -> v`` as a denoiser for :func:`two_stage_rollout`."""
 
-    def __init__(self, fn: Callable[[torch.Tensor, torch.Tensor, Cond], torch.Tensor], device: torch.device | str = "cpu"):
+    def __init__(self, fn: Callable[[torch.Tensor, torch.Tensor, Cond], torch.Tensor],
+                 device: torch.device | str = "cpu"):
         self.fn, self.device = fn, torch.device(device)
 
     def velocity(self, x, sigma, cond):
@@ -135,7 +147,8 @@ def _finite_rows(r: torch.Tensor) -> tuple[torch.Tensor, int]:
 
 @torch.no_grad()
 def two_stage_rollout(policy, explorer, cond: Cond, score_fn: Callable[[torch.Tensor, torch.Tensor], torch.Tensor],
-                      latent_shape: tuple[int, ...], sc: SamplerConfig, pc: PoolConfig, *, seed: int, iteration: int = 0,
+                      latent_shape: tuple[int, ...], sc: SamplerConfig, pc: PoolConfig, *, seed: int,
+                      iteration: int = 0,
                       prompt_ids: Sequence[int] | None = None, uncond: Cond | None = None,
                       generator: torch.Generator | None = None, rescore: bool = True,
                       keep_pool: bool = False) -> PoolRollout:
@@ -200,7 +213,8 @@ def two_stage_rollout(policy, explorer, cond: Cond, score_fn: Callable[[torch.Te
     ro = Rollout(records, final, train_rows, p_sel, nfe + nfe_pool,
                  extra={"pool_rows": g_sel, "pool_rewards": pool_rewards, "selected": selected, "nfe_pool": nfe_pool,
                         "nfe_policy": nfe})
-    out_r = torch.as_tensor(score_fn(final, p_sel), device="cpu").detach().float().cpu().reshape(-1) if rescore else None
+    out_r = torch.as_tensor(score_fn(final, p_sel),
+                            device="cpu").detach().float().cpu().reshape(-1) if rescore else None
     t3 = time.perf_counter()
     return PoolRollout(ro, pool_rewards, selected, out_r, torch.cat(finals) if keep_pool else None, nfe_pool, nfe,
                        t1 - t0, t3 - t2, n_bad)

@@ -67,8 +67,15 @@ def pretrain(out: str | Path = DEFAULT_DIR, steps: int = 4000, size: int = 32, b
     if init is not None and not (Path(init) / "model_index.json").is_file():
         raise FileNotFoundError(f"init={str(init)!r}: no saved shapes pipeline there (expected a directory with "
                                 "model_index.json, as written by a finished diffusion-rl pretrain-shapes)")
-    from grpo.checkpoint import (capture_rng_state, latest_checkpoint, load_checkpoint, random_state_from_json,
-                                 random_state_to_json, restore_rng_state, save_checkpoint)
+    from grpo.checkpoint import (
+        capture_rng_state,
+        latest_checkpoint,
+        load_checkpoint,
+        random_state_from_json,
+        random_state_to_json,
+        restore_rng_state,
+        save_checkpoint,
+    )
 
     from .adapters import ModelConfig, SD3Adapter
     from .tiny_models import tiny_sd3_pipeline
@@ -124,7 +131,8 @@ def pretrain(out: str | Path = DEFAULT_DIR, steps: int = 4000, size: int = 32, b
         opt.step()
         sched.step()
         if log_every and (it % log_every == 0 or it == steps - 1):
-            print(f"pretrain step {it:5d}/{steps}  flow-matching loss {loss.item():.4f}  ({time.time() - t0:.0f}s)", flush=True)
+            print(f"pretrain step {it:5d}/{steps}  flow-matching loss {loss.item():.4f}  ({time.time() - t0:.0f}s)",
+                  flush=True)
         if save_every and (it + 1) % save_every == 0 and it + 1 < steps:
             save_checkpoint(ckpt_root, it + 1, {
                 **{name: m.state_dict() for name, m in named.items()},

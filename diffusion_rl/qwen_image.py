@@ -1,8 +1,9 @@
 """Qwen-Image (Qwen team 2025, a 20 B MM-DiT with a Qwen2.5-VL-7B text encoder), as ``QwenImagePipeline`` runs it.
 
 Same rectified-flow convention as the other adapters (:mod:`diffusion_rl.adapters`): latents ``[B, 16, H/8, W/8]``
-unpacked; :meth:`QwenImageAdapter.velocity` packs 2x2 patches into ``[B, hw/4, 64]`` (``QwenImagePipeline._pack_latents``),
-calls ``QwenImageTransformer2DModel`` with ``timestep = sigma`` (the pipeline passes ``t / 1000``) and the image grid
+unpacked; :meth:`QwenImageAdapter.velocity` packs 2x2 patches into ``[B, hw/4, 64]``
+(``QwenImagePipeline._pack_latents``), calls ``QwenImageTransformer2DModel`` with ``timestep = sigma`` (the pipeline
+passes ``t / 1000``) and the image grid
 ``img_shapes = [(1, h/2, w/2)]`` (its 3D RoPE), and unpacks the result. Decoding follows the pipeline: the latents get a
 frame axis, ``z * std + mean`` per channel, the causal 3D VAE (``AutoencoderKLQwenImage``) decodes frame 0.
 

@@ -4,8 +4,8 @@ They run the *same* code path as the full models (the adapters in :mod:`diffusio
 tell them apart): ``StableDiffusion3Pipeline`` (2 CLIP-with-projection + T5 + ``SD3Transformer2DModel``
 + ``AutoencoderKL``), ``FluxPipeline`` (CLIP + T5 + ``FluxTransformer2DModel`` + ``AutoencoderKL``) and
 ``WanPipeline`` (UMT5 + ``WanTransformer3DModel`` + ``AutoencoderKLWan``). ``pipe.save_pretrained(dir)``
-writes a directory that ``Pipeline.from_pretrained(dir)`` (and :func:`diffusion_rl.adapters.build_adapter` with ``model.path``)
-loads back, which exercises the real loading path.
+writes a directory that ``Pipeline.from_pretrained(dir)`` (and :func:`diffusion_rl.adapters.build_adapter` with
+``model.path``) loads back, which exercises the real loading path.
 
 Tokenizers are ``PreTrainedTokenizerFast`` over a word-level vocabulary made in code (whitespace split,
 lower-cased, ``</s>`` appended), so they save/load like any hub tokenizer.
@@ -47,7 +47,8 @@ def tiny_clip(vocab_size: int, hidden: int = 32, projection: int = 32, layers: i
               with_projection: bool = True):
     from transformers import CLIPTextConfig, CLIPTextModel, CLIPTextModelWithProjection
 
-    cfg = CLIPTextConfig(vocab_size=vocab_size, hidden_size=hidden, intermediate_size=2 * hidden, num_hidden_layers=layers,
+    cfg = CLIPTextConfig(vocab_size=vocab_size, hidden_size=hidden, intermediate_size=2 * hidden,
+                         num_hidden_layers=layers,
                          num_attention_heads=2, max_position_embeddings=max_len, projection_dim=projection,
                          pad_token_id=0, bos_token_id=1, eos_token_id=1, hidden_act="gelu")
     return (CLIPTextModelWithProjection if with_projection else CLIPTextModel)(cfg)
@@ -73,7 +74,8 @@ def tiny_vae(latent_channels: int = 4, channels: Sequence[int] = (16, 16), shift
                          scaling_factor=scale, shift_factor=shift)
 
 
-def tiny_sd3_pipeline(words: Iterable[str] = (), seed: int = 0, hidden: int = 32, layers: int = 2, sample_size: int = 16,
+def tiny_sd3_pipeline(words: Iterable[str] = (), seed: int = 0, hidden: int = 32, layers: int = 2,
+                      sample_size: int = 16,
                       latent_channels: int = 4, with_vae: bool = True, with_t5: bool = True, patch_size: int = 2,
                       max_length: int = 16, text_hidden: int = 32):
     """``StableDiffusion3Pipeline`` with tiny components. ``with_vae=False`` gives a pixel-space model
@@ -93,12 +95,14 @@ def tiny_sd3_pipeline(words: Iterable[str] = (), seed: int = 0, hidden: int = 32
         transformer=transformer, scheduler=FlowMatchEulerDiscreteScheduler(shift=1.0),
         vae=tiny_vae(latent_channels) if with_vae else None,
         text_encoder=tiny_clip(v, text_hidden, text_hidden, max_len=max_length), tokenizer=tok,
-        text_encoder_2=tiny_clip(v, text_hidden, text_hidden, max_len=max_length), tokenizer_2=make_tokenizer(words, max_length),
+        text_encoder_2=tiny_clip(v, text_hidden, text_hidden, max_len=max_length),
+        tokenizer_2=make_tokenizer(words, max_length),
         text_encoder_3=tiny_t5(v, 2 * text_hidden) if with_t5 else None,
         tokenizer_3=make_tokenizer(words, max_length) if with_t5 else None)
 
 
-def tiny_flux_pipeline(words: Iterable[str] = (), seed: int = 0, hidden: int = 32, layers: int = 1, single_layers: int = 1,
+def tiny_flux_pipeline(words: Iterable[str] = (), seed: int = 0, hidden: int = 32, layers: int = 1,
+                       single_layers: int = 1,
                        latent_channels: int = 4, max_length: int = 16):
     """``FluxPipeline`` with tiny components (latents packed 2x2 as in FLUX: ``in_channels = 4 * latent_channels``)."""
     from diffusers import FlowMatchEulerDiscreteScheduler, FluxPipeline, FluxTransformer2DModel
@@ -114,7 +118,8 @@ def tiny_flux_pipeline(words: Iterable[str] = (), seed: int = 0, hidden: int = 3
                                          num_attention_heads=heads, joint_attention_dim=32, pooled_projection_dim=32,
                                          axes_dims_rope=axes)
     return FluxPipeline(transformer=transformer, scheduler=FlowMatchEulerDiscreteScheduler(shift=1.0),
-                        vae=tiny_vae(latent_channels), text_encoder=tiny_clip(v, 32, 32, max_len=max_length, with_projection=False),
+                        vae=tiny_vae(latent_channels),
+                        text_encoder=tiny_clip(v, 32, 32, max_len=max_length, with_projection=False),
                         tokenizer=tok, text_encoder_2=tiny_t5(v, 32), tokenizer_2=make_tokenizer(words, max_length))
 
 
@@ -127,11 +132,14 @@ def tiny_wan_pipeline(words: Iterable[str] = (), seed: int = 0, hidden: int = 32
     torch.manual_seed(seed)
     tok = make_tokenizer(words, max_length)
     heads = 2
-    transformer = WanTransformer3DModel(patch_size=(1, 2, 2), num_attention_heads=heads, attention_head_dim=hidden // heads,
-                                        in_channels=z_dim, out_channels=z_dim, text_dim=32, freq_dim=32, ffn_dim=2 * hidden,
+    transformer = WanTransformer3DModel(patch_size=(1, 2, 2), num_attention_heads=heads,
+                                        attention_head_dim=hidden // heads,
+                                        in_channels=z_dim, out_channels=z_dim, text_dim=32, freq_dim=32,
+                                        ffn_dim=2 * hidden,
                                         num_layers=layers, rope_max_seq_len=64)
     vae = AutoencoderKLWan(base_dim=8, z_dim=z_dim, dim_mult=[1, 1, 1, 1], num_res_blocks=1,
-                           temperal_downsample=[False, True, True], latents_mean=[0.0] * z_dim, latents_std=[1.0] * z_dim)
+                           temperal_downsample=[False, True, True], latents_mean=[0.0] * z_dim,
+                           latents_std=[1.0] * z_dim)
     return WanPipeline(tokenizer=tok, text_encoder=tiny_t5(len(tok), 32, umt5=True), transformer=transformer, vae=vae,
                        scheduler=FlowMatchEulerDiscreteScheduler(shift=1.0))
 
@@ -160,15 +168,20 @@ def tiny_qwenimage_pipeline(words: Iterable[str] = (), seed: int = 0, hidden: in
                             max_length: int = 16):
     """``QwenImagePipeline`` with tiny components: Qwen2.5-VL text encoder, ``QwenImageTransformer2DModel`` (MM-DiT,
     2x2-packed latents: ``in_channels = 4 z``), ``AutoencoderKLQwenImage`` (Wan-style causal 3D VAE, 8x spatial)."""
-    from diffusers import (AutoencoderKLQwenImage, FlowMatchEulerDiscreteScheduler, QwenImagePipeline,
-                           QwenImageTransformer2DModel)
+    from diffusers import (
+        AutoencoderKLQwenImage,
+        FlowMatchEulerDiscreteScheduler,
+        QwenImagePipeline,
+        QwenImageTransformer2DModel,
+    )
 
     torch.manual_seed(seed)
     tok = make_tokenizer(words, max_length)
     heads = 2
     head_dim = hidden // heads
     q = head_dim // 4 // 2 * 2
-    transformer = QwenImageTransformer2DModel(patch_size=2, in_channels=4 * z_dim, out_channels=z_dim, num_layers=layers,
+    transformer = QwenImageTransformer2DModel(patch_size=2, in_channels=4 * z_dim, out_channels=z_dim,
+                                              num_layers=layers,
                                               attention_head_dim=head_dim, num_attention_heads=heads,
                                               joint_attention_dim=32, axes_dims_rope=(head_dim - 2 * q, q, q))
     vae = AutoencoderKLQwenImage(base_dim=8, z_dim=z_dim, dim_mult=[1, 1, 1, 1], num_res_blocks=1,
@@ -190,12 +203,15 @@ def tiny_wan22_pipeline(words: Iterable[str] = (), seed: int = 0, hidden: int = 
     heads = 2
 
     def expert():
-        return WanTransformer3DModel(patch_size=(1, 2, 2), num_attention_heads=heads, attention_head_dim=hidden // heads,
-                                     in_channels=z_dim, out_channels=z_dim, text_dim=32, freq_dim=32, ffn_dim=2 * hidden,
+        return WanTransformer3DModel(patch_size=(1, 2, 2), num_attention_heads=heads,
+                                     attention_head_dim=hidden // heads,
+                                     in_channels=z_dim, out_channels=z_dim, text_dim=32, freq_dim=32,
+                                     ffn_dim=2 * hidden,
                                      num_layers=layers, rope_max_seq_len=64)
 
     vae = AutoencoderKLWan(base_dim=8, z_dim=z_dim, dim_mult=[1, 1, 1, 1], num_res_blocks=1,
-                           temperal_downsample=[False, True, True], latents_mean=[0.0] * z_dim, latents_std=[1.0] * z_dim)
+                           temperal_downsample=[False, True, True], latents_mean=[0.0] * z_dim,
+                           latents_std=[1.0] * z_dim)
     return WanPipeline(tokenizer=tok, text_encoder=tiny_t5(len(tok), 32, umt5=True), transformer=expert(),
                        transformer_2=expert() if two_experts else None, vae=vae,
                        scheduler=FlowMatchEulerDiscreteScheduler(shift=1.0),

@@ -31,7 +31,9 @@ for kind in sys.argv[1:] or ("builtin", "lerobot"):
     n = sum(x.numel() for x in pol.parameters())
     ts, tl = [], []
     for i in range(6):
-        t0 = time.perf_counter(); s = pol.sample_chunk(b, generator=torch.Generator().manual_seed(i)); t1 = time.perf_counter()
+        t0 = time.perf_counter(); s = pol.sample_chunk(b,
+                                                       generator=torch.Generator().manual_seed(i)); t1 = time.perf_counter()
         lp = pol.chunk_log_prob(b, s.record); lp.logp.sum().backward(); t2 = time.perf_counter()
         if i: ts.append(t1 - t0); tl.append(t2 - t1)
-    print(f"{kind}: {n/1e6:.3f} M params, sample_chunk(128) {statistics.median(ts)*1000:.0f} ms, chunk_log_prob+backward(128) {statistics.median(tl)*1000:.0f} ms", flush=True)
+    print(f"{kind}: {n/1e6:.3f} M params, sample_chunk(128) {statistics.median(ts)*1000:.0f} ms, "
+          f"chunk_log_prob+backward(128) {statistics.median(tl)*1000:.0f} ms", flush=True)

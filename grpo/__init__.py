@@ -10,6 +10,7 @@ graceful stop), ``checkpoint``, ``metrics``, ``config``, ``device`` (the ``devic
 same on any device).
 """
 
+# ruff: noqa: F401  (the package re-exports these names: __all__ below is built from dir())
 from .advantages import Advantages, PerPromptStatTracker, clip_advantages, decoupled_advantages, group_advantages
 from .checkpoint import capture_rng_state, latest_checkpoint, load_checkpoint, restore_rng_state, save_checkpoint
 from .config import ConfigError, load_config
@@ -17,10 +18,18 @@ from .device import module_device, resolve_device
 from .flow_sde import SDEStepOutput, flow_sigmas, gaussian_log_prob, sde_step
 from .loop import LoopResult, resume_latest, run_loop
 from .loss import PGLossOutput, clipped_pg_loss, flow_kl, flow_kl_scale, k3_kl
+from .mix import sliding_window
 from .selection import select_per_group, select_subset
 from .train_step import GRPOConfig, NonFiniteError, NonFiniteGuard, backward_if_finite, compute_advantages, guarded_step
-from .mix import sliding_window
-from .tree import RolloutTree, TreeCredit, depth_advantages, fuse_rewards, subtree_of_leaves, tree_advantages, width_prune
+from .tree import (
+    RolloutTree,
+    TreeCredit,
+    depth_advantages,
+    fuse_rewards,
+    subtree_of_leaves,
+    tree_advantages,
+    width_prune,
+)
 from .update import DistributedUpdate, agree_on_skip
 
 __all__ = [n for n in dir() if not n.startswith("_")]

@@ -108,7 +108,8 @@ def group_advantages(
     r, inv = _check(rewards, group_ids)
     num_groups = int(inv.max()) + 1 if r.numel() else 0
     if method == "median":
-        return Advantages(values=clip_advantages(_mc_grpo(r, inv, num_groups), clip), mask=torch.ones_like(r, dtype=torch.bool))
+        return Advantages(values=clip_advantages(_mc_grpo(r, inv, num_groups), clip),
+                          mask=torch.ones_like(r, dtype=torch.bool))
     mask = torch.ones_like(r, dtype=torch.bool)
     if method == "mean_std":
         baseline = _group_stat(r, inv, num_groups, "mean")[inv]
@@ -224,7 +225,8 @@ class PerPromptStatTracker:
                 pool = torch.tensor(list(hist), device=r.device) if len(hist) >= self.min_count else r
             else:
                 pool = cur
-            std = batch_std if self.global_std else (pool.std(unbiased=False) if pool.numel() > 1 else torch.tensor(0.0, device=r.device))
+            std = batch_std if self.global_std else (pool.std(unbiased=False) if pool.numel() > 1
+                                                     else torch.tensor(0.0, device=r.device))
             adv[idx] = (cur - pool.mean()) / (std + self.eps)
         return adv.to(rewards.device)
 

@@ -60,7 +60,8 @@ def restore_rng_state(state: Mapping[str, Any]) -> None:
     """Inverse of :func:`capture_rng_state`."""
     random.setstate(random_state_from_json(state["python"]))
     n = state["numpy"]
-    np.random.set_state((n["kind"], np.asarray(n["keys"], dtype=np.uint32), n["pos"], n["has_gauss"], n["cached_gaussian"]))
+    np.random.set_state((n["kind"], np.asarray(n["keys"], dtype=np.uint32), n["pos"], n["has_gauss"],
+                         n["cached_gaussian"]))
     torch.set_rng_state(state["torch"].to(torch.uint8))
     if "cuda" in state and torch.cuda.is_available():
         torch.cuda.set_rng_state_all([s.to(torch.uint8) for s in state["cuda"]])
@@ -311,7 +312,8 @@ def load_checkpoint(path: str | os.PathLike, map_location: str | torch.device = 
         path = latest
     with open(path / "state.json") as f:
         meta = json.load(f)
-    tensors = load_file(str(path / "state.safetensors"), device=str(map_location)) if (path / "state.safetensors").exists() else {}
+    tensors = load_file(str(path / "state.safetensors"),
+                        device=str(map_location)) if (path / "state.safetensors").exists() else {}
     state = _unflatten(meta["state"], tensors)
     others = set(meta.get("files", ()))  # files for other readers (save_checkpoint's ``files``)
     for f in sorted(path.glob("*.safetensors")):

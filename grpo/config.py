@@ -103,7 +103,8 @@ def _convert(value: Any, tp: Any, key: str, source: str) -> Any:
         if not isinstance(value, dict):
             raise err
         kt, vt = get_args(tp) or (Any, Any)
-        return {_convert(k, kt, f"{key}.<key>", source): _convert(v, vt, f"{key}.{k}", source) for k, v in value.items()}
+        return {_convert(k, kt, f"{key}.<key>", source): _convert(v, vt, f"{key}.{k}", source)
+                for k, v in value.items()}
     if tp is bool:
         if isinstance(value, bool):
             return value
@@ -313,7 +314,8 @@ _merge = merge_dicts
 
 @functools.lru_cache(maxsize=None)
 def _line_comments(cls: type) -> dict[str, str]:
-    """``{field: comment}`` from ``name: type = value  # comment`` lines in the class body of ``cls``."""
+    """``{field: comment}`` from ``name: type = value  # comment`` lines in the class body of ``cls``; comment-only
+    lines right below such a line, indented deeper than the field, continue its comment."""
     try:
         src = inspect.getsource(cls)
     except (OSError, TypeError):
@@ -339,7 +341,13 @@ def _line_comments(cls: type) -> dict[str, str]:
         name = stripped.split(":", 1)[0].strip()
         if name in names and ":" in stripped and (body_indent is None or indent == body_indent):
             body_indent = indent
-            out.setdefault(name, tok.string.lstrip("#").strip())
+            text = tok.string.lstrip("#").strip()
+            # a long help goes on in comment-only lines right below, indented deeper than the field
+            while row < len(lines) and lines[row].lstrip().startswith("#") \
+                    and len(lines[row]) - len(lines[row].lstrip()) > indent:
+                text += " " + lines[row].strip().lstrip("#").strip()
+                row += 1
+            out.setdefault(name, text)
     return out
 
 
@@ -391,7 +399,8 @@ def config_help(cls: type, prefix: str = "") -> list[tuple[str, str, str, str]]:
             rows += config_help(tp, full)
             continue
         shown = "(required)" if default is dataclasses.MISSING else repr(config_to_dict(default) if
-                                                                          dataclasses.is_dataclass(default) else default)
+                                                                          dataclasses.is_dataclass(default)
+                                                                         else default)
         rows.append((full, _type_name(tp), shown, helps[f.name]))
     return rows
 

@@ -93,4 +93,5 @@ def rand(shape: tuple[int, ...] | torch.Size, generator: torch.Generator | None 
 def randint(low: int, high: int, shape: tuple[int, ...] | torch.Size, generator: torch.Generator | None = None,
             device: torch.device | str = "cpu") -> torch.Tensor:
     """``torch.randint(low, high, shape)`` drawn on ``generator``'s device and returned on ``device``."""
-    return torch.randint(low, high, tuple(shape), generator=generator, device=_draw_device(generator, device)).to(device)
+    return torch.randint(low, high, tuple(shape), generator=generator,
+                         device=_draw_device(generator, device)).to(device)

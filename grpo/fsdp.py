@@ -16,8 +16,9 @@ sharding is done here, by the trainers, when the run's config says ``dist: {stra
   forward/backward calls (a rank with no rows runs a dummy one with zero weight; evaluation runs on every rank).
 * Checkpoints hold FULL state dicts, independent of the world size: :func:`full_trainable_state_dict` /
   :func:`full_optimizer_state_dict` gather them onto rank 0's CPU (the format of an unsharded ``state_dict()`` /
-  ``optimizer.state_dict()``, so a 1-process or DDP run loads them unchanged), and :func:`load_full_trainable_state_dict`
-  / :func:`load_full_optimizer_state_dict` shard a full state dict back onto any number of ranks.
+  ``optimizer.state_dict()``, so a 1-process or DDP run loads them unchanged), and
+  :func:`load_full_trainable_state_dict` / :func:`load_full_optimizer_state_dict` shard a full state dict back onto
+  any number of ranks.
 
 FSDP2 runs on CPU with gloo (``all_gather_into_tensor`` / ``reduce_scatter_tensor``) in torch >= 2.13, which is how
 the tests exercise it; on GPUs the device mesh is CUDA (NCCL).
@@ -51,7 +52,8 @@ class DistConfig:
     update computes exactly what the fp32 replica's rollouts computed. ``diffusion-rl train`` sets its precision with
     ``model.dtype`` instead and rejects ``bf16`` here."""
 
-    strategy: Literal["ddp", "fsdp"] = "ddp"  # ddp (a replica per process, gradients all-reduced) or fsdp (FSDP2 shards)
+    strategy: Literal["ddp", "fsdp"] = "ddp"  # ddp (a replica per process, gradients all-reduced) or fsdp (FSDP2
+                                              # shards)
     reshard_after_forward: bool = True  # fsdp: free gathered weights after each block's forward
     mixed_precision: Literal["fp32", "bf16"] = "fp32"  # vla-rl: bf16 autocast of the policy forwards
 

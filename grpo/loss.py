@@ -128,7 +128,8 @@ def k3_kl(logp_new: torch.Tensor, logp_ref: torch.Tensor) -> torch.Tensor:
 
 def flow_kl_scale(kl_type: str, std: torch.Tensor, std_dev_t: torch.Tensor | None) -> torch.Tensor:
     """The divisor :func:`flow_kl` takes for ``kl_type``: ``std_dev_t`` for ``"flow"`` (Flow-GRPO's scale, the
-    default; ``std`` when a head has no separate ``std_dev_t``, e.g. a Gaussian head) and ``std`` for ``"flow_exact"``."""
+    default; ``std`` when a head has no separate ``std_dev_t``, e.g. a Gaussian head) and ``std`` for
+    ``"flow_exact"``."""
     if kl_type == "flow_exact" or std_dev_t is None:
         return std
     if kl_type != "flow":

@@ -29,7 +29,8 @@ def image_grid(images: torch.Tensor, nrow: int | None = None, pad: int = 1) -> t
     grid = torch.ones(c, ncol * (h + pad) + pad, nrow * (w + pad) + pad, dtype=images.dtype)
     for i in range(b):
         r, col = divmod(i, nrow)
-        grid[:, pad + r * (h + pad): pad + r * (h + pad) + h, pad + col * (w + pad): pad + col * (w + pad) + w] = images[i].cpu()
+        grid[:, pad + r * (h + pad): pad + r * (h + pad) + h,
+             pad + col * (w + pad): pad + col * (w + pad) + w] = images[i].cpu()
     return grid
 
 

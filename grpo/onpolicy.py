@@ -106,8 +106,8 @@ def check_onpolicy(scalars: dict[str, float], tol: float, action: Action, iterat
     gap = scalars["onpolicy/max_abs_dlogp"]
     if gap <= tol:
         return
-    msg = (f"iteration {iteration}: off-policy before the first update: max |log pi_train - log pi_rollout| = {gap:.3g} "
-           f"(mean {scalars.get('onpolicy/mean_abs_dlogp', float('nan')):.3g}, max |ratio - 1| = "
+    msg = (f"iteration {iteration}: off-policy before the first update: max |log pi_train - log pi_rollout| = "
+           f"{gap:.3g} (mean {scalars.get('onpolicy/mean_abs_dlogp', float('nan')):.3g}, max |ratio - 1| = "
            f"{scalars.get('onpolicy/max_ratio_dev', float('nan')):.3g}) > {where} = {tol:g}; the stored rollout "
            f"log-probs are not what the training forward computes. {CAUSES}")
     if action == "stop":

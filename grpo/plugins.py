@@ -64,7 +64,9 @@ def missing_members(obj: Any, protocol: dict[str, str]) -> list[str]:
     out = []
     for name in protocol:
         if name == "__call__":
-            if not callable(obj) or (inspect.isclass(obj) and not callable(getattr(obj, "__call__", None))):
+            # a class is always callable: for a class, ask whether its instances are
+            if not callable(obj) or (inspect.isclass(obj)
+                                     and not callable(getattr(obj, "__call__", None))):  # noqa: B004
                 out.append(name)
             elif inspect.isclass(obj) and "__call__" not in {n for c in obj.__mro__[:-1] for n in vars(c)}:
                 out.append(name)

@@ -42,7 +42,8 @@ def check_writable_dir(path: str | os.PathLike, key: str, shown: str | os.PathLi
     if probe.exists() and not probe.is_dir():
         raise ValueError(f"{key}={str(shown)!r}: cannot create it ({probe} is a file, not a directory)")
     if probe.exists() and not os.access(probe, os.W_OK | os.X_OK):
-        raise ValueError(f"{key}={str(shown)!r}: {probe} is not writable (expected a directory this user may write into)")
+        raise ValueError(f"{key}={str(shown)!r}: {probe} is not writable (expected a directory this user may write "
+                         "into)")
     return p
 
 
@@ -91,7 +92,8 @@ def check_choice(key: str, value: str, known: Iterable[str], hint: str = "") -> 
         return
     close = difflib.get_close_matches(value, known, n=3)
     shown = ", ".join(known[:20]) + (" ..." if len(known) > 20 else "")
-    raise ValueError(f"{key}={value!r} is not known" + (f"; did you mean {', '.join(map(repr, close))}?" if close else "")
+    raise ValueError(f"{key}={value!r} is not known"
+                     + (f"; did you mean {', '.join(map(repr, close))}?" if close else "")
                      + f" (expected one of: {shown}{hint})")
 
 
@@ -99,7 +101,8 @@ def check_path_exists(key: str, value: str | None, what: str) -> None:
     """A local path given for ``key`` exists (hub ids and ``builtin:`` names are left to their loaders)."""
     if not value or value.startswith("builtin:"):
         return
-    looks_local = value.startswith(("/", "./", "../", "~")) or os.sep in value and Path(value).expanduser().parent.exists()
+    looks_local = value.startswith(("/", "./", "../",
+                                    "~")) or os.sep in value and Path(value).expanduser().parent.exists()
     if looks_local and not Path(value).expanduser().exists():
         raise ValueError(f"{key}={value!r}: no such path (expected {what})")
 

@@ -48,7 +48,9 @@ def select_subset(
         order = torch.argsort(r, descending=True, stable=True)
         ext = order[:1] if n == 1 else torch.stack([order[0], order[-1]])
         rest = order[1:-1] if n > 1 else order[:0]
-        idx = torch.cat([ext, rest[torch.randperm(rest.numel(), generator=generator, device=generator.device if generator is not None else "cpu")[: n - ext.numel()]]])
+        idx = torch.cat([ext, rest[torch.randperm(rest.numel(), generator=generator,
+                                                  device=generator.device if generator is not None
+                                                  else "cpu")[: n - ext.numel()]]])
     idx = torch.sort(idx).values
     assert idx.unique().numel() == n
     return idx

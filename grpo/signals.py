@@ -29,7 +29,8 @@ class GracefulExit:
             signal.raise_signal(signum)
             return
         self.requested = name
-        print(f"\n{name} received: finishing this step, saving a checkpoint and exiting (send again to abort)", flush=True)
+        print(f"\n{name} received: finishing this step, saving a checkpoint and exiting (send again to abort)",
+              flush=True)
 
     def __enter__(self) -> "GracefulExit":
         if threading.current_thread() is threading.main_thread():

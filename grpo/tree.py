@@ -296,7 +296,8 @@ def width_prune(
     if mode == "topk_per_parent":
         parents = sorted({tree.nodes[leaf].parent for leaf in leaf_ids})
         for p in parents:
-            kids = torch.tensor([c for c in tree.nodes[p].children if present is None or bool(present[c])], device="cpu")
+            kids = torch.tensor([c for c in tree.nodes[p].children if present is None or bool(present[c])],
+                                device="cpu")
             dev = (r[kids] - r[kids].mean()).abs()
             keep[kids[torch.argsort(dev, descending=True, stable=True)[:k]]] = True
     elif mode == "best_worst":
@@ -400,7 +401,8 @@ def tree_advantages(
         if elp.shape != (P, len(tree)):
             raise ValueError(f"edge_log_prob must have shape [{P}, {len(tree)}], got {tuple(edge_log_prob.shape)}")
     if baseline not in ("depth", "parent") or scale not in ("depth", "leaf"):
-        raise ValueError(f"tree advantage baseline must be 'depth'/'parent' and scale 'depth'/'leaf', got {baseline!r}, {scale!r}")
+        raise ValueError("tree advantage baseline must be 'depth'/'parent' and scale 'depth'/'leaf', got "
+                         f"{baseline!r}, {scale!r}")
     depths = list(range(1, tree.depth + 1))
     if depth_window:
         depths = [d + 1 for d in sliding_window(iteration, tree.depth, min(depth_window, tree.depth), depth_stride)]

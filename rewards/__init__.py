@@ -92,4 +92,5 @@ def build_reward(name: str, **kwargs: Any):
         raise ValueError(f"reward {name!r}: bad arguments {sorted(kwargs)}: {e}") from e
 
 
-__all__ = ["Reward", "RewardBatch", "RewardOutput", "ImageReward", "NonFiniteRewardError", "build_reward", "available_rewards", "check_output"]
+__all__ = ["Reward", "RewardBatch", "RewardOutput", "ImageReward", "NonFiniteRewardError", "build_reward",
+           "available_rewards", "check_output"]

@@ -72,7 +72,8 @@ class OCRReward(ImageReward):
                              "(or pip install rapidocr-onnxruntime)") from e
         if not 0.0 <= min_confidence <= 1.0:
             raise ValueError(f"min_confidence must be in [0, 1], got {min_confidence}")
-        kw = {f"{p}_{k}": threads for p in ("det", "cls", "rec") for k in ("intra_op_num_threads", "inter_op_num_threads")}
+        kw = {f"{p}_{k}": threads for p in ("det", "cls", "rec")
+              for k in ("intra_op_num_threads", "inter_op_num_threads")}
         if det_limit_type not in ("max", "min"):
             raise ValueError(f"det_limit_type must be 'max' or 'min', got {det_limit_type!r}")
         self.engine = RapidOCR(text_score=text_score, print_verbose=False, det_limit_side_len=det_limit_side_len,

@@ -60,7 +60,8 @@ _TOP = {  # open_clip -> HF, copied as is
 _TRANSPOSED = {"text_projection": "text_projection.weight", "visual.proj": "visual_projection.weight"}
 _TOWERS = {"transformer.resblocks.": "text_model.encoder.layers.",
            "visual.transformer.resblocks.": "vision_model.encoder.layers."}
-_IGNORED = ("attn_mask", "visual.attn_mask", "text_model.embeddings.position_ids", "vision_model.embeddings.position_ids")
+_IGNORED = ("attn_mask", "visual.attn_mask", "text_model.embeddings.position_ids",
+            "vision_model.embeddings.position_ids")
 
 
 def unwrap_checkpoint(obj: Any, source: str = "checkpoint") -> dict[str, torch.Tensor]:
@@ -68,7 +69,8 @@ def unwrap_checkpoint(obj: Any, source: str = "checkpoint") -> dict[str, torch.T
     if isinstance(obj, dict) and "state_dict" in obj and isinstance(obj["state_dict"], dict):
         obj = obj["state_dict"]
     if not isinstance(obj, dict) or not all(isinstance(v, torch.Tensor) for v in obj.values()):
-        raise ValueError(f"{source}: expected a state dict of tensors (or {{'state_dict': ...}}), got {type(obj).__name__}")
+        raise ValueError(f"{source}: expected a state dict of tensors (or {{'state_dict': ...}}), got "
+                         f"{type(obj).__name__}")
     return {k[len("module."):] if k.startswith("module.") else k: v for k, v in obj.items()}
 
 
@@ -186,7 +188,8 @@ def clip_config_from_open_clip(sd: dict[str, torch.Tensor], vision_heads: int | 
     proj_dim = sd["visual.proj"].shape[1]
     tp = sd.get("text_projection", sd.get("text_projection.weight"))
     if tp is not None and proj_dim not in tp.shape:
-        raise ValueError(f"text_projection {tuple(tp.shape)} does not match visual.proj {tuple(sd['visual.proj'].shape)}")
+        raise ValueError(f"text_projection {tuple(tp.shape)} does not match visual.proj "
+                         f"{tuple(sd['visual.proj'].shape)}")
     act = "quick_gelu" if quick_gelu else "gelu"
     text = dict(vocab_size=int(vocab), hidden_size=int(dt), max_position_embeddings=int(ctx),
                 intermediate_size=int(sd["transformer.resblocks.0.mlp.c_fc.weight"].shape[0]),
@@ -202,8 +205,8 @@ def clip_config_from_open_clip(sd: dict[str, torch.Tensor], vision_heads: int | 
                   projection_dim=int(proj_dim))
     for name, cfg in (("text", text), ("vision", vision)):
         if cfg["hidden_size"] % cfg["num_attention_heads"]:
-            raise ValueError(f"{name} width {cfg['hidden_size']} is not divisible by {cfg['num_attention_heads']} heads; "
-                             f"pass {name}_heads=")
+            raise ValueError(f"{name} width {cfg['hidden_size']} is not divisible by {cfg['num_attention_heads']} "
+                             f"heads; pass {name}_heads=")
     return CLIPConfig(text_config=text, vision_config=vision, projection_dim=int(proj_dim))
 
 

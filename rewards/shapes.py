@@ -16,9 +16,9 @@ e.g. ``"a red circle left of a blue square"``; the two objects of a relation hav
 * :class:`ShapesVerifier` scores an image against its prompt without any learned model: pixels are
   classified to the nearest palette color (within a tolerance), the largest connected blob of each requested
   color is found, its shape is read from its (sub-pixel, coverage-weighted) fill ratio of the bounding box
-  (square ~1, circle ~pi/4, triangle ~1/2), and the relation from the blobs' centroids. Components in [0, 1]: ``color`` (requested
-  colors present), ``shape`` (present objects of the right shape), ``relation`` (two-object prompts;
-  1 for single-object prompts); ``total`` is the mean of color, shape and relation over the ones that apply
+  (square ~1, circle ~pi/4, triangle ~1/2), and the relation from the blobs' centroids. Components in [0, 1]:
+  ``color`` (requested colors present), ``shape`` (present objects of the right shape), ``relation`` (two-object
+  prompts; 1 for single-object prompts); ``total`` is the mean of color, shape and relation over the ones that apply
   (single-object prompts: ``(color + shape) / 2``). Detail ``accuracy``: 1 iff everything is right.
   ``shape_width > 0`` makes the shape component graded (:func:`shape_credit`: partial credit for a blob whose fill
   ratio is within ``shape_width`` of the asked class), a denser RL signal; ``accuracy`` stays exact.
@@ -164,7 +164,8 @@ def render_spec(spec: Spec, size: int = 32, rng: random.Random | None = None, su
     return torch.from_numpy(img).permute(2, 0, 1).contiguous()
 
 
-def render(prompts: list[str], size: int = 32, rng: random.Random | None = None, seed: int | None = None) -> torch.Tensor:
+def render(prompts: list[str], size: int = 32, rng: random.Random | None = None,
+           seed: int | None = None) -> torch.Tensor:
     """Images ``[B, 3, size, size]`` in [0, 1] for ``prompts`` (random layouts from ``rng`` or ``seed``)."""
     rng = rng or random.Random(seed)
     return torch.stack([render_spec(parse_prompt(p), size, rng) for p in prompts])
@@ -230,7 +231,8 @@ def palette_labels(image: np.ndarray, tol: float = 0.25) -> np.ndarray:
     return np.where(d.min(-1) <= tol, d.argmin(-1), -1)
 
 
-def find_blobs(image: np.ndarray, tol: float = 0.25, min_frac: float = 0.01) -> dict[str, tuple[np.ndarray, tuple[float, float]]]:
+def find_blobs(image: np.ndarray, tol: float = 0.25, min_frac: float = 0.01) -> dict[str,
+                                                                                     tuple[np.ndarray, tuple[float, float]]]:
     """Largest blob per palette color: ``color -> (mask [H, W], (cx, cy))``. ``image`` is ``[H, W, 3]``."""
     names = list(PALETTE)
     label = palette_labels(image, tol)
@@ -286,7 +288,8 @@ class ShapesVerifier(ImageReward):
 
     name = "shapes_verifier"
 
-    def __init__(self, tol: float = 0.25, nonfinite: str = "warn", accuracy_weight: float = 0.0, shape_width: float = 0.0):
+    def __init__(self, tol: float = 0.25, nonfinite: str = "warn", accuracy_weight: float = 0.0,
+                 shape_width: float = 0.0):
         if not 0 < tol < 1.8:
             raise ValueError(f"tol is an RGB distance in (0, 1.8), got {tol}")
         if not 0 <= accuracy_weight <= 1:

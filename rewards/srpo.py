@@ -69,19 +69,23 @@ Pooling = Literal["mean", "last", "mean_last", "concat"]
 @dataclass
 class SRPOConfig:
     # the trajectory encoder the frontend builds and injects (vla_rl.srpo_encoders.build_trajectory_encoder)
-    encoder: Literal["random_conv", "policy", "small", "progress", "dinov2", "vjepa2"] = "random_conv"  # trajectory encoder
-    encoder_path: str | None = None  # local weights: small/progress a .safetensors file (progress: vla-rl fit-encoder), dinov2/vjepa2 a directory
+    encoder: Literal["random_conv", "policy", "small", "progress", "dinov2", "vjepa2"] = "random_conv"  # trajectory
+        # encoder
+    encoder_path: str | None = None  # local weights: small/progress a .safetensors file (progress: vla-rl fit-encoder),
+                                     # dinov2/vjepa2 a directory
     num_frames: int = 8  # frames sampled uniformly from each trajectory (the last one always included)
     frame_size: int = 64  # frames are resized to this side before encoding
     pooling: Pooling = "mean_last"  # frame embeddings -> one trajectory embedding: mean, last, mean_last or concat
     dbscan_eps: float = 0.5  # DBSCAN radius in the successes' standardized space (the reference's 0.5)
     min_samples: int = 2  # DBSCAN min_samples (the reference's 2)
     progress_max: float = 0.6  # failure reward = progress_max * sigmoid(...) (the reference's 0.6)
-    reference: Literal["task", "group"] = "task"  # group (ours): a failure's references are its group's successes if any
+    reference: Literal["task", "group"] = "task"  # group (ours): a failure's references are its group's successes if
+                                                  # any
 
     def __post_init__(self) -> None:
         if not 0.0 <= self.progress_max < 1.0:
-            raise ValueError(f"srpo.progress_max must be in [0, 1) so that failures stay below successes, got {self.progress_max}")
+            raise ValueError("srpo.progress_max must be in [0, 1) so that failures stay below successes, got "
+                             f"{self.progress_max}")
         if self.num_frames < 1:
             raise ValueError(f"srpo.num_frames must be >= 1, got {self.num_frames}")
         if self.dbscan_eps <= 0 or self.min_samples < 1:
@@ -148,7 +152,8 @@ def trajectory_embeddings(encoder, videos: Sequence[torch.Tensor], cfg: SRPOConf
             v = v.permute(0, 3, 1, 2)
         v = v.float() / 255.0 if v.dtype == torch.uint8 else v.float()
         if v.shape[-1] != cfg.frame_size:
-            v = F.interpolate(v, size=(cfg.frame_size, cfg.frame_size), mode="bilinear", align_corners=False, antialias=True)
+            v = F.interpolate(v, size=(cfg.frame_size, cfg.frame_size), mode="bilinear", align_corners=False,
+                              antialias=True)
         clips.append(v)
     video = torch.stack(clips)  # [N, F, 3, S, S]
     with torch.no_grad():
@@ -262,8 +267,8 @@ class SRPOReward:
         return self.from_embeddings(self.embed(batch.videos), batch.metadata)
 
     def embed(self, videos: Sequence[torch.Tensor]) -> torch.Tensor:
-        """Trajectory embeddings ``[N, D]`` (CPU) of ``N`` episodes (each episode's row depends on that episode alone, so
-        ranks can embed their own episodes and gather the rows for :meth:`from_embeddings`)."""
+        """Trajectory embeddings ``[N, D]`` (CPU) of ``N`` episodes (each episode's row depends on that episode alone,
+        so ranks can embed their own episodes and gather the rows for :meth:`from_embeddings`)."""
         return trajectory_embeddings(self.encoder, videos, self.cfg)
 
     def from_embeddings(self, emb: torch.Tensor, metadata: Sequence[dict]) -> RewardOutput:
@@ -273,4 +278,5 @@ class SRPOReward:
         res = srpo_progress(emb, tasks, success, self.cfg, groups)
         self.last = res
         succ = success.float().cpu()
-        return RewardOutput(total=res.total, components={"success": succ, "progress": torch.where(succ > 0, succ, res.progress)})
+        return RewardOutput(total=res.total,
+                            components={"success": succ, "progress": torch.where(succ > 0, succ, res.progress)})

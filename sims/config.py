@@ -14,7 +14,8 @@ OUT_OF_BOUNDS = ("clip", "raise")
 def _image_hw(size: Any) -> tuple[int, int]:
     if isinstance(size, (int,)) and not isinstance(size, bool):
         h = w = int(size)
-    elif isinstance(size, (tuple, list)) and len(size) == 2 and all(isinstance(s, int) and not isinstance(s, bool) for s in size):
+    elif isinstance(size, (tuple, list)) and len(size) == 2 and all(isinstance(s, int) and not isinstance(s, bool)
+                                                                    for s in size):
         h, w = int(size[0]), int(size[1])
     else:
         raise ValueError(f"image_size must be an int or (height, width) ints, got {size!r}")
@@ -94,7 +95,8 @@ class TabletopConfig:
         if not (isinstance(self.timestep, (int, float)) and 0 < self.timestep <= 0.02):
             raise ValueError(f"timestep must be in (0, 0.02] seconds, got {self.timestep!r}")
         if not (isinstance(self.control_freq, (int, float)) and 0 < self.control_freq <= 1.0 / self.timestep):
-            raise ValueError(f"control_freq must be in (0, 1/timestep = {1.0 / self.timestep:g}] Hz, got {self.control_freq!r}")
+            raise ValueError(f"control_freq must be in (0, 1/timestep = {1.0 / self.timestep:g}] Hz, got "
+                             f"{self.control_freq!r}")
         if not (isinstance(self.max_delta, (int, float)) and 0 < self.max_delta <= 0.1):
             raise ValueError(f"max_delta must be in (0, 0.1] metres per step, got {self.max_delta!r}")
         if self.reward not in ("sparse", "dense"):

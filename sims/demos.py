@@ -97,13 +97,15 @@ def _write_hdf5_file(h5py, path: Path, episodes: Sequence[dict], env_args: dict 
             name = f"demo_{i}"
             g = data.create_group(name)
             g.attrs.update(num_samples=len(e["actions"]), env_name=e["task"], instruction=e["instruction"],
-                           init_seed=int(e["init_seed"]), success=bool(e["success"]), expert=json.dumps(e.get("expert", {})))
+                           init_seed=int(e["init_seed"]), success=bool(e["success"]),
+                           expert=json.dumps(e.get("expert", {})))
             for k in ("actions", "rewards", "dones", "progress", "states"):
                 if k in e:
                     g.create_dataset(k, data=e[k])
             g.create_dataset("obs/state", data=e["state"])
             for c, im in e["images"].items():
-                g.create_dataset(f"obs/{c}_image", data=im, compression="gzip", compression_opts=4, chunks=(1, *im.shape[1:]))
+                g.create_dataset(f"obs/{c}_image", data=im, compression="gzip", compression_opts=4,
+                                 chunks=(1, *im.shape[1:]))
             (ok if e["success"] else bad).append(name)
         mask = f.create_group("mask")
         mask.create_dataset("successful", data=np.array(ok, dtype="S"))
@@ -148,7 +150,8 @@ def record_demos(task: str, n: int, path: str | Path, env_kwargs: dict | None = 
     else:
         write_hdf5(episodes, path, {"tasks": [task], "env_kwargs": dict(env_kwargs or {})})
     return {"path": str(path), "episodes": len(episodes), "tries": tries,
-            "success_rate": float(np.mean([e["success"] for e in episodes])), "steps": int(sum(len(e["actions"]) for e in episodes))}
+            "success_rate": float(np.mean([e["success"] for e in episodes])),
+            "steps": int(sum(len(e["actions"]) for e in episodes))}
 
 
 

@@ -25,9 +25,11 @@ import numpy as np
 IMAGE_PREFIX = "observation.images."
 
 
-def episode_features(state_dim: int, action_dim: int, cameras: dict[str, tuple[int, int]], use_videos: bool = False) -> dict:
+def episode_features(state_dim: int, action_dim: int, cameras: dict[str, tuple[int, int]],
+                     use_videos: bool = False) -> dict:
     """LeRobot ``features`` for sims episodes; ``cameras``: name -> (H, W)."""
-    feats = {"observation.state": {"dtype": "float32", "shape": (state_dim,), "names": [f"s{i}" for i in range(state_dim)]},
+    feats = {"observation.state": {"dtype": "float32", "shape": (state_dim,),
+                                   "names": [f"s{i}" for i in range(state_dim)]},
              "action": {"dtype": "float32", "shape": (action_dim,), "names": [f"a{i}" for i in range(action_dim)]},
              "next.reward": {"dtype": "float32", "shape": (1,), "names": None},
              "next.progress": {"dtype": "float32", "shape": (1,), "names": None},
@@ -59,10 +61,12 @@ def write_lerobot_dataset(episodes: Sequence[dict], root: str | Path, fps: int =
         t = len(e["actions"])
         for i in range(t):
             last = i == t - 1
-            frame = {"observation.state": np.asarray(e["state"][i], np.float32), "action": np.asarray(e["actions"][i], np.float32),
+            frame = {"observation.state": np.asarray(e["state"][i], np.float32),
+                     "action": np.asarray(e["actions"][i], np.float32),
                      "next.reward": np.asarray([e.get("rewards", np.zeros(t))[i]], np.float32),
                      "next.progress": np.asarray([e.get("progress", np.zeros(t))[i]], np.float32),
-                     "next.done": np.asarray([last]), "next.success": np.asarray([bool(e.get("success", False)) and last]),
+                     "next.done": np.asarray([last]),
+                     "next.success": np.asarray([bool(e.get("success", False)) and last]),
                      "task": str(e["instruction"])}
             for c in cams:
                 frame[IMAGE_PREFIX + c] = np.asarray(e["images"][c][i], np.uint8)

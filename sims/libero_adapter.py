@@ -361,7 +361,8 @@ class LiberoEnv(gym.Env):
         fixtures placed from ``init_seed``, no settle steps: what replaying a recorded demo needs."""
         sim_state = np.asarray(sim_state, dtype=np.float64)
         if sim_state.shape != self.init_states.shape[1:]:
-            raise ValueError(f"{self.name} has flattened states of shape {self.init_states.shape[1:]}, got {sim_state.shape}")
+            raise ValueError(f"{self.name} has flattened states of shape {self.init_states.shape[1:]}, got "
+                             f"{sim_state.shape}")
         self._fault = None
         return self._start(int(init_seed), sim_state, settle=0)
 

@@ -97,7 +97,8 @@ def unavailable_message(errors: dict[str, str] | None = None) -> str:
     tried = "; ".join(f"{b}: {e}" for b, e in (errors or {}).items())
     return ("sims: no headless OpenGL backend for MuJoCo rendering works"
             + (f" ({tried})" if tried else "") + ". Install one of them, e.g. on Debian/Ubuntu "
-            f"`apt-get install -y {APT_PACKAGES['egl'].split(' (')[0]}` (EGL) or `apt-get install -y {APT_PACKAGES['osmesa']}` "
+            f"`apt-get install -y {APT_PACKAGES['egl'].split(' (')[0]}` (EGL) or `apt-get install -y "
+            f"{APT_PACKAGES['osmesa']}` "
             "(OSMesa), or set MUJOCO_GL yourself; or disable images with cameras=().")
 
 
@@ -118,8 +119,9 @@ def make_renderer(model, height: int, width: int):
     except Exception as e:  # noqa: BLE001 - GL errors come in many types
         gl = os.environ.get("MUJOCO_GL", "<unset>")
         pkg = APT_PACKAGES.get(gl, f"{APT_PACKAGES['egl']} or {APT_PACKAGES['osmesa']}")
-        raise RenderingUnavailable(f"sims: creating a MuJoCo renderer with MUJOCO_GL={gl} failed ({type(e).__name__}: {e}); "
-                                   f"install {pkg}, or set MUJOCO_GL to another backend, or disable images with cameras=()") from e
+        raise RenderingUnavailable(f"sims: creating a MuJoCo renderer with MUJOCO_GL={gl} failed ({type(e).__name__}: "
+                                   f"{e}); install {pkg}, or set MUJOCO_GL to another backend, or disable images with "
+                                   "cameras=()") from e
     _renderers.add(r)
     if not _status.get("atexit"):
         # After the first context exists: mujoco.egl registers eglTerminate then, and atexit runs

@@ -147,7 +147,8 @@ class RobosuiteEnv(gym.Env):
         idx = options.pop("instruction_idx", None)
         options.pop("group_id", None)
         if options:
-            raise ValueError(f"unknown reset option(s) {sorted(options)}; valid: task, init_seed, instruction_idx, group_id")
+            raise ValueError(f"unknown reset option(s) {sorted(options)}; valid: task, init_seed, instruction_idx, "
+                             "group_id")
         self.init_seed = int(init_seed)
         rng = np.random.default_rng(self.init_seed)
         self._env.rng.bit_generator.state = np.random.default_rng(self.init_seed).bit_generator.state
@@ -196,7 +197,8 @@ class RobosuiteEnv(gym.Env):
         translation components (action units, drawn from ``rng``); success rates in the module docstring.
         """
         if self.task_name not in _EXPERTS:
-            raise NotImplementedError(f"no scripted expert for robosuite/{self.task_name}; available: {sorted(_EXPERTS)}")
+            raise NotImplementedError(f"no scripted expert for robosuite/{self.task_name}; available: "
+                                      f"{sorted(_EXPERTS)}")
         a = _EXPERTS[self.task_name](self)
         if noise > 0:
             rng = rng if rng is not None else np.random.default_rng()

@@ -159,7 +159,8 @@ def group_options(groups: Sequence[tuple[str, int]], group_size: int) -> list[di
     dicts; slots ``g * group_size .. (g + 1) * group_size - 1`` share task and init_seed, ``group_id = g``."""
     if group_size < 1:
         raise ValueError(f"group_size must be >= 1, got {group_size}")
-    return [{"task": t, "init_seed": int(s), "group_id": g} for g, (t, s) in enumerate(groups) for _ in range(group_size)]
+    return [{"task": t, "init_seed": int(s), "group_id": g} for g, (t, s) in enumerate(groups)
+            for _ in range(group_size)]
 
 
 class VectorEnv(gym.vector.VectorEnv):
@@ -290,8 +291,10 @@ class VectorEnv(gym.vector.VectorEnv):
                     self._obs[i] = obs
                     self._infos[i] = info
                     o = opts[i]
-                    self.episodes[i] = EpisodeRecord(task=info.get("task", self.tasks[i]), init_seed=int(info.get("init_seed", -1)),
-                                                     group_id=int(o.get("group_id", -1)), instruction=obs["instruction"])
+                    self.episodes[i] = EpisodeRecord(task=info.get("task", self.tasks[i]),
+                                                     init_seed=int(info.get("init_seed", -1)),
+                                                     group_id=int(o.get("group_id", -1)),
+                                                     instruction=obs["instruction"])
                 elif status == "error":  # the env raised: a bad option or a bug, not bad luck
                     raised.append((i, payload))
                 else:
@@ -362,8 +365,8 @@ class VectorEnv(gym.vector.VectorEnv):
         obs = self._obs
         states = [o["state"] for o in obs]
         if len({s.shape for s in states}) > 1:
-            raise ValueError(f"envs return different state shapes {sorted({s.shape for s in states})}; use tasks with one "
-                             "state size in a VectorEnv (e.g. object_state=False)")
+            raise ValueError(f"envs return different state shapes {sorted({s.shape for s in states})}; use tasks with "
+                             "one state size in a VectorEnv (e.g. object_state=False)")
         cams = obs[0]["images"].keys()
         images = {}
         for c in cams:

@@ -6,8 +6,17 @@ import os
 
 import torch
 
-from grpo.checkpoint import (best_checkpoint, best_record, improves, latest_checkpoint, list_checkpoints,
-                             load_checkpoint, read_best_record, save_best, save_checkpoint)
+from grpo.checkpoint import (
+    best_checkpoint,
+    best_record,
+    improves,
+    latest_checkpoint,
+    list_checkpoints,
+    load_checkpoint,
+    read_best_record,
+    save_best,
+    save_checkpoint,
+)
 
 
 def test_improves_is_strict_and_nan_never_wins():
@@ -33,13 +42,12 @@ def test_save_best_swaps_atomically_and_survives_keep_last(tmp_path):
     assert torch.equal(st["model"]["w"], torch.full((2,), 4.0)) and st["__step__"] == 4
     assert read_best_record(root)["iteration"] == 4
     save_best(root, 4, {"model": {"w": torch.zeros(2)}}, best_record("m", 0.9, 4))  # the same iteration again
-    assert read_best_record(root)["value"] == 0.9 and torch.equal(load_checkpoint(root / "best")["model"]["w"], torch.zeros(2))
+    assert read_best_record(root)["value"] == 0.9 and torch.equal(load_checkpoint(root / "best")["model"]["w"],
+                                                                  torch.zeros(2))
 
 
 def test_diffusion_trainer_keeps_best_and_eval_export_read_it(tmp_path, capsys):
-    from diffusion_rl.cli import main
     from diffusion_rl.trainer import DiffusionGRPOTrainer
-
     from tests.diffusion_rl.conftest import redness
     from tests.diffusion_rl.test_trainer import small_cfg
 
@@ -64,10 +72,9 @@ def test_diffusion_trainer_keeps_best_and_eval_export_read_it(tmp_path, capsys):
 
 def test_vla_trainer_keeps_best_and_eval_reads_it(tmp_path, capsys):
     from grpo.config import load_config
+    from tests.vla_rl.test_trainer_e2e import TINY
     from vla_rl.cli import main as cli_main
     from vla_rl.trainer import VLARLConfig, VLARLTrainer
-
-    from tests.vla_rl.test_trainer_e2e import TINY
 
     out = tmp_path / "run"
     over = TINY + [f"output_dir={out}", "rl.iterations=2", "rl.eval_every=1", "rl.num_videos=0", "rl.eval_episodes=2"]

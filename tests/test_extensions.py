@@ -136,7 +136,8 @@ def test_sims_task_from_a_user_package(ext, tmp_path):
     assert "task" in marks
     rows = [json.loads(x) for x in (out / "metrics.jsonl").read_text().splitlines()]
     assert any("rollout/success_rate" in r for r in rows)
-    res, _ = run(ext, tmp_path, "vla_rl.cli", "train", "configs/vla/tabletop_reach.yaml", f"output_dir={tmp_path / 'b'}",
+    res, _ = run(ext, tmp_path, "vla_rl.cli", "train", "configs/vla/tabletop_reach.yaml",
+                 f"output_dir={tmp_path / 'b'}",
                  "env.plugins=[my_ext.tasks]", "env.tasks=[mine/other]")
     assert res.returncode == 2 and "env.tasks: ['mine/other'] not registered" in res.stderr, res.stderr
     assert not (tmp_path / "b").exists()
@@ -168,7 +169,8 @@ def test_policy_kind_import_path_trains_and_evaluates(ext, tmp_path):
     assert any("rollout/success_rate" in r for r in rows)
     res, _ = run(ext, tmp_path, "vla_rl.cli", "eval", str(out), "--episodes", "1")
     assert res.returncode == 0 and '"success_rate"' in res.stdout, res.stderr[-3000:]
-    res, _ = run(ext, tmp_path, "vla_rl.cli", "train", "configs/vla/tabletop_reach.yaml", f"output_dir={tmp_path / 'b'}",
+    res, _ = run(ext, tmp_path, "vla_rl.cli", "train", "configs/vla/tabletop_reach.yaml",
+                 f"output_dir={tmp_path / 'b'}",
                  "policy.kind=my_ext.policies:NoLogProb")
     assert res.returncode == 2 and "NoLogProb lacks chunk_log_prob" in res.stderr and "Traceback" not in res.stderr
     assert not (tmp_path / "b").exists()

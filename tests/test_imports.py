@@ -76,9 +76,9 @@ def test_the_walker_sees_every_kind_of_import(tmp_path):
     pkg.mkdir()
     (pkg / "__init__.py").write_text("")
     (pkg / "m.py").write_text(
-        "from typing import TYPE_CHECKING\nimport grpo.device\nif TYPE_CHECKING:\n    from vla_rl.policy import SmallVLA\n"
-        "def f():\n    from diffusion_rl import trainer\n    import importlib\n    importlib.import_module('vla_rl.rollout')\n"
-        "from .data import x\nfrom . import video_wm\n")
+        "from typing import TYPE_CHECKING\nimport grpo.device\nif TYPE_CHECKING:\n    from vla_rl.policy import "
+        "SmallVLA\ndef f():\n    from diffusion_rl import trainer\n    import importlib\n    "
+        "importlib.import_module('vla_rl.rollout')\nfrom .data import x\nfrom . import video_wm\n")
     got = [t for _, t in imports_of(pkg / "m.py", tmp_path)]
     assert set(got) >= {"grpo.device", "vla_rl.policy", "diffusion_rl", "vla_rl.rollout", "world_models.data",
                         "world_models.video_wm"}, got

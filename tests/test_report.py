@@ -45,7 +45,8 @@ def chromium(page, shot, tmp_path):
 
 def _diffusion_runs(tmp_path):
     for name, tree in (("flat", False), ("tree", True)):
-        cfg = small_cfg(tmp_path, train__iterations=2, train__eval_every=1, train__log_images=True, branch__enabled=tree,
+        cfg = small_cfg(tmp_path, train__iterations=2, train__eval_every=1, train__log_images=True,
+                        branch__enabled=tree,
                         branch__split_steps=[0, 2], branch__branch=[3, 2])
         cfg.output_dir = str(tmp_path / name)
         cfg.eval.monitors = ["colour_variance", "low_freq_ratio"]
@@ -100,7 +101,8 @@ def test_reference_metrics_file_overlays(tmp_path):
     assert run.series("reward/mean") == ([1, 2, 3, 4], [2.0, 4.0, 6.0, 8.0], pytest.approx([0.1, 0.2, 0.3, 0.4]))
     loop = tmp_path / "loop"  # a World-VLA-Loop run's per-cycle rows (vla_rl.wm_loop), overlaid with the reference
     loop.mkdir()
-    (loop / "metrics.jsonl").write_text("\n".join(json.dumps({"step": c, "time": 60.0 * c, "real_success": 0.3 + 0.1 * c,
+    (loop / "metrics.jsonl").write_text("\n".join(json.dumps({"step": c, "time": 60.0 * c,
+                                                              "real_success": 0.3 + 0.1 * c,
                                                              "wm_success_after_rl": 0.5, "idm/heldout_mse": 0.01})
                                                  for c in range(3)))
     out = tmp_path / "loop.html"
@@ -122,14 +124,17 @@ def test_report_goes_to_the_run_dir_and_never_replaces_a_file(tmp_path, monkeypa
     (cwd / "report.html").write_text("the user's own page\n")
     monkeypatch.chdir(cwd)
     assert main(["report", str(run)]) == 0
-    assert (run / "report.html").read_text().startswith("<!DOCTYPE html>") or "<html" in (run / "report.html").read_text()
+    assert (run / "report.html").read_text().startswith("<!DOCTYPE html>") or "<html" in (run
+                                                                                          / "report.html").read_text()
     assert (cwd / "report.html").read_text() == "the user's own page\n"
     capsys.readouterr()
     (run / "report.html").write_text("kept\n")
-    for argv in (["report", str(run)], ["report", str(run / "metrics.jsonl")], ["report", str(run), "--out", "report.html"]):
+    for argv in (["report", str(run)], ["report", str(run / "metrics.jsonl")],
+                 ["report", str(run), "--out", "report.html"]):
         assert main(argv) == 2
         err = [ln for ln in capsys.readouterr().err.splitlines() if ln.strip()]
         assert len(err) == 1 and "report.html" in err[0] and "--force" in err[0], err
-    assert (run / "report.html").read_text() == "kept\n" and (cwd / "report.html").read_text() == "the user's own page\n"
+    assert (run / "report.html").read_text() == "kept\n" and (cwd
+                                                              / "report.html").read_text() == "the user's own page\n"
     assert main(["report", str(run), "--force"]) == 0
     assert "<html" in (run / "report.html").read_text()

@@ -73,7 +73,8 @@ def test_diffusion_training_twice_is_bit_identical(tmp_path):
 @pytest.mark.filterwarnings("ignore::FutureWarning")
 def test_world_vla_loop_twice_is_bit_identical(tmp_path):
     for name in ("a", "b"):
-        run("vla_rl.cli", ["loop", "configs/world_models/loop_reach_one.yaml", f"output_dir={tmp_path / name}", *L_TINY])
+        run("vla_rl.cli", ["loop", "configs/world_models/loop_reach_one.yaml", f"output_dir={tmp_path / name}",
+                           *L_TINY])
     assert assert_same_safetensors(tmp_path / "a" / "cycle_1" / "vla" / "policy",
                                    tmp_path / "b" / "cycle_1" / "vla" / "policy") > 10
     wa, wb = (torch.load(tmp_path / n / "cycle_1" / "world_model.pt", map_location="cpu") for n in ("a", "b"))

@@ -19,7 +19,8 @@ def test_this_suite_runs_without_lerobot():
 
 @pytest.mark.parametrize("argv", [
     ["deploy", "runs/x/policy", *ARM, "--instruction", "pick up the cube"],
-    ["deploy", "runs/x/policy", "--robot.type", "so100_follower", "--robot.nosuch", "1"],  # bad, but lerobot comes first
+    # bad, but lerobot comes first
+    ["deploy", "runs/x/policy", "--robot.type", "so100_follower", "--robot.nosuch", "1"],
     ["robot-loop", "configs/robot/loop_sims.yaml", *ARM, "--dry-run"],
 ])
 def test_without_lerobot_one_line_names_the_package(tmp_path, capsys, argv):

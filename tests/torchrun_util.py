@@ -15,7 +15,8 @@ def sigterm_two_ranks(module: str, args: list[str], out: Path, rows: Callable[[P
                       timeout_s: float = 120.0, min_rows: int = 2) -> str:
     """Run ``module`` on 2 ranks, send SIGTERM after ``min_rows`` logged iterations (``rows(out)``), and check that
     both ranks received it, rank 0 alone reported the stop, and no worker failed before the save. Returns the log."""
-    proc = subprocess.Popen([sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "-m", module, *args],
+    proc = subprocess.Popen([sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "-m", module,
+                             *args],
                             env=env, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     deadline = time.time() + timeout_s
     while time.time() < deadline and proc.poll() is None and (

@@ -87,7 +87,8 @@ class HeadLogProb:
     step_mask: torch.Tensor  # [B, S] bool
     mean: torch.Tensor  # [B, S, K, A] Gaussian means of each token (for the Flow-GRPO closed-form KL)
     std: torch.Tensor  # [B, S, 1, 1] or [B, S, K, A]
-    std_dev_t: torch.Tensor | None = None  # [B, S, 1, 1]: the flow head's SDEStepOutput.std_dev_t (grpo.loss.flow_kl_scale)
+    std_dev_t: torch.Tensor | None = None  # [B, S, 1, 1]: the flow head's SDEStepOutput.std_dev_t
+                                           # (grpo.loss.flow_kl_scale)
 
 
 def autocast(dtype: torch.dtype | None, device: torch.device | str):
@@ -143,7 +144,8 @@ class FlowMatchingActionHead(nn.Module):
         super().__init__()
         self.cfg = cfg or FlowHeadConfig()
         self.action_dim, self.chunk_size = action_dim, chunk_size
-        self.net = _mlp(chunk_size * action_dim + 16 + ctx_dim, self.cfg.hidden, chunk_size * action_dim, self.cfg.layers)
+        self.net = _mlp(chunk_size * action_dim + 16 + ctx_dim, self.cfg.hidden, chunk_size * action_dim,
+                        self.cfg.layers)
         self.register_buffer("sigmas", flow_sigmas(self.cfg.num_steps), persistent=False)
         self.autocast_dtype: torch.dtype | None = None  # torch.bfloat16: the velocity net runs under autocast
 
@@ -176,7 +178,8 @@ class FlowMatchingActionHead(nn.Module):
         return (err * m).sum() / m.sum().clamp(min=1.0)
 
     def _sde_kwargs(self) -> dict:
-        return dict(kind=self.cfg.sde_kind, eta=self.cfg.eta, sigma_max=float(self.sigmas[1]), reduce=self.cfg.logprob_reduce)
+        return dict(kind=self.cfg.sde_kind, eta=self.cfg.eta, sigma_max=float(self.sigmas[1]),
+                    reduce=self.cfg.logprob_reduce)
 
     def _step_mask(self, b: int, stochastic: bool, generator: Generators, device) -> torch.Tensor:
         t = self.cfg.num_steps
@@ -223,7 +226,8 @@ class FlowMatchingActionHead(nn.Module):
         chain, step_mask = record["chain"], record["step_mask"].bool()
         b, t = step_mask.shape
         if chain.shape[1] != t + 1 or t != self.cfg.num_steps:
-            raise ValueError(f"chain has {chain.shape[1]} states for {t} steps; the head has num_steps={self.cfg.num_steps}")
+            raise ValueError(f"chain has {chain.shape[1]} states for {t} steps; the head has "
+                             f"num_steps={self.cfg.num_steps}")
         x = chain[:, :-1].reshape(b * t, self.chunk_size, self.action_dim)
         x_next = chain[:, 1:].reshape(b * t, self.chunk_size, self.action_dim)
         s = self.sigmas[:-1].repeat(b)
@@ -247,7 +251,8 @@ class GaussianHeadConfig:
 
     def __post_init__(self) -> None:
         if not 0 < self.min_std <= self.init_std <= self.max_std:
-            raise ValueError(f"need 0 < min_std <= init_std <= max_std, got {self.min_std}, {self.init_std}, {self.max_std}")
+            raise ValueError(f"need 0 < min_std <= init_std <= max_std, got {self.min_std}, {self.init_std}, "
+                             f"{self.max_std}")
 
 
 class GaussianActionHead(nn.Module):

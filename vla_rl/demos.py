@@ -32,10 +32,12 @@ def _expert(env, name: str):
         if hasattr(sims, attr):
             expert = getattr(sims, attr)(name, env)
             return lambda rng: expert(env) if callable(expert) else expert.act(env)
-    raise RuntimeError(f"no scripted expert for {name!r}: the env has no expert_action() and sims exposes no expert factory")
+    raise RuntimeError(f"no scripted expert for {name!r}: the env has no expert_action() and sims exposes no expert "
+                       "factory")
 
 
-def record_episode(env, name: str, init_seed: int, cameras: Sequence[str], max_steps: int, rng: np.random.Generator) -> Demo | None:
+def record_episode(env, name: str, init_seed: int, cameras: Sequence[str], max_steps: int,
+                   rng: np.random.Generator) -> Demo | None:
     obs, _ = env.reset(seed=init_seed, options={"init_seed": init_seed})
     act = _expert(env, name)
     states, actions, imgs = [], [], {c: [] for c in cameras}
@@ -52,7 +54,8 @@ def record_episode(env, name: str, init_seed: int, cameras: Sequence[str], max_s
             break
     if not success:
         return None
-    return Demo(obs["instruction"], np.stack(states), np.stack(actions), {c: np.stack(v) for c, v in imgs.items()}, name)
+    return Demo(obs["instruction"], np.stack(states), np.stack(actions), {c: np.stack(v) for c, v in imgs.items()},
+                name)
 
 
 def save_demo_file(demos: Sequence[Demo], path: str | Path, seeds: Sequence[int] | None = None) -> Path:

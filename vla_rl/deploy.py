@@ -78,7 +78,8 @@ class DeployConfig:
     stop_on_success: bool = True  # end an episode when the robot reports success
     seed: int = 0  # the policy's noise (deterministic chunks are drawn from it) and the sim robot's initial states
     realtime: bool = True  # sleep to hold fps (False: as fast as possible, for tests)
-    stochastic: bool = False  # sample chunks with the policy's exploration noise (flow SDE) instead of deterministically
+    stochastic: bool = False  # sample chunks with the policy's exploration noise (flow SDE) instead of
+                              # deterministically
 
 
 def clip_action(a: np.ndarray, limits: tuple[Sequence[float], Sequence[float]] | None) -> np.ndarray:
@@ -105,12 +106,14 @@ def robot_joints(robot) -> list[str]:
     return [k for k, v in robot.observation_features.items() if v is float]
 
 
-def observation_to_batch(obs: dict[str, Any], robot, cameras: Sequence[str], camera_map: dict[str, str], task: str) -> dict:
+def observation_to_batch(obs: dict[str, Any], robot, cameras: Sequence[str], camera_map: dict[str, str],
+                         task: str) -> dict:
     """A robot observation as a policy batch of one (module docstring)."""
     from .policy import IMAGE_PREFIX, STATE_KEY
 
     feats = robot.observation_features
-    batch: dict[str, Any] = {STATE_KEY: torch.tensor([[float(obs[k]) for k in robot_joints(robot)]], dtype=torch.float32),
+    batch: dict[str, Any] = {STATE_KEY: torch.tensor([[float(obs[k]) for k in robot_joints(robot)]],
+                                                     dtype=torch.float32),
                              "task": [task]}
     for cam in cameras:
         rc = camera_map.get(cam, cam)
@@ -197,7 +200,8 @@ def run_episode(policy, robot, cfg: DeployConfig, task: str, generator: torch.Ge
             decision = not queue
             if decision:  # a new chunk: what select_action does, keeping the sample's record
                 batch = observation_to_batch(obs, robot, cams, cfg.camera_map, task)
-                sample = policy.sample_chunk({k: v.to(dev) if isinstance(v, torch.Tensor) else v for k, v in batch.items()},
+                sample = policy.sample_chunk({k: v.to(dev) if isinstance(v, torch.Tensor) else v
+                                              for k, v in batch.items()},
                                              stochastic=cfg.stochastic, generator=generator)
                 queue = list(sample.actions[0, :n_exec].float().cpu().numpy())
                 chunk += 1
@@ -252,7 +256,8 @@ def create_dataset(root: str | Path, robot, fps: float, repo_id: str = "local/de
                                  robot_type=robot.name, use_videos=False)
 
 
-def run_deploy(policy, robot, cfg: DeployConfig, dataset_root: str | Path | None = None, repo_id: str = "local/deploy") -> dict:
+def run_deploy(policy, robot, cfg: DeployConfig, dataset_root: str | Path | None = None,
+               repo_id: str = "local/deploy") -> dict:
     """Run ``cfg.episodes`` episodes of ``policy`` on the connected-or-not ``robot`` (module docstring).
 
     Returns ``{"episodes": [{"steps", "seconds", "success", "robot_success", "clipped", "stopped"}], "dataset": path
@@ -266,7 +271,8 @@ def run_deploy(policy, robot, cfg: DeployConfig, dataset_root: str | Path | None
         safe_stop(robot, names)
         raise
     policy.eval()
-    summary: dict[str, Any] = {"episodes": [], "dataset": str(dataset_root) if dataset_root else None, "interrupted": False}
+    summary: dict[str, Any] = {"episodes": [], "dataset": str(dataset_root) if dataset_root else None,
+                               "interrupted": False}
     try:
         for ep in range(cfg.episodes):
             if ep > 0 and hasattr(robot, "reset_episode"):
@@ -321,12 +327,14 @@ def safe_stop(robot, names: Sequence[str]) -> None:
 
 
 def add_parser(sub) -> None:
-    d = sub.add_parser("deploy", help="run a trained policy on a LeRobot robot, recording each episode as a LeRobotDataset",
+    d = sub.add_parser("deploy", help="run a trained policy on a LeRobot robot, recording each episode as a "
+                                      "LeRobotDataset",
                        epilog="The robot, in LeRobot's own flags (lerobot-record's): --robot.type TYPE and one "
-                       "--robot.FIELD VALUE per field of its RobotConfig, e.g. --robot.type so100_follower --robot.port "
-                       "/dev/ttyACM0 --robot.id my_arm --robot.cameras \"{front: {type: opencv, index_or_path: 0, "
-                       "width: 640, height: 480, fps: 30}}\". Checked against LeRobot's config class before the policy "
-                       "loads or any hardware is touched. Default: --robot.type sims (the simulated robot).")
+                       "--robot.FIELD VALUE per field of its RobotConfig, e.g. --robot.type so100_follower "
+                       "--robot.port /dev/ttyACM0 --robot.id my_arm --robot.cameras \"{front: {type: opencv, "
+                       "index_or_path: 0, width: 640, height: 480, fps: 30}}\". Checked against LeRobot's config class "
+                       "before the policy loads or any hardware is touched. Default: --robot.type sims (the simulated "
+                       "robot).")
     d.add_argument("policy", help="a saved policy directory (LeRobot layout or a SmallVLA), e.g. runs/x/policy")
     d.add_argument("--robot", default=None, metavar="TYPE", help="the same as --robot.type TYPE (the older spelling)")
     d.add_argument("--instruction", default="", help="the instruction given to the policy (needed for a real robot; "
@@ -340,12 +348,14 @@ def add_parser(sub) -> None:
     d.add_argument("--fps", type=float, default=20.0, help="control rate: one action every 1/fps seconds")
     d.add_argument("--max-episode-s", type=float, default=10.0, help="an episode stops after this many seconds")
     d.add_argument("--max-steps", type=int, default=0, help="an episode stops after this many actions (0: no limit)")
-    d.add_argument("--joint-limits", type=float, nargs=2, metavar=("LOW", "HIGH"), help="clip every action to [LOW, HIGH]")
+    d.add_argument("--joint-limits", type=float, nargs=2, metavar=("LOW", "HIGH"),
+                   help="clip every action to [LOW, HIGH]")
     d.add_argument("--dataset", help="record the episodes to this new LeRobotDataset directory")
     d.add_argument("--seed", type=int, default=0, help="seeds the policy's noise and the sims robot's initial states")
     d.add_argument("--device", default="cpu", help="the policy's device: cpu, cuda, cuda:<i>")
     d.add_argument("--dry-run", action="store_true", help="check the flags, build the robot from its config (opening "
-                   "no port or camera), print its LeRobot config and features as JSON, and exit; the policy is not loaded")
+                   "no port or camera), print its LeRobot config and features as JSON, and exit; the policy is not "
+                   "loaded")
 
 
 def parse_camera_map(items: Sequence[str], key: str = "--camera-map") -> dict[str, str]:
@@ -370,8 +380,8 @@ def check_policy_fits_robot(policy, robot, camera_map: dict[str, str], hint: str
     for c in (policy.cfg.cameras if policy.cfg.use_images else []):
         rc = camera_map.get(c, c)
         if rc not in cams:
-            raise ValueError(f"the policy reads camera {c!r}, mapped to robot camera {rc!r}, which the {robot.name} robot "
-                             f"does not have; its cameras: {cams or 'none'} (map it: {hint.format(c=c)})")
+            raise ValueError(f"the policy reads camera {c!r}, mapped to robot camera {rc!r}, which the {robot.name} "
+                             f"robot does not have; its cameras: {cams or 'none'} (map it: {hint.format(c=c)})")
     n_state, n_act = len(robot_joints(robot)), len(robot.action_features)
     want_s, want_a = int(getattr(policy.cfg, "state_dim", 0)), int(getattr(policy.cfg, "action_dim", 0))
     if want_a and want_a != n_act:
@@ -384,17 +394,19 @@ def check_policy_fits_robot(policy, robot, camera_map: dict[str, str], hint: str
 
 def cmd_deploy(args: argparse.Namespace) -> int:
     import lerobot.robots  # noqa: F401  (first: without lerobot, grpo.cli.run_command's one line names make lerobot)
-    from .policies import load_policy
-    from .robot_args import parse_flag_values, robot_fields
 
     from grpo.preflight import check_flags
+
+    from .policies import load_policy
+    from .robot_args import parse_flag_values, robot_fields
 
     if args.dataset and Path(args.dataset).exists():
         raise ValueError(f"--dataset {args.dataset} exists; episodes are recorded to a new directory")
     check_flags(("--episodes", args.episodes, args.episodes >= 1, ">= 1"), ("--fps", args.fps, args.fps > 0, "> 0"),
                 ("--max-episode-s", args.max_episode_s, args.max_episode_s > 0, "> 0 seconds"),
                 ("--max-steps", args.max_steps, args.max_steps >= 0, ">= 0 (0: no step limit)"),
-                ("--image-size", args.image_size, args.image_size >= 1, ">= 1"), ("--seed", args.seed, args.seed >= 0, ">= 0"))
+                ("--image-size", args.image_size, args.image_size >= 1, ">= 1"),
+                ("--seed", args.seed, args.seed >= 0, ">= 0"))
     if args.joint_limits and not args.joint_limits[0] <= args.joint_limits[1]:
         raise ValueError(f"--joint-limits {args.joint_limits[0]} {args.joint_limits[1]}: expected LOW <= HIGH")
     camera_map = parse_camera_map(args.camera_map)
@@ -440,11 +452,13 @@ def cmd_deploy(args: argparse.Namespace) -> int:
     return 0
 
 
-def make_robot(kind: str, task: str, env_kwargs: dict, seed: int, calibration_dir: Path | None, extra: dict | None = None,
+def make_robot(kind: str, task: str, env_kwargs: dict, seed: int, calibration_dir: Path | None,
+               extra: dict | None = None,
                flagged=(), where: str = "--robot.", type_key: str = "--robot.type"):
     """A LeRobot robot by its registered type through LeRobot's ``make_robot_from_config`` (``sims``: the simulated one
     over ``task`` / ``env_kwargs`` / ``seed``, calibration files under ``calibration_dir``); ``extra``: other fields of
-    its ``RobotConfig`` (a real arm's port, id, cameras), checked by :func:`vla_rl.robot_args.robot_config` (``flagged``,
+    its ``RobotConfig`` (a real arm's port, id, cameras), checked by :func:`vla_rl.robot_args.robot_config`
+    (``flagged``,
     ``where``, ``type_key``: how its errors name them). A real arm's ``calibration_dir`` stays LeRobot's default (where
     ``lerobot-calibrate`` wrote it) unless ``extra`` sets it. Constructing the robot opens no port or camera."""
     from lerobot.robots.utils import make_robot_from_config

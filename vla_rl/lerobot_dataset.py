@@ -4,8 +4,9 @@ Each episode becomes one :class:`vla_rl.sft.Demo`: ``observation.state`` -> ``st
 ``actions [T, A]``, ``observation.images.<camera>`` -> ``images[camera]`` uint8 ``[T, H, W, 3]`` (LeRobot returns
 float ``[3, H, W]`` in [0, 1]; ``round(255 x)`` restores the stored bytes exactly for ``image`` features), and the
 frames' ``task`` string -> ``instruction``. ``Demo.env_name`` is the dataset's ``robot_type`` (``sft.demos_per_task``
-then caps the episodes read). ``sft.demo_path`` naming a directory selects this reader (:func:`vla_rl.demos.load_demo_file`);
-robomimic-style HDF5 files stay the other format. Writing: :mod:`sims.lerobot_dataset` (scripted-expert demos) and
+then caps the episodes read). ``sft.demo_path`` naming a directory selects this reader
+(:func:`vla_rl.demos.load_demo_file`); robomimic-style HDF5 files stay the other format. Writing:
+:mod:`sims.lerobot_dataset` (scripted-expert demos) and
 :mod:`vla_rl.deploy` (robot episodes).
 """
 
@@ -52,5 +53,6 @@ def load_lerobot_demos(root: str | Path, cameras: Sequence[str], max_episodes: i
         e["action"].append(fr["action"].numpy())
         for k in keys:
             e[k].append((fr[k].permute(1, 2, 0).numpy() * 255.0).round().clip(0, 255).astype(np.uint8))
-    return [Demo(str(e["task"]).rstrip("\n"), np.stack(e["state"]).astype(np.float32), np.stack(e["action"]).astype(np.float32),
+    return [Demo(str(e["task"]).rstrip("\n"), np.stack(e["state"]).astype(np.float32),
+                 np.stack(e["action"]).astype(np.float32),
                  {c: np.stack(e[IMAGE_PREFIX + c]) for c in cameras}, robot) for e in episodes.values()]

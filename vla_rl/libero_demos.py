@@ -65,11 +65,13 @@ def read_libero_file(path: str | Path, env_name: str, per_file: int | None = Non
         keys = sorted((k for k in data.keys() if k.startswith("demo_")), key=lambda k: int(k.split("_")[-1]))
         for k in keys[:per_file]:
             obs = data[k]["obs"]
-            missing = [n for n in ("ee_pos", "ee_ori", "gripper_states", "agentview_rgb", "eye_in_hand_rgb") if n not in obs]
+            missing = [n for n in ("ee_pos", "ee_ori", "gripper_states", "agentview_rgb", "eye_in_hand_rgb")
+                       if n not in obs]
             if missing:
                 raise KeyError(f"{path}:{k} lacks obs/{missing} (LIBERO's layout has ee_pos, ee_ori, gripper_states, "
                                f"agentview_rgb, eye_in_hand_rgb); obs keys: {sorted(obs)}")
-            state = np.concatenate([obs["ee_pos"][()], axisangle_to_quat(obs["ee_ori"][()]), obs["gripper_states"][()]], axis=-1)
+            state = np.concatenate([obs["ee_pos"][()], axisangle_to_quat(obs["ee_ori"][()]), obs["gripper_states"][()]],
+                                   axis=-1)
             imgs = {"agentview": obs["agentview_rgb"][()], "wrist": obs["eye_in_hand_rgb"][()]}
             if flip:
                 imgs = {c: np.ascontiguousarray(v[:, ::-1]) for c, v in imgs.items()}

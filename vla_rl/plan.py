@@ -124,7 +124,8 @@ def plan_builtin(cfg) -> PolicyPlan:
         if hasattr(m.head, "sigmas"):  # the flow head reads float(sigmas[1]) (Flow-GRPO's sigma_max): a value, not a
             from grpo.flow_sde import flow_sigmas  # shape, so give it from the schedule the head was built with
 
-            kw = dict(kind=m.head.cfg.sde_kind, eta=m.head.cfg.eta, sigma_max=float(flow_sigmas(m.head.cfg.num_steps)[1]),
+            kw = dict(kind=m.head.cfg.sde_kind, eta=m.head.cfg.eta,
+                      sigma_max=float(flow_sigmas(m.head.cfg.num_steps)[1]),
                       reduce=m.head.cfg.logprob_reduce)
             m.head._sde_kwargs = lambda: dict(kw)
         return m
@@ -144,7 +145,8 @@ def plan_builtin(cfg) -> PolicyPlan:
             pol.head.mean(ctx)
 
     def roll_inputs(pol):
-        return {"batch": _builtin_batch(pcfg, episodes, text), "a": torch.randn(episodes, pcfg.chunk_size, pcfg.action_dim),
+        return {"batch": _builtin_batch(pcfg, episodes, text),
+                "a": torch.randn(episodes, pcfg.chunk_size, pcfg.action_dim),
                 "s": torch.full((episodes,), 0.5)}
 
     def train_inputs(pol):
@@ -160,7 +162,8 @@ def plan_builtin(cfg) -> PolicyPlan:
         lp = pol.chunk_log_prob(x["batch"], x["record"]).logp
         (-lp.sum(1).mean()).backward()
 
-    return PolicyPlan(f"built-in SmallVLA ({pcfg.head} head)", n, t, trace_pass(build, roll_inputs, rollout, grad=False),
+    return PolicyPlan(f"built-in SmallVLA ({pcfg.head} head)", n, t,
+                      trace_pass(build, roll_inputs, rollout, grad=False),
                       episodes, trace_pass(build, train_inputs, train), mb, pcfg.flow.num_steps if flow else 1,
                       [f"state/action dims {pcfg.state_dim}/{pcfg.action_dim}: {how}"])
 
@@ -168,7 +171,8 @@ def plan_builtin(cfg) -> PolicyPlan:
 # ---- SmolVLA (LeRobot) from its architecture ----------------------------------------------------------------------
 # SmolVLM2-500M-Video-Instruct (HuggingFaceTB), the backbone LeRobot's SmolVLA loads, as transformers configs
 SMOLVLM2_500M = dict(
-    text_config=dict(model_type="llama", vocab_size=49280, hidden_size=960, intermediate_size=2560, num_hidden_layers=32,
+    text_config=dict(model_type="llama", vocab_size=49280, hidden_size=960, intermediate_size=2560,
+                     num_hidden_layers=32,
                      num_attention_heads=15, num_key_value_heads=5, head_dim=64, rms_norm_eps=1e-5,
                      max_position_embeddings=8192, tie_word_embeddings=False),
     vision_config=dict(hidden_size=768, intermediate_size=3072, num_hidden_layers=12, num_attention_heads=12,
@@ -182,7 +186,8 @@ SMOLVLA = dict(num_vlm_layers=16, expert_width_multiplier=0.75, self_attn_every_
 
 
 SMOLVLM2_NAME = "HuggingFaceTB/SmolVLM2-500M-Video-Instruct"
-SMOLVLA_KEYS = ("num_vlm_layers", "expert_width_multiplier", "self_attn_every_n_layers", "max_state_dim", "max_action_dim",
+SMOLVLA_KEYS = ("num_vlm_layers", "expert_width_multiplier", "self_attn_every_n_layers", "max_state_dim",
+                "max_action_dim",
                 "tokenizer_max_length")  # policy.lerobot keys the plan follows
 
 
@@ -193,14 +198,16 @@ def smolvla_settings(policy) -> dict:
     lr = dict(policy.lerobot)
     if policy.type != "smolvla":
         raise ValueError(f"--plan sizes the built-in VLA and LeRobot's SmolVLA, pi0 and pi0.5; policy.type="
-                         f"{policy.type!r} is not planned (use --dry-run: it counts a downloaded checkpoint's parameters)")
+                         f"{policy.type!r} is not planned (use --dry-run: it counts a downloaded checkpoint's "
+                         "parameters)")
     name = lr.get("vlm_model_name", SMOLVLM2_NAME)
     if name != SMOLVLM2_NAME:
-        raise ValueError(f"--plan sizes SmolVLA on its published backbone {SMOLVLM2_NAME}; policy.lerobot.vlm_model_name="
-                         f"{name!r} is another one (use --dry-run)")
+        raise ValueError(f"--plan sizes SmolVLA on its published backbone {SMOLVLM2_NAME}; "
+                         f"policy.lerobot.vlm_model_name={name!r} is another one (use --dry-run)")
     if tuple(lr.get("resize_imgs_with_padding", (512, 512))) != (512, 512) or int(lr.get("num_expert_layers", -1)) > 0:
-        raise ValueError(f"--plan sizes SmolVLA at resize_imgs_with_padding [512, 512] with num_expert_layers <= 0; got "
-                         f"{list(lr.get('resize_imgs_with_padding', (512, 512)))} and {lr.get('num_expert_layers', -1)}")
+        raise ValueError("--plan sizes SmolVLA at resize_imgs_with_padding [512, 512] with num_expert_layers <= 0; "
+                         f"got {list(lr.get('resize_imgs_with_padding', (512, 512)))} and "
+                         f"{lr.get('num_expert_layers', -1)}")
     return {**SMOLVLA, **{k: lr[k] for k in SMOLVLA_KEYS if k in lr}}
 
 
@@ -223,7 +230,8 @@ def _smolvla_parts(arch: dict):
     tc = cfg.text_config
     width = int(tc.hidden_size * arch["expert_width_multiplier"])
     ecfg = transformers.LlamaConfig(vocab_size=1, hidden_size=width, intermediate_size=_expert_intermediate(width),
-                                    num_hidden_layers=arch["num_vlm_layers"], num_attention_heads=tc.num_attention_heads,
+                                    num_hidden_layers=arch["num_vlm_layers"],
+                                    num_attention_heads=tc.num_attention_heads,
                                     num_key_value_heads=tc.num_key_value_heads, head_dim=tc.head_dim)
 
     def vlm():
@@ -341,10 +349,11 @@ def plan_smolvla(cfg) -> PolicyPlan:
                       [f"backbone {nv / 1e6:.1f} M (SmolVLM2-500M, text cut to {layers} layers), action expert + "
                        f"projections {ne / 1e6:.1f} M; total {(nv + ne) / 1e9:.3f} B, published {SMOLVLA_PUBLISHED:g} B",
                        f"prefix {prefix} tokens ({cams} cameras x {arch['image_tokens']} + "
-                       f"{arch['tokenizer_max_length']} text + 1 state); chunk {chunk}; {cfg.policy.flow.num_steps} flow steps a call"])
+                       f"{arch['tokenizer_max_length']} text + 1 state); chunk {chunk}; {cfg.policy.flow.num_steps} "
+                       "flow steps a call"])
 
 
-# ---- pi0 / pi0.5 (LeRobot, Physical Intelligence) from their architecture ------------------------------------------------
+# ---- pi0 / pi0.5 (LeRobot, Physical Intelligence) from their architecture --------------------------------------------
 # lerobot.policies.pi0 / pi05 (restated): PaliGemma (SigLIP So400m/14 at 224 px -> 256 tokens an image, the linear
 # projector to 2048, Gemma 2B: 18 layers 2048 wide, MLP 16384, 8 query heads / 1 kv head of 256) + an action expert
 # Gemma 300M (18 layers 1024 wide, MLP 4096, same heads) with its token embedding removed (its lm_head stays in the
@@ -382,7 +391,8 @@ def pi_settings(policy) -> dict:
             raise ValueError(f"--plan sizes {policy.type} with {key}={default!r} (the published model); got "
                              f"policy.lerobot.{key}={lr[key]!r} (use --dry-run)")
     if tuple(lr.get("image_resolution", (224, 224))) != (224, 224):
-        raise ValueError(f"--plan sizes {policy.type} at image_resolution [224, 224]; got {list(lr['image_resolution'])}")
+        raise ValueError(f"--plan sizes {policy.type} at image_resolution [224, 224]; got "
+                         f"{list(lr['image_resolution'])}")
     base = {"tokenizer_max_length": 48 if policy.type == "pi0" else 200, "max_state_dim": 32, "max_action_dim": 32}
     return {**base, **{k: lr[k] for k in PI_KEYS if k in lr}}
 
@@ -553,7 +563,8 @@ def format_policy_plan(p: PolicyPlan, cfg, gpus: tuple[int, ...] = (1, 8), gpu_m
     rate = _rate(cfg, peak_tflops)
     f = policy_flops(p, cfg)
     L = [f"plan: {p.name}, fp32 weights, fake-tensor trace (no weights loaded)",
-         f"parameters (meta device): {p.params / 1e6:.3f} M, trained {p.trainable / 1e6:.3f} M", *("  " + n for n in p.notes),
+         f"parameters (meta device): {p.params / 1e6:.3f} M, trained {p.trainable / 1e6:.3f} M",
+         *("  " + n for n in p.notes),
          f"traced: rollout call over {p.rollout_rows} rows {p.rollout.flops / 1e9:.2f} GFLOP"
          + (f" per flow step (x{p.flow_steps})" if p.flow_steps > 1 else "") + f", {_size(p.rollout.peak)}; "
          f"training minibatch of {p.train_rows} rows {p.train.flops / 1e9:.2f} GFLOP, {_size(p.train.peak)}",
@@ -574,7 +585,7 @@ def format_policy_plan(p: PolicyPlan, cfg, gpus: tuple[int, ...] = (1, 8), gpu_m
     return "\n".join(L)
 
 
-# ---- the World-VLA-Loop ------------------------------------------------------------------------------------------------
+# ---- the World-VLA-Loop ----------------------------------------------------------------------------------------------
 @dataclass
 class LoopPlan:
     wm_params: int
@@ -633,7 +644,8 @@ def plan_loop(cfg) -> LoopPlan:
     rows = len(cfg.vla.env.tasks) * cfg.vla.rl.groups_per_task * cfg.vla.grpo.group_size
 
     def roll_inputs(w):
-        return {"x": torch.randn(rows, 3, K, S, S), "s": torch.full((rows,), 0.5), "ctx": torch.rand(rows, C, 3, S, S) * 2 - 1,
+        return {"x": torch.randn(rows, 3, K, S, S), "s": torch.full((rows,), 0.5),
+                "ctx": torch.rand(rows, C, 3, S, S) * 2 - 1,
                 "a": torch.randn(rows, K, wcfg.action_dim)}
 
     def roll(w, x):  # one denoiser call of an imagined chunk (x env_sampling_steps per chunk)
@@ -652,7 +664,8 @@ def plan_loop(cfg) -> LoopPlan:
             * n_train * d.horizon * frame * 4 * (m.success_imagined_fraction > 0)}
     host["one rollout_video in flight (float32)"] = n_train * d.horizon * frame * 4 if m.success_imagined else 0
     host["peak"] = sum(host.values())
-    return LoopPlan(n_wm, others, trace_pass(build_wm, train_inputs, train), trace_pass(build_wm, roll_inputs, roll, grad=False),
+    return LoopPlan(n_wm, others, trace_pass(build_wm, train_inputs, train),
+                    trace_pass(build_wm, roll_inputs, roll, grad=False),
                     rows, policy, host, [f"state/action dims {sdim}/{adim}: {how}"])
 
 
@@ -670,8 +683,8 @@ def format_loop_plan(p: LoopPlan, cfg, gpu_mem_gb: float = 80.0, peak_tflops: fl
     rl_flops = cfg.cycles * cfg.rl_iterations * (imagine + pf["total"])
     sec = lambda f: f / (rate * 1e12 * mfu)  # noqa: E731
     L = [f"plan: World-VLA-Loop on {cfg.data.task}, fp32, fake-tensor trace (no weights loaded); one GPU",
-         f"parameters (meta device): world model {p.wm_params / 1e9:.3f} B (WanTransformer3DModel {m.wm.layers} layers x "
-         f"{m.wm.hidden_heads * m.wm.head_dim} wide + tokens + success head), "
+         f"parameters (meta device): world model {p.wm_params / 1e9:.3f} B (WanTransformer3DModel {m.wm.layers} layers "
+         f"x {m.wm.hidden_heads * m.wm.head_dim} wide + tokens + success head), "
          + ", ".join(f"{k} {v / 1e6:.2f} M" for k, v in p.other_params.items())
          + f", VLA {p.policy.params / 1e6:.3f} M", *("  " + n for n in p.notes),
          f"world-model training step (batch {m.wm_batch}): {p.wm_train.flops / 1e12:.2f} TFLOP, activations "
@@ -683,12 +696,13 @@ def format_loop_plan(p: LoopPlan, cfg, gpu_mem_gb: float = 80.0, peak_tflops: fl
          f"{rl_mem / GiB:.2f} (world model weights {4 * p.wm_params / GiB:.2f} + imagined chunk "
          f"{p.wm_rollout.peak / GiB:.2f} + VLA {pol['peak'] / GiB:.2f}); peak {max(wm_train_mem, rl_mem) / GiB:.2f}"
          f"   fits {gpu_mem_gb:g} GB: {'yes' if max(wm_train_mem, rl_mem) <= gpu_mem_gb * 1e9 else 'NO'}",
-         f"  largest models.wm_batch whose world-model training fits {gpu_mem_gb:g} GB (activations linear in the batch): "
-         f"{max(0, int((gpu_mem_gb * 1e9 - 16 * p.wm_params) // (p.wm_train.peak / m.wm_batch)))}",
+         f"  largest models.wm_batch whose world-model training fits {gpu_mem_gb:g} GB (activations linear in the "
+         f"batch): {max(0, int((gpu_mem_gb * 1e9 - 16 * p.wm_params) // (p.wm_train.peak / m.wm_batch)))}",
          "host memory (GiB, from the data sizes): " + ", ".join(f"{k} {v / GiB:.2f}" for k, v in p.host.items()),
          f"FLOPs: world model {m.wm_steps} + {cfg.cycles} x {m.wm_finetune_steps} steps {train_flops / 1e15:.1f} PFLOP "
-         f"({sec(train_flops) / 3600:.1f} GPU-h); RL {cfg.cycles} x {cfg.rl_iterations} iterations {rl_flops / 1e15:.2f} "
-         f"PFLOP ({sec(imagine + pf['total']):.1f} s/iter imagining + VLA update) at {rate:g} TFLOP/s x {mfu:.0%} MFU "
+         f"({sec(train_flops) / 3600:.1f} GPU-h); RL {cfg.cycles} x {cfg.rl_iterations} iterations "
+         f"{rl_flops / 1e15:.2f} PFLOP ({sec(imagine + pf['total']):.1f} s/iter imagining + VLA update) at {rate:g} "
+         f"TFLOP/s x {mfu:.0%} MFU "
          "(simulation, success-head fitting and evaluation not included)"]
     return "\n".join(L)
 
@@ -702,7 +716,8 @@ def plan_text(cfg, loop: bool, gpus: str = "1,8", gpu_mem: float = 80.0, peak_tf
         counts = tuple(int(g) for g in str(gpus).split(","))
     except ValueError:
         counts = ()
-    if not counts or min(counts) < 1 or not 0 < mfu <= 1 or not gpu_mem > 0 or (peak_tflops is not None and not peak_tflops > 0):
+    if not counts or min(counts) < 1 or not 0 < mfu <= 1 or not gpu_mem > 0 or (peak_tflops is not None
+                                                                                and not peak_tflops > 0):
         raise ValueError(f"--plan needs --gpus as positive integers (got {gpus!r}), 0 < --mfu <= 1 (got {mfu}), "
                          f"--gpu-mem > 0 (got {gpu_mem}) and --peak-tflops > 0 (got {peak_tflops})")
     if loop:

@@ -44,8 +44,15 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .action_head import (FlowHeadConfig, FlowMatchingActionHead, GaussianActionHead, GaussianHeadConfig, HeadLogProb,
-                          HeadSample, autocast)
+from .action_head import (
+    FlowHeadConfig,
+    FlowMatchingActionHead,
+    GaussianActionHead,
+    GaussianHeadConfig,
+    HeadLogProb,
+    HeadSample,
+    autocast,
+)
 from .tokenizer import WordTokenizer
 
 IMAGE_PREFIX = "observation.images."
@@ -79,17 +86,21 @@ class PolicyConfig:
     kind: str = "builtin"  # builtin (SmallVLA), lerobot (vla_rl.policies.lerobot) or package.module:Class (yours)
     type: str = ""  # builtin: small_vla (or empty); lerobot: smolvla, pi0 or pi05
     path: str | None = None  # lerobot: a LeRobot checkpoint directory to start from (None: a fresh policy)
-    lerobot: dict[str, Any] = field(default_factory=dict)  # lerobot: overrides of LeRobot's policy config (vlm_model_name: tiny ...)
-    head: Literal["flow", "gaussian"] = "flow"  # flow (pi0-style flow-matching action expert, SDE log-probs) or gaussian
+    lerobot: dict[str, Any] = field(default_factory=dict)  # lerobot: overrides of LeRobot's policy config
+                                                           # (vlm_model_name: tiny ...)
+    head: Literal["flow", "gaussian"] = "flow"  # flow (pi0-style flow-matching action expert, SDE log-probs) or
+                                                # gaussian
     cameras: list[str] = field(default_factory=lambda: ["agentview"])  # camera images the policy reads
     use_images: bool = True  # read camera images
     use_state: bool = True  # read the proprio state
     image_size: int = 64  # side of the square input images (pixels)
-    conv_channels: list[int] = field(default_factory=lambda: [16, 32, 32])  # channels of the conv image encoder's blocks
+    conv_channels: list[int] = field(default_factory=lambda: [16, 32, 32])  # channels of the conv image encoder's
+        # blocks
     text_dim: int = 32  # instruction word-embedding width
     max_text_len: int = 16  # instruction tokens kept
     ctx_dim: int = 128  # width of the fused observation context
-    film: bool = False  # condition every conv block on the instruction (FiLM, as RT-1 does): language picks what to look at
+    film: bool = False  # condition every conv block on the instruction (FiLM, as RT-1 does): language picks what to
+                        # look at
     chunk_size: int = 4  # K actions per chunk
     n_action_steps: int = 4  # actions executed per chunk (<= chunk_size)
     state_dim: int = 0  # 0: taken from the environment
@@ -247,7 +258,8 @@ class SmallVLA(nn.Module):
             if self.cfg.use_state:
                 s = batch[STATE_KEY].float()
                 if s.shape[-1] != self.cfg.state_dim:
-                    raise ValueError(f"observation.state has dim {s.shape[-1]}, policy expects state_dim={self.cfg.state_dim}")
+                    raise ValueError(f"observation.state has dim {s.shape[-1]}, policy expects "
+                                     f"state_dim={self.cfg.state_dim}")
                 feats.append((s - self.state_mean) / self.state_std)
             ctx = self.fuse(torch.cat(feats, dim=-1))
         return ctx.float()
@@ -257,11 +269,13 @@ class SmallVLA(nn.Module):
         self._queue.clear()
 
     @torch.no_grad()
-    def predict_action_chunk(self, batch: dict, stochastic: bool = False, generator: torch.Generator | None = None) -> torch.Tensor:
+    def predict_action_chunk(self, batch: dict, stochastic: bool = False,
+                             generator: torch.Generator | None = None) -> torch.Tensor:
         return self.head.sample(self.context(batch), stochastic=stochastic, generator=generator).actions
 
     @torch.no_grad()
-    def select_action(self, batch: dict, stochastic: bool = False, generator: torch.Generator | None = None) -> torch.Tensor:
+    def select_action(self, batch: dict, stochastic: bool = False,
+                      generator: torch.Generator | None = None) -> torch.Tensor:
         if not self._queue:
             chunk = self.predict_action_chunk(batch, stochastic, generator)  # [B, K, A]
             self._queue.extend(chunk[:, : self.cfg.n_action_steps].transpose(0, 1))
@@ -270,14 +284,16 @@ class SmallVLA(nn.Module):
     def forward(self, batch: dict) -> tuple[torch.Tensor, dict]:
         actions = batch["action"].float()
         if actions.dim() != 3 or actions.shape[1:] != (self.cfg.chunk_size, self.cfg.action_dim):
-            raise ValueError(f"batch['action'] must be [B, {self.cfg.chunk_size}, {self.cfg.action_dim}], got {tuple(actions.shape)}")
+            raise ValueError(f"batch['action'] must be [B, {self.cfg.chunk_size}, {self.cfg.action_dim}], got "
+                             f"{tuple(actions.shape)}")
         pad = batch.get("action_is_pad")
         loss = self.head.loss(self.context(batch), actions, None if pad is None else ~pad.bool())
         return loss, {"loss": float(loss.detach())}
 
     # ---- RL interface --------------------------------------------------------------------------
     @torch.no_grad()
-    def sample_chunk(self, batch: dict, stochastic: bool = True, generator: torch.Generator | None = None) -> HeadSample:
+    def sample_chunk(self, batch: dict, stochastic: bool = True,
+                     generator: torch.Generator | None = None) -> HeadSample:
         return self.head.sample(self.context(batch), stochastic=stochastic, generator=generator)
 
     def chunk_log_prob(self, batch: dict, record: dict[str, torch.Tensor]) -> HeadLogProb:
@@ -296,7 +312,8 @@ class SmallVLA(nn.Module):
         path = Path(path)
         path.mkdir(parents=True, exist_ok=True)
         save_file({k: v.contiguous() for k, v in self.state_dict().items()}, str(path / "model.safetensors"))
-        (path / "config.json").write_text(json.dumps({"policy": config_to_dict(self.cfg), "vocab": self.tokenizer.vocab}))
+        (path / "config.json").write_text(json.dumps({"policy": config_to_dict(self.cfg),
+                                                      "vocab": self.tokenizer.vocab}))
         return path
 
     @classmethod
@@ -328,7 +345,8 @@ class SmallVLA(nn.Module):
 
 
 # PolicyConfig keys that change how a trained model samples, not its weights: a run may set them freely
-RUNTIME_KEYS = ("n_action_steps", "flow.num_steps", "flow.sde_kind", "flow.eta", "flow.noise_mode", "flow.logprob_reduce",
+RUNTIME_KEYS = ("n_action_steps", "flow.num_steps", "flow.sde_kind", "flow.eta", "flow.noise_mode",
+                "flow.logprob_reduce",
                 "gaussian.init_std", "gaussian.min_std", "gaussian.max_std", "gaussian.logprob_reduce")
 
 

@@ -116,8 +116,8 @@ def _field_type(f: dataclasses.Field) -> str:
 
 def parse_flag_values(raw: dict[str, str]) -> dict[str, Any]:
     """Each flag's text parsed as YAML by draccus's own parser (``draccus.cfgparsing.parse_string``, what
-    ``draccus.parse`` does with every value), so ``--robot.cameras "{front: {...}}"`` is a dict and ``--robot.use_degrees
-    false`` a bool; a value that is not YAML: one line naming its flag."""
+    ``draccus.parse`` does with every value), so ``--robot.cameras "{front: {...}}"`` is a dict and
+    ``--robot.use_degrees false`` a bool; a value that is not YAML: one line naming its flag."""
     import yaml
     from draccus.cfgparsing import parse_string
 
@@ -180,4 +180,5 @@ def robot_config(kind: str, values: dict[str, Any], flagged: Sequence[str] = (),
 
 def _shown(values: dict[str, Any], name) -> str:
     """The fields given, as ``--robot.port='x' ...`` (long values shortened) for an error line."""
-    return " ".join(f"{name(k)}={r if len(r := repr(v)) <= 60 else r[:57] + '...'}" for k, v in values.items()) or "no fields"
+    return " ".join(f"{name(k)}={r if len(r := repr(v)) <= 60 else r[:57] + '...'}"
+                    for k, v in values.items()) or "no fields"

@@ -55,29 +55,43 @@ from grpo.config import check_resume_config, config_to_dict
 from grpo.distributed import keyed_generator
 
 from .config import EnvConfig, VLARLConfig
-from .deploy import (RECORD_PREFIX, SUCCESS_KEY, DeployConfig, check_joint_limits, check_policy_fits_robot, connect_robot,
-                     robot_joints, run_episode, safe_stop, sampling_features)
+from .deploy import (
+    RECORD_PREFIX,
+    SUCCESS_KEY,
+    DeployConfig,
+    check_joint_limits,
+    check_policy_fits_robot,
+    connect_robot,
+    robot_joints,
+    run_episode,
+    safe_stop,
+    sampling_features,
+)
 from .policy import IMAGE_PREFIX, STATE_KEY
 from .rollout import Episode, EpisodeSpec, RolloutBatch
 from .trainer import VLARLTrainer
 
 DATASET_DIR = "episodes"  # <output_dir>/episodes: the LeRobotDataset of every round's episodes
 REPO_ID = "local/robot_loop"
-Judge = Callable[[dict], bool]  # the finished episode's summary (steps, round, episode, group, robot_success, ...) -> success
+# the finished episode's summary (steps, round, episode, group, robot_success, ...) -> success
+Judge = Callable[[dict], bool]
 Ready = Callable[[dict], None]  # returns when the scene is set up for the episode described
 
 
 @dataclass
 class RobotSection:
-    type: str = "sims"  # a registered LeRobot robot type (RobotConfig choice); sims: the simulated robot over a sims task
+    type: str = "sims"  # a registered LeRobot robot type (RobotConfig choice); sims: the simulated robot over a sims
+                        # task
     task: str = "tabletop/reach_one"  # the task's name (episodes of one task are compared); the sims robot simulates it
     env_kwargs: dict[str, Any] = field(default_factory=lambda: {"image_size": 32, "cameras": ["agentview", "wrist"]})  # sims robot: sims.make's kwargs
-    config: dict[str, Any] = field(default_factory=dict)  # other fields of the robot's LeRobot RobotConfig (a real arm: port, id, cameras; also --robot.<field> flags)
+    config: dict[str, Any] = field(default_factory=dict)  # other fields of the robot's LeRobot RobotConfig (a real arm:
+                                                          # port, id, cameras; also --robot.<field> flags)
     instruction: str = ""  # the instruction given to the policy (empty: the robot's own; the sims robot has its task's)
     fps: float = 20.0  # control ticks per second (the robot's rate)
     max_episode_s: float = 10.0  # wall-clock limit of one episode
     max_steps: int = 0  # tick limit of one episode (0: only max_episode_s)
-    joint_limits: list[list[float]] = field(default_factory=lambda: [[-1.0], [1.0]])  # [low, high] actions are clipped to (1 or A values each); [] for none
+    joint_limits: list[list[float]] = field(default_factory=lambda: [[-1.0], [1.0]])  # [low, high] actions are clipped
+        # to (1 or A values each); [] for none
     camera_map: dict[str, str] = field(default_factory=dict)  # policy camera -> robot camera (default: the same name)
     stop_on_success: bool = True  # end an episode when the robot reports success (the sims robot does)
     realtime: bool = True  # hold fps (false: as fast as possible, for a simulated robot)
@@ -86,7 +100,8 @@ class RobotSection:
         if self.fps <= 0 or self.max_episode_s <= 0 or self.max_steps < 0:
             raise ValueError(f"robot.fps and robot.max_episode_s must be > 0 and robot.max_steps >= 0; got "
                              f"{self.fps}, {self.max_episode_s}, {self.max_steps}")
-        if self.joint_limits and (len(self.joint_limits) != 2 or not all(isinstance(x, list) for x in self.joint_limits)):
+        if self.joint_limits and (len(self.joint_limits) != 2
+                                  or not all(isinstance(x, list) for x in self.joint_limits)):
             raise ValueError(f"robot.joint_limits={self.joint_limits}: expected [[low...], [high...]] or []")
         if self.joint_limits:
             check_joint_limits(self.joint_limits, ["_"] * max(len(x) for x in self.joint_limits))
@@ -95,22 +110,29 @@ class RobotSection:
 @dataclass
 class RobotLoopConfig:
     seed: int = 0  # seeds initial states and the policy's sampling noise (per round, group and episode)
-    output_dir: str = "runs/robot_loop"  # checkpoints, metrics.jsonl, the episodes dataset (episodes/) and the final policy/
+    output_dir: str = "runs/robot_loop"  # checkpoints, metrics.jsonl, the episodes dataset (episodes/) and the final
+                                         # policy/
     resume: bool = True  # continue from output_dir's latest checkpoint (and its recorded episodes) when there is one
-    policy_path: str = ""  # the policy to start from: a vla-rl run's policy/ (LeRobot layout or SmallVLA); vla.policy describes it
+    policy_path: str = ""  # the policy to start from: a vla-rl run's policy/ (LeRobot layout or SmallVLA); vla.policy
+                           # describes it
     rounds: int = 3  # rounds of (episodes on the robot -> success -> one GRPO update)
     groups_per_round: int = 2  # groups per round, each of vla.grpo.group_size episodes
-    grouping: Literal["state", "round"] = "state"  # state: a group shares its initial state; round: the round is one group
-    success: Literal["operator", "robot"] = "operator"  # who marks success: the operator (y/n per episode) or the robot's report
-    recompute_one_by_one: bool = True  # the update recomputes log-probs one decision point at a time, as the robot sampled them (rl.grad_accum = rl.minibatch_size): bit-identical to the robot's
+    grouping: Literal["state", "round"] = "state"  # state: a group shares its initial state; round: the round is one
+                                                   # group
+    success: Literal["operator", "robot"] = "operator"  # who marks success: the operator (y/n per episode) or the
+                                                        # robot's report
+    recompute_one_by_one: bool = True  # the update recomputes log-probs one decision point at a time, as the robot
+                                       # sampled them (rl.grad_accum = rl.minibatch_size): bit-identical to the robot's
     robot: RobotSection = field(default_factory=RobotSection)  # the LeRobot robot, its rate, limits and episode length
-    vla: VLARLConfig = field(default_factory=VLARLConfig)  # policy, rl (lr, epochs, minibatch, reward), grpo, srpo, device: vla-rl train's keys
+    vla: VLARLConfig = field(default_factory=VLARLConfig)  # policy, rl (lr, epochs, minibatch, reward), grpo, srpo,
+                                                           # device: vla-rl train's keys
 
     def __post_init__(self) -> None:
         if self.grouping not in ("state", "round"):
             raise ValueError(f"grouping={self.grouping!r}; expected 'state' or 'round'")
         if self.success not in ("operator", "robot"):
-            raise ValueError(f"success={self.success!r}; expected 'operator' (y/n per episode) or 'robot' (its own report)")
+            raise ValueError(f"success={self.success!r}; expected 'operator' (y/n per episode) or 'robot' (its own "
+                             "report)")
 
     @property
     def episodes_per_round(self) -> int:
@@ -120,15 +142,16 @@ class RobotLoopConfig:
 def vla_config(cfg: RobotLoopConfig) -> VLARLConfig:
     """The trainer's config: ``cfg.vla`` with the loop's run keys, one task (the robot's), no SFT (the policy starts
     from ``policy_path``), ``rl.iterations = rounds``, ``rl.groups_per_task = groups_per_round``, and with
-    ``recompute_one_by_one`` ``rl.grad_accum = rl.minibatch_size``: every recomputation is a batch of one decision point,
-    like the robot's sampling, so the log-probs equal the recorded ones bit for bit (CPU kernels round differently at
-    other batch sizes: measured max |d log p| 9.5e-7 for the tiny SmolVLA batched over 8 rows); the same update, one
-    optimizer step per minibatch (vla_rl.trainer, ``rl.grad_accum``)."""
+    ``recompute_one_by_one`` ``rl.grad_accum = rl.minibatch_size``: every recomputation is a batch of one decision
+    point, like the robot's sampling, so the log-probs equal the recorded ones bit for bit (CPU kernels round
+    differently at other batch sizes: measured max |d log p| 9.5e-7 for the tiny SmolVLA batched over 8 rows); the
+    same update, one optimizer step per minibatch (vla_rl.trainer, ``rl.grad_accum``)."""
     import copy
 
     v = copy.deepcopy(cfg.vla)
     v.seed, v.output_dir, v.resume = cfg.seed, cfg.output_dir, cfg.resume
-    v.env = EnvConfig(tasks=[cfg.robot.task], max_episode_steps=max(1, cfg.robot.max_steps), kwargs=dict(cfg.robot.env_kwargs),
+    v.env = EnvConfig(tasks=[cfg.robot.task], max_episode_steps=max(1, cfg.robot.max_steps),
+                      kwargs=dict(cfg.robot.env_kwargs),
                       video_camera=v.env.video_camera, stop_on_success=cfg.robot.stop_on_success)
     v.sft.init_policy, v.sft.steps = cfg.policy_path, 0
     v.rl.iterations, v.rl.groups_per_task = cfg.rounds, cfg.groups_per_round
@@ -147,8 +170,8 @@ def keyboard_judge(inp: TextIO | None = None, out: TextIO | None = None) -> Judg
         i, o = inp or sys.stdin, out or sys.stderr
         hint = " (the robot reports success)" if info.get("robot_success") else ""
         while True:
-            o.write(f"round {info.get('round', 0) + 1}, episode {info.get('episode', 0) + 1} (group {info.get('group', 0)}, "
-                    f"{info['steps']} ticks, stopped: {info['stopped']}){hint}: success? [y/n] ")
+            o.write(f"round {info.get('round', 0) + 1}, episode {info.get('episode', 0) + 1} (group "
+                    f"{info.get('group', 0)}, {info['steps']} ticks, stopped: {info['stopped']}){hint}: success? [y/n] ")
             o.flush()
             line = i.readline()
             if not line:
@@ -170,7 +193,8 @@ def keyboard_ready(inp: TextIO | None = None, out: TextIO | None = None) -> Read
     def ready(ep: dict) -> None:
         i, o = inp or sys.stdin, out or sys.stderr
         same = " (the same setup as the rest of its group)" if ep.get("grouping") == "state" else ""
-        o.write(f"round {ep['round'] + 1}, episode {ep['episode'] + 1}: set up the scene for group {ep['group']}{same}, "
+        o.write(f"round {ep['round'] + 1}, episode {ep['episode'] + 1}: set up the scene for group "
+                f"{ep['group']}{same}, "
                 "then press Enter ")
         o.flush()
         if not i.readline():
@@ -280,7 +304,8 @@ class RobotTrainer(VLARLTrainer):
         r = cfg.robot
         self.deploy_cfg = DeployConfig(fps=r.fps, max_episode_s=r.max_episode_s, max_steps=r.max_steps,
                                        joint_limits=tuple(r.joint_limits) if r.joint_limits else None,
-                                       camera_map=dict(r.camera_map), task=self.task_instruction, stop_on_success=r.stop_on_success,
+                                       camera_map=dict(r.camera_map), task=self.task_instruction,
+                                       stop_on_success=r.stop_on_success,
                                        seed=cfg.seed, realtime=r.realtime, stochastic=True)
 
     # probed from the robot, not a sims env: its instruction, state and action sizes
@@ -319,8 +344,8 @@ class RobotTrainer(VLARLTrainer):
         need = {k: (v["dtype"], tuple(v["shape"])) for k, v in want.items()}
         if have != need:
             diff = sorted(k for k in set(have) | set(need) if have.get(k) != need.get(k))
-            raise ValueError(f"the episodes dataset {self.dataset_root} was recorded with other features ({diff}): another "
-                             "robot or policy; use another output_dir")
+            raise ValueError(f"the episodes dataset {self.dataset_root} was recorded with other features ({diff}): "
+                             "another robot or policy; use another output_dir")
         return ds
 
     def _probe_sampling(self) -> dict:
@@ -328,14 +353,16 @@ class RobotTrainer(VLARLTrainer):
         feats = self.robot.observation_features
         cams = self.policy.cfg.cameras if self.policy.cfg.use_images else []
         dev = next(self.policy.parameters()).device
-        batch: dict[str, Any] = {STATE_KEY: torch.zeros(1, len(robot_joints(self.robot)), device=dev), "task": [self.task_instruction]}
+        batch: dict[str, Any] = {STATE_KEY: torch.zeros(1, len(robot_joints(self.robot)), device=dev),
+                                 "task": [self.task_instruction]}
         for c in cams:
             rc = self.deploy_cfg.camera_map.get(c, c)
             if rc not in feats:
                 raise KeyError(f"policy camera {c!r} maps to robot camera {rc!r}, which the robot does not have; its "
                                f"cameras: {sorted(k for k, v in feats.items() if isinstance(v, tuple))}")
             batch[IMAGE_PREFIX + c] = torch.zeros((1, *feats[rc]), dtype=torch.uint8, device=dev)
-        return sampling_features(self.policy.sample_chunk(batch, stochastic=True, generator=torch.Generator().manual_seed(0)))
+        return sampling_features(self.policy.sample_chunk(batch, stochastic=True,
+                                                          generator=torch.Generator().manual_seed(0)))
 
     def record_round(self, rnd: int, specs: list[EpisodeSpec], todo: list[int]) -> None:
         """Run and record episodes ``todo`` of round ``rnd`` (module docstring)."""
@@ -367,7 +394,8 @@ class RobotTrainer(VLARLTrainer):
             self.say(f"round {it + 1}: {len(specs) - len(todo)} episodes already recorded, reused")
         if todo:
             self.record_round(it, specs, todo)
-        cams = {c: self.deploy_cfg.camera_map.get(c, c) for c in (self.policy.cfg.cameras if self.policy.cfg.use_images else [])}
+        cams = {c: self.deploy_cfg.camera_map.get(c, c)
+                for c in (self.policy.cfg.cameras if self.policy.cfg.use_images else [])}
         video = self.deploy_cfg.camera_map.get(self.cfg.env.video_camera, self.cfg.env.video_camera)
         return specs, range(len(specs)), read_round(self.dataset_root, it, specs, cams, video)
 
@@ -416,13 +444,14 @@ def run_robot_loop(cfg: RobotLoopConfig, robot=None, judge: Judge | None = None,
             scal = tr.step()
             tr.save()
             rates.append(scal["rollout/success_rate"])
-            tr.say(f"round {rnd + 1}/{cfg.rounds}: success {scal['rollout/success_rate']:.3f}, reward {scal['reward/mean']:.3f}, "
-                   f"groups kept {scal['rollout/groups_kept']}, update on {int(scal.get('loss/rows', 0))} decision points "
-                   f"(ratio {scal.get('loss/ratio', float('nan')):.4f}); checkpoint saved")
+            tr.say(f"round {rnd + 1}/{cfg.rounds}: success {scal['rollout/success_rate']:.3f}, reward "
+                   f"{scal['reward/mean']:.3f}, groups kept {scal['rollout/groups_kept']}, update on "
+                   f"{int(scal.get('loss/rows', 0))} decision points (ratio "
+                   f"{scal.get('loss/ratio', float('nan')):.4f}); checkpoint saved")
     except KeyboardInterrupt:
         interrupted = True
-        tr.say(f"interrupted in round {int(tr.state['iteration']) + 1}: robot stopped; its finished episodes are kept in "
-               f"{tr.dataset_root}; rerun to resume")
+        tr.say(f"interrupted in round {int(tr.state['iteration']) + 1}: robot stopped; its finished episodes are kept "
+               f"in {tr.dataset_root}; rerun to resume")
     finally:
         safe_stop(robot, names)
         tr.logger.close()
@@ -447,8 +476,8 @@ def check_robot_loop_inputs(cfg: RobotLoopConfig, writes: bool = True, flagged: 
     check_sizes(("rounds", cfg.rounds, 1), ("groups_per_round", cfg.groups_per_round, 1),
                 ("vla.grpo.group_size", cfg.vla.grpo.group_size, 1 if cfg.grouping == "round" else 2))
     if cfg.episodes_per_round < 2:
-        raise ValueError(f"groups_per_round x vla.grpo.group_size = {cfg.episodes_per_round}: a round needs >= 2 episodes "
-                         "to compare")
+        raise ValueError(f"groups_per_round x vla.grpo.group_size = {cfg.episodes_per_round}: a round needs >= 2 "
+                         "episodes to compare")
     if cfg.robot.type == "sims":
         check_task("robot.task", cfg.robot.task, known_tasks())
     from .deploy import robot_config_of
@@ -467,8 +496,8 @@ def check_robot_loop_inputs(cfg: RobotLoopConfig, writes: bool = True, flagged: 
     kind = "lerobot" if saved.get("type") in POLICY_KINDS["lerobot"] else "builtin"
     if kind != cfg.vla.policy.kind or (kind == "lerobot" and saved["type"] != cfg.vla.policy.type):
         raise ValueError(f"policy_path={cfg.policy_path!r} holds a {kind} {saved.get('type', 'small_vla')} policy, but "
-                         f"vla.policy is kind={cfg.vla.policy.kind!r} type={cfg.vla.policy.type!r}; set vla.policy to the "
-                         "config it was trained with")
+                         f"vla.policy is kind={cfg.vla.policy.kind!r} type={cfg.vla.policy.type!r}; set vla.policy to "
+                         "the config it was trained with")
     check_writable_dir(cfg.output_dir, "output_dir")
     if cfg.resume:
         check_resumable(Path(cfg.output_dir) / "checkpoints")
@@ -477,12 +506,14 @@ def check_robot_loop_inputs(cfg: RobotLoopConfig, writes: bool = True, flagged: 
 def add_parser(sub) -> None:
     from grpo.cli import add_config_help
 
-    lp = sub.add_parser("robot-loop", help="real-world RL: episodes on a LeRobot robot, success marked, GRPO between rounds",
+    lp = sub.add_parser("robot-loop", help="real-world RL: episodes on a LeRobot robot, success marked, GRPO between "
+                                           "rounds",
                         description=__doc__.split("\n\n")[0])
     add_config_help(lp, lambda: RobotLoopConfig)
     lp.add_argument("config", help="a robot-loop YAML (e.g. configs/robot/loop_sims.yaml)")
     lp.add_argument("overrides", nargs="*", help="key=value overrides, e.g. rounds=5 success=robot")
-    lp.add_argument("--dry-run", action="store_true", help="print the resolved config and the cost per round, then exit")
+    lp.add_argument("--dry-run", action="store_true",
+                    help="print the resolved config and the cost per round, then exit")
     lp.epilog = ("A real arm in LeRobot's own flags: --robot.type TYPE and --robot.FIELD VALUE per field of its "
                  "RobotConfig (they set robot.type and robot.config.FIELD), e.g. --robot.type so100_follower "
                  "--robot.port /dev/ttyACM0 --robot.id my_arm; checked against LeRobot's config class before anything "
@@ -494,8 +525,9 @@ SIMS_SECTION_FIELDS = ("task", "env_kwargs")  # the sims robot's fields the robo
 
 def apply_robot_flags(section: RobotSection, flags) -> tuple[str, ...]:
     """LeRobot's ``--robot.type`` / ``--robot.<field>`` flags (:func:`vla_rl.robot_args.split_robot_flags`) onto the
-    robot section: the type to ``robot.type``, each field (its value parsed as draccus does) to ``robot.config.<field>``,
-    the sims robot's ``task`` / ``env_kwargs`` to ``robot.task`` / ``robot.env_kwargs``. Returns the fields flagged."""
+    robot section: the type to ``robot.type``, each field (its value parsed as draccus does) to
+    ``robot.config.<field>``, the sims robot's ``task`` / ``env_kwargs`` to ``robot.task`` / ``robot.env_kwargs``.
+    Returns the fields flagged."""
     from .robot_args import parse_flag_values, robot_fields
 
     kind, raw = robot_fields(flags)
@@ -512,9 +544,9 @@ def apply_robot_flags(section: RobotSection, flags) -> tuple[str, ...]:
 
 def cmd_robot_loop(args: argparse.Namespace) -> int:
     """``vla-rl robot-loop CONFIG [key=value ...] [--dry-run]``: bad input is one line and exit 2, nothing written."""
-    from grpo.cli import config_command
-
     import lerobot  # noqa: F401  (first: without lerobot, grpo.cli.run_command's one line names make lerobot)
+
+    from grpo.cli import config_command
 
     def run(cfg: RobotLoopConfig) -> int:
         flagged = apply_robot_flags(cfg.robot, args.robot_flags)
@@ -524,9 +556,9 @@ def cmd_robot_loop(args: argparse.Namespace) -> int:
 
             ticks = cfg.robot.max_steps or int(cfg.robot.max_episode_s * cfg.robot.fps)
             print(dump_config(cfg))
-            print(f"per round: {cfg.episodes_per_round} episodes ({cfg.groups_per_round} groups x {cfg.vla.grpo.group_size}), "
-                  f"at most {ticks} ticks / {cfg.robot.max_episode_s:g} s each; success by {cfg.success}; "
-                  f"{cfg.vla.rl.inner_epochs} update epoch(s) over the recorded decision points")
+            print(f"per round: {cfg.episodes_per_round} episodes ({cfg.groups_per_round} groups x "
+                  f"{cfg.vla.grpo.group_size}), at most {ticks} ticks / {cfg.robot.max_episode_s:g} s each; success by "
+                  f"{cfg.success}; {cfg.vla.rl.inner_epochs} update epoch(s) over the recorded decision points")
             return 0
         try:
             res = run_robot_loop(cfg)

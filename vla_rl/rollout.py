@@ -19,8 +19,8 @@ episode's rollout does not depend on which other episodes share its batch (or it
 reproduces the 1-process one. Without it one ``generator`` serves the whole batch (evaluation).
 
 Devices: observations are built on the CPU from the envs' numpy arrays and moved to the policy's device for each
-policy call (:func:`grpo.device.device_of`); actions go back to the envs as CPU numpy. The :class:`RolloutBatch` is kept on
-the CPU (observations, records, log-probs, masks, indices): the update moves each minibatch to the device.
+policy call (:func:`grpo.device.device_of`); actions go back to the envs as CPU numpy. The :class:`RolloutBatch` is
+kept on the CPU (observations, records, log-probs, masks, indices): the update moves each minibatch to the device.
 """
 
 from __future__ import annotations
@@ -80,7 +80,8 @@ class RolloutBatch:
 
     def select(self, idx: torch.Tensor) -> dict[str, Any]:
         """The decision-point sub-batch ``idx`` as a policy batch (images converted lazily by the policy)."""
-        out = {k: (v[idx] if isinstance(v, torch.Tensor) else [v[i] for i in idx.tolist()]) for k, v in self.obs.items()}
+        out = {k: (v[idx] if isinstance(v, torch.Tensor) else [v[i] for i in idx.tolist()])
+               for k, v in self.obs.items()}
         return out
 
 
@@ -93,7 +94,8 @@ def obs_to_batch(obs_list: Sequence[dict], cameras: Sequence[str], use_images: b
     if use_images:
         for cam in cameras:
             try:
-                batch[IMAGE_PREFIX + cam] = torch.as_tensor(np.stack([o["images"][cam] for o in obs_list]), device="cpu")
+                batch[IMAGE_PREFIX + cam] = torch.as_tensor(np.stack([o["images"][cam] for o in obs_list]),
+                                                            device="cpu")
             except KeyError:
                 have = sorted(obs_list[0].get("images", {}))
                 raise KeyError(f"camera {cam!r} not in the observation; the env renders {have}") from None
@@ -269,7 +271,8 @@ def evaluate(policy, pool: EnvPool, env_names: Sequence[str], init_seeds: Sequen
     eps: list[Episode] = []
     for i in range(0, len(specs), batch_size):
         eps += run_episodes(policy, pool, specs[i:i + batch_size], max_steps, stochastic=False,
-                            generator=torch.Generator(device="cpu").manual_seed(seed + i), record_frames=record_frames).episodes
+                            generator=torch.Generator(device="cpu").manual_seed(seed + i),
+                            record_frames=record_frames).episodes
     per_task = {n: float(np.mean([e.success for e in eps if e.spec.env_name == n])) for n in env_names}
     return EvalResult(float(np.mean([e.success for e in eps])), float(np.mean([e.length for e in eps])), per_task, eps)
 

@@ -55,11 +55,13 @@ class SFTConfig:
     init_policy: str | None = None  # a SmallVLA directory (save_pretrained) to start from; SFT is then skipped
     # a pretrained SmallVLA (directory or "builtin:<name>") that SFT *fine-tunes* on the demos, keeping its
     # vocabulary and state normalization (policy.* must describe the same architecture)
-    base_policy: str | None = None  # a pretrained SmallVLA (directory or builtin:<name>) that SFT fine-tunes on the demos
+    base_policy: str | None = None  # a pretrained SmallVLA (directory or builtin:<name>) that SFT fine-tunes on the
+                                    # demos
 
     def __post_init__(self) -> None:
         if self.init_policy and self.base_policy:
-            raise ValueError(f"sft.init_policy={self.init_policy!r} (skip SFT) and sft.base_policy={self.base_policy!r} "
+            raise ValueError(f"sft.init_policy={self.init_policy!r} (skip SFT) and "
+                             f"sft.base_policy={self.base_policy!r} "
                              "(fine-tune it) exclude each other; set one")
 
 
@@ -95,7 +97,8 @@ class DemoDataset:
     def batch(self, idx: torch.Tensor, shift: int = 0, generator: torch.Generator | None = None,
               device: torch.device | str = "cpu") -> dict[str, Any]:
         """Examples ``idx`` (a CPU index) as a policy batch on ``device``, images randomly shifted by ``shift``."""
-        out: dict[str, Any] = {STATE_KEY: self.state[idx], "action": self.action[idx], "action_is_pad": self.is_pad[idx],
+        out: dict[str, Any] = {STATE_KEY: self.state[idx], "action": self.action[idx],
+                               "action_is_pad": self.is_pad[idx],
                                "task": [self.tasks[i] for i in idx.tolist()]}
         out = batch_to(out, device)
         for c, im in self.images.items():
@@ -135,7 +138,8 @@ def train_sft(policy, demos: Sequence[Demo], cfg: SFTConfig, seed: int = 0,
     dev = module_device(policy)
     gen = torch.Generator(device="cpu").manual_seed(seed)
     opt = torch.optim.AdamW(policy.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
-    sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: 0.5 * (1 + math.cos(math.pi * min(s, cfg.steps) / cfg.steps)))
+    sched = torch.optim.lr_scheduler.LambdaLR(opt,
+                                              lambda s: 0.5 * (1 + math.cos(math.pi * min(s, cfg.steps) / cfg.steps)))
     policy.train()
     losses = []
     for step in range(cfg.steps):

@@ -70,11 +70,13 @@ class Trajectories:
         idx = torch.as_tensor(idx, dtype=torch.long, device="cpu")
         il = idx.tolist()
         return Trajectories(self.frames[idx], self.actions[idx], self.success[idx], self.progress[idx], self.state[idx],
-                            [self.kinds[i] for i in il], [self.instructions[i] for i in il], [self.init_seeds[i] for i in il])
+                            [self.kinds[i] for i in il], [self.instructions[i] for i in il],
+                            [self.init_seeds[i] for i in il])
 
     def cat(self, other: "Trajectories") -> "Trajectories":
         if self.frames.shape[1:] != other.frames.shape[1:] or self.actions.shape[1:] != other.actions.shape[1:]:
-            raise ValueError(f"cannot concatenate trajectories of shapes {tuple(self.frames.shape)} and {tuple(other.frames.shape)}")
+            raise ValueError(f"cannot concatenate trajectories of shapes {tuple(self.frames.shape)} and "
+                             f"{tuple(other.frames.shape)}")
         return Trajectories(torch.cat([self.frames, other.frames]), torch.cat([self.actions, other.actions]),
                             torch.cat([self.success, other.success]), torch.cat([self.progress, other.progress]),
                             torch.cat([self.state, other.state]), self.kinds + other.kinds,
@@ -88,7 +90,8 @@ class Trajectories:
     def save(self, path: str | Path) -> Path:
         path = Path(path)
         path.parent.mkdir(parents=True, exist_ok=True)
-        state = dict(self.__dict__, kinds=[str(k) for k in self.kinds], instructions=[str(i) for i in self.instructions],
+        state = dict(self.__dict__, kinds=[str(k) for k in self.kinds],
+                     instructions=[str(i) for i in self.instructions],
                      init_seeds=[int(i) for i in self.init_seeds])  # plain types: loadable with weights_only=True
         tmp = path.with_name(path.name + ".tmp")
         torch.save(state, tmp)
@@ -254,7 +257,8 @@ class StatePredictor(nn.Module):
 
     def __init__(self, state_dim: int, action_dim: int, hidden: int = 128):
         super().__init__()
-        self.net = nn.Sequential(nn.Linear(state_dim + action_dim, hidden), nn.SiLU(), nn.Linear(hidden, hidden), nn.SiLU(),
+        self.net = nn.Sequential(nn.Linear(state_dim + action_dim, hidden), nn.SiLU(), nn.Linear(hidden, hidden),
+                                 nn.SiLU(),
                                  nn.Linear(hidden, state_dim))
         for name, dim in (("mu", state_dim), ("sigma", state_dim), ("dsigma", state_dim)):
             self.register_buffer(name, torch.zeros(dim) if name == "mu" else torch.ones(dim))

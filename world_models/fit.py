@@ -47,7 +47,8 @@ class DataConfig:
     start_pool: int = 128  # real initial observations (init seeds 0..N-1) the world-model env starts from
     # task progress at which a near-success stops following the expert (collect_sans; the task's own scale:
     # tabletop (0.5, 0.85), robosuite Lift ~(0.25, 0.5): 0.4 over the cube, 0.5 once grasped)
-    near_progress: tuple[float, float] = NEAR_PROGRESS  # task progress at which a near-success stops following the expert
+    near_progress: tuple[float, float] = NEAR_PROGRESS  # task progress at which a near-success stops following the
+                                                        # expert
 
 
 @dataclass
@@ -76,7 +77,8 @@ class ModelsConfig:
     success_state_points: list[int] = field(default_factory=list)  # -> wm.state_points (e.g. [0, 9, 12, 15] on reach)
     success_camera: list[float] = field(default_factory=list)  # -> wm.state_camera (instruction grounding)
     success_ground_weight: float = 1.0  # grounding cross-entropy on successful samples (train_success_head)
-    env_sampling_steps: int = 2  # denoising steps per chunk inside the RL env (and in the metrics); x0-prediction keeps 2 sharp
+    env_sampling_steps: int = 2  # denoising steps per chunk inside the RL env (and in the metrics); x0-prediction keeps
+                                 # 2 sharp
 
 
 # ---- metrics ----------------------------------------------------------------------------------------
@@ -208,7 +210,8 @@ def world_model_report(wm: VideoWorldModel, data: Trajectories, idm: InverseDyna
 
 
 # ---- model fitting -----------------------------------------------------------------------------------
-def fit_success_head(wm: VideoWorldModel, m: ModelsConfig, train: Trajectories, windows: WindowBatch | WindowSet, steps: int,
+def fit_success_head(wm: VideoWorldModel, m: ModelsConfig, train: Trajectories, windows: WindowBatch | WindowSet,
+                     steps: int,
                      seed: int, state_model: torch.nn.Module | None = None) -> list[float]:
     """Class-balanced training of the success head: on the real frames of ``windows`` and, with
     ``m.success_imagined``, on the world model's own rollouts of ``train`` (:func:`imagined_success_samples`,
@@ -234,8 +237,8 @@ def success_state_config(m: ModelsConfig, train: Trajectories) -> WorldModelConf
     if m.success_state:
         d = int(train.state.shape[-1]) if train.state is not None and train.state.dim() == 3 else 0
         if d == 0:
-            raise ValueError("models.success_state=true needs trajectories with a state [N, T+1, D]; this data has none "
-                             "(collect it with the env kwarg object_state: true to include the object positions)")
+            raise ValueError("models.success_state=true needs trajectories with a state [N, T+1, D]; this data has "
+                             "none (collect it with the env kwarg object_state: true to include the object positions)")
         if m.success_camera and not m.success_state_points:
             raise ValueError(f"models.success_camera={m.success_camera} grounds the instruction in the objects of "
                              "models.success_state_points, which is empty")

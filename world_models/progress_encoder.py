@@ -55,7 +55,8 @@ class ProgressEncoderConfig:
 
     def __post_init__(self) -> None:
         if not self.channels or any(int(c) < 4 or int(c) % 4 for c in self.channels):
-            raise ValueError(f"model.channels={self.channels}: expected a non-empty list of multiples of 4 (GroupNorm(4))")
+            raise ValueError(f"model.channels={self.channels}: expected a non-empty list of multiples of 4 "
+                             "(GroupNorm(4))")
         if self.image_size < 8 or self.hidden < 1:
             raise ValueError(f"need model.image_size >= 8 and model.hidden >= 1, got {self.image_size}, {self.hidden}")
 
@@ -193,7 +194,8 @@ def train_progress_encoder(encoder: ProgressEncoder, videos: Sequence[np.ndarray
 
 # ---- data a user has ---------------------------------------------------------------------------------------------
 def record_expert_episodes(task: str, n: int, seed_offset: int, camera: str = "agentview", image_size: int = 32,
-                           max_steps: int = 120, hold_steps: int = 2, noise: float = 0.05, env_kwargs: dict | None = None,
+                           max_steps: int = 120, hold_steps: int = 2, noise: float = 0.05,
+                           env_kwargs: dict | None = None,
                            seed: int = 0) -> list[tuple[np.ndarray, np.ndarray]]:
     """Scripted-expert episodes of a ``sims`` task from initial states ``seed_offset, seed_offset + 1, ...``:
     ``n`` successful ones, each ``(frames uint8 [T+1, H, W, 3], success flags [T+1])`` with ``hold_steps`` frames
@@ -337,10 +339,13 @@ def load_progress_encoder(path: str | os.PathLike, key: str = "srpo.encoder_path
 # ---- one command: vla-rl fit-encoder CONFIG ------------------------------------------------------------------
 @dataclass
 class FitDataConfig:
-    demo_paths: list[str] = field(default_factory=list)  # robomimic-style HDF5 demo files (record-demos, libero-demos, SFT demos): their successful demos
-    expert_tasks: list[str] = field(default_factory=list)  # sims tasks whose scripted expert is recorded here (successful episodes only)
+    demo_paths: list[str] = field(default_factory=list)  # robomimic-style HDF5 demo files (record-demos, libero-demos,
+                                                         # SFT demos): their successful demos
+    expert_tasks: list[str] = field(default_factory=list)  # sims tasks whose scripted expert is recorded here
+                                                           # (successful episodes only)
     expert_per_task: int = 30  # successful expert episodes per task in expert_tasks
-    expert_seed_offset: int = 500_000  # initial state of the first expert episode (keep disjoint from RL, evaluation and bench states)
+    expert_seed_offset: int = 500_000  # initial state of the first expert episode (keep disjoint from RL, evaluation
+                                       # and bench states)
     expert_noise: float = 0.05  # Gaussian noise on the expert's motion (more varied frames)
     play_per_task: int = 0  # undirected-play episodes (smooth random actions) per task in expert_tasks, target 1 (no progress)
     play_horizon: int = 30  # steps of one play episode
@@ -364,7 +369,8 @@ class FitDataConfig:
 class FitEncoderConfig:
     output: str = "runs/progress_encoder/encoder.safetensors"  # the encoder file to write (srpo.encoder_path)
     seed: int = 0  # seeds the weights, the minibatches and the expert's noise
-    data: FitDataConfig = field(default_factory=lambda: FitDataConfig(expert_tasks=["tabletop/reach"]))  # what it learns from
+    data: FitDataConfig = field(default_factory=lambda: FitDataConfig(expert_tasks=["tabletop/reach"]))  # what it
+        # learns from
     model: ProgressEncoderConfig = field(default_factory=ProgressEncoderConfig)  # the architecture
     train: ProgressTrainConfig = field(default_factory=ProgressTrainConfig)  # the optimization
 
@@ -376,7 +382,6 @@ class FitEncoderConfig:
 def check_fit_inputs(cfg: FitEncoderConfig) -> None:
     """Before anything is recorded or trained: the demo files exist, the tasks are registered, the output can be written."""
     import sims
-
     from grpo.preflight import check_choice, check_path_exists, check_writable_file
 
     for p in cfg.data.demo_paths:

@@ -5,11 +5,12 @@
 
 * **Frames**: a flow-matching video model over the ``K`` future frames, parameterized as the change from
   the last context frame, ``x_0 = 2 (future - last)`` (pixel space; the full recipes put a video VAE in
-  front), so "nothing moves" is the zero sample and the model spends its capacity on motion. The denoiser is diffusers' ``WanTransformer3DModel`` (tiny config on
-  CPU, Wan2.1-sized on GPUs). Conditioning, as image-to-video models do: the last context frame is
-  concatenated to every noisy future frame along channels, and the cross-attention tokens are the action
-  chunk (one token per step, a linear embedding) followed by tokens of the context frames (a strided conv).
-  Trained with the rectified-flow objective (Lipman et al. 2023; Esser et al. 2024, Eq. 1-3)::
+  front), so "nothing moves" is the zero sample and the model spends its capacity on motion. The denoiser is
+  diffusers' ``WanTransformer3DModel`` (tiny config on CPU, Wan2.1-sized on GPUs). Conditioning, as image-to-video
+  models do: the last context frame is concatenated to every noisy future frame along channels, and the
+  cross-attention tokens are the action chunk (one token per step, a linear embedding) followed by tokens of the
+  context frames (a strided conv). Trained with the rectified-flow objective (Lipman et al. 2023; Esser et al. 2024,
+  Eq. 1-3)::
 
       x_s = (1 - s) x_0 + s eps,    L = E || v_theta(x_s, s, c) - (eps - x_0) ||^2
 
@@ -96,9 +97,10 @@ class WorldModelConfig:
             raise ValueError(f"state_camera needs 10 numbers (pos xyz, x axis xyz, y axis xyz, fovy) and state_points, "
                              f"got {len(self.state_camera)} numbers, state_points={self.state_points}")
         if self.state_camera and len(self.state_points) == 2:  # one object: nothing to pick between
-            raise ValueError(f"state_camera grounds the instruction among >= 2 objects, state_points={self.state_points} "
-                             "names one (the grip-to-object distance already is the target distance): leave state_camera "
-                             "empty")
+            raise ValueError("state_camera grounds the instruction among >= 2 objects, "
+                             f"state_points={self.state_points} "
+                             "names one (the grip-to-object distance already is the target distance): leave "
+                             "state_camera empty")
         if self.context_frames < 1 or self.chunk < 1:
             raise ValueError(f"need context_frames >= 1 and chunk >= 1, got {self.context_frames}, {self.chunk}")
 
@@ -139,7 +141,8 @@ class SuccessHead(nn.Module):
             self.ground = nn.Sequential(nn.Linear(3 + cfg.text_dim, 32), nn.SiLU(), nn.Linear(32, 1))
             n_ground = 5
         self.mlp = nn.Sequential(nn.Linear(c_in * cfg.reward_pool ** 2 + cfg.action_dim + cfg.text_dim
-                                           + (feat + n_ground if self.state_dim else 0), 128), nn.SiLU(), nn.Linear(128, 1))
+                                           + (feat + n_ground if self.state_dim else 0), 128), nn.SiLU(),
+                                 nn.Linear(128, 1))
 
     def point_offsets(self, state: torch.Tensor) -> torch.Tensor:
         """``state[..., state_dim]`` -> each object point minus the grip point (``state_points[1:]`` minus
@@ -189,7 +192,8 @@ class SuccessHead(nn.Module):
         if not self.state_dim:
             return
         if state is None or state.shape[-1] != self.state_dim:
-            raise ValueError(f"state must be [..., {self.state_dim}], got {None if state is None else tuple(state.shape)}")
+            raise ValueError(f"state must be [..., {self.state_dim}], got "
+                             f"{None if state is None else tuple(state.shape)}")
         if bool(self.state_fitted) and not force:
             return
         s = self.state_features(state.reshape(-1, self.state_dim).float().to(self.state_mean.device))
@@ -542,7 +546,8 @@ def train_success_head(wm: VideoWorldModel, data: WindowBatch | WindowSet, steps
         state = torch.cat(st).to(dev) if sd else None
         ref = torch.cat(rf).to(dev).float() * 2 - 1 if grounding else None
         x, y, text = x.to(dev), y.to(dev), None if text is None else text.to(dev)
-        logits = head(x[:, None] * 2 - 1, torch.cat(ac).to(dev)[:, None], text, None if state is None else state[:, None],
+        logits = head(x[:, None] * 2 - 1, torch.cat(ac).to(dev)[:, None], text,
+                      None if state is None else state[:, None],
                       ref)[:, 0]
         loss = F.binary_cross_entropy_with_logits(logits, y, weight=torch.cat(ws).to(dev))
         pos = y > 0.5

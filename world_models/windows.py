@@ -159,7 +159,8 @@ class FrameSamples:
 
 def wm_windows(data: Trajectories, context_frames: int, chunk: int, stride: int = 1, text_dim: int = 0,
                state: bool = False) -> WindowBatch:
-    """Every window at once (module docstring): ``text`` with ``text_dim > 0``, ``state`` and ``ref`` with ``state=True``.
+    """Every window at once (module docstring): ``text`` with ``text_dim > 0``, ``state`` and ``ref`` with
+    ``state=True``.
 
     Materialized: ``(Tc + K + 1)`` float frames per window. :class:`WindowSet` (the same windows, cut per batch)
     is what the loop trains on."""
@@ -222,7 +223,8 @@ class WindowSet:
         e, ctx_t, act_t, fut_t = self._index(idx)
         ep = e[:, None]
         st = self.with_state
-        return WindowBatch(d.frames[ep, ctx_t].float() / 255.0, d.actions[ep, act_t], d.frames[ep, fut_t].float() / 255.0,
+        return WindowBatch(d.frames[ep, ctx_t].float() / 255.0, d.actions[ep, act_t],
+                           d.frames[ep, fut_t].float() / 255.0,
                            d.success[ep, fut_t], None if self.text is None else self.text[e],
                            d.state[ep, fut_t].float() if st else None, d.frames[e, 0].float() / 255.0 if st else None)
 

@@ -52,7 +52,8 @@ MOTIONS = [
 ]
 VIDEO_SUBJECTS = [
     "a red fox", "a golden retriever", "a paper boat", "a hot air balloon", "a ballet dancer", "a sailing ship",
-    "a koi fish", "a white owl", "a steam locomotive", "a cyclist", "a horse", "a kite", "a jellyfish", "a skateboarder",
+    "a koi fish", "a white owl", "a steam locomotive", "a cyclist", "a horse", "a kite", "a jellyfish",
+    "a skateboarder",
     "a robot", "a child with a balloon",
 ]
 CAMERAS = ["static camera", "slow tracking shot", "slow dolly in", "aerial drone shot", "handheld camera",
@@ -63,7 +64,8 @@ VIDEO_SETTINGS = ["through fresh snow", "along a beach at sunset", "across a cit
 COLORS = {"red": (220, 40, 40), "blue": (40, 80, 220), "green": (40, 170, 70), "yellow": (235, 200, 40),
           "purple": (140, 60, 190), "orange": (240, 140, 30)}
 SHAPES = ["circle", "square", "triangle"]
-BACKGROUNDS = {"white": (245, 245, 240), "gray": (150, 150, 150), "beige": (225, 210, 180), "light blue": (190, 215, 240)}
+BACKGROUNDS = {"white": (245, 245, 240), "gray": (150, 150, 150), "beige": (225, 210, 180),
+               "light blue": (190, 215, 240)}
 
 
 def _pick(items: list[str], n: int, seed: int) -> list[str]:
@@ -83,14 +85,16 @@ def hps_prompts() -> list[str]:
 
 
 def video_prompts() -> list[str]:
-    return _pick([f"{s} {m} {w}, {c}" for s, m, w, c in itertools.product(VIDEO_SUBJECTS, MOTIONS, VIDEO_SETTINGS, CAMERAS)],
+    return _pick([f"{s} {m} {w}, {c}" for s, m, w, c in itertools.product(VIDEO_SUBJECTS, MOTIONS, VIDEO_SETTINGS,
+                                                                          CAMERAS)],
                  1000, 2)
 
 
 def kontext_scenes(n: int = 8, size: int = 512) -> list[tuple[str, list[tuple[str, str, tuple[int, int]]]]]:
     """``n`` scenes: a background and three coloured shapes at fixed spots, as ``(background, [(colour, shape, xy)])``."""
     rng = random.Random(3)
-    spots = [(size // 4, size // 4), (3 * size // 4, size // 4), (size // 4, 3 * size // 4), (3 * size // 4, 3 * size // 4)]
+    spots = [(size // 4, size // 4), (3 * size // 4, size // 4), (size // 4, 3 * size // 4),
+             (3 * size // 4, 3 * size // 4)]
     out = []
     for _ in range(n):
         bg = rng.choice(sorted(BACKGROUNDS))

@@ -12,8 +12,15 @@ The two-stage rollout (pool in low precision, select, regenerate in bf16) is :mo
 from .backends import real_available, resolve_backend
 from .config import QuantBackendError, QuantConfig, SkipRules
 from .copy import effective_linear_weight, make_rollout_copy, refresh_rollout_copy
-from .formats import (fp8_dequantize, fp8_fake_quant, fp8_quantize, nvfp4_dequantize, nvfp4_fake_quant,
-                      nvfp4_quantize, round_to_e2m1)
+from .formats import (
+                      fp8_dequantize,
+                      fp8_fake_quant,
+                      fp8_quantize,
+                      nvfp4_dequantize,
+                      nvfp4_fake_quant,
+                      nvfp4_quantize,
+                      round_to_e2m1,
+)
 from .linear import QuantLinear
 
 __all__ = ["QuantConfig", "SkipRules", "QuantBackendError", "QuantLinear", "make_rollout_copy", "refresh_rollout_copy",

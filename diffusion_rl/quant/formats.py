@@ -119,7 +119,8 @@ def nvfp4_tensor_scale(x: torch.Tensor) -> torch.Tensor:
     return torch.where(s > 0, s, torch.ones_like(s))
 
 
-def _nvfp4_scaled(x: torch.Tensor, tensor_scale: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+def _nvfp4_scaled(x: torch.Tensor, tensor_scale: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor,
+                                                                               torch.Tensor]:
     """``(q [..., K/16, 16] FP32 on the E2M1 grid, block_scale e4m3 [..., K/16], tensor_scale [])``."""
     K = x.shape[-1]
     if K % NVFP4_BLOCK:

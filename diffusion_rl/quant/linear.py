@@ -25,8 +25,15 @@ import torch.nn.functional as F
 from torch import nn
 
 from .config import QuantConfig
-from .formats import (NVFP4_BLOCK, fp8_dequantize, fp8_fake_quant, fp8_quantize, nvfp4_dequantize, nvfp4_fake_quant,
-                      nvfp4_quantize)
+from .formats import (
+    NVFP4_BLOCK,
+    fp8_dequantize,
+    fp8_fake_quant,
+    fp8_quantize,
+    nvfp4_dequantize,
+    nvfp4_fake_quant,
+    nvfp4_quantize,
+)
 
 _FIXED_DTYPE_BUFFERS = ("codes", "block_scale", "tensor_scale", "qweight", "wscale")
 
@@ -38,7 +45,8 @@ class QuantLinear(nn.Module):
                  device: torch.device | str | None = None):
         super().__init__()
         if cfg.format not in ("fp8", "nvfp4"):
-            raise ValueError(f"QuantLinear holds fp8 or nvfp4 weights, got format {cfg.format!r} (bf16 layers stay nn.Linear)")
+            raise ValueError(f"QuantLinear holds fp8 or nvfp4 weights, got format {cfg.format!r} (bf16 layers stay "
+                             "nn.Linear)")
         if backend not in ("emulated", "real"):
             raise ValueError(f"backend must be 'emulated' or 'real' (resolve 'auto' first), got {backend!r}")
         if cfg.format == "nvfp4" and in_features % NVFP4_BLOCK:
@@ -55,7 +63,8 @@ class QuantLinear(nn.Module):
                                                             dtype=torch.float8_e4m3fn, device=dev))
             self.register_buffer("tensor_scale", torch.ones((), dtype=torch.float32, device=dev))
         else:
-            self.register_buffer("qweight", torch.zeros(out_features, in_features, dtype=torch.float8_e4m3fn, device=dev))
+            self.register_buffer("qweight",
+                                 torch.zeros(out_features, in_features, dtype=torch.float8_e4m3fn, device=dev))
             wshape = (out_features, 1) if cfg.fp8_granularity == "row" else ()
             self.register_buffer("wscale", torch.ones(wshape, dtype=torch.float32, device=dev))
         self.bias = nn.Parameter(torch.zeros(out_features, dtype=self.compute_dtype, device=dev), requires_grad=False) \
@@ -79,7 +88,8 @@ class QuantLinear(nn.Module):
     def set_weight(self, weight: torch.Tensor, bias: torch.Tensor | None = None) -> None:
         """Re-quantize from ``weight [out, in]`` (and copy ``bias``) in place: no new buffers except the first time."""
         if tuple(weight.shape) != (self.out_features, self.in_features):
-            raise ValueError(f"weight shape {tuple(weight.shape)} != layer shape ({self.out_features}, {self.in_features})")
+            raise ValueError(f"weight shape {tuple(weight.shape)} != layer shape ({self.out_features}, "
+                             f"{self.in_features})")
         w = weight.detach().to(self._device()).float()
         if self.format == "nvfp4":
             q = nvfp4_quantize(w)

@@ -52,7 +52,8 @@ import mujoco  # noqa: E402  (after the GL backend is chosen)
 _render.install_warning_handler()
 
 PROPRIO_DIM = 9
-_BAD = (int(mujoco.mjtWarning.mjWARN_BADQACC), int(mujoco.mjtWarning.mjWARN_BADQVEL), int(mujoco.mjtWarning.mjWARN_BADQPOS))
+_BAD = (int(mujoco.mjtWarning.mjWARN_BADQACC), int(mujoco.mjtWarning.mjWARN_BADQVEL),
+        int(mujoco.mjtWarning.mjWARN_BADQPOS))
 (_XLO, _XHI), (_YLO, _YHI), (_ZLO, _ZHI) = HAND_RANGE
 _HALF_OPEN = 0.5 * FINGER_OPEN
 INSTRUCTION_CHARSET = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789 ,.'-"
@@ -63,7 +64,8 @@ class TabletopEnv(gym.Env):
 
     metadata = {"render_modes": ["rgb_array"], "render_fps": 20}
 
-    def __init__(self, task: str | Task, config: TabletopConfig | None = None, render_mode: str | None = None, **kw: Any):
+    def __init__(self, task: str | Task, config: TabletopConfig | None = None, render_mode: str | None = None,
+                 **kw: Any):
         if isinstance(task, str):
             if task not in TASKS:
                 raise ValueError(f"unknown tabletop task {task!r}; expected one of {sorted(TASKS)}")
@@ -78,7 +80,8 @@ class TabletopEnv(gym.Env):
         self.max_steps = self.cfg.max_steps or task.max_steps
         self.n_substeps = self.cfg.n_substeps
         h, w = self.cfg.hw
-        self.model = mujoco.MjModel.from_xml_string(scene_xml(task.n_blocks, task.n_targets, task.goal, task.bin, (h, w),
+        self.model = mujoco.MjModel.from_xml_string(scene_xml(task.n_blocks, task.n_targets, task.goal, task.bin,
+                                                              (h, w),
                                                               self.cfg.timestep))
         self.data = mujoco.MjData(self.model)
         m = self.model
@@ -94,7 +97,8 @@ class TabletopEnv(gym.Env):
         self._block_geom = [m.geom(f"block{i}").id for i in range(task.n_blocks)]
         self._target_geom = [m.geom(f"target{i}").id for i in range(task.n_targets)]
         self._mocap = {n: int(m.body_mocapid[m.body(n).id]) for n in
-                       [f"target{i}" for i in range(task.n_targets)] + (["goal"] if task.goal else []) + (["bin"] if task.bin else [])}
+                       [f"target{i}" for i in range(task.n_targets)] + (["goal"] if task.goal else [])
+                       + (["bin"] if task.bin else [])}
         self._target_mocap = [self._mocap[f"target{i}"] for i in range(task.n_targets)]
         self._mocap_pos = self.data.mocap_pos
         self._finger_geoms = (m.geom("finger_l").id, m.geom("finger_r").id)
@@ -170,13 +174,15 @@ class TabletopEnv(gym.Env):
         fault = options.pop("fault", None)
         options.pop("group_id", None)
         if options:
-            raise ValueError(f"unknown reset option(s) {sorted(options)}; valid: task, init_seed, instruction_idx, fault, group_id")
+            raise ValueError(f"unknown reset option(s) {sorted(options)}; valid: task, init_seed, instruction_idx, "
+                             "fault, group_id")
         self._fault = _check_fault(fault)
         self.init_seed = int(init_seed)
         lay = self.task.sample(np.random.default_rng(self.init_seed))
         if idx is not None:
             if not isinstance(idx, (int, np.integer)) or not 0 <= idx < len(self.task.templates):
-                raise ValueError(f"options['instruction_idx'] must be an int in [0, {len(self.task.templates)}), got {idx!r}")
+                raise ValueError(f"options['instruction_idx'] must be an int in [0, {len(self.task.templates)}), got "
+                                 f"{idx!r}")
             lay.instruction_idx = int(idx)
         self._apply(lay)
         self._grasp_cache = (None, False)

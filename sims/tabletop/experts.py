@@ -113,7 +113,8 @@ def stack(env, target: int, other: int | None = None) -> np.ndarray:
 _EXPERTS = {"reach": reach, "reach_one": reach, "push": push, "pick_place": pick_place, "stack": stack}
 
 
-def expert_action(env, noise: float = 0.0, rng: np.random.Generator | None = None, target: int | None = None) -> np.ndarray:
+def expert_action(env, noise: float = 0.0, rng: np.random.Generator | None = None,
+                  target: int | None = None) -> np.ndarray:
     """The expert action ``float32[4]`` for ``env`` (a TabletopEnv after reset); ``target`` overrides the
     object slot the expert works on (default: the one the instruction names)."""
     env = getattr(env, "unwrapped", env)

@@ -59,8 +59,10 @@ def _bin() -> str:
     w, h, f = BIN_INNER, BIN_WALL_H, BIN_FLOOR
     t = 0.005  # wall half thickness
     c = "0.45 0.32 0.2 1"
-    walls = [(w + t, 0, t, w + 2 * t), (-(w + t), 0, t, w + 2 * t), (0, w + t, w + 2 * t, t), (0, -(w + t), w + 2 * t, t)]
-    geoms = "\n".join(f'      <geom type="box" pos="{x:g} {y:g} {f + h / 2:g}" size="{sx:g} {sy:g} {h / 2:g}" rgba="{c}"/>'
+    walls = [(w + t, 0, t, w + 2 * t), (-(w + t), 0, t, w + 2 * t), (0, w + t, w + 2 * t, t),
+             (0, -(w + t), w + 2 * t, t)]
+    geoms = "\n".join(f'      <geom type="box" pos="{x:g} {y:g} {f + h / 2:g}" size="{sx:g} {sy:g} {h / 2:g}" '
+                      f'rgba="{c}"/>'
                       for x, y, sx, sy in walls)
     return f"""
     <body name="bin" mocap="true" pos="0.15 0.1 0">

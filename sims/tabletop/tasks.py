@@ -163,7 +163,8 @@ def _sample_push(rng):
         if np.linalg.norm(o - (a + t * (b - a))) < 0.1:
             continue
         return Layout(hand=hand, colors=_colors(rng, 2), target=target, goal=goal,
-                      objects=np.hstack([blocks, np.full((2, 1), BLOCK_HALF)]), instruction_idx=int(rng.integers(1 << 16)))
+                      objects=np.hstack([blocks, np.full((2, 1), BLOCK_HALF)]),
+                      instruction_idx=int(rng.integers(1 << 16)))
     raise RuntimeError("could not sample a push layout")
 
 
@@ -200,7 +201,8 @@ def _sample_pick_place(rng):
         # blocks clear of the bin, with room for the open fingers (4.7 cm either side) outside its walls
         if all(np.max(np.abs(b - bin_xy)) > BIN_INNER + 0.075 for b in blocks):
             return Layout(hand=hand, colors=_colors(rng, 2), target=int(rng.integers(2)), bin=bin_xy,
-                          objects=np.hstack([blocks, np.full((2, 1), BLOCK_HALF)]), instruction_idx=int(rng.integers(1 << 16)))
+                          objects=np.hstack([blocks, np.full((2, 1), BLOCK_HALF)]),
+                          instruction_idx=int(rng.integers(1 << 16)))
     raise RuntimeError("could not sample a pick_place layout")
 
 
@@ -280,7 +282,8 @@ def _stack_both(env) -> tuple[bool, float]:
 TASKS: dict[str, Task] = {
     "reach": Task("reach", 0, 3, False, False, 40, (
         "reach the {c} ball", "move the gripper to the {c} sphere", "touch the {c} ball with the gripper",
-        "go to the {c} sphere", "put the gripper on the {c} ball"), _sample_reach, _reach_success, _reach_progress, _reach_both),
+        "go to the {c} sphere", "put the gripper on the {c} ball"), _sample_reach, _reach_success, _reach_progress,
+                  _reach_both),
     "reach_one": Task("reach_one", 0, 1, False, False, 40, (
         "reach the {c} ball", "move the gripper to the {c} sphere", "touch the {c} ball with the gripper",
         "go to the {c} sphere", "put the gripper on the {c} ball"), _sample_reach_one, _reach_success, _reach_progress,
@@ -308,5 +311,6 @@ def initial_scales(env) -> tuple[float, float]:
         return max(d, 1e-3), max(d, 1e-3)
     p = env.block_pos(lay.target)
     a0 = max(_dist(env.grip_pos(), p), 1e-3)
-    goal = {"push": lambda: lay.goal, "pick_place": lambda: lay.bin, "stack": lambda: env.block_pos(lay.other)[:2]}[name]()
+    goal = {"push": lambda: lay.goal, "pick_place": lambda: lay.bin,
+            "stack": lambda: env.block_pos(lay.other)[:2]}[name]()
     return a0, max(float(np.hypot(*(p[:2] - goal))), 1e-3)

@@ -1,5 +1,6 @@
 """bench/bench_branch_headroom.py (issue 25's BranchGRPO row) runs end to end in its --small mode and reruns to the same
-rewards; its task's reward is the demo verifier times the size credit; its target crossing and curve reading are right."""
+rewards; its task's reward is the demo verifier times the size credit; its target crossing and curve reading are
+right."""
 
 import pytest
 import torch

@@ -11,7 +11,8 @@ from .benchutil import load_bench, markdown_table
 
 def _history(run_dir: Path) -> list[dict]:
     """A loop run's history without its wall-clock fields."""
-    return [{k: v for k, v in h.items() if not k.startswith("time/")} for h in json.loads((run_dir / "history.json").read_text())]
+    return [{k: v for k, v in h.items() if not k.startswith("time/")}
+            for h in json.loads((run_dir / "history.json").read_text())]
 
 
 def test_wm_loop_seeds_small(tmp_path, capsys):
@@ -22,13 +23,16 @@ def test_wm_loop_seeds_small(tmp_path, capsys):
     assert [r[0] for r in per_cycle] == ["0", "1", "2"] and [r[1] for r in per_cycle] == ["0", "1", "2"]
     assert all(cell.count("+-") == 1 for r in per_cycle for cell in r[2:]) and len(per_cycle[0]) == 4  # loop + control
     per_seed = markdown_table(out, "| seed |")
-    assert [r[0] for r in per_seed] == ["0", "1"] and all(len(r[1].split()) == 3 and len(r[3].split()) == 3 for r in per_seed)
+    assert [r[0] for r in per_seed] == ["0",
+                                        "1"] and all(len(r[1].split()) == 3 and len(r[3].split()) == 3
+                                                     for r in per_seed)
     assert "loop gain cycle 0 -> 2, paired over seeds:" in out and "loop - control at cycle 2" in out
     assert "warning" not in out  # the control starts from the loop's own SFT policy: same cycle-0 success
     for s in (0, 1):
         hist = json.loads((tmp_path / "a" / f"loop_seed{s}" / "history.json").read_text())
         ctrl = json.loads((tmp_path / "a" / f"control_seed{s}" / "control.json").read_text())
-        assert [float(c) for c in per_seed[s][1].split()] == pytest.approx([round(h["real_success"], 3) for h in hist], abs=1e-3)
+        assert [float(c) for c in per_seed[s][1].split()] == pytest.approx([round(h["real_success"], 3) for h in hist],
+                                                                           abs=1e-3)
         assert ctrl["success"][0] == hist[0]["real_success"] and len(ctrl["success"]) == 3
     # --reuse keeps both finished loop runs and their controls: the same tables, nothing rerun
     assert mod.main(["--small", "--reuse", "--out", str(tmp_path / "a")]) == 0
@@ -47,12 +51,14 @@ def test_eva_seeds_small_is_seeded(tmp_path, capsys):
     assert mod.main(["--small", "--out", str(tmp_path / "a")]) == 0
     out = capsys.readouterr().out
     summary = markdown_table(out, "| rows | metric |")
-    assert [(r[0], r[1]) for r in summary][::4] == [("train", "EVA reward"), ("heldout", "EVA reward")] and len(summary) == 8
+    assert [(r[0], r[1]) for r in summary][::4] == [("train", "EVA reward"),
+                                                    ("heldout", "EVA reward")] and len(summary) == 8
     assert all(cell.count("+-") == 1 for r in summary for cell in r[2:5])
     per_seed = markdown_table(out, "| seed | EVA reward |")
     assert [r[0] for r in per_seed] == ["0", "1"] and all(c.count("->") == 1 for r in per_seed for c in r[1:])
     assert mod.main(["--small", "--seeds", "1", "--out", str(tmp_path / "b")]) == 0
-    assert markdown_table(capsys.readouterr().out, "| seed | EVA reward |") == per_seed[:1]  # seeded: same numbers on a rerun
+    # seeded: same numbers on a rerun
+    assert markdown_table(capsys.readouterr().out, "| seed | EVA reward |") == per_seed[:1]
     # --reuse takes a finished seed's reports when the settings match, and reruns it when they do not
     assert mod.main(["--small", "--seeds", "1", "--reuse", "--out", str(tmp_path / "b")]) == 0
     out = capsys.readouterr().out

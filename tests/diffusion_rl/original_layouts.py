@@ -1,9 +1,10 @@
 """Diffusers transformer state dicts -> the original release layouts that single-file checkpoints use, so that tests
 can write a tiny model the way ``sd3.5_medium.safetensors`` (Stability AI's MMDiT) or ``flux1-dev.safetensors`` (Black
 Forest Labs) store it, and load it back through diffusers' ``from_single_file``. The key names are the ones diffusers
-0.36's converters (``convert_sd3_transformer_checkpoint_to_diffusers``, ``convert_flux_transformer_checkpoint_to_diffusers``)
-read; fused projections are concatenated in the order those converters split them, and the two final-norm
-modulations whose (shift, scale) halves the converters swap are swapped back."""
+0.36's converters (``convert_sd3_transformer_checkpoint_to_diffusers``,
+``convert_flux_transformer_checkpoint_to_diffusers``) read; fused projections are concatenated in the order those
+converters split them, and the two final-norm modulations whose (shift, scale) halves the converters swap are swapped
+back."""
 
 from __future__ import annotations
 

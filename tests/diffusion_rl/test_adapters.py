@@ -14,7 +14,8 @@ def test_forward_lora_save_load(kind, kw, tmp_path):
     cfg = ModelConfig(kind=kind, lora=LoraSettings(rank=4, alpha=8), **kw)
     a = build_adapter(cfg)
     cond = a.encode_prompts(["a red circle", "a blue square"])
-    assert len(a._cache) == 2 and torch.equal(a.encode_prompts(["a blue square"])["prompt_embeds"][0], cond["prompt_embeds"][1])
+    assert len(a._cache) == 2 and torch.equal(a.encode_prompts(["a blue square"])["prompt_embeds"][0],
+                                              cond["prompt_embeds"][1])
     x = torch.randn(2, *a.latent_shape)
     s = torch.tensor([0.3, 0.9])
     v = a.velocity(x, s, cond)

@@ -4,7 +4,7 @@ executability reward of world_models.eva_alignment."""
 import torch
 
 from diffusion_rl.align_world_model import align_world_model
-from rewards.eva import EVAConfig, EmbodimentLimits
+from rewards.eva import EmbodimentLimits, EVAConfig
 from tests.world_models.test_encoders_idm_eva import moving_square_videos
 from world_models.eva_alignment import ConditionTable, alignment_report, calibrate_on_pretrained
 from world_models.idm import IDMConfig, InverseDynamicsModel, train_idm
@@ -36,7 +36,8 @@ def test_eva_alignment_through_diffusion_trainer(tmp_path):
                                                                   "grpo.group_size=4", "train.lr=1e-3"])
     assert set(res) >= {"eval_before", "eval_after"} and torch.isfinite(torch.tensor(res["eval_after"]))
     lora = [k for k, p in wm.transformer.named_parameters() if "lora_B" in k]
-    assert lora and any(not torch.equal(p, torch.zeros_like(p)) for k, p in wm.transformer.named_parameters() if "lora_B" in k)
+    assert lora and any(not torch.equal(p, torch.zeros_like(p)) for k, p in wm.transformer.named_parameters()
+                        if "lora_B" in k)
     base = {k.replace(".base_layer", ""): p for k, p in wm.transformer.named_parameters() if "lora" not in k}
     assert base.keys() == w0.keys() and all(torch.equal(base[k], w0[k]) for k in w0)  # only the LoRA trained
     # the alignment defaults keep a KL to the LoRA-disabled reference (grpo.kl_coef 0.03): it is measured, and

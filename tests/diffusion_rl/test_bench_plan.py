@@ -14,7 +14,8 @@ def test_bench_plan_small_within_tolerance():
     res = subprocess.run([sys.executable, str(ROOT / "bench" / "bench_plan.py"), "--small"], cwd=ROOT, env=env,
                          capture_output=True, text=True, timeout=300)
     assert res.returncode == 0, res.stdout + res.stderr
-    rows = {line[:30].strip(): line.split() for line in res.stdout.splitlines() if line.startswith(("FLOPs", "step peak"))}
+    rows = {line[:30].strip(): line.split() for line in res.stdout.splitlines()
+            if line.startswith(("FLOPs", "step peak"))}
     assert set(rows) == {"FLOPs fwd+bwd (TFLOP)", "step peak, tracker (GiB)", "step peak, RSS delta (GiB)"}
     for name, cols in rows.items():
         assert abs(float(cols[-1]) - 1) <= 0.15, (name, cols)

@@ -11,7 +11,8 @@ from diffusion_rl.adapters import ADAPTERS, LoraSettings, ModelConfig, build_ada
 from diffusion_rl.cli import main
 from diffusion_rl.tiny_models import TINY_BUILDERS
 
-SIZES = {"sd3": dict(height=32, width=32), "flux": dict(height=32, width=32), "wan": dict(height=32, width=32, num_frames=5)}
+SIZES = {"sd3": dict(height=32, width=32), "flux": dict(height=32, width=32),
+         "wan": dict(height=32, width=32, num_frames=5)}
 
 
 def _snapshot(tmp_path, kind):
@@ -51,7 +52,8 @@ def test_directory_and_single_file_load_the_same_model(tmp_path, kind):
     ad = build_adapter(_cfg(kind, path=str(single), components=str(comp)))
     torch.testing.assert_close(_velocity(ad), want, atol=1e-6, rtol=0)
 
-    with pytest.raises(FileNotFoundError, match=r"single-file checkpoint holding the transformer only.*model\.components"):
+    with pytest.raises(FileNotFoundError,
+                       match=r"single-file checkpoint holding the transformer only.*model\.components"):
         build_adapter(_cfg(kind, path=str(single)))
 
 
@@ -136,17 +138,18 @@ def _components_with(tmp_path, pipe, transformer):
 
 
 def test_single_file_in_the_original_sd3_layout(tmp_path):
-    """An SD3.5-Medium-style MMDiT-X (qk RMS norm, a dual-attention block) stored as Stability AI's single files store it
-    (model.diffusion_model.joint_blocks.N.x_block.attn.qkv, ..., final_layer) loads through model.path + model.components
-    and gives the diffusers model's velocity. diffusers infers nothing here: the transformer config comes from
-    model.components/transformer/config.json (from_single_file(config=..., subfolder="transformer"))."""
+    """An SD3.5-Medium-style MMDiT-X (qk RMS norm, a dual-attention block) stored as Stability AI's single files store
+    it (model.diffusion_model.joint_blocks.N.x_block.attn.qkv, ..., final_layer) loads through model.path +
+    model.components and gives the diffusers model's velocity. diffusers infers nothing here: the transformer config
+    comes from model.components/transformer/config.json (from_single_file(config=..., subfolder="transformer"))."""
     from diffusers import SD3Transformer2DModel
 
     from .original_layouts import sd3_to_original
 
     pipe = TINY_BUILDERS["sd3"](max_length=16)
     torch.manual_seed(1)
-    pipe.transformer = SD3Transformer2DModel(  # 2 blocks: MMDiT-X (attn2) then MMDiT; the last block is context-pre-only
+    # 2 blocks: MMDiT-X (attn2) then MMDiT; the last block is context-pre-only
+    pipe.transformer = SD3Transformer2DModel(
         sample_size=16, patch_size=2, in_channels=4, out_channels=4, num_layers=2, attention_head_dim=16,
         num_attention_heads=2, joint_attention_dim=64, caption_projection_dim=32, pooled_projection_dim=64,
         pos_embed_max_size=16, qk_norm="rms_norm", dual_attention_layers=(0,)).eval()

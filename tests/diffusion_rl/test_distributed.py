@@ -1,6 +1,6 @@
 """Scale-out and faults of ``diffusion-rl train``: 2 processes (torchrun, gloo) match 1 process over the same global
-batch (flat, BranchGRPO and tree x pool), a 2-process checkpoint resumes in 1 process, SIGTERM saves and a rerun resumes exactly,
-a raising reward is retried and then reported with its prompts."""
+batch (flat, BranchGRPO and tree x pool), a 2-process checkpoint resumes in 1 process, SIGTERM saves and a rerun
+resumes exactly, a raising reward is retried and then reported with its prompts."""
 
 import os
 import signal
@@ -80,7 +80,8 @@ def test_two_processes_match_one_process_and_resume_in_one(tmp_path, name):
     # (the rewards differ in the last bits only: a rank's denoiser batch holds other rows than one process's; the
     # advantages divide those differences by the group / per-depth reward std, ~1e-3 on this untrained tiny model)
     torch.testing.assert_close(b["last_iteration"]["rewards"], a["last_iteration"]["rewards"], atol=1e-6, rtol=1e-5)
-    torch.testing.assert_close(b["last_iteration"]["advantages"], a["last_iteration"]["advantages"], atol=1e-4, rtol=1e-4)
+    torch.testing.assert_close(b["last_iteration"]["advantages"], a["last_iteration"]["advantages"], atol=1e-4,
+                               rtol=1e-4)
     assert a["last_iteration"]["advantages"].abs().sum() > 0
     r1, r2 = _iter_rows(tmp_path / "one")[:2], _iter_rows(tmp_path / "two")
     assert len(r2) == 2  # rank 0 alone logs
@@ -208,7 +209,8 @@ def test_keyed_noise_any_shard_reproduces_the_full_rollout(sd3):
     assert torch.equal(torch.cat([p.records[0].x for p in parts]), full.records[0].x)  # the group straddles shards
     assert torch.equal(torch.cat([p.final_rows for p in parts]), full.final_rows)
     torch.testing.assert_close(torch.cat([p.final for p in parts]), full.final, atol=1e-5, rtol=1e-5)
-    assert not torch.equal(flat_rollout(sd3, prompts, 3, sc, iteration=6, seed=7).final, full.final)  # keyed by iteration
+    # keyed by iteration
+    assert not torch.equal(flat_rollout(sd3, prompts, 3, sc, iteration=6, seed=7).final, full.final)
     tree = BranchConfig(enabled=True, split_steps=[1, 2], branch=[2]).make_tree(4)
     whole = tree_rollout(sd3, prompts, tree, sc, iteration=3, seed=7)
     second = tree_rollout(sd3, prompts, tree, sc, iteration=3, seed=7, prompt_ids=[1])

@@ -17,7 +17,8 @@ from grpo.flow_sde import flow_sigmas
 
 from .conftest import redness
 
-SIZES = {"sd3": dict(height=32, width=32), "flux": dict(height=32, width=32), "wan": dict(height=32, width=32, num_frames=5)}
+SIZES = {"sd3": dict(height=32, width=32), "flux": dict(height=32, width=32),
+         "wan": dict(height=32, width=32, num_frames=5)}
 PROMPT = "a red circle"
 STEPS = 4
 
@@ -138,7 +139,8 @@ def test_diffusers_saved_lora_starts_a_run(tmp_path, kind):
             if "lora_" in n:
                 p.copy_(torch.randn(p.shape, generator=g) * 0.2)
     # the way diffusers' LoRA training scripts save
-    type(pipe).save_lora_weights(str(tmp_path / "dl"), transformer_lora_layers=get_peft_model_state_dict(pipe.transformer),
+    type(pipe).save_lora_weights(str(tmp_path / "dl"),
+                                 transformer_lora_layers=get_peft_model_state_dict(pipe.transformer),
                                  transformer_lora_adapter_metadata=cfg.to_dict())
     mc.lora_init = str(tmp_path / "dl")
     ad = build_adapter(mc)
@@ -167,13 +169,15 @@ def test_export_needs_no_reward_package(tmp_path, monkeypatch):
     (pkg / "__init__.py").write_text("from rewards import RewardOutput\n\n\ndef score(batch):\n"
                                      "    return RewardOutput(total=batch.images.mean((1, 2, 3)), components={})\n")
     monkeypatch.syspath_prepend(str(tmp_path / "site"))
-    cfg = DiffusionRLConfig(output_dir=str(tmp_path / "run"), resume=False, reward=RewardConfig(name="userrewards_i36:score"),
+    cfg = DiffusionRLConfig(output_dir=str(tmp_path / "run"), resume=False,
+                            reward=RewardConfig(name="userrewards_i36:score"),
                             prompts=PromptConfig(source="list", prompts=[PROMPT], num_eval=1))
     cfg.model.lora = LoraSettings(rank=4, alpha=8)
     DiffusionGRPOTrainer(cfg, log=False).save()
     repo = Path(__file__).resolve().parents[2]
     env = {**os.environ, "PYTHONPATH": str(repo)}  # the user's package is not on this shell's path
-    r = subprocess.run([sys.executable, "-m", "diffusion_rl.cli", "export", str(tmp_path / "run"), str(tmp_path / "out")],
+    r = subprocess.run([sys.executable, "-m", "diffusion_rl.cli", "export", str(tmp_path / "run"),
+                        str(tmp_path / "out")],
                        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stderr[-2000:]
     assert (tmp_path / "out" / "pytorch_lora_weights.safetensors").is_file()

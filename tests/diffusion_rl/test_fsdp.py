@@ -28,7 +28,8 @@ def _same_checkpoint(a, b):
     for k, v in a["optimizer"]["state"].items():
         torch.testing.assert_close(b["optimizer"]["state"][k]["exp_avg"], v["exp_avg"], atol=1e-5, rtol=1e-4)
         torch.testing.assert_close(b["optimizer"]["state"][k]["exp_avg_sq"], v["exp_avg_sq"], atol=1e-8, rtol=1e-4)
-    assert [g["params"] for g in b["optimizer"]["param_groups"]] == [g["params"] for g in a["optimizer"]["param_groups"]]
+    assert [g["params"] for g in b["optimizer"]["param_groups"]] == [g["params"]
+                                                                     for g in a["optimizer"]["param_groups"]]
 
 
 def test_fsdp_two_processes_match_one_process_and_resume_in_one(tmp_path):

@@ -83,7 +83,8 @@ def test_wan22_routes_rows_to_their_expert(tmp_path):
     sig = torch.tensor([0.95, 0.5, 0.875])  # t = 950 and 875 (the boundary itself) high, 500 low
     v = ad.velocity(x, sig, cond)
     for i in range(3):
-        torch.testing.assert_close(v[i:i + 1], ad.velocity(x[i:i + 1], sig[i:i + 1], {k: c[i:i + 1] for k, c in cond.items()}),
+        torch.testing.assert_close(v[i:i + 1],
+                                   ad.velocity(x[i:i + 1], sig[i:i + 1], {k: c[i:i + 1] for k, c in cond.items()}),
                                    atol=1e-6, rtol=0)
     hi = ad._call(ad.transformer.transformer, x[1:2], torch.tensor([500.0]), cond["prompt_embeds"][1:2]).float()
     assert not torch.allclose(hi, v[1:2])  # the low-noise expert really is another network
@@ -111,7 +112,8 @@ def _stock_images(pipe, kind, mc, x0, ad, prompt):
                     max_area=mc.height * mc.width, **common).images
     set_ts = pipe.scheduler.set_timesteps  # WanPipeline takes no sigmas=: hand the schedule to its scheduler
     pipe.scheduler.set_timesteps = lambda n, device=None, **kw: set_ts(device=device, sigmas=sig)
-    return pipe(prompt_embeds=ad.encode_prompts([prompt])["prompt_embeds"], num_frames=mc.num_frames, guidance_scale=1.0,
+    return pipe(prompt_embeds=ad.encode_prompts([prompt])["prompt_embeds"], num_frames=mc.num_frames,
+                guidance_scale=1.0,
                 latents=x0, **common).frames
 
 
@@ -143,7 +145,8 @@ def test_export_loads_in_stock_pipeline_with_same_images(tmp_path, kind, capsys)
         if isinstance(m, torch.nn.Module):
             m.eval()
     for comp, f in info["files"].items():
-        pipe.load_lora_weights(str(out), weight_name=f, **({"load_into_transformer_2": True} if comp == "transformer_2" else {}))
+        pipe.load_lora_weights(str(out), weight_name=f,
+                               **({"load_into_transformer_2": True} if comp == "transformer_2" else {}))
     stock = _stock_images(pipe, kind, cfg.model, x0, ad, prompt)
     assert stock.shape == ours.shape
     torch.testing.assert_close(stock, ours, atol=2e-5, rtol=0)
@@ -192,9 +195,11 @@ def test_wan22_two_experts_fsdp_two_processes_match_one(tmp_path):
     root = Path(__file__).resolve().parents[2]
     args = ["train", "configs/diffusion/tiny_sd3_flat.yaml", "model.kind=wan22", "model.height=32", "model.width=32",
             "model.num_frames=5", "model.lora.rank=4", "model.lora.alpha=8", "sampler.num_steps=4", "sampler.eta=1.0",
-            "grpo.group_size=4", "train.prompts_per_iter=1", "train.iterations=1", "train.lr=0.01", "train.eval_steps=4",
+            "grpo.group_size=4", "train.prompts_per_iter=1", "train.iterations=1", "train.lr=0.01",
+            "train.eval_steps=4",
             "train.save_every=1", "train.log_images=false", "prompts.source=list", "prompts.prompts=[a red circle]",
-            "prompts.num_eval=1", "reward.name=tests.diffusion_rl.test_new_families:redness", "reward.retry_backoff_s=0"]
+            "prompts.num_eval=1", "reward.name=tests.diffusion_rl.test_new_families:redness",
+            "reward.retry_backoff_s=0"]
     env = {**__import__("os").environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(root)}
     for n, out in ((1, tmp_path / "one"), (2, tmp_path / "two")):
         pre = [sys.executable, "-m", "diffusion_rl.cli"] if n == 1 else \
@@ -210,4 +215,5 @@ def test_wan22_two_experts_fsdp_two_processes_match_one(tmp_path):
     # Adam's first step is lr g / (|g| + eps): an element whose gradient is near 0 turns the reduction order's last
     # bits into a visible difference, so: every element within a tenth of one step (lr), nearly all within 1e-5
     d = torch.cat([(b[k] - v).abs().flatten() for k, v in a.items()])
-    assert float(d.max()) < 0.1 * 0.01 and float((d > 1e-5).float().mean()) < 0.01, (float(d.max()), int((d > 1e-5).sum()))
+    assert float(d.max()) < 0.1 * 0.01 and float((d > 1e-5).float().mean()) < 0.01, (float(d.max()),
+                                                                                     int((d > 1e-5).sum()))

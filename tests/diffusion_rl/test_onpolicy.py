@@ -63,7 +63,8 @@ def _unseen_noise(tr, monkeypatch):  # the sampler perturbs its sample after the
     def noisy(*a, **k):
         out = real(*a, **k)
         if k.get("prev_sample") is None and float(out.std.max()) > 0:
-            out = dataclasses.replace(out, prev_sample=out.prev_sample + 0.05 * out.std * torch.randn_like(out.prev_sample))
+            out = dataclasses.replace(out,
+                                      prev_sample=out.prev_sample + 0.05 * out.std * torch.randn_like(out.prev_sample))
         return out
     monkeypatch.setattr(sampling, "sde_step", noisy)
 

@@ -9,7 +9,7 @@ import re
 import pytest
 import torch
 
-from diffusion_rl.branch import BranchConfig, tree_rollout
+from diffusion_rl.branch import tree_rollout
 from diffusion_rl.pool_config import PUBLISHED_LOWP_SPEEDUP, PoolConfig
 from diffusion_rl.pool_rollout import QuantizedAdapterView
 from diffusion_rl.quant import QuantConfig, make_rollout_copy
@@ -102,7 +102,8 @@ def test_tree_credit_on_the_pruned_subtree():
     assert c.keep.tolist() == [False, True, True, True, False, False, True]
     torch.testing.assert_close(c.node_rewards[0], torch.tensor([0.5, 0.9, 0.1, 0.9, 0.0, 0.0, 0.1]))
     # leaves 0 and 1 share node 1: a lone node at depth 1 gets 0, the two siblings +-0.71
-    c2 = tree_advantages(tree, torch.tensor([0.9, 0.5, float("nan"), float("nan")]), present=subtree_of_leaves(tree, [0, 1]))
+    c2 = tree_advantages(tree, torch.tensor([0.9, 0.5, float("nan"), float("nan")]),
+                         present=subtree_of_leaves(tree, [0, 1]))
     torch.testing.assert_close(c2.advantages, torch.tensor([0, 0, 0, a, -a, 0, 0]), atol=1e-6, rtol=0)
     # width pruning and path-probability fusion choose among the present nodes only
     elp = torch.tensor([0.0, 0.0, 0.0, 1.0, 0.0, 2.0, 0.0])
@@ -121,8 +122,14 @@ def test_tree_credit_on_the_pruned_subtree():
 
 def test_cost_accounting_per_precision():
     from diffusion_rl.config import DiffusionRLConfig
-    from diffusion_rl.strategies import (check_strategy, flat_cost, pool_cost, projected_gpu_units, strategy_cost,
-                                         tree_cost)
+    from diffusion_rl.strategies import (
+        check_strategy,
+        flat_cost,
+        pool_cost,
+        projected_gpu_units,
+        strategy_cost,
+        tree_cost,
+    )
     from grpo.config import load_config
 
     tree = RolloutTree(10, [1, 3, 5], 2)
@@ -151,7 +158,8 @@ def test_cost_accounting_per_precision():
     cfg.grpo.kl_coef = 0.1  # a KL term adds a reference forward per trained row
     assert projected_gpu_units(cfg, 10, 0, 5) == 10 + 4 * 5
     with pytest.raises(ValueError, match="pool.pool_size=8 must equal the tree.s 16 leaves"):
-        check_strategy(load_config(DiffusionRLConfig, "configs/diffusion/shapes_tree_pool.yaml", ["pool.pool_size=8"]), 1)
+        check_strategy(load_config(DiffusionRLConfig, "configs/diffusion/shapes_tree_pool.yaml", ["pool.pool_size=8"]),
+                       1)
     with pytest.raises(ValueError, match="pool.lowp_speedup must be >= 0"):
         PoolConfig(lowp_speedup=-1)
 
@@ -191,10 +199,12 @@ def test_tree_pool_training_run_is_exact_and_resumes(tmp_path):
     rows = [r for r in read_jsonl(tmp_path / "a" / "metrics.jsonl") if "reward/mean" in r]
     tree = tr.strategy.tree
     for s in rows:
-        assert s["logp_recompute_gap"] == 0.0 and s["onpolicy/max_abs_dlogp"] == 0.0 and s["onpolicy/checked"] > 0  # exact log-probs, float precision
+        # exact log-probs, float precision
+        assert s["logp_recompute_gap"] == 0.0 and s["onpolicy/max_abs_dlogp"] == 0.0 and s["onpolicy/checked"] > 0
         assert s["cost/nfe_lowp"] == 2 * tree.nfe() and 0 < s["cost/nfe_policy"] < 2 * tree.nfe()
         assert s["cost/nfe_rollout"] == s["cost/nfe_lowp"] + s["cost/nfe_policy"] and s["cost/backward"] > 0
-        assert s["cost/gpu_units"] == pytest.approx(s["cost/nfe_policy"] + s["cost/nfe_lowp"] / 2.4 + 3 * s["cost/backward"])
+        assert s["cost/gpu_units"] == pytest.approx(s["cost/nfe_policy"] + s["cost/nfe_lowp"] / 2.4 + 3
+                                                    * s["cost/backward"])
     adv = tr.last_advantages
     present = tr.strategy.last_pool.present.reshape(-1)
     assert adv[~present].abs().sum() == 0 and adv[present].abs().sum() > 0

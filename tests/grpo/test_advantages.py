@@ -30,7 +30,8 @@ def test_non_contiguous_groups_and_global_std():
 def test_constant_group_gets_zero_and_clip():
     a = group_advantages(torch.tensor([2.0, 2.0, 2.0]), torch.zeros(3, dtype=torch.long)).values
     assert torch.equal(a, torch.zeros(3))
-    a = group_advantages(torch.tensor([0.0, 0.0, 0.0, 100.0]), torch.zeros(4, dtype=torch.long), std_mode="none", clip=5.0).values
+    a = group_advantages(torch.tensor([0.0, 0.0, 0.0, 100.0]), torch.zeros(4, dtype=torch.long), std_mode="none",
+                         clip=5.0).values
     assert float(a.max()) == 5.0 and float(a.min()) == -5.0
 
 

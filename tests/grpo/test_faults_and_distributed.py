@@ -22,8 +22,10 @@ def _run(out, *extra):
 
 
 def test_sigterm_saves_and_resume_matches_uninterrupted(tmp_path):
-    proc = subprocess.Popen([sys.executable, "-m", "diffusion_rl.cli", "toy", "configs/grpo/toy_flow.yaml",  # diffusion-rl toy
-                             f"output_dir={tmp_path / 'k'}", "train.iterations=100000", *ARGS], env=ENV, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+    # diffusion-rl toy
+    proc = subprocess.Popen([sys.executable, "-m", "diffusion_rl.cli", "toy", "configs/grpo/toy_flow.yaml",
+                             f"output_dir={tmp_path / 'k'}", "train.iterations=100000", *ARGS], env=ENV,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                             text=True)
     metrics = tmp_path / "k" / "metrics.jsonl"
     deadline = time.time() + 60

@@ -4,7 +4,14 @@ import torch
 from grpo import demo
 from grpo.config import load_config
 from grpo.metrics import read_jsonl
-from grpo.train_step import GRPOConfig, NonFiniteError, NonFiniteGuard, backward_if_finite, compute_advantages, guarded_step
+from grpo.train_step import (
+    GRPOConfig,
+    NonFiniteError,
+    NonFiniteGuard,
+    backward_if_finite,
+    compute_advantages,
+    guarded_step,
+)
 
 
 def test_nan_loss_and_grad_skip_then_abort():
@@ -38,7 +45,8 @@ def test_compute_advantages_dispatch():
         compute_advantages(cfg, torch.zeros(4), g)
     a = compute_advantages(cfg, torch.zeros(4), g, {"x": torch.tensor([0.0, 1.0, 0.0, 1.0])})
     assert a.values.shape == (4,)
-    med = compute_advantages(GRPOConfig(group_size=3, advantage="median"), torch.tensor([1.0, 2.0, 3.0]), torch.zeros(3))
+    med = compute_advantages(GRPOConfig(group_size=3, advantage="median"), torch.tensor([1.0, 2.0, 3.0]),
+                             torch.zeros(3))
     assert int(med.mask.sum()) == 3  # MC-GRPO's reference keeps the pivot (advantage 0) in the loss's mean
     assert med.values.tolist() == pytest.approx([-1 / 1.001 * 1.5, 0.0, 1 / 1.001 * 1.5])  # MAD 1, 3 / 2 non-zero
     med_std = compute_advantages(GRPOConfig(group_size=3, advantage="median_std"), torch.tensor([1.0, 2.0, 3.0]),
@@ -94,6 +102,7 @@ def test_call_with_retry_recovers_then_reports_batch():
     def broken(batch):
         raise ValueError("bad image")
 
-    with pytest.raises(RetryError, match=r"reward 'x' failed 3 times; last error: ValueError\('bad image'\); batch: \['a cat'\]") as e:
+    with pytest.raises(RetryError, match=r"reward 'x' failed 3 times; last error: ValueError\('bad image'\); batch: "
+                                         r"\['a cat'\]") as e:
         call_with_retry(broken, ["a cat"], retries=2, backoff_s=0, what="reward 'x'", describe=lambda b: b)
     assert e.value.batch == ["a cat"]

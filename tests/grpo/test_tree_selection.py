@@ -1,8 +1,8 @@
 import pytest
 import torch
 
-from grpo.selection import select_per_group, select_subset
 from grpo.mix import sliding_window
+from grpo.selection import select_per_group, select_subset
 from grpo.tree import RolloutTree, depth_advantages, fuse_rewards, tree_advantages, width_prune
 
 

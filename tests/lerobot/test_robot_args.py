@@ -10,41 +10,47 @@ import pytest
 import torch
 
 from vla_rl.cli import main as cli_main
-from vla_rl.robot_args import (parse_flag_values, registered_robot_types, robot_config, robot_fields,
-                               split_robot_flags)
+from vla_rl.robot_args import parse_flag_values, registered_robot_types, robot_config, robot_fields, split_robot_flags
 
 from .helpers import tiny_policy_config
 
 CAM = "{front: {type: opencv, index_or_path: 0, width: 640, height: 480, fps: 30}}"
-SO = ["--robot.port", "/dev/ttyACM0", "--robot.id", "my_arm", "--robot.cameras", CAM, "--robot.max_relative_target", "5"]
+SO = ["--robot.port", "/dev/ttyACM0", "--robot.id", "my_arm", "--robot.cameras", CAM, "--robot.max_relative_target",
+      "5"]
 ARM = {"port": "/dev/ttyACM0", "id": "my_arm", "max_relative_target": 5.0}
 # every robot type lerobot 0.4.4 registers (+ sims): the flags a user gives, and the fields the config must then hold
 FLAGS = {
     "so100_follower": (SO, ARM), "so101_follower": (SO, ARM), "koch_follower": (SO, ARM), "omx_follower": (SO, ARM),
     "hope_jr_arm": (SO, ARM),
-    "hope_jr_hand": (["--robot.port", "/dev/ttyACM1", "--robot.side", "left"], {"port": "/dev/ttyACM1", "side": "left"}),
+    "hope_jr_hand": (["--robot.port", "/dev/ttyACM1", "--robot.side", "left"],
+                     {"port": "/dev/ttyACM1", "side": "left"}),
     "openarm_follower": (["--robot.port=can0", "--robot.side=right"], {"port": "can0", "side": "right"}),
     "bi_so_follower": (["--robot.left_arm_config.port", "/dev/ttyACM0", "--robot.right_arm_config.port=/dev/ttyACM1",
                         "--robot.right_arm_config.cameras", CAM], {}),
     "bi_openarm_follower": (["--robot.left_arm_config.port", "can0", "--robot.right_arm_config.port", "can1"], {}),
-    "lekiwi": (["--robot.port", "/dev/ttyACM0", "--robot.use_degrees", "true"], {"port": "/dev/ttyACM0", "use_degrees": True}),
-    "lekiwi_client": (["--robot.remote_ip", "192.168.1.20", "--robot.id", "kiwi"], {"remote_ip": "192.168.1.20", "id": "kiwi"}),
+    "lekiwi": (["--robot.port", "/dev/ttyACM0", "--robot.use_degrees", "true"],
+               {"port": "/dev/ttyACM0", "use_degrees": True}),
+    "lekiwi_client": (["--robot.remote_ip", "192.168.1.20", "--robot.id", "kiwi"],
+                      {"remote_ip": "192.168.1.20", "id": "kiwi"}),
     "reachy2": (["--robot.ip_address", "10.0.0.2", "--robot.with_mobile_base", "false"],
                 {"ip_address": "10.0.0.2", "with_mobile_base": False}),
     "earthrover_mini_plus": (["--robot.sdk_url", "http://10.0.0.3:8000"], {"sdk_url": "http://10.0.0.3:8000"}),
     "unitree_g1": (["--robot.robot_ip", "192.168.123.1", "--robot.is_simulation", "false"],
                    {"robot_ip": "192.168.123.1", "is_simulation": False}),
-    "sims": (["--robot.task", "tabletop/pick_place", "--robot.env_kwargs", "{image_size: 16}", "--robot.init_seed", "3"],
+    "sims": (["--robot.task", "tabletop/pick_place", "--robot.env_kwargs", "{image_size: 16}", "--robot.init_seed",
+              "3"],
              {"task": "tabletop/pick_place", "env_kwargs": {"image_size": 16}, "init_seed": 3}),
 }
 # the robots whose SDK this environment installs (requirements/lerobot.txt) or that need none: the Robot object is
 # built (opening nothing) and its features read; lekiwi_client (pyzmq) and unitree_g1 (unitree_sdk2py): config only
 BUILDS = ["so100_follower", "so101_follower", "koch_follower", "omx_follower", "hope_jr_arm", "hope_jr_hand",
-          "openarm_follower", "bi_so_follower", "bi_openarm_follower", "lekiwi", "reachy2", "earthrover_mini_plus", "sims"]
+          "openarm_follower", "bi_so_follower", "bi_openarm_follower", "lekiwi", "reachy2", "earthrover_mini_plus",
+          "sims"]
 
 
 def _config(kind, flags, tmp_path=None):
-    argv = ["deploy", "p", "--robot.type", kind, *flags] + (["--robot.calibration_dir", str(tmp_path)] if tmp_path else [])
+    argv = ["deploy", "p", "--robot.type", kind,
+            *flags] + (["--robot.calibration_dir", str(tmp_path)] if tmp_path else [])
     rest, got = split_robot_flags(argv)
     assert rest == ["deploy", "p"]
     typ, raw = robot_fields(got)
@@ -65,7 +71,8 @@ def test_every_registered_robot_config_from_flags(kind, tmp_path):
     assert {k: getattr(cfg, k) for k in want} == want and str(cfg.calibration_dir) == str(tmp_path)
     if "--robot.cameras" in flags and hasattr(cfg, "cameras"):
         cam = cfg.cameras["front"]
-        assert type(cam).__name__ == "OpenCVCameraConfig" and (cam.index_or_path, cam.width, cam.height, cam.fps) == (0, 640, 480, 30)
+        assert type(cam).__name__ == "OpenCVCameraConfig" and (cam.index_or_path, cam.width, cam.height,
+                                                               cam.fps) == (0, 640, 480, 30)
     if kind == "bi_so_follower":
         assert (cfg.left_arm_config.port, cfg.right_arm_config.port) == ("/dev/ttyACM0", "/dev/ttyACM1")
         assert list(cfg.right_arm_config.cameras) == ["front"] and cfg.left_arm_config.cameras == {}
@@ -112,15 +119,20 @@ BAD = [
      ["--robot.use_degrees: Couldn't parse 'maybe' into a bool", "koch_follower's use_degrees is bool"]),
     (["--robot.type", "so101_follower", "--robot.port", "/dev/x", "--robot.cameras", "{front: {type: webcam}}"],
      ["--robot.cameras.front", "'webcam'", "camera types known here:", "opencv"]),
-    (["--robot.type", "so100_follower", "--robot.port", "/dev/x", "--robot.cameras", "{front: {type: opencv, index_or_path: 0}}"],
+    (["--robot.type", "so100_follower", "--robot.port", "/dev/x", "--robot.cameras",
+      "{front: {type: opencv, index_or_path: 0}}"],
      ["so100_follower (LeRobot's SOFollowerRobotConfig) refuses", "--robot.cameras=", "'width' is required"]),
-    (["--robot.type", "so100_follower", "--robot.port", "/dev/x", "--robot.cameras", "{front: [1"], ["--robot.cameras=", "not valid YAML"]),
+    (["--robot.type", "so100_follower", "--robot.port", "/dev/x", "--robot.cameras", "{front: [1"],
+     ["--robot.cameras=", "not valid YAML"]),
     (["--robot.type", "so_arm"], ["--robot.type='so_arm' is not a registered LeRobot robot", "so100_follower"]),
-    (["--robot", "sims", "--robot.type", "so100_follower"], ["--robot sims and --robot.type so100_follower name two robots"]),
+    (["--robot", "sims", "--robot.type", "so100_follower"],
+     ["--robot sims and --robot.type so100_follower name two robots"]),
     (["--robot.type", "so100_follower", "--robot.port"], ["--robot.port has no value"]),
     (["--robot.type", "so100_follower", "--robot.port", "/dev/x"], ["--instruction is empty", "so100_follower"]),
-    (["--robot.type", "sims", "--robot.task", "tabletop/nosuch"], ["--robot.task='tabletop/nosuch' is not a sims task"]),
-    (["--robot.type", "sims", "--robot.env_kwargs", "{image_size: 32}", "--robot.init_seed", "x"], ["--robot.init_seed"]),
+    (["--robot.type", "sims", "--robot.task", "tabletop/nosuch"],
+     ["--robot.task='tabletop/nosuch' is not a sims task"]),
+    (["--robot.type", "sims", "--robot.env_kwargs", "{image_size: 32}", "--robot.init_seed", "x"],
+     ["--robot.init_seed"]),
 ]
 
 
@@ -208,10 +220,12 @@ def _loop_yaml(tmp_path, policy, robot=None):
     lr = tiny_policy_config().lerobot
     cfg = {"output_dir": str(tmp_path / "run"), "policy_path": str(policy), "rounds": 1, "groups_per_round": 2,
            "success": "robot", "robot": robot or {"max_steps": 6, "realtime": False, "stop_on_success": False},
-           "vla": {"device": "cpu", "policy": {"kind": "lerobot", "type": "smolvla", "lerobot": {**lr, "max_state_dim": 9,
+           "vla": {"device": "cpu", "policy": {"kind": "lerobot", "type": "smolvla",
+                                               "lerobot": {**lr, "max_state_dim": 9,
                                                                                                  "max_action_dim": 4},
                                                "cameras": ["agentview", "wrist"], "image_size": 32, "chunk_size": 4,
-                                               "n_action_steps": 4, "state_dim": 9, "action_dim": 4, "flow": {"num_steps": 4}},
+                                               "n_action_steps": 4, "state_dim": 9, "action_dim": 4,
+                                               "flow": {"num_steps": 4}},
                    "rl": {"inner_epochs": 1, "minibatch_size": 256, "reward": "binary"}, "grpo": {"group_size": 2}}}
     p = tmp_path / "loop.yaml"
     p.write_text(yaml.safe_dump(cfg))
@@ -230,7 +244,8 @@ def test_robot_loop_dry_run_of_a_real_arm_and_its_bad_flags(tmp_path, sims_polic
     import yaml
 
     path = _loop_yaml(tmp_path, sims_policy)
-    arm = ["--robot.type", "so101_follower", "--robot.port", "/dev/ttyACM0", "--robot.id", "my_arm", "--robot.cameras", CAM]
+    arm = ["--robot.type", "so101_follower", "--robot.port", "/dev/ttyACM0", "--robot.id", "my_arm", "--robot.cameras",
+           CAM]
     assert cli_main(["robot-loop", str(path), *arm, "robot.instruction=pick up the cube", "--dry-run"]) == 0
     out = capsys.readouterr().out
     robot = yaml.safe_load(out[:out.index("per round:")])["robot"]
@@ -254,19 +269,22 @@ def test_every_robot_config_field_of_so100_reaches_the_config():
     names = [f.name for f in dataclasses.fields(RobotConfig.get_choice_class("so100_follower")) if f.init]
     assert sorted(names) == sorted(["port", "disable_torque_on_disconnect", "max_relative_target", "cameras",
                                     "use_degrees", "id", "calibration_dir"])
-    cfg = _config("so100_follower", [*SO, "--robot.disable_torque_on_disconnect", "false", "--robot.use_degrees", "false"])
+    cfg = _config("so100_follower", [*SO, "--robot.disable_torque_on_disconnect", "false", "--robot.use_degrees",
+                                     "false"])
     assert (cfg.disable_torque_on_disconnect, cfg.use_degrees, cfg.id) == (False, False, "my_arm")
 
 
 def test_deploy_dry_run_prints_the_arm_without_touching_it(tmp_path, capsys):
     """The README's command: the so100 arm from the flags, its LeRobot config and features printed; no policy is
     loaded (the path need not exist) and nothing is opened or written."""
-    assert cli_main(["deploy", str(tmp_path / "no_policy"), *SO, "--robot.type", "so100_follower", "--robot.calibration_dir",
+    assert cli_main(["deploy", str(tmp_path / "no_policy"), *SO, "--robot.type", "so100_follower",
+                     "--robot.calibration_dir",
                      str(tmp_path / "calib"), "--instruction", "pick up the cube", "--dry-run"]) == 0
     res = json.loads(capsys.readouterr().out)
     assert res["robot"]["type"] == "so100_follower" and res["robot"]["port"] == "/dev/ttyACM0"
     assert res["robot"]["cameras"]["front"]["width"] == 640 and res["robot_class"] == "SOFollower"
-    assert res["observation_features"]["front"] == [480, 640, 3] and res["observation_features"]["gripper.pos"] == "float"
+    assert res["observation_features"]["front"] == [480, 640,
+                                                    3] and res["observation_features"]["gripper.pos"] == "float"
     assert len(res["action_features"]) == 6
 
 

@@ -70,7 +70,8 @@ def _recomputed_logp(policy, root, rnd, n):
 
     b = read_round(root, rnd, [EpisodeSpec(TASK, 0, 0, 0)] * n, {c: c for c in CAMS}, "agentview")
     with torch.no_grad():
-        lp = torch.cat([policy.chunk_log_prob(b.select(torch.tensor([i])), {k: v[i:i + 1] for k, v in b.record.items()}).logp
+        lp = torch.cat([policy.chunk_log_prob(b.select(torch.tensor([i])),
+                                              {k: v[i:i + 1] for k, v in b.record.items()}).logp
                         for i in range(b.old_logp.shape[0])])
     return lp, b.old_logp
 
@@ -85,7 +86,8 @@ def test_two_rounds_then_resume_at_round_three(tmp_path, start_policy):
     assert res["rounds"] == 2 and not res["resumed"] and not res["interrupted"] and res["episodes"] == 8
     assert res["success_per_round"] == [0.5, 0.5] and not tr.robot.is_connected
     # the operator was asked once per episode, with the episode's round, index and group
-    assert [(a["round"], a["episode"], a["group"]) for a in judge.asked] == [(r, e, e // 2) for r in (0, 1) for e in range(4)]
+    assert [(a["round"], a["episode"], a["group"]) for a in judge.asked] == [(r, e, e // 2) for r in (0, 1)
+                                                                             for e in range(4)]
 
     # GRPO on the recorded episodes, through the trainer: first epoch at ratio exactly 1, an update every round
     rows = [r for r in read_jsonl(out / "metrics.jsonl") if "rollout/success_rate" in r]
@@ -174,9 +176,11 @@ def test_round_grouping_and_the_robots_own_success(tmp_path, start_policy):
 
 
 def _write_yaml(tmp_path, start_policy, **top):
-    cfg = {"output_dir": str(tmp_path / "cli_run"), "policy_path": str(start_policy), "rounds": 1, "groups_per_round": 2,
+    cfg = {"output_dir": str(tmp_path / "cli_run"), "policy_path": str(start_policy), "rounds": 1,
+           "groups_per_round": 2,
            "robot": {"max_steps": 8, "realtime": False, "stop_on_success": False},
-           "vla": {"device": "cpu", "policy": {"kind": "lerobot", "type": "smolvla", "lerobot": _policy_config().lerobot,
+           "vla": {"device": "cpu", "policy": {"kind": "lerobot", "type": "smolvla",
+                                               "lerobot": _policy_config().lerobot,
                                                "cameras": CAMS, "image_size": 32, "chunk_size": 4, "n_action_steps": 4,
                                                "state_dim": 9, "action_dim": 4, "flow": {"num_steps": 4}},
                    "rl": {"inner_epochs": 1, "minibatch_size": 256, "reward": "binary"}, "grpo": {"group_size": 2}},

@@ -81,14 +81,16 @@ def test_saved_in_lerobot_layout_and_reloaded_by_lerobot_to_equal_actions(tmp_pa
     # lerobot's own loader and processors
     theirs = SmolVLAPolicy.from_pretrained(str(out))
     pre, post = make_pre_post_processors(theirs.config, pretrained_path=str(out))
-    lb = {k: (v.permute(0, 3, 1, 2).float() / 255 if k.startswith("observation.images") else v) for k, v in batch.items()}
+    lb = {k: (v.permute(0, 3, 1, 2).float() / 255 if k.startswith("observation.images") else v)
+          for k, v in batch.items()}
     a_theirs = post(theirs.predict_action_chunk(pre(lb), noise=noise.clone()))
     a_ours = post(pol.policy.predict_action_chunk(pol._pre(batch), noise=noise.clone()))
     torch.testing.assert_close(a_theirs, a_ours, atol=0, rtol=0)
     # and through vla-rl's loader: the same deterministic chunk
     again = load_policy(out)
     g = lambda: torch.Generator().manual_seed(7)  # noqa: E731
-    torch.testing.assert_close(again.predict_action_chunk(batch, generator=g()), pol.predict_action_chunk(batch, generator=g()),
+    torch.testing.assert_close(again.predict_action_chunk(batch, generator=g()),
+                               pol.predict_action_chunk(batch, generator=g()),
                                atol=0, rtol=0)
 
 

@@ -10,7 +10,8 @@ from grpo.metrics import read_jsonl
 from vla_rl.trainer import VLARLConfig, VLARLTrainer
 
 TINY = ["env.max_episode_steps=8", "sft.demos_per_task=1", "sft.steps=5", "sft.batch_size=8", "rl.iterations=1",
-        "rl.groups_per_task=2", "grpo.group_size=3", "rl.eval_episodes=2", "rl.num_videos=0", "rl.minibatch_size=256", "rl.inner_epochs=1",
+        "rl.groups_per_task=2", "grpo.group_size=3", "rl.eval_episodes=2", "rl.num_videos=0", "rl.minibatch_size=256",
+        "rl.inner_epochs=1",
         "rl.success_band=[-0.5,1.5]", "srpo.num_frames=3", "srpo.frame_size=32"]
 
 
@@ -42,11 +43,13 @@ def test_one_grpo_srpo_iteration_on_a_lerobot_smolvla(tmp_path):
     theirs = SmolVLAPolicy.from_pretrained(str(saved))
     pre, post = make_pre_post_processors(theirs.config, pretrained_path=str(saved))
     obs, _ = tr.pool.get("tabletop/reach_one", 1)[0].reset(seed=3, options={"init_seed": 3})
-    batch = {"observation.state": torch.as_tensor(obs["state"], dtype=torch.float32)[None], "task": [obs["instruction"]]}
+    batch = {"observation.state": torch.as_tensor(obs["state"], dtype=torch.float32)[None],
+             "task": [obs["instruction"]]}
     for cam in cfg.policy.cameras:
         batch[f"observation.images.{cam}"] = torch.as_tensor(obs["images"][cam])[None]
     noise = torch.randn(1, 4, theirs.config.max_action_dim, generator=torch.Generator().manual_seed(0))
-    lb = {k: (v.permute(0, 3, 1, 2).float() / 255 if k.startswith("observation.images") else v) for k, v in batch.items()}
+    lb = {k: (v.permute(0, 3, 1, 2).float() / 255 if k.startswith("observation.images") else v)
+          for k, v in batch.items()}
     a_theirs = post(theirs.predict_action_chunk(pre(lb), noise=noise.clone()))
     tr.policy.eval()
     a_ours = tr.policy._post(tr.policy.policy.predict_action_chunk(tr.policy._pre(batch), noise=noise.clone()))
@@ -71,5 +74,6 @@ def test_a_lerobot_run_checkpoint_rebuilds_through_the_factory(tmp_path):
     batch = {"observation.state": torch.zeros(1, tr.policy.cfg.state_dim), "task": ["touch the red ball"],
              **{f"observation.images.{c}": torch.zeros(1, 32, 32, 3, dtype=torch.uint8) for c in cfg.policy.cameras}}
     g = lambda: torch.Generator().manual_seed(0)  # noqa: E731
-    torch.testing.assert_close(pol.predict_action_chunk(batch, generator=g()), tr.policy.predict_action_chunk(batch, generator=g()),
+    torch.testing.assert_close(pol.predict_action_chunk(batch, generator=g()),
+                               tr.policy.predict_action_chunk(batch, generator=g()),
                                atol=0, rtol=0)

@@ -7,9 +7,17 @@ import pytest
 import torch
 from torch import nn
 
-from diffusion_rl.quant import (QuantBackendError, QuantConfig, QuantLinear, SkipRules, effective_linear_weight,
-                                make_rollout_copy, refresh_rollout_copy, resolve_backend)
-from diffusion_rl.quant import backends
+from diffusion_rl.quant import (
+    QuantBackendError,
+    QuantConfig,
+    QuantLinear,
+    SkipRules,
+    backends,
+    effective_linear_weight,
+    make_rollout_copy,
+    refresh_rollout_copy,
+    resolve_backend,
+)
 
 from .conftest import sd3_inputs, tiny_sd3
 
@@ -89,7 +97,8 @@ def test_quant_buffers_survive_dtype_casts(sd3):
 def _add_lora(model, seed=0):
     from peft import LoraConfig
 
-    model.add_adapter(LoraConfig(r=4, lora_alpha=8, init_lora_weights=True, target_modules=["to_q", "to_v", "ff.net.2"]))
+    model.add_adapter(LoraConfig(r=4, lora_alpha=8, init_lora_weights=True,
+                                 target_modules=["to_q", "to_v", "ff.net.2"]))
     g = torch.Generator().manual_seed(seed)
     with torch.no_grad():
         for n, p in model.named_parameters():
@@ -138,7 +147,8 @@ def test_refresh_follows_an_optimizer_step_in_place(sd3, fmt):
     fresh = make_rollout_copy(sd3, cfg)
     assert torch.equal(y_after, _out(fresh, torch.bfloat16))  # == a copy made from scratch
     assert {n: id(m) for n, m in q.named_modules()} == mods  # no module re-allocated
-    assert ({n: t.data_ptr() for n, t in q.named_buffers()} | {n: p.data_ptr() for n, p in q.named_parameters()}) == ptrs
+    assert ({n: t.data_ptr() for n, t in q.named_buffers()}
+            | {n: p.data_ptr() for n, p in q.named_parameters()}) == ptrs
     # the copy moves *with* the trained model: its change is aligned with the trained model's change
     d_true, d_q = (_out(sd3) - ref_before).flatten(), (y_after - y_before).flatten()
     assert float(torch.nn.functional.cosine_similarity(d_true, d_q, dim=0)) > 0.8

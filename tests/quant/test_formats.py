@@ -3,9 +3,21 @@
 import pytest
 import torch
 
-from diffusion_rl.quant.formats import (E2M1_GRID, E4M3_MIN_NORMAL, NVFP4_BLOCK, e2m1_decode, e2m1_encode,
-                                        fp8_dequantize, fp8_fake_quant, fp8_quantize, nvfp4_dequantize,
-                                        nvfp4_fake_quant, nvfp4_quantize, pack_nibbles, round_to_e2m1, unpack_nibbles)
+from diffusion_rl.quant.formats import (
+    E2M1_GRID,
+    E4M3_MIN_NORMAL,
+    NVFP4_BLOCK,
+    e2m1_decode,
+    e2m1_encode,
+    fp8_dequantize,
+    fp8_fake_quant,
+    fp8_quantize,
+    nvfp4_fake_quant,
+    nvfp4_quantize,
+    pack_nibbles,
+    round_to_e2m1,
+    unpack_nibbles,
+)
 
 GRID = torch.tensor(E2M1_GRID)
 ALL_E2M1 = torch.cat([GRID, -GRID[1:]])

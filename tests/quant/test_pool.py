@@ -4,8 +4,7 @@ import pytest
 import torch
 
 from diffusion_rl.adapters import ModelConfig, build_adapter
-from diffusion_rl.pool_rollout import (PoolConfig, QuantizedAdapterView, VelocityModel, pool_rollout,
-                                       two_stage_rollout)
+from diffusion_rl.pool_rollout import PoolConfig, QuantizedAdapterView, VelocityModel, pool_rollout, two_stage_rollout
 from diffusion_rl.quant import QuantConfig, make_rollout_copy
 from diffusion_rl.sampling import SamplerConfig, flat_rollout
 from grpo.selection import SELECT_METHODS, select_per_group, select_subset
@@ -166,8 +165,8 @@ def test_nft_loss_equation_and_direction():
 def test_pool_config_through_yaml_and_cli(tmp_path, capsys):
     """`pool:` in the YAML selects the pool strategy; bad pool/quant settings stop the CLI at start (exit 2)."""
     from diffusion_rl.cli import _build, main
-    from grpo.config import load_config
     from diffusion_rl.trainer import DiffusionRLConfig
+    from grpo.config import load_config
 
     base = ["configs/diffusion/shapes_pool_fp8.yaml", f"output_dir={tmp_path}/o"]
     cfg = load_config(DiffusionRLConfig, base[0], base[1:])

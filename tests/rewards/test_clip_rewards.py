@@ -11,8 +11,15 @@ from rewards import RewardBatch, build_reward
 from rewards.clip_backbone import clip_preprocess
 from rewards.open_clip_convert import clip_config_from_open_clip, hf_to_open_clip, open_clip_to_hf
 
-from .tiny_clip import (MEAN, STD, make_clip_dir, make_tokenizer_dir, open_clip_state_dict, reference_encode_image,
-                        reference_encode_text)
+from .tiny_clip import (
+    MEAN,
+    STD,
+    make_clip_dir,
+    make_tokenizer_dir,
+    open_clip_state_dict,
+    reference_encode_image,
+    reference_encode_text,
+)
 
 PROMPTS = ["a red circle", "a blue square left of a red circle", "a red circle"]
 
@@ -126,7 +133,8 @@ def test_converted_model_computes_open_clip_forward(tmp_path):
     sd = open_clip_state_dict(vocab=len(tok))
     model = clip_model_from_open_clip(sd, vision_heads=2, text_heads=2, eos_token_id=tok.eos_token_id).eval()
     pix = torch.randn(2, 3, 32, 32)
-    ids = tok(["a red circle", "blue"], padding="max_length", truncation=True, max_length=16, return_tensors="pt")["input_ids"]
+    ids = tok(["a red circle", "blue"], padding="max_length", truncation=True, max_length=16,
+              return_tensors="pt")["input_ids"]
     with torch.no_grad():
         torch.testing.assert_close(model.get_image_features(pixel_values=pix), reference_encode_image(sd, pix, 2),
                                    rtol=1e-4, atol=1e-4)
@@ -160,7 +168,8 @@ def test_hpsv2_reward_from_checkpoint_file(tmp_path, images):
     assert set(out.components) == {"hps"}
     # converted once to a transformers directory, it loads from there with the same scores
     d = convert_hps_checkpoint(str(ck), str(tok_dir), str(tmp_path / "hps_hf"), vision_heads=2, text_heads=2)
-    torch.testing.assert_close(build_reward("hpsv2", checkpoint=str(d))(RewardBatch(images=images, prompts=PROMPTS)).total,
+    torch.testing.assert_close(build_reward("hpsv2",
+                                            checkpoint=str(d))(RewardBatch(images=images, prompts=PROMPTS)).total,
                                out.total, rtol=1e-5, atol=1e-5)
     bad = tmp_path / "bad.pt"
     torch.save({"state_dict": {"foo": torch.zeros(2)}}, bad)

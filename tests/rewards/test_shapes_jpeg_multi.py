@@ -8,7 +8,8 @@ from rewards.shapes import Spec, classify_shape, parse_prompt, render, sample_pr
 
 
 def test_parse_and_sample():
-    assert parse_prompt("a red circle left of a blue square") == Spec((("red", "circle"), ("blue", "square")), "left of")
+    assert parse_prompt("a red circle left of a blue square") == Spec((("red", "circle"), ("blue", "square")),
+                                                                      "left of")
     assert parse_prompt("An Orange triangle") == Spec((("orange", "triangle"),))
     for p in sample_prompts(200, random.Random(0)):
         parse_prompt(p)
@@ -110,7 +111,9 @@ def test_jpeg_rewards_monotone_in_noise():
     base = render(["a red circle"] * 4, 32, seed=0)
     noisy = (base + 0.3 * torch.randn(base.shape, generator=torch.Generator().manual_seed(0))).clamp(0, 1)
     comp, incomp = build_reward("jpeg_compressibility"), build_reward("jpeg_incompressibility")
-    assert bool((comp(RewardBatch(images=base, prompts=[""] * 4)).total > comp(RewardBatch(images=noisy, prompts=[""] * 4)).total).all())
+    assert bool((comp(RewardBatch(images=base,
+                                  prompts=[""] * 4)).total > comp(RewardBatch(images=noisy,
+                                                                              prompts=[""] * 4)).total).all())
     assert bool((incomp(RewardBatch(images=noisy, prompts=[""] * 4)).total > 0).all())
 
 
@@ -151,7 +154,8 @@ def test_graded_shape_credit_keeps_exact_accuracy():
         mid = 0.95 if hi == float("inf") else 0.4 if lo == float("-inf") else (lo + hi) / 2
         assert shape_of_fill(mid) == shape and shape_credit(mid, shape) == 1.0
     assert shape_credit(0.80, "square", width=0.2) == pytest.approx(1 - 0.09 / 0.2)  # a circle-ish blob asked square
-    assert shape_credit(0.60, "square", width=0.2) == 0.0 and shape_credit(0.70, "triangle", width=0.2) == pytest.approx(0.85)
+    assert shape_credit(0.60, "square", width=0.2) == 0.0 and shape_credit(0.70, "triangle",
+                                                                           width=0.2) == pytest.approx(0.85)
     # renders of other shapes: exact credit 0, graded credit in (0, 1), all-correct accuracy identical
     prompts = [f"a red {s}" for s in ("circle", "square", "triangle")]
     imgs = render([f"a red {s}" for s in ("square", "circle", "circle")], 32, seed=0)
@@ -159,6 +163,7 @@ def test_graded_shape_credit_keeps_exact_accuracy():
     graded = build_reward("shapes_verifier", shape_width=0.3)(RewardBatch(images=imgs, prompts=prompts))
     assert torch.equal(exact.components["shape"], torch.zeros(3))
     assert bool(((graded.components["shape"] > 0) & (graded.components["shape"] < 1)).all())
-    assert torch.equal(graded.details["accuracy"], exact.details["accuracy"]) and float(exact.details["accuracy"].sum()) == 0
+    assert torch.equal(graded.details["accuracy"],
+                       exact.details["accuracy"]) and float(exact.details["accuracy"].sum()) == 0
     with pytest.raises(ValueError, match="shape_width"):
         build_reward("shapes_verifier", shape_width=-0.1)

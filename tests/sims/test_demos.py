@@ -10,7 +10,8 @@ import sims
 def test_hdf5_round_trip(tmp_path, can_render):
     cams = ("agentview", "wrist") if can_render else ()
     path = tmp_path / "demos.hdf5"
-    summary = sims.record_demos("tabletop/reach", 3, path, env_kwargs={"image_size": 32, "cameras": cams}, seed_offset=10)
+    summary = sims.record_demos("tabletop/reach", 3, path, env_kwargs={"image_size": 32, "cameras": cams},
+                                seed_offset=10)
     assert summary["episodes"] == 3 and summary["success_rate"] == 1.0
     demos = sims.load_demos(path)
     assert len(demos) == 3
@@ -62,7 +63,8 @@ def test_cli_records_loadable_demos(tmp_path, capsys):
     from vla_rl.cli import main  # `vla-rl record-demos`: the command around sims.record_demos
 
     out = tmp_path / "cli.hdf5"
-    assert main(["record-demos", "tabletop/reach", "2", str(out), "--cameras", "--noise", "0.1", "--seed-offset", "5"]) == 0
+    assert main(["record-demos", "tabletop/reach", "2", str(out), "--cameras", "--noise", "0.1", "--seed-offset",
+                 "5"]) == 0
     assert '"episodes": 2' in capsys.readouterr().out
     d = sims.load_demos(out)
     assert [e["init_seed"] for e in d] == [5, 6] and all(e["images"] == {} for e in d)

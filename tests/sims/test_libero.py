@@ -8,6 +8,7 @@ import pytest
 
 import sims
 from sims import libero_adapter
+
 from ..libero_scene import place_bowl_over_plate
 
 # (suite, task index, the task's language); libero_10 is LIBERO-Long
@@ -25,7 +26,8 @@ def test_installed_with_assets_and_every_suite_listed():
     assert libero_adapter.available()
     assert libero_adapter.check_assets() == []  # every file of the five asset wheels, linked where LIBERO loads them
     names = sims.list_tasks("libero")
-    for suite, n in (("libero_spatial", 10), ("libero_object", 10), ("libero_goal", 10), ("libero_10", 10), ("libero_90", 90)):
+    for suite, n in (("libero_spatial", 10), ("libero_object", 10), ("libero_goal", 10), ("libero_10", 10),
+                     ("libero_90", 90)):
         assert sum(t.startswith(f"libero/{suite}/") for t in names) == n
     with pytest.raises(ValueError, match="libero/<suite>/<index>"):
         sims.make("libero/libero_nope/0")
@@ -50,7 +52,8 @@ def test_suite_task_reset_step_render(suite, index, language):
         assert info["step"] == 2 and not info["success"] and not info["failed"] and reward == 0.0 and not terminated
         # the same init_seed is the same initial state (robot, objects and the fixtures LIBERO samples), another is not
         a, _ = env.reset(options={"init_seed": 3})
-        np.testing.assert_array_equal(a["images"]["agentview"], env.reset(options={"init_seed": 3})[0]["images"]["agentview"])
+        np.testing.assert_array_equal(a["images"]["agentview"],
+                                      env.reset(options={"init_seed": 3})[0]["images"]["agentview"])
         b, _ = env.reset(options={"init_seed": 4})
         assert np.abs(a["images"]["agentview"].astype(int) - b["images"]["agentview"]).max() > 0
     finally:

@@ -95,7 +95,8 @@ def test_reset_mask_and_errors(venv):
 def test_images_batched(can_render):
     if not can_render:
         pytest.skip("no headless OpenGL backend")
-    v = sims.VectorEnv(["tabletop/stack", "tabletop/pick_place"], env_kwargs={"image_size": 32, "cameras": ("agentview", "wrist")})
+    v = sims.VectorEnv(["tabletop/stack", "tabletop/pick_place"],
+                       env_kwargs={"image_size": 32, "cameras": ("agentview", "wrist")})
     try:
         obs, info = v.reset(seed=0)
         assert obs["images"]["agentview"].shape == (2, 32, 32, 3) and obs["images"]["wrist"].dtype == np.uint8

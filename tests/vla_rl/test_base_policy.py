@@ -38,7 +38,8 @@ def test_from_pretrained_takes_runtime_keys_and_refuses_other_architectures(tmp_
 
 
 def test_sft_fine_tunes_a_base_keeping_its_vocabulary_and_normalization(tmp_path):
-    cfg = load_config(VLARLConfig, "configs/vla/tabletop_reach.yaml", TINY + [f"output_dir={tmp_path / 'a'}", "rl.iterations=0"])
+    cfg = load_config(VLARLConfig, "configs/vla/tabletop_reach.yaml",
+                      TINY + [f"output_dir={tmp_path / 'a'}", "rl.iterations=0"])
     first = VLARLTrainer(cfg, quiet=True).train()["policy"]
     first.tokenizer = WordTokenizer(first.tokenizer.vocab + ["zebra"])  # a base with a word the run never sees
     first.text_embed = torch.nn.Embedding(len(first.tokenizer), first.cfg.text_dim, padding_idx=0)

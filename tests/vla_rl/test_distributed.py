@@ -84,7 +84,8 @@ def test_two_processes_match_one_process_and_resume_in_one(tmp_path):
     r1, r2 = _rl_rows(tmp_path / "one")[:2], _rl_rows(tmp_path / "two")
     assert len(r2) == 2  # rank 0 alone logs
     for x, y in zip(r1, r2):
-        for k in ("loss/loss", "loss/rows", "reward/mean", "rollout/success_rate", "rollout/env_steps", "loss/clip_frac"):
+        for k in ("loss/loss", "loss/rows", "reward/mean", "rollout/success_rate", "rollout/env_steps",
+                  "loss/clip_frac"):
             assert y.get(k) == pytest.approx(x.get(k), abs=1e-5), k
     assert "loss/loss" in r2[1]
     # the 2-process checkpoint resumes in one process and lands where the 1-process run did
@@ -124,7 +125,8 @@ def test_sigterm_under_torchrun_stops_every_rank_after_the_same_iteration(tmp_pa
     """torchrun forwards SIGTERM to both workers; they agree on the iteration to stop after, rank 0 saves once, and the
     checkpoint resumes in one process. (torchrun itself exits non-zero: its agent re-raises the signal.)"""
     out = tmp_path / "t"
-    over = [f"output_dir={out}", "sft.steps=5", "env.max_episode_steps=8", "rl.iterations=100000", "rl.save_every=100000"]
+    over = [f"output_dir={out}", "sft.steps=5", "env.max_episode_steps=8", "rl.iterations=100000",
+            "rl.save_every=100000"]
     sigterm_two_ranks("vla_rl.cli", ["train", CONFIG, *TINY, *over], out, _rl_rows, ENV, ROOT)
     k = load_checkpoint(out / "checkpoints")["trainer"]["iteration"]
     assert k >= 2 and len(_rl_rows(out)) == k

@@ -67,7 +67,7 @@ def test_simulator_that_raises_fails_its_episode_and_is_replaced():
     broken = pool.get("tabletop/reach", 3)[1]
     step = broken.step
 
-    def crash(action, _n=[0]):
+    def crash(action, _n=[0]):  # noqa: B006  (the list is the call counter, shared across calls on purpose)
         _n[0] += 1
         if _n[0] == 3:
             raise RuntimeError("injected simulator crash")
@@ -92,7 +92,8 @@ def test_iteration_without_signal_leaves_the_weights_alone(tmp_path):
     tr = _trainer(tmp_path, "rl.iterations=2")
     orig, calls, snap = tr.rewards, [0], {}
 
-    def rewards(batch, specs=None):  # iteration 0: distinct rewards (signal); iteration 1: all equal (every advantage is 0)
+    # iteration 0: distinct rewards (signal); iteration 1: all equal (every advantage is 0)
+    def rewards(batch, specs=None):
         out = orig(batch, specs)
         if calls[0] == 1:
             snap["w"] = {k: v.clone() for k, v in tr.policy.state_dict().items()}

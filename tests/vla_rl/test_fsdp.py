@@ -1,6 +1,7 @@
 """``vla-rl train`` scale-out options: ``dist.strategy=fsdp`` (FSDP2 on CPU/gloo) with 2 processes matches 1 process
 (hence 2-process DDP, which test_distributed pins to 1 process at the same tolerance), its full checkpoint resumes
-sharded (Adam state sharded onto the ranks) and in 1 process; ``rl.grad_accum`` (micro-batches, one optimizer step per minibatch) gives the update of no accumulation.
+sharded (Adam state sharded onto the ranks) and in 1 process; ``rl.grad_accum`` (micro-batches, one optimizer step per
+minibatch) gives the update of no accumulation.
 
 The tiny config (test_distributed.TINY) splits 6 episodes 3/3 over the ranks with minibatches of 8 global rows, so a
 rank often holds fewer rows of a minibatch than the other and, with ``rl.grad_accum=4``, empty micro-batches: under
@@ -28,11 +29,13 @@ def test_fsdp_two_processes_match_one_process_grad_accum_and_resume_in_one(tmp_p
     for step in (1, 2):
         a, b = _ck(tmp_path / "one", step), _ck(tmp_path / "two", step)
         assert b["config"]["dist"]["strategy"] == "fsdp"
-        torch.testing.assert_close(b["last_iteration"]["advantages"], a["last_iteration"]["advantages"], atol=1e-5, rtol=1e-5)
+        torch.testing.assert_close(b["last_iteration"]["advantages"], a["last_iteration"]["advantages"], atol=1e-5,
+                                   rtol=1e-5)
         assert_same_weights(b["model"], a["model"], f"after iteration {step}")
         # the optimizer state is gathered FULL, in the unsharded optimizer.state_dict() format
         assert b["optimizer"]["state"].keys() == a["optimizer"]["state"].keys()
-        assert [g["params"] for g in b["optimizer"]["param_groups"]] == [g["params"] for g in a["optimizer"]["param_groups"]]
+        assert [g["params"] for g in b["optimizer"]["param_groups"]] == [g["params"]
+                                                                         for g in a["optimizer"]["param_groups"]]
         for k, v in a["optimizer"]["state"].items():
             torch.testing.assert_close(b["optimizer"]["state"][k]["exp_avg"], v["exp_avg"], atol=1e-5, rtol=1e-4)
             torch.testing.assert_close(b["optimizer"]["state"][k]["exp_avg_sq"], v["exp_avg_sq"], atol=1e-8, rtol=1e-4)
@@ -58,7 +61,8 @@ def test_fsdp_two_processes_match_one_process_grad_accum_and_resume_in_one(tmp_p
     n_rows = len(_rl_rows(tmp_path / "one"))
     res = VLARLTrainer(_cfg(tmp_path / "one", "rl.iterations=2", "rl.grad_accum=3"), quiet=True).train()
     assert res["resumed"] and res["iterations"] == 2
-    assert_same_weights(_ck(tmp_path / "one", 2)["model"], load_checkpoint(ref / "step_000002")["model"], "with rl.grad_accum=3")
+    assert_same_weights(_ck(tmp_path / "one", 2)["model"], load_checkpoint(ref / "step_000002")["model"],
+                        "with rl.grad_accum=3")
     x, y = _rl_rows(tmp_path / "one")[1], _rl_rows(tmp_path / "one")[n_rows]
     assert y["loss/rows"] == x["loss/rows"] > 0
     for k in ("loss/loss", "loss/clip_frac", "loss/grad_norm"):

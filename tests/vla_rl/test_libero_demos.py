@@ -8,6 +8,7 @@ import numpy as np
 import sims
 from vla_rl.demos import load_demo_file
 from vla_rl.libero_demos import convert, replay_libero_file, task_index
+
 from ..libero_scene import place_bowl_over_plate
 
 TASK = "libero/libero_spatial/0"
@@ -49,7 +50,8 @@ def _record_libero_file(path):
         g.create_dataset("actions", data=np.stack(actions).astype(np.float64))
         g.create_dataset("states", data=np.stack(states))
         g.create_dataset("obs/ee_pos", data=np.stack([o["state"][:3] for o in seen]).astype(np.float64))
-        g.create_dataset("obs/ee_ori", data=np.stack([_quat2axisangle(o["state"][3:7].astype(np.float64)) for o in seen]))
+        g.create_dataset("obs/ee_ori", data=np.stack([_quat2axisangle(o["state"][3:7].astype(np.float64))
+                                                      for o in seen]))
         g.create_dataset("obs/gripper_states", data=np.stack([o["state"][7:9] for o in seen]).astype(np.float64))
         g.create_dataset("obs/agentview_rgb", data=np.stack([o["images"]["agentview"][::-1] for o in seen]))
         g.create_dataset("obs/eye_in_hand_rgb", data=np.stack([o["images"]["wrist"][::-1] for o in seen]))
@@ -78,5 +80,6 @@ def test_convert_and_replay_a_libero_file_made_here(tmp_path):
     assert set(r.images) == {"agentview"} and len(r.actions) == len(seen)
     np.testing.assert_allclose(r.state, want, atol=1e-5)
     np.testing.assert_array_equal(r.images["agentview"], d.images["agentview"])
-    out2 = convert(tmp_path / "replayed.hdf5", [(TASK, src)], replay=True, env_kwargs={"image_size": 32, "cameras": ["agentview"]})
+    out2 = convert(tmp_path / "replayed.hdf5", [(TASK, src)], replay=True,
+                   env_kwargs={"image_size": 32, "cameras": ["agentview"]})
     assert len(load_demo_file(out2, ["agentview"])) == 1

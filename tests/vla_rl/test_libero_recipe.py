@@ -15,6 +15,7 @@ from vla_rl.cli import main as cli_main
 from vla_rl.demos import save_demo_file
 from vla_rl.sft import Demo
 from vla_rl.trainer import VLARLConfig, VLARLTrainer
+
 from ..libero_scene import place_bowl_over_plate
 
 TASK = "libero/libero_spatial/0"
@@ -44,7 +45,8 @@ def test_libero_spatial_recipe_trains_and_evaluates(tmp_path, capsys):
     out = tmp_path / "run"
     demos = _demo_file(tmp_path / "demos.hdf5")
     tiny = [f"output_dir={out}", f"sft.demo_path={demos}", "sft.demos_per_task=1", "sft.steps=3", "sft.batch_size=8",
-            "env.max_episode_steps=6", "env.kwargs={image_size: 32, cameras: [agentview, wrist], max_steps: 6, settle_steps: 0}",
+            "env.max_episode_steps=6", "env.kwargs={image_size: 32, cameras: [agentview, wrist], max_steps: 6, "
+                                       "settle_steps: 0}",
             "policy.image_size=32", "rl.iterations=1", "grpo.group_size=2", "rl.eval_episodes=1", "rl.eval_every=0",
             "rl.num_videos=1", "rl.minibatch_size=8", "rl.success_band=[-0.5,1.5]", "srpo.num_frames=3",
             "srpo.frame_size=32"]
@@ -56,7 +58,8 @@ def test_libero_spatial_recipe_trains_and_evaluates(tmp_path, capsys):
     assert list((out / "checkpoints").glob("step_*"))
     # an untrained policy fails both episodes: equal SRPO rewards, no advantage, the update has no rows. A second
     # iteration (resumed from that checkpoint) with distinct rewards takes its optimizer step on LIBERO's rollouts.
-    tr = VLARLTrainer(load_config(VLARLConfig, "configs/vla/libero_spatial.yaml", tiny + ["rl.iterations=2"]), quiet=True)
+    tr = VLARLTrainer(load_config(VLARLConfig, "configs/vla/libero_spatial.yaml", tiny + ["rl.iterations=2"]),
+                      quiet=True)
     orig, seen = tr.rewards, []
 
     def rewards(batch, specs=None):

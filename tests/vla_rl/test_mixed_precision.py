@@ -15,7 +15,8 @@ from vla_rl.trainer import VLARLConfig, VLARLTrainer
 from .test_heads_policy import make_batch, make_policy
 from .test_trainer_e2e import TINY
 
-# measured on CPU (torch 2.13, OMP_NUM_THREADS=1; oneDNN bf16 GEMMs accumulate in fp32 and round the output to bf16): the
+# measured on CPU (torch 2.13, OMP_NUM_THREADS=1; oneDNN bf16 GEMMs accumulate in fp32 and round the output to bf16):
+# the
 # recomputation over other minibatch compositions (single rows, shuffled minibatches, the whole batch) reproduced
 # the rollout's log-probs bit for bit, max |ratio - 1| = 0, for the flow head (noise_mode all / one) and the Gaussian
 # head, here and on the trainer's rollouts (71 decision points; also the 2-process FSDP update at lr 0: ratio 1.0,
@@ -33,7 +34,7 @@ def test_bad_value_and_diffusion_rejects_bf16():
         DistConfig(mixed_precision="fp16")
     with pytest.raises(ValueError, match="must be one of"):
         make_policy().set_mixed_precision("bfloat16")
-    from diffusion_rl.trainer import DiffusionRLConfig, DiffusionGRPOTrainer
+    from diffusion_rl.trainer import DiffusionGRPOTrainer, DiffusionRLConfig
 
     cfg = DiffusionRLConfig()
     cfg.dist.mixed_precision = "bf16"
@@ -59,7 +60,8 @@ def test_bf16_forward_fp32_logprobs_and_exact_recompute(head, mode):
     assert s.logp.dtype == s.actions.dtype == torch.float32
     assert not torch.equal(s.actions, a.actions)  # bf16 changes the numerics (it is not silently off)
     worst = 0.0
-    for idx in [torch.arange(8), torch.tensor([7, 2, 5]), torch.tensor([0, 1, 3, 4, 6])] + list(torch.arange(8)[:, None]):
+    for idx in [torch.arange(8), torch.tensor([7, 2, 5]),
+                torch.tensor([0, 1, 3, 4, 6])] + list(torch.arange(8)[:, None]):
         lp = p.chunk_log_prob(_sub(batch, idx), {k: v[idx] for k, v in s.record.items()})
         assert lp.logp.dtype == torch.float32
         worst = max(worst, float((lp.logp.detach() - s.logp[idx]).exp().sub(1).abs()[s.step_mask[idx]].max()))
@@ -114,4 +116,5 @@ def test_bf16_training_run(tmp_path):
     assert math.isfinite(st["loss/loss"]) and math.isfinite(st["loss/grad_norm"]) and st["loss/grad_norm"] > 0
     assert any(not torch.equal(before[k], v) for k, v in tr.policy.state_dict().items())
     assert all(p.dtype == torch.float32 for p in tr.policy.parameters())
-    assert all(v.dtype == torch.float32 for s in tr.optimizer.state.values() for v in s.values() if v.is_floating_point())
+    assert all(v.dtype == torch.float32 for s in tr.optimizer.state.values() for v in s.values()
+               if v.is_floating_point())

@@ -16,7 +16,8 @@ from .test_trainer_e2e import TINY
 
 def _trainer(tmp_path, action="warn", tol=1e-4):
     cfg = load_config(VLARLConfig, "configs/vla/tabletop_reach.yaml",
-                      TINY + [f"output_dir={tmp_path / 'run'}", "rl.iterations=1", "rl.reward=binary", "rl.save_every=100",
+                      TINY + [f"output_dir={tmp_path / 'run'}", "rl.iterations=1", "rl.reward=binary",
+                              "rl.save_every=100",
                               f"rl.onpolicy_action={action}", f"rl.onpolicy_tol={tol}", "rl.num_videos=0"])
     tr = VLARLTrainer(cfg, quiet=True)
     orig = tr.rewards

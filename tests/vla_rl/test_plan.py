@@ -44,7 +44,8 @@ def test_smolvla_plan_counts_the_published_size(capsys):
     total, trained = _smolvla_hand_count()
     assert f"parameters (meta device): {total / 1e6:.3f} M, trained {trained / 1e6:.3f} M" in out
     assert abs(total / 1e9 - SMOLVLA_PUBLISHED) <= 0.01 * SMOLVLA_PUBLISHED  # "450M parameters" (SmolVLA paper)
-    for row in ("ddp    1 GPU(s)", "ddp    8 GPU(s)", "fsdp   8 GPU(s)  n/a"):  # fsdp: train_expert_only freezes the VLM
+    # fsdp: train_expert_only freezes the VLM
+    for row in ("ddp    1 GPU(s)", "ddp    8 GPU(s)", "fsdp   8 GPU(s)  n/a"):
         assert row in out
     assert "s/iter on 8 GPU(s) at 494 TFLOP/s x 40% MFU" in out
     assert took < 90, took

@@ -36,7 +36,8 @@ def test_kinds_and_types():
 
 def test_yaml_selects_lerobot_kind(tmp_path):
     cfg = load_config(VLARLConfig, "configs/vla/smolvla_reach_one_cpu.yaml")
-    assert (cfg.policy.kind, cfg.policy.type) == ("lerobot", "smolvla") and cfg.policy.lerobot["vlm_model_name"] == "tiny"
+    assert (cfg.policy.kind, cfg.policy.type) == ("lerobot",
+                                                  "smolvla") and cfg.policy.lerobot["vlm_model_name"] == "tiny"
     with pytest.raises(ConfigError, match="pi1"):
         load_config(VLARLConfig, "configs/vla/smolvla_reach_one_cpu.yaml", ["policy.type=pi1"])
     # keys of the other kind do nothing, so they are refused

@@ -118,8 +118,8 @@ def test_libero_demo_files_convert_to_the_sft_layout(tmp_path):
 
     import h5py
 
-    from vla_rl.demos import load_demo_file
     from vla_rl.cli import main as cli_main
+    from vla_rl.demos import load_demo_file
 
     rng = np.random.default_rng(0)
     quats = rng.standard_normal((4, 3, 4))
@@ -143,7 +143,8 @@ def test_libero_demo_files_convert_to_the_sft_layout(tmp_path):
     out = tmp_path / "libero_spatial_demos.hdf5"
     assert cli_main(["libero-demos", str(out), *map(str, files), "--env-names", "libero/libero_spatial/0",
                      "libero/libero_spatial/1"]) == 0
-    assert cli_main(["libero-demos", str(tmp_path / "x.hdf5"), *map(str, files)]) == 2  # neither --suite nor --env-names
+    # neither --suite nor --env-names
+    assert cli_main(["libero-demos", str(tmp_path / "x.hdf5"), *map(str, files)]) == 2
     assert not (tmp_path / "x.hdf5").exists()
     demos = load_demo_file(out, ["agentview", "wrist"], per_task=1)
     assert [d.env_name for d in demos] == ["libero/libero_spatial/0", "libero/libero_spatial/1"]

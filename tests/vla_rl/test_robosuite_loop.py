@@ -28,8 +28,8 @@ def test_robosuite_lift_loop_tiny(tmp_path):
     import torch
 
     from grpo.config import load_config
-    from vla_rl.policy import SmallVLA
     from vla_rl.cli import main
+    from vla_rl.policy import SmallVLA
     from vla_rl.wm_loop import LoopConfig, run_loop
 
     assert main(["loop", CONFIG, "--dry-run"]) == 0

@@ -29,7 +29,8 @@ def test_policy_encoder_feeds_the_reward():
     g = torch.Generator().manual_seed(0)
     videos = [torch.randint(0, 256, (int(t), 32, 32, 3), dtype=torch.uint8, generator=g) for t in (4, 6, 5)]
     cfg = SRPOConfig(encoder="policy", num_frames=3, frame_size=32, min_samples=1)
-    out = SRPOReward(cfg, enc)(RewardBatch(videos=videos, metadata=episode_metadata(["t"] * 3, torch.tensor([1, 0, 0]))))
+    out = SRPOReward(cfg, enc)(RewardBatch(videos=videos,
+                                           metadata=episode_metadata(["t"] * 3, torch.tensor([1, 0, 0]))))
     assert out.total[0] == 1 and (out.total[1:] < 1).all() and (out.total[1:] >= 0).all()
 
 

@@ -18,10 +18,15 @@ from tests.strict_device import strict_device
 from world_models.data import StatePredictor, collect_sans, predict_states, state_predictor_error, train_state_predictor
 from world_models.encoders import SmallEncoderConfig, SmallVideoEncoder, train_small_encoder
 from world_models.eva_alignment import ConditionTable, EVAVideoReward, alignment_report, calibrate_on_pretrained
-from world_models.idm import IDMConfig, InverseDynamicsModel, idm_action_error, train_idm
 from world_models.fit import ModelsConfig, imagined_success_samples, world_model_report
-from world_models.video_wm import VideoWorldModel, WorldModelConfig, train_success_head, train_world_model, \
-    world_model_metrics
+from world_models.idm import IDMConfig, InverseDynamicsModel, idm_action_error, train_idm
+from world_models.video_wm import (
+    VideoWorldModel,
+    WorldModelConfig,
+    train_success_head,
+    train_world_model,
+    world_model_metrics,
+)
 from world_models.windows import WindowSet, wm_windows
 from world_models.wm_env import StartPool, WorldModelEnv, WorldModelVecEnv
 
@@ -83,7 +88,8 @@ def _run_every_stage(reach, wm, sp, idm, enc) -> dict:
     out["env_rewards"] = [s[1] for s in env_steps] + [r[1] for r in batched]
 
     first = train.videos[:3, :1].expand(-1, 2, -1, -1, -1)
-    venv = WorldModelVecEnv(wm, first, train.instructions[:3], num_envs=2, state_model=sp, start_states=train.state[:3, 0])
+    venv = WorldModelVecEnv(wm, first, train.instructions[:3], num_envs=2, state_model=sp,
+                            start_states=train.state[:3, 0])
     vobs, _ = venv.reset(seed=0)
     vobs, vrew, *_ = venv.step(np.full((2, 2, 4), 0.3, np.float32))
     out["vec"] = (vobs, vrew)

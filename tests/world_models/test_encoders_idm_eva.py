@@ -1,9 +1,23 @@
 import pytest
 import torch
 
-from rewards.eva import EVAConfig, EVAReward, EmbodimentLimits, calibrate_p0, eva_reward_from_penalty, executability_penalty
-from world_models.encoders import (DinoV2Encoder, SmallEncoderConfig, SmallVideoEncoder, VJEPA2Encoder, build_encoder,
-                                   time_contrastive_loss, train_small_encoder)
+from rewards.eva import (
+    EmbodimentLimits,
+    EVAConfig,
+    EVAReward,
+    calibrate_p0,
+    eva_reward_from_penalty,
+    executability_penalty,
+)
+from world_models.encoders import (
+    DinoV2Encoder,
+    SmallEncoderConfig,
+    SmallVideoEncoder,
+    VJEPA2Encoder,
+    build_encoder,
+    time_contrastive_loss,
+    train_small_encoder,
+)
 from world_models.idm import IDMConfig, InverseDynamicsModel, idm_action_error, train_idm
 
 
@@ -47,7 +61,8 @@ def test_transformers_encoders_from_local_tiny_weights(tmp_path):
                              pred_num_attention_heads=2, pred_num_mask_tokens=2)).save_pretrained(tmp_path / "vjepa")
     v, _ = moving_square_videos(2, 5)
     dino = build_encoder("dinov2", str(tmp_path / "dino"))
-    assert isinstance(dino, DinoV2Encoder) and dino.encode(v).shape == (2, 32) and dino.encode_frames(v).shape == (2, 5, 32)
+    assert isinstance(dino, DinoV2Encoder) and dino.encode(v).shape == (2,
+                                                                        32) and dino.encode_frames(v).shape == (2, 5, 32)
     vj = build_encoder("vjepa2", str(tmp_path / "vjepa"))
     assert isinstance(vj, VJEPA2Encoder)
     assert vj.encode_frames(v[:, :3]).shape == (2, 2, 32)  # 3 frames padded to 4 -> 2 tubelets
@@ -124,7 +139,13 @@ def _render(actions: torch.Tensor, size: int = 32) -> torch.Tensor:
 def test_video_world_model_learns_and_env_is_deterministic():
     import numpy as np
 
-    from world_models.video_wm import VideoWorldModel, WorldModelConfig, train_world_model, window_dataset, world_model_metrics
+    from world_models.video_wm import (
+        VideoWorldModel,
+        WorldModelConfig,
+        train_world_model,
+        window_dataset,
+        world_model_metrics,
+    )
     from world_models.wm_env import WorldModelVecEnv
 
     torch.manual_seed(0)

@@ -4,8 +4,8 @@ grip-to-ball distance (no instruction grounding), and the loop's policy reads wh
 import pytest
 import torch
 
-from world_models.data import collect_sans
 from vla_rl.wm_loop import LoopConfig
+from world_models.data import collect_sans
 from world_models.fit import ModelsConfig, success_state_config
 from world_models.video_wm import VideoWorldModel, WorldModelConfig
 

@@ -110,7 +110,8 @@ def test_state_aware_head_beats_frames_only_on_imagined_frames(reach):
     accs = {}
     for name, extra in (("frames", {}), ("state", GROUND)):
         wm = VideoWorldModel(WorldModelConfig(**TINY_WM, reward_pool=1, **extra))
-        wm.load_state_dict({k: v for k, v in base.state_dict().items() if not k.startswith("success_head")}, strict=False)
+        wm.load_state_dict({k: v for k, v in base.state_dict().items() if not k.startswith("success_head")},
+                           strict=False)
         win = wm_windows(train, 2, 2, text_dim=wm.cfg.text_dim, state=bool(extra))
         imagined = imagined_success_samples(wm, train, rollouts=1, seed=1, steps=1, state_model=sp)
         train_success_head(wm, win, steps=STEPS, seed=0, imagined=imagined, imagined_fraction=0.5, augment=True,
@@ -147,7 +148,8 @@ def test_world_model_envs_feed_predicted_states(reach):
         o, *_ = env.step(np.array([0.5, 0.0, -0.2, 0.0], np.float32))
         states.append(o["state"])
     assert len(seen) == 2 and seen[0].shape == (1, 2, 18) and seen[1].shape == (1, 2, 18)
-    assert np.allclose(seen[0][0].numpy(), np.stack(states[:2])) and np.allclose(seen[1][0].numpy(), states[2])  # padded
+    # padded
+    assert np.allclose(seen[0][0].numpy(), np.stack(states[:2])) and np.allclose(seen[1][0].numpy(), states[2])
     start = torch.as_tensor(starts.frames[1]).permute(2, 0, 1).float() / 255
     assert all(torch.equal(r[0], start) for r in refs)  # grounding reads the real start frame, every chunk
     runs = []
@@ -161,7 +163,8 @@ def test_world_model_envs_feed_predicted_states(reach):
     first = train.videos[:4, :1].expand(-1, 2, -1, -1, -1)
     with pytest.raises(ValueError, match="start_states"):
         WorldModelVecEnv(wm, first, train.instructions[:4], num_envs=2)
-    venv = WorldModelVecEnv(wm, first, train.instructions[:4], num_envs=2, state_model=sp, start_states=train.state[:4, 0])
+    venv = WorldModelVecEnv(wm, first, train.instructions[:4], num_envs=2, state_model=sp,
+                            start_states=train.state[:4, 0])
     venv.reset(seed=0, options={"starts": [1, 3]})
     seen.clear()
     a = np.full((2, 2, 4), 0.3, np.float32)

@@ -7,8 +7,13 @@ import pytest
 import torch
 
 from world_models.data import collect_sans
-from world_models.video_wm import VideoWorldModel, WorldModelConfig, train_success_head, train_world_model, \
-    world_model_metrics
+from world_models.video_wm import (
+    VideoWorldModel,
+    WorldModelConfig,
+    train_success_head,
+    train_world_model,
+    world_model_metrics,
+)
 from world_models.windows import FrameBatch, WindowBatch, WindowSet, success_samples, wm_windows
 
 TINY_WM = dict(image_size=16, context_frames=2, chunk=2, action_dim=4, sampling_steps=2, layers=1, ffn_dim=32, patch=4)
@@ -16,7 +21,8 @@ TINY_WM = dict(image_size=16, context_frames=2, chunk=2, action_dim=4, sampling_
 
 @pytest.fixture(scope="module")
 def reach():
-    return collect_sans("tabletop/reach", {"success": 2, "near": 1, "failure": 1, "random": 1}, horizon=9, image_size=16,
+    return collect_sans("tabletop/reach", {"success": 2, "near": 1, "failure": 1, "random": 1}, horizon=9,
+                        image_size=16,
                         env_kwargs={"object_state": True})
 
 
@@ -75,7 +81,8 @@ def _equal(a, b) -> bool:
     """Equal tensors, or equal named batches (every entry equal, or None in both)."""
     if isinstance(a, torch.Tensor) or isinstance(b, torch.Tensor):
         return isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor) and torch.equal(a, b)
-    return type(a) is type(b) and all((x is None and y is None) or (x is not None and y is not None and torch.equal(x, y))
+    return type(a) is type(b) and all((x is None and y is None)
+                                      or (x is not None and y is not None and torch.equal(x, y))
                                       for x, y in zip(vars(a).values(), vars(b).values()))
 
 

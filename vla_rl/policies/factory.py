@@ -1,4 +1,5 @@
-"""``policy.kind`` + ``policy.type`` -> the policy class (LeRobot's ``make_policy`` pattern, ``lerobot/policies/factory.py``).
+"""``policy.kind`` + ``policy.type`` -> the policy class (LeRobot's ``make_policy`` pattern,
+``lerobot/policies/factory.py``).
 
     kind: builtin   type: small_vla (or empty)        vla_rl.policy.SmallVLA
     kind: lerobot   type: smolvla | pi0 | pi05        vla_rl.policies.lerobot.LeRobotVLA around LeRobot's policy class

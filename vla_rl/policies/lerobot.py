@@ -97,8 +97,8 @@ def require_openpi_transformers(kind: str) -> None:
     import transformers
 
     if importlib.util.find_spec("transformers.models.siglip.check") is None:
-        raise ValueError(f"policy.type={kind!r} needs openpi's patched transformers 4.53.3 (lerobot 0.4.4 checks for it; "
-                         f"this environment has transformers {transformers.__version__}): `make lerobot-pi` builds "
+        raise ValueError(f"policy.type={kind!r} needs openpi's patched transformers 4.53.3 (lerobot 0.4.4 checks for "
+                         f"it; this environment has transformers {transformers.__version__}): `make lerobot-pi` builds "
                          ".venv-lerobot-pi; run .venv-lerobot-pi/bin/vla-rl (docs/LEROBOT.md)")
 
 
@@ -116,9 +116,11 @@ def vla_features(cfg: PolicyConfig) -> dict[str, Any]:
     from lerobot.configs.types import FeatureType, NormalizationMode, PolicyFeature
 
     h = w = cfg.image_size
-    inputs = {IMAGE_PREFIX + c: PolicyFeature(FeatureType.VISUAL, (3, h, w)) for c in cfg.cameras} if cfg.use_images else {}
+    inputs = {IMAGE_PREFIX + c: PolicyFeature(FeatureType.VISUAL, (3, h, w))
+              for c in cfg.cameras} if cfg.use_images else {}
     inputs[STATE_KEY] = PolicyFeature(FeatureType.STATE, (cfg.state_dim,))
-    return {"input_features": inputs, "output_features": {"action": PolicyFeature(FeatureType.ACTION, (cfg.action_dim,))},
+    return {"input_features": inputs, "output_features": {"action": PolicyFeature(FeatureType.ACTION,
+                                                                                  (cfg.action_dim,))},
             "normalization_mapping": {"VISUAL": NormalizationMode.IDENTITY, "STATE": NormalizationMode.MEAN_STD,
                                       "ACTION": NormalizationMode.IDENTITY}}
 
@@ -141,7 +143,8 @@ def lerobot_config(cfg: PolicyConfig, overrides: dict[str, Any] | None = None):
     require_lerobot()
     C, _ = lerobot_classes(cfg.type)
     kw: dict[str, Any] = dict(**vla_features(cfg),
-                              chunk_size=cfg.chunk_size, n_action_steps=cfg.n_action_steps, num_steps=cfg.flow.num_steps,
+                              chunk_size=cfg.chunk_size, n_action_steps=cfg.n_action_steps,
+                              num_steps=cfg.flow.num_steps,
                               num_inference_steps=cfg.flow.num_steps, device="cpu", push_to_hub=False)
     fields = {f.name for f in __import__("dataclasses").fields(C)}
     for k, v in (overrides or {}).items():
@@ -151,8 +154,9 @@ def lerobot_config(cfg: PolicyConfig, overrides: dict[str, Any] | None = None):
     if cfg.type == "pi05" and kw.get("max_state_dim", 32) != 32:
         # lerobot 0.4.4's pi0.5 pads the state to max_state_dim before writing it into the prompt, but its saved
         # processor (Pi05PrepareStateTokenizerProcessorStep) does not store the value: reloaded, it pads to 32
-        raise ValueError(f"policy.lerobot.max_state_dim={kw['max_state_dim']}: lerobot 0.4.4 reloads a pi0.5's processor "
-                         "with 32 (it does not save the value), so a saved pi05 would tokenize another prompt; leave it 32")
+        raise ValueError(f"policy.lerobot.max_state_dim={kw['max_state_dim']}: lerobot 0.4.4 reloads a pi0.5's "
+                         "processor with 32 (it does not save the value), so a saved pi05 would tokenize another "
+                         "prompt; leave it 32")
     return C(**{k: v for k, v in kw.items() if k in fields})
 
 
@@ -189,7 +193,8 @@ class LeRobotVLA(nn.Module):
     def __init__(self, cfg: PolicyConfig, policy: nn.Module, processors: tuple[Any, Any] | None = None):
         super().__init__()
         if cfg.head != "flow":
-            raise ValueError(f"policy.kind=lerobot drives LeRobot's flow-matching policies; policy.head={cfg.head!r} must be 'flow'")
+            raise ValueError(f"policy.kind=lerobot drives LeRobot's flow-matching policies; policy.head={cfg.head!r} "
+                             "must be 'flow'")
         self.cfg = cfg
         self.policy = policy  # the LeRobot PreTrainedPolicy (a submodule: parameters, state_dict, .to())
         self.register_buffer("state_mean", torch.zeros(cfg.state_dim))
@@ -328,7 +333,8 @@ class LeRobotVLA(nn.Module):
     @torch.no_grad()
     def select_action(self, batch: dict, stochastic: bool = False, generator: Generators = None) -> torch.Tensor:
         if not self._queue:
-            self._queue.extend(self.predict_action_chunk(batch, stochastic, generator)[:, : self.cfg.n_action_steps].transpose(0, 1))
+            self._queue.extend(self.predict_action_chunk(batch, stochastic, generator)[:,
+                                                                                       : self.cfg.n_action_steps].transpose(0, 1))
         return self._queue.popleft()
 
     def forward(self, batch: dict) -> tuple[torch.Tensor, dict]:
@@ -346,7 +352,8 @@ class LeRobotVLA(nn.Module):
         return dict(kind=f.sde_kind, eta=f.eta, sigma_max=float(self.sigmas[1]),
                     reduce=f.logprob_reduce)
 
-    def _run(self, batch: dict, noise: torch.Tensor, step_fn: Callable[[int, torch.Tensor, torch.Tensor], torch.Tensor]) -> None:
+    def _run(self, batch: dict, noise: torch.Tensor,
+             step_fn: Callable[[int, torch.Tensor, torch.Tensor], torch.Tensor]) -> None:
         """LeRobot's chunk sampling from ``noise`` with ``denoise_step`` wrapped; ``step_fn(i, x_t, v) -> x_next``."""
         model = self.policy.model
         orig = model.denoise_step
@@ -410,7 +417,8 @@ class LeRobotVLA(nn.Module):
                 m &= j == i
             s, sn = self.sigmas[i], self.sigmas[i + 1]
             ode = x_t.float() + v.float() * (sn - s)
-            out = sde_step(v.float(), x_t.float(), s, sn, noise=_randn(tuple(x_t.shape), generator, dev), **self._sde_kwargs())
+            out = sde_step(v.float(), x_t.float(), s, sn, noise=_randn(tuple(x_t.shape), generator, dev),
+                           **self._sde_kwargs())
             x_next = torch.where(m[:, None, None], out.prev_sample, ode)
             chain.append(x_next.clone())
             logps.append(torch.where(m, out.log_prob, torch.zeros_like(out.log_prob)))
@@ -430,12 +438,14 @@ class LeRobotVLA(nn.Module):
 
         def step(i: int, x_t: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
             target = chain[:, i + 1].to(x_t.device)
-            out = sde_step(v.float(), x_t.float(), self.sigmas[i], self.sigmas[i + 1], prev_sample=target, **self._sde_kwargs())
+            out = sde_step(v.float(), x_t.float(), self.sigmas[i], self.sigmas[i + 1], prev_sample=target,
+                           **self._sde_kwargs())
             logps.append(torch.where(mask[:, i], out.log_prob, torch.zeros_like(out.log_prob)))
             means.append(out.mean)
             sd = torch.as_tensor(out.std, device=x_t.device).float()
             stds.append(sd.reshape(-1, 1, 1).expand(x_t.shape[0], 1, 1) if sd.numel() in (1, x_t.shape[0]) else sd)
-            kd = torch.as_tensor(out.std_dev_t, device=x_t.device).float()  # Flow-GRPO's KL scale (grpo.loss.flow_kl_scale)
+            # Flow-GRPO's KL scale (grpo.loss.flow_kl_scale)
+            kd = torch.as_tensor(out.std_dev_t, device=x_t.device).float()
             kl_stds.append(kd.reshape(-1, 1, 1).expand(x_t.shape[0], 1, 1) if kd.numel() in (1, x_t.shape[0]) else kd)
             return target
 

@@ -16,7 +16,8 @@ import json
 from pathlib import Path
 from typing import Iterable
 
-from ..tokenizer import BASE_WORDS, words as split_words
+from ..tokenizer import BASE_WORDS
+from ..tokenizer import words as split_words
 
 # the special tokens SmolVLMProcessor looks up on its tokenizer (transformers' processing_smolvlm)
 SPECIAL_TOKENS = ["<pad>", "<unk>", "<|im_start|>", "<end_of_utterance>", "<image>", "<fake_token_around_image>",
@@ -62,11 +63,13 @@ def write_tiny_smolvlm(path: str | Path, words: Iterable[str] = (), hidden: int 
     tok.pre_tokenizer = pre_tokenizers.Whitespace()
     fast = PreTrainedTokenizerFast(tokenizer_object=tok, pad_token="<pad>", unk_token="<unk>",
                                    additional_special_tokens=SPECIAL_TOKENS[2:],
-                                   extra_special_tokens={"image_token": "<image>", "fake_image_token": "<fake_token_around_image>",
+                                   extra_special_tokens={"image_token": "<image>",
+                                                         "fake_image_token": "<fake_token_around_image>",
                                                          "global_image_token": "<global-img>", "video_token": "<video>",
                                                          "end_of_utterance_token": "<end_of_utterance>"})
     fast.save_pretrained(str(path))
-    (path / "config.json").write_text(json.dumps(tiny_smolvlm_config(len(vocab), hidden, layers, image_size, patch_size), indent=1))
+    (path / "config.json").write_text(json.dumps(tiny_smolvlm_config(len(vocab), hidden, layers, image_size,
+                                                                     patch_size), indent=1))
     (path / "preprocessor_config.json").write_text(json.dumps({
         "image_processor_type": "SmolVLMImageProcessor", "processor_class": "SmolVLMProcessor",
         "do_resize": True, "size": {"longest_edge": image_size}, "do_image_splitting": False,

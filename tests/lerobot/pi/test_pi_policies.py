@@ -22,13 +22,14 @@ TASK = "reach the red ball"
 
 
 def tiny_overrides(kind):
-    """policy.lerobot of a toy pi0 / pi0.5. pi0.5 keeps LeRobot's max_state_dim 32 (its reloaded processor pads the state
-    to 32 whatever the config says), so its prompt is "Task: ..., State: <32 numbers>;\nAction: ", 44 tokens."""
+    """policy.lerobot of a toy pi0 / pi0.5. pi0.5 keeps LeRobot's max_state_dim 32 (its reloaded processor pads the
+    state to 32 whatever the config says), so its prompt is "Task: ..., State: <32 numbers>;\nAction: ", 44 tokens."""
     return {**TINY, "max_state_dim": 8, "tokenizer_max_length": 16} if kind == "pi0" else {**TINY, "tokenizer_max_length": 48}
 
 
 def tiny_pi(kind, tmp, **kw):
-    cfg = PolicyConfig(kind="lerobot", type=kind, lerobot=tiny_overrides(kind), state_dim=8, action_dim=4, cameras=["agentview"],
+    cfg = PolicyConfig(kind="lerobot", type=kind, lerobot=tiny_overrides(kind), state_dim=8, action_dim=4,
+                       cameras=["agentview"],
                        image_size=32, chunk_size=4, n_action_steps=4, **kw)
     cfg.flow.num_steps = 4
     torch.manual_seed(0)
@@ -43,7 +44,8 @@ def _batch(b=3, seed=0):
 
 def _lerobot_batch(batch):
     """What lerobot's own processors take: float CHW images in [0, 1]."""
-    return {k: (v.permute(0, 3, 1, 2).float() / 255 if k.startswith("observation.images") else v) for k, v in batch.items()}
+    return {k: (v.permute(0, 3, 1, 2).float() / 255 if k.startswith("observation.images") else v)
+            for k, v in batch.items()}
 
 
 @pytest.mark.parametrize("kind", TYPES)
@@ -128,7 +130,8 @@ def test_saved_in_lerobot_layout_and_reloaded_by_lerobot_to_equal_actions(tmp_pa
     def g():
         return torch.Generator().manual_seed(7)
 
-    torch.testing.assert_close(again.predict_action_chunk(batch, generator=g()), pol.predict_action_chunk(batch, generator=g()),
+    torch.testing.assert_close(again.predict_action_chunk(batch, generator=g()),
+                               pol.predict_action_chunk(batch, generator=g()),
                                atol=0, rtol=0)
     # --dry-run's memory line reads the checkpoint's size from its safetensors header (VLM: .paligemma. modules)
     cfg = pol.cfg
@@ -143,11 +146,13 @@ def test_saved_in_lerobot_layout_and_reloaded_by_lerobot_to_equal_actions(tmp_pa
 
 @pytest.mark.parametrize("kind", TYPES)
 def test_another_robots_checkpoint_is_fine_tuned_on_this_envs_features(tmp_path, kind):
-    """policy.path at a checkpoint with other cameras / state / action (pi0_base's base_0_rgb, 32-dim state): its weights
-    with this env's features (LeRobot's make_policy(cfg, ds_meta) on a dataset does the same), vla-rl's processors."""
+    """policy.path at a checkpoint with other cameras / state / action (pi0_base's base_0_rgb, 32-dim state): its
+    weights with this env's features (LeRobot's make_policy(cfg, ds_meta) on a dataset does the same), vla-rl's
+    processors."""
     from safetensors.torch import load_file
 
-    src = PolicyConfig(kind="lerobot", type=kind, lerobot=tiny_overrides(kind), state_dim=6, action_dim=3, cameras=["base_0_rgb"],
+    src = PolicyConfig(kind="lerobot", type=kind, lerobot=tiny_overrides(kind), state_dim=6, action_dim=3,
+                       cameras=["base_0_rgb"],
                        image_size=48, chunk_size=4, n_action_steps=4)
     torch.manual_seed(1)
     ckpt = make_policy(src, [TASK], workdir=tmp_path / "base").save_pretrained(tmp_path / "base" / "ckpt")
@@ -184,11 +189,12 @@ def test_sft_and_one_grpo_srpo_iteration_of_the_trainer(tmp_path, kind):
     from vla_rl.trainer import VLARLConfig, VLARLTrainer
 
     out = tmp_path / "run"
-    over = ["env.tasks=[tabletop/reach_one]", "env.max_episode_steps=8", "env.kwargs={image_size: 32, cameras: [agentview]}",
+    over = ["env.tasks=[tabletop/reach_one]", "env.max_episode_steps=8",
+            "env.kwargs={image_size: 32, cameras: [agentview]}",
             "env.video_camera=agentview", "policy.kind=lerobot", f"policy.type={kind}", "policy.cameras=[agentview]",
             "policy.image_size=32", "policy.chunk_size=4", "policy.n_action_steps=4", "policy.flow.num_steps=3",
-            ("policy.lerobot={paligemma_variant: tiny_vlm, action_expert_variant: tiny_expert, image_resolution: [32, 32], "
-             f"tokenizer_max_length: {tiny_overrides(kind)['tokenizer_max_length']}}}"),
+            ("policy.lerobot={paligemma_variant: tiny_vlm, action_expert_variant: tiny_expert, image_resolution: [32, "
+             f"32], tokenizer_max_length: {tiny_overrides(kind)['tokenizer_max_length']}}}"),
             "sft.demos_per_task=1", "sft.steps=3", "sft.batch_size=4", "rl.iterations=1", "rl.groups_per_task=2",
             "grpo.group_size=3", "rl.eval_episodes=1", "rl.num_videos=0", "rl.minibatch_size=256", "rl.inner_epochs=1",
             "rl.success_band=[-0.5,1.5]", "rl.reward=srpo", "srpo.num_frames=3", "srpo.frame_size=32", "device=cpu",
