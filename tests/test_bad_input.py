@@ -68,6 +68,8 @@ def assets(tmp_path_factory):
     (a / "prev_export").mkdir()
     (a / "prev_export" / "export.json").write_text("{}\n")
     (a / "a_dir.yaml").mkdir()
+    (a / "metrics_only").mkdir()
+    (a / "metrics_only" / "metrics.jsonl").write_text('{"step": 0, "time": 0.0, "reward/mean": 0.1}\n')
     return a
 
 
@@ -186,6 +188,10 @@ CASES = {
     "d-export-into-run": ("diffusion_rl.cli", ["export", "{drun}", "{drun}/exported"], [], ["{drun}/exported", "inside the run"]),
     "d-export-existing": ("diffusion_rl.cli", ["export", "{drun}", "{assets}/prev_export"], [],
                           ["{assets}/prev_export", "already holds an export", "--force"]),
+    "d-report-existing": ("diffusion_rl.cli", ["report", "{drun}", "--out", "{assets}/old.hdf5"], [],
+                          ["{assets}/old.hdf5", "already exists", "--force"]),
+    "v-report-existing": ("vla_rl.cli", ["report", "{assets}/metrics_only", "--out", "{assets}/old.hdf5"], [],
+                          ["{assets}/old.hdf5", "already exists", "--force"]),
     "d-export-unwritable": ("diffusion_rl.cli", ["export", "{drun}", "{assets}/a_file/exp"], [], ["{assets}/a_file/exp"]),
     "p-zero-steps": ("diffusion_rl.cli", ["pretrain-shapes", "--out", "{assets}/ps", "--steps", "0"], [], ["steps", "0"]),
     "p-neg-size": ("diffusion_rl.cli", ["pretrain-shapes", "--out", "{assets}/ps", "--size", "-8"], [], ["--size", "-8"]),
