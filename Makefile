@@ -144,7 +144,7 @@ bench: install
 WHEELHOUSE              ?= wheelhouse
 PYTHON_VERSION          ?= 311
 PLATFORM                ?= manylinux_2_28_x86_64
-WHEELHOUSE_EXTRAS       ?= test,gpu
+WHEELHOUSE_EXTRAS       ?= test
 WHEELHOUSE_EXCLUDE      ?= torch
 WHEELHOUSE_RESOLVE_WITH ?=
 .PHONY: wheelhouse gpu-check

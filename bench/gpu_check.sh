@@ -5,7 +5,7 @@
 #
 # 1. a venv (VENV, default .venv-gpucheck) made with --system-site-packages by PY (default python3), so the node's
 #    own torch (and anything else it has) is seen and kept;
-# 2. `pip install --no-index --find-links WHEELHOUSE -e ".[EXTRAS]"` (EXTRAS default test,gpu): nothing is fetched;
+# 2. `pip install --no-index --find-links WHEELHOUSE -e ".[EXTRAS]"` (EXTRAS default test): nothing is fetched;
 #    GPU_CHECK_REQS replaces the requirement (the test installs a small set); GPU_CHECK_INSTALL_ONLY=1 stops here;
 # 3. python bench/gpu_check.py "$@" in that venv (DEVICE=cpu adds --dry: tiny sizes on the CPU, CUDA stages skipped).
 set -euo pipefail
@@ -13,7 +13,7 @@ cd "$(dirname "$0")/.."
 WHEELHOUSE=${WHEELHOUSE:-wheelhouse}
 VENV=${VENV:-.venv-gpucheck}
 PY=${PY:-python3}
-EXTRAS=${EXTRAS:-test,gpu}
+EXTRAS=${EXTRAS:-test}
 if [ ! -d "$WHEELHOUSE" ]; then
   echo "error: wheelhouse folder '$WHEELHOUSE' not found; build it on a machine with the package registry:" \
        "make wheelhouse PYTHON_VERSION=<e.g. 311> PLATFORM=<e.g. manylinux_2_28_x86_64>, then copy it here" >&2

@@ -3,7 +3,7 @@
 On a machine that reaches the package registry::
 
     python bench/wheelhouse.py --out wheelhouse --python-version 311 --platform manylinux_2_28_x86_64 \
-        --extras test,gpu --exclude torch
+        --extras test --exclude torch
 
 1. The requirements are read from ``pyproject.toml``: ``[project].dependencies``, the named optional extras and
    ``[build-system].requires`` (the node builds the editable install, so setuptools and wheel travel too); or given
@@ -177,7 +177,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", default="wheelhouse", help="folder the wheels are written to")
     ap.add_argument("--python-version", default="311", help="the target interpreter, e.g. 311 or 3.11")
     ap.add_argument("--platform", default="manylinux_2_28_x86_64", help="the target's wheel platform tag")
-    ap.add_argument("--extras", default="test,gpu", help="comma-separated extras of pyproject.toml to include")
+    ap.add_argument("--extras", default="test", help="comma-separated extras of pyproject.toml to include")
     ap.add_argument("--exclude", default="torch", help="comma-separated packages the target already has (empty: none)")
     ap.add_argument("--resolve-with", default="", help="comma-separated pins used in the resolution only, e.g. "
                     "torch==2.5.1 (the target's own version of an excluded package)")

@@ -40,7 +40,7 @@ def test_make_wheelhouse_passes_the_target():
     out = _make("wheelhouse", "WHEELHOUSE=/tmp/wh", "PYTHON_VERSION=312", "PLATFORM=manylinux_2_28_aarch64",
                 "WHEELHOUSE_RESOLVE_WITH=torch==2.5.1")
     assert "bench/wheelhouse.py --out \"/tmp/wh\" --python-version \"312\" --platform \"manylinux_2_28_aarch64\"" in out
-    assert '--extras "test,gpu" --exclude "torch" --resolve-with "torch==2.5.1"' in out
+    assert '--extras "test" --exclude "torch" --resolve-with "torch==2.5.1"' in out
 
 
 def _offline_env() -> dict:
