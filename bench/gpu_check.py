@@ -215,8 +215,9 @@ def random_sd3_pipeline(arch, max_len: int, device: torch.device):
         text_encoder_3=enc["text_encoder_3"], tokenizer_3=make_tokenizer(words, max_len))
 
 
-def strategy_config(ctx: Ctx, strategy: str, run_dir: Path):
-    """The recipe (configs/diffusion/sd35m_pickscore.yaml) at one prompt per iteration, as flat / tree / pool."""
+def strategy_config(ctx: Ctx, strategy: str, run_dir: Path, arch_name: str = "sd3.5-medium"):
+    """The recipe (configs/diffusion/sd35m_pickscore.yaml) at one prompt per iteration, as flat / tree / pool; for
+    FLUX.1-dev the same iteration with FLUX's model section (512 tokens of T5, guidance-distilled: no CFG)."""
     from diffusion_rl.config import DiffusionRLConfig
     from grpo.config import load_config
 
@@ -226,11 +227,16 @@ def strategy_config(ctx: Ctx, strategy: str, run_dir: Path):
     if ctx.dry:
         over += ["model.height=64", "model.width=64", "model.max_sequence_length=16", "model.lora.rank=4",
                  "branch.split_steps=[0, 1]", "model.decode_batch=0"]
+    if arch_name.startswith("flux"):
+        over += ["model.kind=flux", "model.path=black-forest-labs/FLUX.1-dev", "model.max_sequence_length=512",
+                 "sampler.cfg_scale=1.0"]
     steps = ctx.steps or (4 if ctx.dry else None)
     if steps:
         over.append(f"sampler.num_steps={steps}")
     group = 4 if ctx.dry else 16
-    if strategy == "flat":
+    if strategy == "tree":
+        over += ["branch.enabled=true"]
+    elif strategy == "flat":
         over += ["branch.enabled=false", f"grpo.group_size={group}"]
     elif strategy == "pool":
         over += ["branch.enabled=false", "pool.enabled=true", f"pool.pool_size={group}", "pool.train_size=4",
@@ -253,7 +259,7 @@ def stage_diffusion(ctx: Ctx, arch_name: str = "sd3.5-medium") -> tuple[list[dic
 
     arch = tiny_arch(arch_name) if ctx.dry else ARCHS[arch_name]
     label = f"diffusion/{arch_name}"
-    cfgs = {s: strategy_config(ctx, s, ctx.work / f"{arch_name}_{s}") for s in STRATEGIES}
+    cfgs = {s: strategy_config(ctx, s, ctx.work / f"{arch_name}_{s}", arch_name) for s in STRATEGIES}
     t = time.perf_counter()
     plan = build_plan(cfgs["flat"], arch) if ctx.plan else None  # traces depend on the model section: one for the three
     plan_s = time.perf_counter() - t
@@ -337,16 +343,10 @@ def random_flux_pipeline(arch, max_len: int, device: torch.device):
 
 
 def stage_flux(ctx: Ctx) -> list[dict]:
-    """FLUX.1-dev: the three strategies as for SD3.5 (configs/diffusion/sd35m's sampler and tree; FLUX's model)."""
+    """FLUX.1-dev: the three strategies as for SD3.5 (the SD3.5 recipe's iteration, FLUX's model section)."""
     if not ctx.cuda:
         return [row("diffusion/flux.1-dev", "skipped", f"{no_cuda_reason()}; FLUX is run only with --flux on a GPU")]
-    global RECIPE
-    keep = RECIPE
-    RECIPE = ROOT / "configs" / "diffusion" / "flux_hps.yaml"
-    try:
-        rows, adapter = stage_diffusion(ctx, "flux.1-dev")
-    finally:
-        RECIPE = keep
+    rows, adapter = stage_diffusion(ctx, "flux.1-dev")
     del adapter
     _free(ctx)
     return rows

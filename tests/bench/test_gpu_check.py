@@ -77,3 +77,21 @@ def test_bad_input_is_one_line_and_exit_2(tmp_path):
     r = _run("--stages", "fp8", "--out", str(tmp_path / "o"))  # no --dry on a machine without CUDA
     assert r.returncode == 2 and "no CUDA device" in r.stderr and "--dry" in r.stderr
     assert "Traceback" not in r.stderr
+
+
+def test_the_full_size_iterations_load_for_every_strategy_and_model(tmp_path):
+    """The GPU run's configs (the SD3.5-M recipe at one prompt; FLUX with its own model section) load as each
+    strategy: no refused key, the intended mode, the recipe's 512 px and 20 steps."""
+    import torch
+
+    gc = load_bench("gpu_check")
+    gc._import_torch()
+    ctx = gc.Ctx(False, torch.device("cpu"), tmp_path, tmp_path, None)
+    for arch in ("sd3.5-medium", "flux.1-dev"):
+        cfgs = {s: gc.strategy_config(ctx, s, tmp_path / s, arch) for s in gc.STRATEGIES}
+        assert [(c.branch.enabled, c.pool.enabled) for c in cfgs.values()] == [(False, False), (True, False),
+                                                                               (False, True)]
+        assert all(c.model.height == c.model.width == 512 and c.sampler.num_steps == 20 for c in cfgs.values())
+        assert all(c.model.kind == {"sd3.5-medium": "sd3", "flux.1-dev": "flux"}[arch] for c in cfgs.values())
+        assert cfgs["pool"].pool.quant.format == "fp8" and cfgs["pool"].pool.pool_size == 16
+        assert cfgs["tree"].branch.make_tree(20).num_leaves == 16
