@@ -33,11 +33,6 @@ if ! "$VENV/bin/python" -c "import torch" 2>/dev/null; then
        "wheelhouse with torch in it (make wheelhouse WHEELHOUSE_EXCLUDE=)" >&2
   exit 2
 fi
-DRY=()
-if [ "${DEVICE:-cuda}" = cpu ]; then
-  DRY=(--dry)
-  export MUJOCO_GL=${MUJOCO_GL:-osmesa}
-else
-  export MUJOCO_GL=${MUJOCO_GL:-egl} PYOPENGL_PLATFORM=${PYOPENGL_PLATFORM:-egl}  # headless rendering on the GPU
-fi
+DRY=()  # headless MuJoCo rendering: sims.render probes EGL / OSMesa itself (MUJOCO_GL, when set, wins)
+if [ "${DEVICE:-cuda}" = cpu ]; then DRY=(--dry); fi
 exec "$VENV/bin/python" bench/gpu_check.py "${DRY[@]}" "$@"
