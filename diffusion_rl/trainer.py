@@ -531,11 +531,13 @@ class DiffusionGRPOTrainer:
         """The checkpoint's LoRA in diffusers' format (what ``diffusion-rl export`` writes: the EMA weights when the run
         keeps them, else the live ones), so ``pipe.load_lora_weights(<checkpoint dir>)`` loads the trained adapter
         (:func:`diffusion_rl.lora_files.write_diffusers_lora`; Wan 2.2 A14B: one file per expert). None for a run
-        whose trainable weights are not all LoRA matrices (no LoRA file can hold them)."""
+        whose trainable weights are not all LoRA matrices (no LoRA file can hold them) or whose model is not a
+        diffusers pipeline."""
         from .lora_files import EXPERT_FILES, is_lora_state, split_experts, write_diffusers_lora
 
-        if not self.cfg.model.lora.enabled or not is_lora_state(weights):
-            return {}
+        if not (self.cfg.model.lora.enabled and is_lora_state(weights)
+                and callable(getattr(self.adapter.pipe, "load_lora_weights", None))):
+            return {}  # no LoRA, or no diffusers pipeline to load one (e.g. EVA's world model, diffusion_rl.align_world_model)
         mc, parts = self.cfg.model, split_experts(weights)
 
         def writer(comp: str):
