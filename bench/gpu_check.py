@@ -19,8 +19,11 @@ Run by ``bench/gpu_check.sh`` after an offline install (README "Run on a GPU nod
    (relative L2 error of real vs emulated, and of each vs the bf16 copy, on the same inputs) and stage-1 rollout
    speed (candidates per second over the recipe's steps; ratios to the bf16 copy) -- the measured ratio the pool's
    cost model needs (``strategies.pool_cost`` counts a pool call as a policy call).
-4. ``smolvla``: one GRPO iteration of LeRobot's SmolVLA with the full-size architecture (SmolVLM2-500M's widths and
-   16 text layers, random weights, tabletop/reach_one) when ``lerobot`` is importable; otherwise skipped, naming why.
+4. ``smolvla``: one GRPO iteration of LeRobot's SmolVLA (tabletop/reach_one, random weights) when ``lerobot`` is
+   importable (``.venv-lerobot``; the wheelhouse does not carry the LeRobot stack), otherwise skipped, naming why. On
+   a GPU the backbone is the project's tiny SmolVLM builder at SmolVLM2-500M's text width (960) and SmolVLA's 16 text
+   layers, 512 px: its vision tower is one layer, so this is not the 450 M checkpoint (no weights or configs come from
+   the hub here); ``params_b`` in the row says what ran.
 
 ``--dry`` (what ``DEVICE=cpu bench/gpu_check.sh`` passes, and what the test runs): the same code on the CPU at tiny
 sizes (a shrunken SD3.5 architecture, 64 px, 4 steps; SmolVLA with a tiny backbone); every stage or measurement
@@ -435,7 +438,8 @@ def stage_smolvla(ctx: Ctx) -> list[dict]:
         secs = time.perf_counter() - t
         peak = torch.cuda.max_memory_allocated(ctx.device) / 2**30 if ctx.cuda else None
         n = sum(p.numel() for p in tr.policy.parameters())
-        return [row("smolvla", "ok", "" if not ctx.dry else "tiny backbone (dry)", seconds=secs, peak_gib=peak,
+        return [row("smolvla", "ok", "tiny backbone (dry)" if ctx.dry else "text 960 wide x 16 layers, 1-layer vision "
+                    "tower, 512 px", seconds=secs, peak_gib=peak,
                     params_b=n / 1e9, reward_mean=float(stats.get("reward/mean", float("nan"))))]
     except Exception as e:  # noqa: BLE001
         traceback.print_exc()
