@@ -103,7 +103,8 @@ def main(argv=None) -> int:
     ap.add_argument("--shape-width", type=float, default=0.0,
                     help="shapes_verifier graded shape credit, as the demo config (0: exact shape credit)")
     ap.add_argument("--tree-credit", choices=["depth", "parent"], default="depth",
-                    help="depth: BranchGRPO Eq. 7 (the default of branch:); parent: adv_baseline=parent, adv_scale=leaf")
+                    help="depth: BranchGRPO Eq. 7 (the default of branch:); parent: adv_baseline=parent, "
+                         "adv_scale=leaf")
     args = ap.parse_args(argv)
     if args.reward is None:
         args.reward = "shapes_verifier" if args.model == "shapes" else "redness"

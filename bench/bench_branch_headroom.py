@@ -278,7 +278,8 @@ def _splits(text: str) -> list[int]:
     try:
         out = [int(s) for s in text.split(",")]
     except ValueError:
-        raise argparse.ArgumentTypeError(f"--splits {text!r}: expected comma-separated step indices like 0,3,6,9") from None
+        raise argparse.ArgumentTypeError(f"--splits {text!r}: expected comma-separated step indices like "
+                                         "0,3,6,9") from None
     if out != sorted(set(out)) or out[0] < 0:
         raise argparse.ArgumentTypeError(f"--splits {text!r}: expected increasing step indices >= 0")
     return out
@@ -323,7 +324,8 @@ def main(argv=None) -> int:
     bad = [a for a in args.arms if a not in ARMS]
     problems = []
     if bad or not args.arms or args.arms[0] != "flat GRPO":
-        problems.append(f"--arms {','.join(args.arms)!r}: expected 'flat GRPO' first, then any of {', '.join(ARMS[1:])}")
+        problems.append(f"--arms {','.join(args.arms)!r}: expected 'flat GRPO' first, then any of "
+                        f"{', '.join(ARMS[1:])}")
     if args.splits[-1] >= args.steps:
         problems.append(f"--splits {args.splits}: every split step must be < --steps {args.steps}")
     args.leaves = 2 ** len(args.splits)

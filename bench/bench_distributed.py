@@ -134,7 +134,8 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{'processes':>10} {'s/iter':>8} {'samples/s':>10}")
             print(f"{1:>10} {t1:8.3f} {samples / t1:10.1f}")
             print(f"{2:>10} {t2:8.3f} {samples / t2:10.1f}")
-            print(f"speed-up 1 -> 2 processes: {t1 / t2:.2f}x (ideal 2.00x; {os.cpu_count()} CPU cores on this machine)")
+            print(f"speed-up 1 -> 2 processes: {t1 / t2:.2f}x (ideal 2.00x; {os.cpu_count()} CPU cores on this "
+                  "machine)")
             print()
         res = {} if a.skip_diffusion else {(name, n): run_diffusion(n, name, Path(d) / f"{name}{n}",
                                                                     a.diffusion_iterations)

@@ -49,7 +49,8 @@ import torch  # noqa: E402  (after the sys.path lines above)
 from claims_toy import fmt  # noqa: E402
 
 CONFIG = "configs/world_models/loop_reach.yaml"
-TINY_WM = '{"image_size": 32, "context_frames": 2, "chunk": 2, "action_dim": 4, "sampling_steps": 2, "layers": 1, "ffn_dim": 32}'
+TINY_WM = ('{"image_size": 32, "context_frames": 2, "chunk": 2, "action_dim": 4, "sampling_steps": 2, "layers": 1, '
+           '"ffn_dim": 32}')
 SMALL_DATA = ["data.horizon=8", "data.train={success: 2, near: 1, failure: 1, random: 1}",
               "data.test={success: 2, near: 1, failure: 1}", f"models.wm={TINY_WM}", "models.wm_steps=3",
               "models.idm_steps=3"]
@@ -145,7 +146,8 @@ def report(res: dict[int, dict]) -> None:
             a = [res[s][rows]["after"][k] for s in seeds]
             digits = 5 if k == "frame_mse" else 4
             print(f"| {rows} | {name} | {fmt(b, digits)} | {fmt(a, digits)} | "
-                  f"{fmt([y - x for x, y in zip(b, a)], digits)} | {sum(y > x for x, y in zip(b, a))} of {len(seeds)} |")
+                  f"{fmt([y - x for x, y in zip(b, a)], digits)} | {sum(y > x for x, y in zip(b, a))} of {len(seeds)} "
+                  "|")
     print("\nper seed, before -> after")
     print("| seed | EVA reward | held-out EVA reward | frame MSE | held-out frame MSE |")
     print("|---|---|---|---|---|")

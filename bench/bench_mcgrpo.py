@@ -101,7 +101,8 @@ def advantage_signs(r: torch.Tensor, arm: str) -> tuple[torch.Tensor, torch.Tens
 
 def snapshot_rewards(state: dict, model_cfg: ToyModelConfig, sampler: ToySamplerConfig, seed: int,
                      pool: int) -> torch.Tensor:
-    """``[P, pool]`` clean rewards of ``pool`` SDE samples per prompt of the policy ``state`` (the flip estimate's pool)."""
+    """``[P, pool]`` clean rewards of ``pool`` SDE samples per prompt of the policy ``state`` (the flip estimate's
+    pool)."""
     c = torch.arange(model_cfg.num_prompts).repeat_interleave(pool)
     x = sample_sde(state, c, sampler, model_cfg, keyed_generator(seed, 5))
     return clean_reward(x, c, model_cfg).view(model_cfg.num_prompts, pool)

@@ -64,7 +64,8 @@ def parse(argv=None) -> argparse.Namespace:
     p.add_argument("--encoder-steps", type=int, default=500, help="progress encoder optimizer steps")
     p.add_argument("--play-per-task", type=int, default=0, help="undirected-play episodes per training task in the "
                    "progress encoder's data (target 1: no progress; data.play_per_task of fit-encoder)")
-    p.add_argument("--progress-pooling", default=None, help="SRPO pooling for the progress encoder (default: --pooling)")
+    p.add_argument("--progress-pooling", default=None,
+                   help="SRPO pooling for the progress encoder (default: --pooling)")
     p.add_argument("--tcn-steps", type=int, default=300, help="small (TCN) encoder optimizer steps")
     p.add_argument("--pooling", default="mean_last", help="SRPO pooling (the recipes' mean_last)")
     p.add_argument("--num-frames", type=int, default=6, help="SRPO frames per episode (the recipe's 6)")
@@ -87,7 +88,8 @@ def parse(argv=None) -> argparse.Namespace:
             or a.play_per_task < 0:
         p.error("--seeds, --groups, --expert-per-task, --encoder-steps, --tcn-steps, --num-frames must be >= 1 and "
                 "--group-size >= 2, --play-per-task >= 0")
-    if a.progress_pooling not in (None, "mean", "last", "mean_last", "concat") or a.pooling not in ("mean", "last", "mean_last", "concat"):
+    if a.progress_pooling not in (None, "mean", "last", "mean_last",
+                                  "concat") or a.pooling not in ("mean", "last", "mean_last", "concat"):
         p.error("--pooling / --progress-pooling: expected mean, last, mean_last or concat")
     for k in ("dinov2", "vjepa2"):
         v = getattr(a, k)
@@ -127,7 +129,8 @@ def rollouts(policy, task: str, seeds: list[int], group_size: int, noise_seed: i
     specs = [EpisodeSpec(f"tabletop/{task}", s, g, s * 16 + k) for g, s in enumerate(seeds) for k in range(group_size)]
     batch = run_episodes(policy, pool, specs, MAX_STEPS[task], stochastic=True, noise_key=(noise_seed, 0))
     pool.close()
-    eps = [{"video": np.stack(e.frames), "success": bool(e.success), "progress": float(e.progress), "group": g // group_size,
+    eps = [{"video": np.stack(e.frames), "success": bool(e.success), "progress": float(e.progress),
+            "group": g // group_size,
             "ref": False} for g, e in enumerate(batch.episodes)]
     for g, s in enumerate(seeds):
         try:
@@ -166,16 +169,23 @@ def main(argv=None) -> int:
     from vla_rl.policy import SmallVLA, policy_config_from_dict
     from vla_rl.srpo_encoders import PolicyImageEncoder
     from world_models.encoders import SmallVideoEncoder, build_encoder, train_small_encoder
-    from world_models.progress_encoder import (ProgressEncoder, ProgressTrainConfig, record_expert_episodes,
-                                               record_play_episodes, save_progress_encoder, time_to_go,
-                                               train_progress_encoder)
+    from world_models.progress_encoder import (
+        ProgressEncoder,
+        ProgressTrainConfig,
+        record_expert_episodes,
+        record_play_episodes,
+        save_progress_encoder,
+        time_to_go,
+        train_progress_encoder,
+    )
 
     torch.set_num_threads(1)
     out = Path(a.out)
     out.mkdir(parents=True, exist_ok=True)
     t_start = time.time()
     weights = {"dinov2": a.dinov2, "vjepa2": a.vjepa2}
-    which = {k: (f"local {v}" if v else "tiny random weights of the real architecture (not pretrained)") for k, v in weights.items()}
+    which = {k: (f"local {v}" if v else "tiny random weights of the real architecture (not pretrained)")
+             for k, v in weights.items()}
     if not (a.dinov2 and a.vjepa2) and ({"dinov2", "vjepa2"} & set(a.encoders)):
         tiny = tiny_transformers(out)
         weights = {k: v or tiny[k] for k, v in weights.items()}
@@ -189,12 +199,12 @@ def main(argv=None) -> int:
     policy = SmallVLA.from_pretrained("builtin:tabletop_base", policy_config_from_dict(meta)).eval()
     split_seeds = [SPLITS[a.split] + g for g in range(a.groups)]
     print(f"splits: encoder training episodes from initial state {TRAIN_OFFSET} + 10000 * seed; failures on the "
-          f"{a.split} states {split_seeds[0]}..{split_seeds[-1]} (val {SPLITS['val']}+, test {SPLITS['test']}+)", flush=True)
+          f"{a.split} states {split_seeds[0]}..{split_seeds[-1]} (val {SPLITS['val']}+, test {SPLITS['test']}+)",
+          flush=True)
     print(f"DINOv2: {which['dinov2']}; V-JEPA 2: {which['vjepa2']}", flush=True)
     print(f"SRPO: reference task, {a.num_frames} frames at {a.frame_size} px, pooling {a.pooling} (progress encoder: "
           f"{a.progress_pooling or a.pooling}); progress encoder data: {a.expert_per_task} expert + {a.play_per_task} "
           f"play episodes per training task, {a.encoder_steps} steps", flush=True)
-    families = sorted({FAMILY[t] for t in TASKS})
     rows = []  # one per (seed, task, encoder)
     for seed in range(a.seeds):
         t_seed = time.time()
@@ -224,7 +234,8 @@ def main(argv=None) -> int:
                 tcn = SmallVideoEncoder()
                 train_small_encoder(tcn, pad_videos(vids), steps=a.tcn_steps, seed=seed)
                 encs["small"] = tcn
-            print(f"seed {seed}, without {fam} (trained on {used}): progress {t1 - t0:.0f} s, small {time.time() - t1:.0f} s",
+            print(f"seed {seed}, without {fam} (trained on {used}): progress {t1 - t0:.0f} s, small "
+                  f"{time.time() - t1:.0f} s",
                   flush=True)
             encoders_by_family[fam] = encs
         shared = {}
@@ -280,10 +291,12 @@ def summarize(rows: list[dict], a, seeds: int) -> dict:
         e = {"tasks": {}, "all": []}
         for task in a.tasks:
             rs = [r for r in rows if r["encoder"] == name and r["task"] == task]
-            e["tasks"][task] = {"within_task": [r["within_task"] for r in rs], "within_group": [r["within_group"] for r in rs]}
+            e["tasks"][task] = {"within_task": [r["within_task"] for r in rs],
+                                "within_group": [r["within_group"] for r in rs]}
         for seed in range(seeds):
             rs = [r for r in rows if r["encoder"] == name and r["seed"] == seed]
-            e["all"].append(spearman(sum((r["srpo_progress"] for r in rs), []), sum((r["sim_progress"] for r in rs), [])))
+            e["all"].append(spearman(sum((r["srpo_progress"] for r in rs), []),
+                                     sum((r["sim_progress"] for r in rs), [])))
         out[name] = e
     return out
 

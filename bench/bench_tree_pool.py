@@ -12,8 +12,8 @@ eta, clip, steps:
 * ``pool``           ``--pool`` candidates per prompt from the ``--format`` rollout copy, the best and worst
                      ``--train`` regenerated in full precision (Sol-RL; flat credit);
 * ``tree x pool``    a tree of ``--pool`` leaves (the same splits, the last factor widened) grown by the ``--format``
-                     copy, the best and worst ``--train`` leaves' pruned tree regenerated in full precision, BranchGRPO's
-                     credit on it (diffusion_rl/tree_pool.py).
+                     copy, the best and worst ``--train`` leaves' pruned tree regenerated in full precision,
+                     BranchGRPO's credit on it (diffusion_rl/tree_pool.py).
 
 Cost: each iteration's logged ``cost/gpu_units`` (full-precision forward passes: policy NFE + low-precision NFE /
 the format's published throughput ratio + 3 x trained rows; ``diffusion_rl.strategies.projected_gpu_units``). Every
@@ -168,7 +168,8 @@ def run_seed(args, seed: int) -> dict:
         u = crossing(a.curve, target) if final > before else None
         spu = a.s_per_unit
         out["arms"][n] = {
-            "iters": len(a.units), "units_per_iter": statistics.fmean(a.units), "s_per_iter": statistics.median(a.walls),
+            "iters": len(a.units), "units_per_iter": statistics.fmean(a.units),
+            "s_per_iter": statistics.median(a.walls),
             "nfe_policy": statistics.fmean(a.nfe_policy), "nfe_lowp": statistics.fmean(a.nfe_lowp),
             "backward": statistics.fmean(a.backward), "u_target": u, "t_target": None if u is None else u * spu,
             "spent": a.spent, "reward_B": reward_at(a.curve, B), "acc_B": reward_at(a.curve, B, 2),
@@ -185,8 +186,8 @@ def report(args, runs: list[dict]) -> None:
     n = len(runs)
     print(f"\ntree x pool on the big-shapes task: {args.steps} steps, {args.train} trained samples per prompt, pool "
           f"{args.pool} ({args.format}), splits {args.splits}, lr {args.lr:g}, {args.eval_prompts} eval prompts; flat "
-          f"{args.flat_iters} iterations = budget B; target = before + {args.target_frac:g} x flat's gain; {n} seed(s), "
-          f"mean +- SE\n")
+          f"{args.flat_iters} iterations = budget B; target = before + {args.target_frac:g} x flat's gain; {n} "
+          f"seed(s), mean +- SE\n")
     hdr = ("| mode        | NFE bf16/iter | NFE lowp/iter | backward/iter | units/iter | CPU s/iter | units to target "
            "| CPU s to target | units ratio flat/mode | CPU ratio flat/mode | reward @ B | all-correct @ B |")
     print(hdr)
@@ -206,8 +207,9 @@ def report(args, runs: list[dict]) -> None:
               f"| {m(a['backward'] for a in arms):13.0f} | {m(a['units_per_iter'] for a in arms):10.0f} "
               f"| {_fmt([a['s_per_iter'] for a in arms]):>10} | {u_cell} | {t_cell} | {ur} | {tr} "
               f"| {_fmt([a['reward_B'] for a in arms], 3)} | {_fmt([a['acc_B'] for a in arms], 3)} |")
-    print(f"\nstart: reward {_fmt([r['before'] for r in runs], 3)}; flat's target {_fmt([r['target'] for r in runs], 3)}; "
-          f"budget B = {_fmt([r['B'] for r in runs], 0)} units; a run per seed {_fmt([r['wall_run'] for r in runs], 0)} s")
+    print(f"\nstart: reward {_fmt([r['before'] for r in runs], 3)}; flat's target "
+          f"{_fmt([r['target'] for r in runs], 3)}; budget B = {_fmt([r['B'] for r in runs], 0)} units; a run per seed "
+          f"{_fmt([r['wall_run'] for r in runs], 0)} s")
     print("paired differences (same seed, same start), units to target (mode - best parent) and reward @ B - flat:")
     for name in args.arms[1:]:
         d = [r["arms"][name]["reward_B"] - r["arms"]["flat GRPO"]["reward_B"] for r in runs]
@@ -271,14 +273,16 @@ def main(argv=None) -> int:
         args.splits = [0]
     args.arms = [a.strip() for a in args.arms.split(",")]
     if [a for a in args.arms if a not in ARMS] or not args.arms or args.arms[0] != "flat GRPO":
-        problems.append(f"--arms {','.join(args.arms)!r}: expected 'flat GRPO' first, then any of {', '.join(ARMS[1:])}")
+        problems.append(f"--arms {','.join(args.arms)!r}: expected 'flat GRPO' first, then any of "
+                        f"{', '.join(ARMS[1:])}")
     if args.splits != sorted(set(args.splits)) or args.splits[0] < 0 or args.splits[-1] >= args.steps:
         problems.append(f"--splits {args.splits}: expected increasing steps in [0, --steps {args.steps})")
     if args.train != 2 ** len(args.splits):
         problems.append(f"--train {args.train}: must be 2^(number of splits) = {2 ** len(args.splits)}")
     if args.pool < args.train or (2 * args.pool) % args.train:
         problems.append(f"--pool {args.pool}: must be >= --train {args.train} and a multiple of --train / 2")
-    for flag, v, ok in (("--seeds", args.seeds, args.seeds >= 1), ("--flat-iters", args.flat_iters, args.flat_iters >= 2),
+    for flag, v, ok in (("--seeds", args.seeds, args.seeds >= 1),
+                        ("--flat-iters", args.flat_iters, args.flat_iters >= 2),
                         ("--eval-every", args.eval_every, args.eval_every >= 1), ("--lr", args.lr, args.lr > 0),
                         ("--overrun", args.overrun, args.overrun >= 1),
                         ("--target-frac", args.target_frac, 0 < args.target_frac <= 1)):

@@ -101,7 +101,8 @@ def main(argv: list[str] | None = None) -> int:
     print(f"{'bytes held':24s}{b_mat / 1e6:12.1f}MB{b_ws / 1e6:12.1f}MB{b_mat / b_ws:7.1f}x")
     print(f"{'build':24s}{t_mat:13.2f}s{t_ws:13.2f}s")
     print(f"{'batch of 16 windows':24s}{t_bmat * 1e3:12.2f}ms{t_bws * 1e3:12.2f}ms{t_bws / t_bmat:7.2f}x")
-    print(f"{'train step (tiny WM)':24s}{step_s[0] * 1e3:12.1f}ms{step_s[1] * 1e3:12.1f}ms{step_s[1] / step_s[0]:7.2f}x")
+    print(f"{'train step (tiny WM)':24s}{step_s[0] * 1e3:12.1f}ms{step_s[1] * 1e3:12.1f}ms"
+          f"{step_s[1] / step_s[0]:7.2f}x")
     print(f"same losses on both: {losses[0] == losses[1]}")
     mat_b, ws_b = window_bytes(288, 80, 128, 2, 4, 19, 7)
     print(f"loop_robosuite_lift.yaml (288 episodes x 80 steps, 128 px, state 19, actions 7): materialized "

@@ -48,7 +48,8 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")
 from claims_toy import fmt, mean_se  # noqa: E402  (after the sys.path lines above)
 
 CONFIG = "configs/world_models/loop_reach_one.yaml"
-TINY_WM = '{"image_size": 32, "context_frames": 2, "chunk": 2, "action_dim": 4, "sampling_steps": 2, "layers": 1, "ffn_dim": 32}'
+TINY_WM = ('{"image_size": 32, "context_frames": 2, "chunk": 2, "action_dim": 4, "sampling_steps": 2, "layers": 1, '
+           '"ffn_dim": 32}')
 # the test's mode: the shipped config shrunk to seconds (2 cycles of 1 GRPO iteration, tiny models and data)
 SMALL = ["cycles=2", "rl_iterations=1", "real_eval_episodes=4", "rollouts_per_cycle=2", "data.horizon=6",
          "data.train={success: 2, near: 1, failure: 1, random: 1}", "data.test={success: 1, near: 1}",
@@ -176,7 +177,8 @@ def run_control_seed(seed: int, out: Path, config: str, extra: list[str], reuse:
            *(["--small"] if extra == SMALL else [])]
     res = subprocess.run(cmd, cwd=ROOT, env=_env(), capture_output=True, text=True, check=False)
     if res.returncode != 0:
-        raise RuntimeError(f"control seed {seed} failed (exit {res.returncode}): {res.stderr.strip().splitlines()[-1:]}")
+        raise RuntimeError(f"control seed {seed} failed (exit {res.returncode}): "
+                           f"{res.stderr.strip().splitlines()[-1:]}")
     rec = json.loads((out / f"control_seed{seed}" / "control.json").read_text())
     print(f"  control seed {seed}: real success {' '.join(f'{x:.3f}' for x in rec['success'])}, "
           f"wall {rec['wall_s']:.0f}s", flush=True)

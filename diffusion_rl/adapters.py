@@ -56,10 +56,10 @@ class ModelConfig:
 
     kind: Literal["sd3", "flux", "wan", "qwenimage", "wan22", "flux_kontext"] = "sd3"  # model family: sd3 (SD3/SD3.5),
         # flux, wan (2.1), qwenimage, wan22 (Wan 2.2), flux_kontext (editing)
-    path: str | None = None  # a diffusers directory, a single .safetensors checkpoint, or a hub id; None: tiny model in
-                             # code
-    components: str | None = None  # single-file path: a diffusers directory with the rest (text encoders, VAE,
-                                   # scheduler)
+    path: str | None = None  # a diffusers directory, a single .safetensors checkpoint, or a hub
+                             # id; None: tiny model in code
+    components: str | None = None  # single-file path: a diffusers directory with the rest (text
+                                   # encoders, VAE, scheduler)
     drop_t5: bool = False  # SD3: load without T5-XXL (text_encoder_3=None; ~9.5 GB less, CLIP-only prompts)
     dtype: Literal["fp32", "bf16", "fp16"] = "fp32"  # base weights' dtype (LoRA weights and log-probs stay fp32)
     height: int = 32  # image height in pixels
@@ -68,8 +68,8 @@ class ModelConfig:
     max_sequence_length: int = 16  # text tokens per prompt
     guidance: float = 3.5  # FLUX-dev distilled guidance (only used when the transformer has guidance embeddings)
     gradient_checkpointing: bool = False  # recompute activations in the backward (less memory)
-    attention: Literal["sdpa", "xformers", "flash"] = "sdpa"  # attention kernel (diffusion_rl.attention); sdpa: torch
-                                                              # SDPA
+    attention: Literal["sdpa", "xformers", "flash"] = "sdpa"  # attention kernel
+                                                              # (diffusion_rl.attention); sdpa: torch SDPA
     decode_batch: int = 0  # > 0: decode final samples in chunks of this many (bounds the VAE's transient memory)
     device: str = "auto"  # auto (cuda when available, each rank's own GPU under torchrun), cpu, cuda, cuda:<i>
     lora: LoraSettings = field(default_factory=LoraSettings)  # the trained LoRA adapters
@@ -78,8 +78,8 @@ class ModelConfig:
     tiny: dict[str, Any] = field(default_factory=dict)  # keyword arguments of the tiny builder (path=None)
     # "shapes": `path` is the colors-and-shapes demo model; when it is missing the run stops naming the command that
     # builds it (`diffusion-rl pretrain-shapes --out <path>`): loading a model never trains one
-    pretrain: Literal["none", "shapes"] = "none"  # shapes: path is the demo model (a missing one names the command that
-                                                  # builds it)
+    pretrain: Literal["none", "shapes"] = "none"  # shapes: path is the demo model (a missing one names
+                                                  # the command that builds it)
     adapter: str = ""  # a user's adapter class "package.module:Name" (grpo.plugins.DIFFUSION_ADAPTER;
                        # docs/EXTENDING.md); empty: the built-in for kind
 

@@ -81,8 +81,8 @@ class Arch:
     text_tokens: dict[str, int] = field(default_factory=dict)  # fixed token counts of the text side (CLIP: 77)
     experts: int = 1  # denoisers of this size held at once (Wan 2.2 A14B: 2, one per noise range; one runs per call)
     latent_scale: int = 8  # VAE spatial compression (Wan 2.2 TI2V-5B: 16)
-    pipeline_config: dict = field(default_factory=dict)  # pipeline-level config (Wan 2.2: boundary_ratio,
-                                                         # expand_timesteps)
+    pipeline_config: dict = field(default_factory=dict)  # pipeline-level config (Wan 2.2:
+                                                         # boundary_ratio, expand_timesteps)
 
     def config(self, counts: tuple[int, ...] | None = None) -> dict:
         return {**self.transformer, **self.depth(counts or self.full_depth)}

@@ -37,12 +37,14 @@ def check_attention(name: str, kind: str, device: torch.device) -> None:
     module, how = PACKAGES[name]
     if name == "flash" and kind == "sd3":
         raise ValueError("model.attention=flash: SD3's joint-attention processor has no flash-attn dispatch in "
-                         "diffusers 0.36; use model.attention=sdpa (PyTorch runs its own flash kernel for bf16 on CUDA)")
+                         "diffusers 0.36; use model.attention=sdpa (PyTorch runs its own flash kernel for bf16 on "
+                         "CUDA)")
     if not installed(module):
         raise ValueError(f"model.attention={name}: the {module} package is not installed ({how}); use "
                          "model.attention=sdpa (the default)")
     if torch.device(device).type != "cuda":
-        raise ValueError(f"model.attention={name} runs on CUDA only, the model is on {device}; use model.attention=sdpa")
+        raise ValueError(f"model.attention={name} runs on CUDA only, the model is on {device}; use "
+                         "model.attention=sdpa")
 
 
 def set_attention(transformer, name: str, kind: str, device: torch.device) -> str:

@@ -70,14 +70,14 @@ class BranchConfig:
     #                         get +-0.71 (+-1 with depth_norm population) however small their gap);
     #               "leaf":   the std of the tree's leaf rewards (flat GRPO's group std; internal nodes keep the
     #                         smaller spread of their fused rewards).
-    adv_baseline: Literal["depth", "parent"] = "depth"  # depth (Eq. 7, the depth's mean) or parent (the parent's fused
-                                                        # reward)
+    adv_baseline: Literal["depth", "parent"] = "depth"  # depth (Eq. 7, the depth's mean) or parent
+                                                        # (the parent's fused reward)
     adv_scale: Literal["depth", "leaf"] = "depth"  # depth (Eq. 7, the depth's std) or leaf (the tree's leaf std)
     # depth_norm   "reference": BranchGRPO's code: unbiased std, eps 1e-8, zero advantages where the std < 1e-6
     # (default);
     #              "population": population std + grpo.adv_eps (x sqrt(n / (n - 1)) of the reference at n nodes).
-    depth_norm: Literal["reference", "population"] = "reference"  # reference (unbiased std, eps 1e-8) or population
-                                                                  # (std, adv_eps)
+    depth_norm: Literal["reference", "population"] = "reference"  # reference (unbiased std, eps 1e-8) or
+                                                                  # population (std, adv_eps)
 
     def __post_init__(self) -> None:
         if self.depth_norm not in ("reference", "population"):
@@ -174,7 +174,8 @@ def tree_rollout(adapter: DiffusionAdapter, prompts: list[str], tree: RolloutTre
             state[g] = x[j]
     kept = [(p, n) for j, p in enumerate(pids) for n in tree.leaves if present is None or bool(present[j, n])]
     leaves = torch.tensor([p * N + n for p, n in kept], dtype=torch.long, device="cpu")
-    final = torch.stack([state[g] for g in leaves.tolist()]) if len(leaves) else torch.zeros((0, *shape), device=adapter.device)
+    final = (torch.stack([state[g] for g in leaves.tolist()]) if len(leaves)
+             else torch.zeros((0, *shape), device=adapter.device))
     return Rollout(records, final, leaves, torch.tensor([p for p, _ in kept], dtype=torch.long, device="cpu"), nfe,
                    extra={"edge_log_prob": edge_lp})
 

@@ -103,7 +103,7 @@ def size_rule(mc) -> SizeRule | None:
 
     if is_single_file(mc.path):
         return _dir_rule(mc.kind, Path(mc.components).expanduser(),
-                                                                f"model.components={mc.components!r}") if mc.components else None
+                         f"model.components={mc.components!r}") if mc.components else None
     try:
         d = resolve_builtin(mc.path, ASSETS, "model.path")
     except FileNotFoundError:

@@ -272,7 +272,8 @@ def require_at_least(section: str, obj: Any, **minimums: float) -> None:
 
 
 def require_positive(section: str, obj: Any, *names: str) -> None:
-    """Raise ``ValueError("section.name must be > 0, got v")`` for the first of ``names`` that is <= 0 (``None`` skipped)."""
+    """Raise ``ValueError("section.name must be > 0, got v")`` for the first of ``names`` that is <= 0 (``None``
+    skipped)."""
     for name in names:
         v = getattr(obj, name)
         if v is not None and v <= 0:
@@ -398,9 +399,8 @@ def config_help(cls: type, prefix: str = "") -> list[tuple[str, str, str, str]]:
         if dataclasses.is_dataclass(tp):
             rows += config_help(tp, full)
             continue
-        shown = "(required)" if default is dataclasses.MISSING else repr(config_to_dict(default) if
-                                                                          dataclasses.is_dataclass(default)
-                                                                         else default)
+        shown = "(required)" if default is dataclasses.MISSING else repr(
+            config_to_dict(default) if dataclasses.is_dataclass(default) else default)
         rows.append((full, _type_name(tp), shown, helps[f.name]))
     return rows
 
@@ -443,8 +443,8 @@ def config_diff(a: dict, b: dict, prefix: str = "") -> list[str]:
 def check_resume_config(saved: dict, cfg: Any, source: str, ignore: tuple[str, ...] = ("resume",)) -> None:
     """Refuse to resume a run under a different config: raise ``ValueError`` (one line) listing every differing key,
     except those starting with one of ``ignore`` (iteration counts, logging cadence, ...), ``output_dir`` (a run
-    directory that was moved or copied resumes where it is), ``log`` (the trackers: a tracker added on resume) and those that ``cfg.inactive_keys()`` names (a run
-    saved before such a key was refused may still hold it)."""
+    directory that was moved or copied resumes where it is), ``log`` (the trackers: a tracker added on resume) and
+    those that ``cfg.inactive_keys()`` names (a run saved before such a key was refused may still hold it)."""
     inactive = tuple(getattr(cfg, "inactive_keys", dict)())  # keys the mode ignores cannot change the run
     skip = (*ignore, "output_dir:", "log:", "log.")  # where metrics go never changes the run
     diff = [d for d in config_diff(saved, config_to_dict(cfg))

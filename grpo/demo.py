@@ -17,25 +17,32 @@ Every piece comes from ``grpo/``: ``flow_sde.sde_step`` (sampling with log-probs
 from __future__ import annotations
 
 import copy
-from functools import partial
 import math
 import sys
 import time
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 
 import torch
 from torch import nn
 
 from .checkpoint import capture_rng_state, load_checkpoint, restore_rng_state, save_checkpoint
-from .distributed import (all_reduce_mean, barrier, gathered_advantages, init_distributed, keyed_generator, keyed_randn,
-                          shard_range)
 from .config import ConfigError, check_resume_config, config_to_dict, dump_config, load_config
+from .distributed import (
+    all_reduce_mean,
+    barrier,
+    gathered_advantages,
+    init_distributed,
+    keyed_generator,
+    keyed_randn,
+    shard_range,
+)
 from .flow_sde import SDEKind, flow_sigmas, sde_step
+from .loop import Phase, resume_latest, run_loop
 from .loss import clipped_pg_loss, flow_kl, flow_kl_scale, k3_kl
 from .metrics import MetricsLogger
 from .trackers import LogConfig
-from .loop import Phase, resume_latest, run_loop
 from .train_step import GRPOConfig, NonFiniteGuard, compute_advantages
 from .update import DistributedUpdate
 
@@ -76,7 +83,8 @@ class ToyConfig:
     resume: bool = True  # continue from the latest checkpoint in output_dir
     model: ToyModelConfig = field(default_factory=ToyModelConfig)  # the toy flow model
     sampler: ToySamplerConfig = field(default_factory=ToySamplerConfig)  # the rollout sampler
-    grpo: GRPOConfig = field(default_factory=lambda: GRPOConfig(group_size=16, clip_low=0.2, kl_coef=0.01))  # GRPO settings
+    grpo: GRPOConfig = field(default_factory=lambda: GRPOConfig(group_size=16, clip_low=0.2, kl_coef=0.01))  # GRPO
+        # settings
     train: ToyTrainConfig = field(default_factory=ToyTrainConfig)  # iterations and cadence
     log: LogConfig = field(default_factory=LogConfig)  # trackers besides metrics.jsonl (grpo.trackers)
 
@@ -117,7 +125,8 @@ def pretrain(model: ToyVelocity, cfg: ToyModelConfig, gen: torch.Generator) -> f
     loss = torch.tensor(0.0)
     for _ in range(cfg.pretrain_steps):
         b = 256
-        x0 = centers[torch.randint(cfg.num_modes, (b,), generator=gen)] + cfg.mode_std * torch.randn(b, 2, generator=gen)
+        x0 = centers[torch.randint(cfg.num_modes, (b,),
+                                   generator=gen)] + cfg.mode_std * torch.randn(b, 2, generator=gen)
         c = torch.randint(cfg.num_prompts, (b,), generator=gen)
         eps = torch.randn(b, 2, generator=gen)
         s = torch.rand(b, generator=gen)
@@ -151,7 +160,8 @@ def rollout(model: ToyVelocity, c: torch.Tensor, sc: ToySamplerConfig, noise: to
 def evaluate(model: ToyVelocity, cfg: ToyConfig) -> float:
     n = cfg.train.eval_samples
     c = torch.arange(n) % cfg.model.num_prompts
-    x, _, _ = rollout(model, c, cfg.sampler, keyed_randn((cfg.sampler.num_steps + 1, 2), cfg.seed, -1, range(n)), sde=False)
+    x, _, _ = rollout(model, c, cfg.sampler, keyed_randn((cfg.sampler.num_steps + 1, 2), cfg.seed, -1, range(n)),
+                      sde=False)
     return float(reward_fn(x, c, cfg.model).mean())
 
 

@@ -52,8 +52,8 @@ class DistConfig:
     update computes exactly what the fp32 replica's rollouts computed. ``diffusion-rl train`` sets its precision with
     ``model.dtype`` instead and rejects ``bf16`` here."""
 
-    strategy: Literal["ddp", "fsdp"] = "ddp"  # ddp (a replica per process, gradients all-reduced) or fsdp (FSDP2
-                                              # shards)
+    strategy: Literal["ddp", "fsdp"] = "ddp"  # ddp (a replica per process, gradients
+                                              # all-reduced) or fsdp (FSDP2 shards)
     reshard_after_forward: bool = True  # fsdp: free gathered weights after each block's forward
     mixed_precision: Literal["fp32", "bf16"] = "fp32"  # vla-rl: bf16 autocast of the policy forwards
 

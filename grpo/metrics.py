@@ -50,7 +50,8 @@ def _drop_cut_row(path: Path) -> None:
 class MetricsLogger:
     """Write scalars/images/videos under ``logdir``; a no-op on non-main ranks (``enabled=False``)."""
 
-    def __init__(self, logdir: str | Path, enabled: bool = True, tensorboard: bool = True, config: Mapping | None = None,
+    def __init__(self, logdir: str | Path, enabled: bool = True, tensorboard: bool = True,
+                 config: Mapping | None = None,
                  log: LogConfig | None = None, resume: bool = True):
         """``log``: the job's ``log:`` section (default: TensorBoard only); ``tensorboard=False`` drops TensorBoard
         from it. ``resume``: continue the tracker runs saved in ``logdir/trackers.json`` (the job's ``resume``)."""

@@ -31,10 +31,10 @@ class MonitorConfig:
     monitors: list[str] = field(default_factory=list)  # gold scores on evaluation samples, never trained on (reward
                                                        # names, "package.module:attr", or built-in statistics)
     patience: int = 3  # K: evaluations in a row with the training reward rising and a monitor falling before the alarm
-    action: str = "warn"  # warn | stop: what the alarm does (stop: the run ends after a checkpoint; the best one is
-                          # kept)
-    min_delta: float = 1e-3  # a monitor must fall by more than this over the K evaluations (noise-level drifts are
-                             # ignored)
+    action: str = "warn"  # warn | stop: what the alarm does (stop: the run ends after a
+                          # checkpoint; the best one is kept)
+    min_delta: float = 1e-3  # a monitor must fall by more than this over the K evaluations
+                             # (noise-level drifts are ignored)
 
     def __post_init__(self) -> None:
         if self.patience < 1:

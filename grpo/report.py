@@ -194,7 +194,7 @@ h1{font-size:22px}h2{font-size:17px;border-bottom:1px solid #ddd;padding-bottom:
 figure{display:inline-block;margin:6px 12px 12px 0;vertical-align:top}figcaption{font-size:12px;color:#555;max-width:420px}
 img.plot{max-width:100%}img.grid{image-rendering:pixelated;max-width:420px;min-width:160px;border:1px solid #ccc}
 table{border-collapse:collapse;font-size:13px}td,th{border:1px solid #ddd;padding:3px 8px;text-align:left}
-table.cells{font-size:11px;margin-top:4px}pre{background:#f6f6f6;padding:8px;font-size:12px;overflow-x:auto}"""
+table.cells{font-size:11px;margin-top:4px}pre{background:#f6f6f6;padding:8px;font-size:12px;overflow-x:auto}"""  # noqa: E501  (CSS rules, one line per selector group)
 
 
 def _summary_table(runs: list[Run]) -> str:
@@ -251,8 +251,8 @@ def render(runs: list[Run], title: str = "branchloop run report") -> str:
         if not r.info:
             parts.append("<p>no run_info.json (config, versions and machine were not recorded)</p>")
             continue
-        meta = {"seed": r.info.get("seed"), "started": r.info.get("started"), **{f"version {k}": v for k, v in
-                                                                                  r.info.get("versions", {}).items()},
+        meta = {"seed": r.info.get("seed"), "started": r.info.get("started"),
+                **{f"version {k}": v for k, v in r.info.get("versions", {}).items()},
                 **{f"machine {k}": v for k, v in r.info.get("machine", {}).items()}}
         parts.append("<table>" + "".join(f"<tr><th>{html.escape(str(k))}</th><td>{html.escape(str(v))}</td></tr>"
                                           for k, v in meta.items()) + "</table>")

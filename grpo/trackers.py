@@ -45,13 +45,16 @@ class LogConfig:
         "help": "trackers besides metrics.jsonl: tensorboard, wandb, mlflow, trackio (rank 0 only; [] for none)"})
     project: str = "branchloop"  # the W&B project, MLflow experiment and trackio project the run goes to
     run_name: str = ""  # the tracker run's display name ("": the output directory's name)
-    wandb_mode: Literal["auto", "online", "offline"] = "auto"  # auto: $WANDB_MODE (W&B's default: online); offline: files under <output_dir>/wandb for `wandb sync`
-    mlflow_uri: str = ""  # MLflow tracking URI ("": $MLFLOW_TRACKING_URI, else MLflow's default); file:// or a path: the file store
+    wandb_mode: Literal["auto", "online", "offline"] = "auto"  # auto: $WANDB_MODE (W&B's default: online); offline:
+                                                               # files under <output_dir>/wandb for `wandb sync`
+    mlflow_uri: str = ""  # MLflow tracking URI ("": $MLFLOW_TRACKING_URI, else MLflow's default); file://
+                          # or a path: the file store
 
     def __post_init__(self) -> None:
         dup = sorted({b for b in self.backends if list(self.backends).count(b) > 1})
         if dup:
-            raise ValueError(f"log.backends names {dup} more than once (expected each of {list(BACKENDS)} at most once)")
+            raise ValueError(f"log.backends names {dup} more than once (expected each of {list(BACKENDS)} at most "
+                             "once)")
         if not self.project.strip():
             raise ValueError("log.project must not be empty (the tracker project or experiment the run goes to)")
 
@@ -274,7 +277,8 @@ class TrackioTracker:
             context_vars.current_run.set(None)
 
 
-TRACKERS = {"tensorboard": TensorBoardTracker, "wandb": WandbTracker, "mlflow": MlflowTracker, "trackio": TrackioTracker}
+TRACKERS = {"tensorboard": TensorBoardTracker, "wandb": WandbTracker, "mlflow": MlflowTracker,
+            "trackio": TrackioTracker}
 
 
 def open_trackers(logdir: str | Path, log: LogConfig, config: Mapping | None, resume: bool = True) -> list[Tracker]:

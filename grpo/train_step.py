@@ -32,8 +32,8 @@ class GRPOConfig:
     """Optimizer-side settings shared by every frontend (the YAML ``grpo:`` section)."""
 
     group_size: int = 8  # samples per group (per prompt / initial state)
-    advantage: Literal["mean_std", "median", "median_std", "gdpo"] = "mean_std"  # GRPO, MC-GRPO (median), median_std,
-        # GDPO
+    advantage: Literal["mean_std", "median", "median_std", "gdpo"] = "mean_std"  # GRPO, MC-GRPO
+        # (median), median_std, GDPO
     std_mode: Literal["group", "global", "none"] = "group"  # GRPO scale: per-group std, batch std, or none
     adv_eps: float = 1e-4  # added to the advantage scale
     adv_clip: float | None = 5.0  # clamp advantages to [-adv_clip, adv_clip] (None: no clamp)
@@ -44,10 +44,10 @@ class GRPOConfig:
     # flow: Flow-GRPO's KL on the SDE means, divided by 2 std_dev_t^2 as Flow-GRPO's code does (so kl_coef means what
     # its beta does); flow_exact: the exact Gaussian KL of the steps (Flow-GRPO's value / -dt); k3: Schulman's k3 on
     # the log-probs. See grpo.loss.
-    kl_type: Literal["flow", "flow_exact", "k3"] = "flow"  # flow (Flow-GRPO's scale), flow_exact (exact Gaussian KL) or
-                                                           # k3
-    loss_reduction: Literal["token_mean", "sample_mean"] = "token_mean"  # average the loss over (sample, step) tokens
-        # or over samples
+    kl_type: Literal["flow", "flow_exact", "k3"] = "flow"  # flow (Flow-GRPO's scale), flow_exact
+                                                           # (exact Gaussian KL) or k3
+    loss_reduction: Literal["token_mean", "sample_mean"] = "token_mean"  # average the loss over (sample,
+        # step) tokens or over samples
     max_grad_norm: float = 1.0  # gradient clipping norm
     max_nonfinite: int = 3  # consecutive skipped updates before aborting
 

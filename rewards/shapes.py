@@ -231,8 +231,8 @@ def palette_labels(image: np.ndarray, tol: float = 0.25) -> np.ndarray:
     return np.where(d.min(-1) <= tol, d.argmin(-1), -1)
 
 
-def find_blobs(image: np.ndarray, tol: float = 0.25, min_frac: float = 0.01) -> dict[str,
-                                                                                     tuple[np.ndarray, tuple[float, float]]]:
+def find_blobs(image: np.ndarray, tol: float = 0.25,
+               min_frac: float = 0.01) -> dict[str, tuple[np.ndarray, tuple[float, float]]]:
     """Largest blob per palette color: ``color -> (mask [H, W], (cx, cy))``. ``image`` is ``[H, W, 3]``."""
     names = list(PALETTE)
     label = palette_labels(image, tol)

@@ -79,8 +79,8 @@ class SRPOConfig:
     dbscan_eps: float = 0.5  # DBSCAN radius in the successes' standardized space (the reference's 0.5)
     min_samples: int = 2  # DBSCAN min_samples (the reference's 2)
     progress_max: float = 0.6  # failure reward = progress_max * sigmoid(...) (the reference's 0.6)
-    reference: Literal["task", "group"] = "task"  # group (ours): a failure's references are its group's successes if
-                                                  # any
+    reference: Literal["task", "group"] = "task"  # group (ours): a failure's references are
+                                                  # its group's successes if any
 
     def __post_init__(self) -> None:
         if not 0.0 <= self.progress_max < 1.0:
@@ -89,7 +89,8 @@ class SRPOConfig:
         if self.num_frames < 1:
             raise ValueError(f"srpo.num_frames must be >= 1, got {self.num_frames}")
         if self.dbscan_eps <= 0 or self.min_samples < 1:
-            raise ValueError(f"need srpo.dbscan_eps > 0 and min_samples >= 1, got {self.dbscan_eps}, {self.min_samples}")
+            raise ValueError(f"need srpo.dbscan_eps > 0 and min_samples >= 1, got {self.dbscan_eps}, "
+                             f"{self.min_samples}")
         if self.reference not in ("task", "group"):
             raise ValueError(f"srpo.reference={self.reference!r}; expected 'task' or 'group'")
         if self.pooling not in ("mean", "last", "mean_last", "concat"):

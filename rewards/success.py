@@ -18,7 +18,8 @@ from .base import RewardBatch, RewardOutput
 
 
 def episode_metadata(tasks: Sequence[str], success: torch.Tensor, groups: Sequence[int] | None = None) -> list[dict]:
-    """``N`` metadata dicts ``{"task", "success"[, "group"]}`` from ``tasks`` (N), ``success`` ``[N]`` and ``groups`` (N)."""
+    """``N`` metadata dicts ``{"task", "success"[, "group"]}`` from ``tasks`` (N), ``success`` ``[N]`` and ``groups``
+    (N)."""
     flags = torch.as_tensor(success, device="cpu").bool().tolist()
     if len(tasks) != len(flags) or (groups is not None and len(groups) != len(flags)):
         raise ValueError(f"{len(flags)} success flags but {len(tasks)} tasks"
@@ -41,6 +42,7 @@ def episode_fields(metadata: Sequence[dict], reward: str) -> tuple[list[str], to
 
 
 def success_reward(batch: RewardBatch) -> RewardOutput:
-    """The plain sparse reward: 1 on success, 0 otherwise (``total`` and the component ``success``, ``[N]`` on the CPU)."""
+    """The plain sparse reward: 1 on success, 0 otherwise (``total`` and the component ``success``, ``[N]`` on the
+    CPU)."""
     s = episode_fields(batch.metadata, "success")[1].float()
     return RewardOutput(total=s, components={"success": s})

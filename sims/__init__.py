@@ -23,13 +23,14 @@ deltas + gripper in [-1, 1] (tabletop: 4-d, robosuite / LIBERO: 7-d).
 """
 
 from .config import TabletopConfig
+from .demos import load_demos, load_transitions, record_demos, record_episode, write_hdf5
 from .registry import check_options, list_tasks, make, register
+from .render import RenderingUnavailable
 from .robosuite_adapter import RobosuiteConfig
 from .tabletop import ScriptedExpert, TabletopEnv, expert_action
 from .vector import VectorEnv, group_options
-from .demos import load_demos, load_transitions, record_demos, record_episode, write_hdf5
-from .render import RenderingUnavailable
 
-__all__ = ["make", "list_tasks", "register", "check_options", "TabletopConfig", "RobosuiteConfig", "TabletopEnv", "ScriptedExpert",
+__all__ = ["make", "list_tasks", "register", "check_options", "TabletopConfig", "RobosuiteConfig", "TabletopEnv",
+           "ScriptedExpert",
            "expert_action", "VectorEnv", "group_options", "record_demos", "record_episode", "write_hdf5", "load_demos",
            "load_transitions", "RenderingUnavailable"]

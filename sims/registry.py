@@ -18,7 +18,8 @@ _FACTORIES: dict[str, Callable[..., gym.Env]] = {}
 _OPTIONS: dict[str, Callable[[dict[str, Any]], Any]] = {}  # task name -> check of its keyword options
 
 
-def register(name: str, factory: Callable[..., gym.Env], options: Callable[[dict[str, Any]], Any] | None = None) -> None:
+def register(name: str, factory: Callable[..., gym.Env],
+             options: Callable[[dict[str, Any]], Any] | None = None) -> None:
     """Add ``name`` -> ``factory(**kw)``; re-registering a name replaces it. ``options(kw)``, when given, checks the
     keyword options without building anything (raising TypeError / ValueError naming the bad one), so a run can
     refuse them before it starts (:func:`check_options`); e.g. ``lambda kw: sims.config.build(TabletopConfig, kw)``."""

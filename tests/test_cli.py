@@ -11,7 +11,8 @@ from diffusion_rl.cli import main as diffusion_main
 from vla_rl.cli import main as vla_main
 
 JOBS = {"diffusion-rl": (diffusion_main, ["train", "eval", "pretrain-shapes", "toy", "export", "report"]),
-        "vla-rl": (vla_main, ["train", "eval", "loop", "record-demos", "libero-demos", "fit-encoder", "report", "deploy",
+        "vla-rl": (vla_main, ["train", "eval", "loop", "record-demos", "libero-demos", "fit-encoder", "report",
+                              "deploy",
                               "robot-loop"])}
 
 
@@ -49,14 +50,17 @@ def test_bad_input_is_one_line_exit_2_and_writes_nothing(tmp_path, capsys):
     out = tmp_path / "out"
     cases = [
         (diffusion_main, ["nope"], "invalid choice: 'nope'"),
-        (diffusion_main, ["train", "configs/diffusion/shapes_flat.yaml", "train.lrr=1", f"output_dir={out}"], "train.lrr"),
+        (diffusion_main, ["train", "configs/diffusion/shapes_flat.yaml", "train.lrr=1", f"output_dir={out}"],
+         "train.lrr"),
         (diffusion_main, ["pretrain-shapes", "--out", str(out), "--steps", "0"], "--steps=0: expected an integer >= 1"),
-        (diffusion_main, ["pretrain-shapes", "--out", str(out), "--init", str(tmp_path / "none")], "expected a saved shapes pipeline directory"),
+        (diffusion_main, ["pretrain-shapes", "--out", str(out), "--init", str(tmp_path / "none")],
+         "expected a saved shapes pipeline directory"),
         (diffusion_main, ["pretrain-shapes", "--steps", "many"], "invalid int value: 'many'"),
         (diffusion_main, ["toy", "configs/grpo/toy_flow.yaml", "grpo.clip_lo=0.1", f"output_dir={out}"], "clip_low"),
         (diffusion_main, ["toy", str(tmp_path / "missing.yaml")], "config file not found"),
         (vla_main, ["nope"], "invalid choice: 'nope'"),
-        (vla_main, ["train", "configs/vla/tabletop_reach.yaml", "rl.iterations=-1", f"output_dir={out}"], "rl.iterations"),
+        (vla_main, ["train", "configs/vla/tabletop_reach.yaml", "rl.iterations=-1", f"output_dir={out}"],
+         "rl.iterations"),
         (vla_main, ["eval", str(tmp_path / "no_run")], f"checkpoint not found: {tmp_path / 'no_run'}"),
         (vla_main, ["loop", "configs/world_models/loop_reach_one.yaml", "cycles=x", f"output_dir={out}"], "cycles"),
         (vla_main, ["record-demos", "tabletop/nope", "2", str(out / "d.hdf5")], "unknown task 'tabletop/nope'"),
@@ -86,7 +90,8 @@ def test_old_module_entry_points_are_gone(module, capsys):
 def test_console_scripts_are_installed():
     for script in JOBS:
         res = subprocess.run([sys.executable, "-c", f"from importlib.metadata import entry_points; "
-                              f"print([e.value for e in entry_points(group='console_scripts') if e.name == '{script}'])"],
+                              "print([e.value for e in entry_points(group='console_scripts') if e.name == "
+                              f"'{script}'])"],
                              capture_output=True, text=True)
         assert "cli:main" in res.stdout, res
 

@@ -42,7 +42,7 @@ PKG = {
 
             def encode_prompts(self, prompts):
                 return {}
-        """,
+        """,  # noqa: E501  (a plugin file's source, kept as written)
     "rewards.py": """
         import types
         from .mark import mark
@@ -115,8 +115,8 @@ def test_diffusion_adapter_and_reward_from_a_user_package(ext, tmp_path):
     it = [r for r in rows if "reward/mean" in r]
     assert len(it) == 1 and it[0]["cost/backward"] > 0 and it[0]["onpolicy/max_abs_dlogp"] == 0.0
 
-    for over, expect in (("model.adapter=my_ext.models:Broken", "model.adapter='my_ext.models:Broken': Broken lacks "
-                                                                 "velocity"),
+    for over, expect in (("model.adapter=my_ext.models:Broken",
+                          "model.adapter='my_ext.models:Broken': Broken lacks velocity"),
                          ("reward.name=my_ext.rewards:not_callable", "lacks __call__"),
                          ("reward.name=my_ext.nope:score", "cannot import module 'my_ext.nope'"),
                          ("model.adapter=my_ext.models", "expected 'package.module:Name'")):

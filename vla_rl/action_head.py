@@ -154,7 +154,8 @@ class FlowMatchingActionHead(nn.Module):
         return self.cfg.num_steps
 
     def velocity(self, x: torch.Tensor, sigma: torch.Tensor, ctx: torch.Tensor) -> torch.Tensor:
-        """``v_theta(x[B,K,A], sigma[B], ctx[B,C]) -> [B,K,A]`` fp32 (the net under autocast with ``autocast_dtype``)."""
+        """``v_theta(x[B,K,A], sigma[B], ctx[B,C]) -> [B,K,A]`` fp32 (the net under autocast with
+        ``autocast_dtype``)."""
         b = x.shape[0]
         h = torch.cat([x.reshape(b, -1), sigma_features(sigma), ctx], dim=-1)
         with autocast(self.autocast_dtype, h.device):  # a no-op context in fp32 (.float() is then the identity)
@@ -289,7 +290,8 @@ class GaussianActionHead(nn.Module):
 
     @torch.no_grad()
     def sample(self, ctx: torch.Tensor, stochastic: bool = True, generator: Generators = None) -> HeadSample:
-        """``a = mu + std * eps`` (``mu`` when not stochastic); ``generator`` as in :meth:`FlowMatchingActionHead.sample`."""
+        """``a = mu + std * eps`` (``mu`` when not stochastic); ``generator`` as in
+        :meth:`FlowMatchingActionHead.sample`."""
         mu = self.mean(ctx)
         b = mu.shape[0]
         if not stochastic:

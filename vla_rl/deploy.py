@@ -78,8 +78,8 @@ class DeployConfig:
     stop_on_success: bool = True  # end an episode when the robot reports success
     seed: int = 0  # the policy's noise (deterministic chunks are drawn from it) and the sim robot's initial states
     realtime: bool = True  # sleep to hold fps (False: as fast as possible, for tests)
-    stochastic: bool = False  # sample chunks with the policy's exploration noise (flow SDE) instead of
-                              # deterministically
+    stochastic: bool = False  # sample chunks with the policy's exploration noise (flow SDE)
+                              # instead of deterministically
 
 
 def clip_action(a: np.ndarray, limits: tuple[Sequence[float], Sequence[float]] | None) -> np.ndarray:
@@ -427,7 +427,8 @@ def cmd_deploy(args: argparse.Namespace) -> int:
 
             if rcfg.task not in sims.list_tasks():
                 key = "--robot.task" if "task" in raw else "--task"
-                raise ValueError(f"{key}={rcfg.task!r} is not a sims task; e.g. tabletop/reach_one, tabletop/pick_place")
+                raise ValueError(f"{key}={rcfg.task!r} is not a sims task; e.g. tabletop/reach_one, "
+                                 "tabletop/pick_place")
         elif not args.instruction:
             raise ValueError(f"--instruction is empty: a {kind} robot has no instruction of its own; give the one the "
                              "policy was trained for, e.g. --instruction 'pick up the cube'")

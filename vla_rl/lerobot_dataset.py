@@ -31,7 +31,8 @@ def load_lerobot_demos(root: str | Path, cameras: Sequence[str], max_episodes: i
     try:
         from lerobot.datasets.lerobot_dataset import LeRobotDataset
     except ImportError as e:
-        raise ImportError(f"reading the LeRobotDataset {root} needs lerobot (make lerobot; README 'LeRobot'): {e}") from None
+        raise ImportError(f"reading the LeRobotDataset {root} needs lerobot (make lerobot; README 'LeRobot'): "
+                          f"{e}") from None
     if not is_lerobot_dataset(root):
         raise FileNotFoundError(f"{root} is not a LeRobotDataset (no meta/info.json)")
     ds = LeRobotDataset(repo_id, root=root)

@@ -347,7 +347,8 @@ def plan_smolvla(cfg) -> PolicyPlan:
     return PolicyPlan("LeRobot SmolVLA (from its architecture; LeRobot not installed here)", nv + ne,
                       ne if expert_only else nv + ne, rollout, episodes, train, mb, 1,
                       [f"backbone {nv / 1e6:.1f} M (SmolVLM2-500M, text cut to {layers} layers), action expert + "
-                       f"projections {ne / 1e6:.1f} M; total {(nv + ne) / 1e9:.3f} B, published {SMOLVLA_PUBLISHED:g} B",
+                       f"projections {ne / 1e6:.1f} M; total {(nv + ne) / 1e9:.3f} B, published {SMOLVLA_PUBLISHED:g} "
+                       "B",
                        f"prefix {prefix} tokens ({cams} cameras x {arch['image_tokens']} + "
                        f"{arch['tokenizer_max_length']} text + 1 state); chunk {chunk}; {cfg.policy.flow.num_steps} "
                        "flow steps a call"])
@@ -716,8 +717,8 @@ def plan_text(cfg, loop: bool, gpus: str = "1,8", gpu_mem: float = 80.0, peak_tf
         counts = tuple(int(g) for g in str(gpus).split(","))
     except ValueError:
         counts = ()
-    if not counts or min(counts) < 1 or not 0 < mfu <= 1 or not gpu_mem > 0 or (peak_tflops is not None
-                                                                                and not peak_tflops > 0):
+    if (not counts or min(counts) < 1 or not 0 < mfu <= 1 or not gpu_mem > 0
+            or (peak_tflops is not None and not peak_tflops > 0)):
         raise ValueError(f"--plan needs --gpus as positive integers (got {gpus!r}), 0 < --mfu <= 1 (got {mfu}), "
                          f"--gpu-mem > 0 (got {gpu_mem}) and --peak-tflops > 0 (got {peak_tflops})")
     if loop:

@@ -88,19 +88,19 @@ class PolicyConfig:
     path: str | None = None  # lerobot: a LeRobot checkpoint directory to start from (None: a fresh policy)
     lerobot: dict[str, Any] = field(default_factory=dict)  # lerobot: overrides of LeRobot's policy config
                                                            # (vlm_model_name: tiny ...)
-    head: Literal["flow", "gaussian"] = "flow"  # flow (pi0-style flow-matching action expert, SDE log-probs) or
-                                                # gaussian
+    head: Literal["flow", "gaussian"] = "flow"  # flow (pi0-style flow-matching action expert,
+                                                # SDE log-probs) or gaussian
     cameras: list[str] = field(default_factory=lambda: ["agentview"])  # camera images the policy reads
     use_images: bool = True  # read camera images
     use_state: bool = True  # read the proprio state
     image_size: int = 64  # side of the square input images (pixels)
-    conv_channels: list[int] = field(default_factory=lambda: [16, 32, 32])  # channels of the conv image encoder's
-        # blocks
+    conv_channels: list[int] = field(default_factory=lambda: [16, 32, 32])  # channels of the
+        # conv image encoder's blocks
     text_dim: int = 32  # instruction word-embedding width
     max_text_len: int = 16  # instruction tokens kept
     ctx_dim: int = 128  # width of the fused observation context
-    film: bool = False  # condition every conv block on the instruction (FiLM, as RT-1 does): language picks what to
-                        # look at
+    film: bool = False  # condition every conv block on the instruction (FiLM, as RT-1 does):
+                        # language picks what to look at
     chunk_size: int = 4  # K actions per chunk
     n_action_steps: int = 4  # actions executed per chunk (<= chunk_size)
     state_dim: int = 0  # 0: taken from the environment
@@ -113,7 +113,8 @@ class PolicyConfig:
         if self.head not in ("flow", "gaussian"):
             raise ValueError(f"policy.head={self.head!r}; expected 'flow' or 'gaussian'")
         if not 1 <= self.n_action_steps <= self.chunk_size:
-            raise ValueError(f"policy.n_action_steps={self.n_action_steps} must be in [1, chunk_size={self.chunk_size}]")
+            raise ValueError(f"policy.n_action_steps={self.n_action_steps} must be in [1, "
+                             f"chunk_size={self.chunk_size}]")
         if not (self.use_images or self.use_state):
             raise ValueError("policy needs at least one of use_images / use_state")
         if self.use_images and not self.cameras:

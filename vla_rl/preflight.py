@@ -18,7 +18,8 @@ def check_task(key: str, task: str, tasks: list[str]) -> None:
     """``task`` is a registered sims task (``wm/...`` tasks are registered by the World-VLA-Loop at run time)."""
     if task.startswith("wm/"):
         return
-    check_choice(key, task, [t for t in tasks if not t.startswith("libero/")] + [t for t in tasks if t.startswith("libero/")],
+    check_choice(key, task, [t for t in tasks if not t.startswith("libero/")]
+                 + [t for t in tasks if t.startswith("libero/")],
                  hint="; LIBERO tasks are libero/<suite>/<i>")
 
 
@@ -35,7 +36,8 @@ def check_vla_inputs(cfg, writes: bool = True) -> None:
     check_env_options(cfg.env.tasks, cfg.env.kwargs, "env.kwargs")
     if not writes:  # a dry run: a full recipe prints its cost on a machine without its weights and data
         return
-    check_path_exists("sft.base_policy", cfg.sft.base_policy, "a SmallVLA directory (save_pretrained) or builtin:<name>")
+    check_path_exists("sft.base_policy", cfg.sft.base_policy,
+                      "a SmallVLA directory (save_pretrained) or builtin:<name>")
     check_path_exists("sft.init_policy", cfg.sft.init_policy, "a SmallVLA directory (save_pretrained)")
     check_path_exists("sft.demo_path", cfg.sft.demo_path, "an HDF5 demo file (vla-rl record-demos / libero-demos)")
     if cfg.sft.demo_path:
@@ -59,7 +61,8 @@ def check_srpo_encoder(srpo) -> None:
         check_path_exists("srpo.encoder_path", srpo.encoder_path, "a .safetensors file (small) or a save_pretrained "
                           "directory (dinov2 / vjepa2)")
         if srpo.encoder != "small" and not srpo.encoder_path:
-            raise ValueError(f"srpo.encoder={srpo.encoder!r} needs srpo.encoder_path (a local save_pretrained directory)")
+            raise ValueError(f"srpo.encoder={srpo.encoder!r} needs srpo.encoder_path (a local save_pretrained "
+                             "directory)")
 
 
 def check_loop_inputs(cfg, writes: bool = True) -> None:
@@ -75,7 +78,8 @@ def check_loop_inputs(cfg, writes: bool = True) -> None:
         return
     check_path_exists("vla.sft.base_policy", cfg.vla.sft.base_policy, "a SmallVLA directory or builtin:<name>")
     check_path_exists("vla.sft.init_policy", cfg.vla.sft.init_policy, "a SmallVLA directory (save_pretrained)")
-    check_path_exists("vla.sft.demo_path", cfg.vla.sft.demo_path, "an HDF5 demo file (vla-rl record-demos / libero-demos)")
+    check_path_exists("vla.sft.demo_path", cfg.vla.sft.demo_path,
+                      "an HDF5 demo file (vla-rl record-demos / libero-demos)")
     if cfg.vla.sft.demo_path:  # the loop's SFT runs on data.task
         check_demo_actions(cfg.vla.sft.demo_path, cfg.data.task, cfg.vla.env.kwargs, "vla.sft.demo_path")
     check_writable_dir(cfg.output_dir, "output_dir")
@@ -94,6 +98,7 @@ def check_demo_actions(path: str, task: str, env_kwargs: dict, key: str = "sft.d
     """The demo file ``path``'s action size equals the action space of ``task`` (read from one demo and one env built
     without cameras); a mismatch or an unreadable file is one line naming ``key``, the file and the expected size."""
     import h5py
+
     import sims
 
     try:

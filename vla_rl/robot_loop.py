@@ -80,10 +80,11 @@ Ready = Callable[[dict], None]  # returns when the scene is set up for the episo
 
 @dataclass
 class RobotSection:
-    type: str = "sims"  # a registered LeRobot robot type (RobotConfig choice); sims: the simulated robot over a sims
-                        # task
+    type: str = "sims"  # a registered LeRobot robot type (RobotConfig choice); sims: the
+                        # simulated robot over a sims task
     task: str = "tabletop/reach_one"  # the task's name (episodes of one task are compared); the sims robot simulates it
-    env_kwargs: dict[str, Any] = field(default_factory=lambda: {"image_size": 32, "cameras": ["agentview", "wrist"]})  # sims robot: sims.make's kwargs
+    env_kwargs: dict[str, Any] = field(  # sims robot: sims.make's kwargs
+        default_factory=lambda: {"image_size": 32, "cameras": ["agentview", "wrist"]})
     config: dict[str, Any] = field(default_factory=dict)  # other fields of the robot's LeRobot RobotConfig (a real arm:
                                                           # port, id, cameras; also --robot.<field> flags)
     instruction: str = ""  # the instruction given to the policy (empty: the robot's own; the sims robot has its task's)
@@ -110,17 +111,17 @@ class RobotSection:
 @dataclass
 class RobotLoopConfig:
     seed: int = 0  # seeds initial states and the policy's sampling noise (per round, group and episode)
-    output_dir: str = "runs/robot_loop"  # checkpoints, metrics.jsonl, the episodes dataset (episodes/) and the final
-                                         # policy/
+    output_dir: str = "runs/robot_loop"  # checkpoints, metrics.jsonl, the episodes dataset
+                                         # (episodes/) and the final policy/
     resume: bool = True  # continue from output_dir's latest checkpoint (and its recorded episodes) when there is one
-    policy_path: str = ""  # the policy to start from: a vla-rl run's policy/ (LeRobot layout or SmallVLA); vla.policy
-                           # describes it
+    policy_path: str = ""  # the policy to start from: a vla-rl run's policy/ (LeRobot layout or
+                           # SmallVLA); vla.policy describes it
     rounds: int = 3  # rounds of (episodes on the robot -> success -> one GRPO update)
     groups_per_round: int = 2  # groups per round, each of vla.grpo.group_size episodes
-    grouping: Literal["state", "round"] = "state"  # state: a group shares its initial state; round: the round is one
-                                                   # group
-    success: Literal["operator", "robot"] = "operator"  # who marks success: the operator (y/n per episode) or the
-                                                        # robot's report
+    grouping: Literal["state", "round"] = "state"  # state: a group shares its initial state;
+                                                   # round: the round is one group
+    success: Literal["operator", "robot"] = "operator"  # who marks success: the operator (y/n per
+                                                        # episode) or the robot's report
     recompute_one_by_one: bool = True  # the update recomputes log-probs one decision point at a time, as the robot
                                        # sampled them (rl.grad_accum = rl.minibatch_size): bit-identical to the robot's
     robot: RobotSection = field(default_factory=RobotSection)  # the LeRobot robot, its rate, limits and episode length
@@ -171,7 +172,8 @@ def keyboard_judge(inp: TextIO | None = None, out: TextIO | None = None) -> Judg
         hint = " (the robot reports success)" if info.get("robot_success") else ""
         while True:
             o.write(f"round {info.get('round', 0) + 1}, episode {info.get('episode', 0) + 1} (group "
-                    f"{info.get('group', 0)}, {info['steps']} ticks, stopped: {info['stopped']}){hint}: success? [y/n] ")
+                    f"{info.get('group', 0)}, {info['steps']} ticks, stopped: {info['stopped']}){hint}: success? "
+                    "[y/n] ")
             o.flush()
             line = i.readline()
             if not line:
@@ -297,7 +299,8 @@ class RobotTrainer(VLARLTrainer):
         self.judge = judge or (robot_judge if cfg.success == "robot" else keyboard_judge())
         self.ready = ready or keyboard_ready()
         self.dataset_root = Path(cfg.output_dir) / DATASET_DIR
-        self.say: Callable[[str], None] = (lambda m: None) if quiet else (lambda m: print(m, file=sys.stderr, flush=True))
+        self.say: Callable[[str], None] = ((lambda m: None) if quiet
+                                           else (lambda m: print(m, file=sys.stderr, flush=True)))
         super().__init__(vla_config(cfg), quiet=quiet)
         if self.dist.world_size > 1:
             raise ValueError("vla-rl robot-loop drives one robot from one process; run it without torchrun")

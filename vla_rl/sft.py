@@ -55,8 +55,8 @@ class SFTConfig:
     init_policy: str | None = None  # a SmallVLA directory (save_pretrained) to start from; SFT is then skipped
     # a pretrained SmallVLA (directory or "builtin:<name>") that SFT *fine-tunes* on the demos, keeping its
     # vocabulary and state normalization (policy.* must describe the same architecture)
-    base_policy: str | None = None  # a pretrained SmallVLA (directory or builtin:<name>) that SFT fine-tunes on the
-                                    # demos
+    base_policy: str | None = None  # a pretrained SmallVLA (directory or builtin:<name>) that
+                                    # SFT fine-tunes on the demos
 
     def __post_init__(self) -> None:
         if self.init_policy and self.base_policy:

@@ -1,7 +1,8 @@
 """World-VLA-Loop as one command: train the world model on simulator data, RL the VLA inside it, check the
 policy in the real simulator, add the policy's failures and near-successes to the data, fine-tune, repeat.
 
-    vla-rl loop configs/world_models/loop_reach_one.yaml [key=value ...] [--dry-run | --plan]   # the demo (make demo-wm)
+    vla-rl loop configs/world_models/loop_reach_one.yaml [key=value ...] [--dry-run | --plan]   # the demo (make
+    demo-wm)
 
 Stages (all logged to ``<output_dir>/metrics.jsonl`` and TensorBoard with ``grpo.metrics.MetricsLogger``;
 step = cycle)::
@@ -98,8 +99,8 @@ class LoopConfig:
             raise ValueError("cycles and rl_iterations must be >= 0")
         pol = self.vla.policy
         if pol.use_images and list(pol.cameras) != [WM_CAMERA]:
-            raise ConfigError(f"vla.policy.cameras={list(pol.cameras)}: the world model imagines only the {WM_CAMERA!r} "
-                              f"camera, so the policy can read only [{WM_CAMERA}] (and the state: with "
+            raise ConfigError(f"vla.policy.cameras={list(pol.cameras)}: the world model imagines only the "
+                              f"{WM_CAMERA!r} camera, so the policy can read only [{WM_CAMERA}] (and the state: with "
                               "vla.env.kwargs.object_state=true it holds the object positions too)")
 
 
@@ -136,7 +137,8 @@ def _vla_cfg(cfg: LoopConfig, **changes) -> Any:
 
 def run_loop(cfg: LoopConfig, quiet: bool = False) -> dict[str, Any]:
     """The loop of the module docstring; returns ``history`` (one record per cycle, cycle 0 = after SFT), the final
-    ``models``, the ``train`` / ``test`` trajectories and the last ``policy_dir``. Writes ``<output_dir>/history.json``."""
+    ``models``, the ``train`` / ``test`` trajectories and the last ``policy_dir``. Writes
+    ``<output_dir>/history.json``."""
     say = (lambda *a: None) if quiet else (lambda *a: print(*a, flush=True))
     t_start = time.time()
     dev = resolve_device(cfg.device)
@@ -145,7 +147,8 @@ def run_loop(cfg: LoopConfig, quiet: bool = False) -> dict[str, Any]:
     done = -1 if saved is None else int(saved["cycle"])  # the last completed cycle
     out.mkdir(parents=True, exist_ok=True)
     _forget_after(out, done)  # an interrupted cycle's partial outputs and metrics rows: it reruns from its start
-    logger = MetricsLogger(out, config=config_to_dict(cfg), log=cfg.vla.log, resume=cfg.resume)  # the loop's tracker run
+    # the loop's tracker run
+    logger = MetricsLogger(out, config=config_to_dict(cfg), log=cfg.vla.log, resume=cfg.resume)
     if saved is not None:
         say(f"resuming after cycle {done} ({saved['__path__']})")
     with GracefulExit() as stop:
@@ -188,7 +191,8 @@ def read_loop_state(cfg: LoopConfig) -> dict[str, Any] | None:
 
 def _forget_after(out: Path, done: int) -> None:
     """Drop what cycles after ``done`` left (an interrupted run's ``cycle_<c>/`` and ``metrics.jsonl`` rows with
-    ``step > done``; ``done = -1``: a fresh run, also ``sft/`` and an old ``loop_state/`` under ``resume: false``), so the rerun writes them as an uninterrupted run would."""
+    ``step > done``; ``done = -1``: a fresh run, also ``sft/`` and an old ``loop_state/`` under ``resume: false``), so
+    the rerun writes them as an uninterrupted run would."""
     import shutil
 
     for d in [*out.glob("cycle_*"), *([out / "sft", out / LOOP_STATE] if done < 0 else [])]:
@@ -296,7 +300,8 @@ def _run_cycles(cfg: LoopConfig, out: Path, dev, saved: dict | None, logger: Met
         policy = summary["policy"]
         rs = real_success(policy)
         seeds = [cfg.policy_seed_offset + c * 1000 + i for i in range(cfg.rollouts_per_cycle)]
-        fresh = collect_policy_episodes(policy_actor(policy, stochastic=True, seed=cfg.seed + c), d.task, seeds, d.horizon,
+        fresh = collect_policy_episodes(policy_actor(policy, stochastic=True, seed=cfg.seed + c), d.task, seeds,
+                                        d.horizon,
                                         d.image_size, camera=WM_CAMERA, env_kwargs=sim_kw)
         on_policy = world_model_report(models["wm"], fresh, models["idm"], m.success_threshold, cfg.seed,
                                        m.env_sampling_steps, models["state"])
@@ -304,7 +309,8 @@ def _run_cycles(cfg: LoopConfig, out: Path, dev, saved: dict | None, logger: Met
         if add:
             train = train.cat(fresh.subset(add))
         ft_loss = finetune(models, m, train, m.wm_finetune_steps, cfg.seed + c) if m.wm_finetune_steps > 0 else []
-        held = world_model_report(models["wm"], test, models["idm"], m.success_threshold, cfg.seed, m.env_sampling_steps,
+        held = world_model_report(models["wm"], test, models["idm"], m.success_threshold, cfg.seed,
+                                  m.env_sampling_steps,
                                   models["state"])
         rec = {"cycle": c, "real_success": rs, "wm_success_before_rl": summary["sft_success"],
                "wm_success_after_rl": summary["final_success"],
@@ -321,9 +327,10 @@ def _run_cycles(cfg: LoopConfig, out: Path, dev, saved: dict | None, logger: Met
         logger.log(c, {k: v for k, v in rec.items() if k != "cycle" and v is not None})
         say(f"cycle {c}: WM-imagined success {summary['sft_success']:.3f} -> {summary['final_success']:.3f}; "
             f"real-sim success {rs:.3f}; on the policy's real rollouts: frame MSE {on_policy['frame_mse']:.4f} "
-            f"(copy {on_policy['copy_first_frame_mse']:.4f}), action-following MSE {on_policy['action_following_mse']:.4f} "
-            f"(IDM on real {on_policy['idm_on_real_mse']:.4f}), success agreement {on_policy['episode_success_agreement']:.3f}; "
-            f"+{len(add)} episodes; held-out frame MSE {held['frame_mse']:.4f}; {rec['time/cycle_s']:.0f}s")
+            f"(copy {on_policy['copy_first_frame_mse']:.4f}), action-following MSE "
+            f"{on_policy['action_following_mse']:.4f} (IDM on real {on_policy['idm_on_real_mse']:.4f}), success "
+            f"agreement {on_policy['episode_success_agreement']:.3f}; +{len(add)} episodes; held-out frame MSE "
+            f"{held['frame_mse']:.4f}; {rec['time/cycle_s']:.0f}s")
     pool.close()
     return {"history": history, "models": models, "train": train, "test": test, "policy_dir": str(policy_dir),
             "stopped": stop.requested}

@@ -178,7 +178,8 @@ class VJEPA2Encoder(nn.Module):
         super().__init__()
         self.model = model.eval().requires_grad_(False)
         cfg = model.config
-        self.image_size, self.tubelet, self.max_frames = int(cfg.crop_size), int(cfg.tubelet_size), int(cfg.frames_per_clip)
+        self.image_size, self.tubelet = int(cfg.crop_size), int(cfg.tubelet_size)
+        self.max_frames = int(cfg.frames_per_clip)
         self.mean, self.std = mean, std
         self.dim = int(cfg.hidden_size)
 

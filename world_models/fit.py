@@ -39,27 +39,31 @@ class DataConfig:
     task: str = "tabletop/reach"  # sims task the data is collected on
     image_size: int = 32  # frame side in pixels
     horizon: int = 16  # steps per episode
-    train: dict[str, int] = field(default_factory=lambda: {"success": 24, "near": 24, "failure": 12, "random": 12})  # training episodes per kind
-    test: dict[str, int] = field(default_factory=lambda: {"success": 6, "near": 6, "failure": 3, "random": 3})  # held-out episodes per kind
+    train: dict[str, int] = field(  # training episodes per kind
+        default_factory=lambda: {"success": 24, "near": 24, "failure": 12, "random": 12})
+    test: dict[str, int] = field(  # held-out episodes per kind
+        default_factory=lambda: {"success": 6, "near": 6, "failure": 3, "random": 3})
     noise: float = 0.1  # action noise of the scripted expert
     train_seed_offset: int = 200_000  # initial states of the training episodes start here
     test_seed_offset: int = 300_000  # initial states of the held-out episodes start here
     start_pool: int = 128  # real initial observations (init seeds 0..N-1) the world-model env starts from
     # task progress at which a near-success stops following the expert (collect_sans; the task's own scale:
     # tabletop (0.5, 0.85), robosuite Lift ~(0.25, 0.5): 0.4 over the cube, 0.5 once grasped)
-    near_progress: tuple[float, float] = NEAR_PROGRESS  # task progress at which a near-success stops following the
-                                                        # expert
+    near_progress: tuple[float, float] = NEAR_PROGRESS  # task progress at which a near-success
+                                                        # stops following the expert
 
 
 @dataclass
 class ModelsConfig:
-    wm: WorldModelConfig = field(default_factory=lambda: WorldModelConfig(image_size=32, chunk=4, sampling_steps=4))  # world model
+    wm: WorldModelConfig = field(  # world model
+        default_factory=lambda: WorldModelConfig(image_size=32, chunk=4, sampling_steps=4))
     wm_steps: int = 1500  # world-model training steps before the first cycle
     wm_finetune_steps: int = 300  # world-model fine-tuning steps per cycle
     success_steps: int = 1500  # extra, class-balanced training of the success head alone (after the world model)
     wm_batch: int = 16  # world-model training batch (windows)
     wm_lr: float = 1e-3  # world-model learning rate
-    idm: IDMConfig = field(default_factory=lambda: IDMConfig(image_size=32, channels=(16, 32, 32), hidden=64))  # the IDM
+    idm: IDMConfig = field(  # the IDM
+        default_factory=lambda: IDMConfig(image_size=32, channels=(16, 32, 32), hidden=64))
     idm_steps: int = 600  # IDM training steps
     state_steps: int = 800  # state-model training steps
     # the success head also learns on the world model's own open-loop rollouts of the training episodes
@@ -77,8 +81,8 @@ class ModelsConfig:
     success_state_points: list[int] = field(default_factory=list)  # -> wm.state_points (e.g. [0, 9, 12, 15] on reach)
     success_camera: list[float] = field(default_factory=list)  # -> wm.state_camera (instruction grounding)
     success_ground_weight: float = 1.0  # grounding cross-entropy on successful samples (train_success_head)
-    env_sampling_steps: int = 2  # denoising steps per chunk inside the RL env (and in the metrics); x0-prediction keeps
-                                 # 2 sharp
+    env_sampling_steps: int = 2  # denoising steps per chunk inside the RL env (and in the metrics);
+                                 # x0-prediction keeps 2 sharp
 
 
 # ---- metrics ----------------------------------------------------------------------------------------

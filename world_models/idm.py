@@ -44,7 +44,8 @@ class InverseDynamicsModel(nn.Module):
         self.head = nn.Sequential(nn.Linear(c_in * 4, cfg.hidden), nn.SiLU(), nn.Linear(cfg.hidden, cfg.action_dim))
 
     def forward(self, frames: torch.Tensor) -> torch.Tensor:
-        """``frames[B, W, C, H, W']`` in [0, 1] (any device: moved to the model's) -> ``[B, A]`` on the model's device."""
+        """``frames[B, W, C, H, W']`` in [0, 1] (any device: moved to the model's) -> ``[B, A]`` on the model's
+        device."""
         frames = check_video(frames).to(module_device(self))
         if frames.shape[1] != self.cfg.window:
             raise ValueError(f"IDM expects windows of {self.cfg.window} frames, got {frames.shape[1]}")

@@ -307,7 +307,8 @@ def read_progress_metadata(path: str | os.PathLike, key: str = "srpo.encoder_pat
             meta = dict(f.metadata() or {})
             keys = set(f.keys())
     except Exception as e:  # noqa: BLE001 - safetensors raises its own error types for a damaged header
-        raise ValueError(f"{key}={str(path)!r}: not a readable safetensors file ({' '.join(str(e).split())[:120]})") from None
+        raise ValueError(f"{key}={str(path)!r}: not a readable safetensors file "
+                         f"({' '.join(str(e).split())[:120]})") from None
     if meta.get("encoder") != KIND:
         raise ValueError(f"{key}={str(path)!r}: metadata encoder={meta.get('encoder')!r}, expected {KIND!r} (a file "
                          "written by `vla-rl fit-encoder`)")
@@ -323,7 +324,8 @@ def read_progress_metadata(path: str | os.PathLike, key: str = "srpo.encoder_pat
 
 
 def load_progress_encoder(path: str | os.PathLike, key: str = "srpo.encoder_path") -> ProgressEncoder:
-    """A :class:`ProgressEncoder` from :func:`save_progress_encoder`'s file (checked by :func:`read_progress_metadata`)."""
+    """A :class:`ProgressEncoder` from :func:`save_progress_encoder`'s file (checked by
+    :func:`read_progress_metadata`)."""
     from safetensors.torch import load_file
 
     meta = read_progress_metadata(path, key)
@@ -344,10 +346,11 @@ class FitDataConfig:
     expert_tasks: list[str] = field(default_factory=list)  # sims tasks whose scripted expert is recorded here
                                                            # (successful episodes only)
     expert_per_task: int = 30  # successful expert episodes per task in expert_tasks
-    expert_seed_offset: int = 500_000  # initial state of the first expert episode (keep disjoint from RL, evaluation
-                                       # and bench states)
+    expert_seed_offset: int = 500_000  # initial state of the first expert episode (keep disjoint from RL,
+                                       # evaluation and bench states)
     expert_noise: float = 0.05  # Gaussian noise on the expert's motion (more varied frames)
-    play_per_task: int = 0  # undirected-play episodes (smooth random actions) per task in expert_tasks, target 1 (no progress)
+    play_per_task: int = 0  # undirected-play episodes (smooth random actions) per task in
+                            # expert_tasks, target 1 (no progress)
     play_horizon: int = 30  # steps of one play episode
     hold_steps: int = 2  # frames recorded after a success (target 0)
     max_steps: int = 120  # step limit of one expert episode
@@ -380,7 +383,8 @@ class FitEncoderConfig:
 
 
 def check_fit_inputs(cfg: FitEncoderConfig) -> None:
-    """Before anything is recorded or trained: the demo files exist, the tasks are registered, the output can be written."""
+    """Before anything is recorded or trained: the demo files exist, the tasks are registered, the output can be
+    written."""
     import sims
     from grpo.preflight import check_choice, check_path_exists, check_writable_file
 

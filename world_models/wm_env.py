@@ -46,13 +46,14 @@ def _advance(context: torch.Tensor, frames: torch.Tensor) -> torch.Tensor:
 
 class WorldModelVecEnv(VectorEnv):
     def __init__(self, wm: VideoWorldModel, start_frames: torch.Tensor, instructions: list[str], num_envs: int,
-                 max_chunks: int = 10, threshold: float = 0.5, sde: str = "ode", state_model: torch.nn.Module | None = None,
+                 max_chunks: int = 10, threshold: float = 0.5, sde: str = "ode",
+                 state_model: torch.nn.Module | None = None,
                  start_states: torch.Tensor | None = None):
         cfg = wm.cfg
         if cfg.state_dim and (state_model is None or start_states is None
                               or tuple(start_states.shape) != (start_frames.shape[0], cfg.state_dim)):
-            raise ValueError(f"a state-aware world model (state_dim={cfg.state_dim}) needs state_model and start_states "
-                             f"[N={start_frames.shape[0]}, {cfg.state_dim}], got "
+            raise ValueError(f"a state-aware world model (state_dim={cfg.state_dim}) needs state_model and "
+                             f"start_states [N={start_frames.shape[0]}, {cfg.state_dim}], got "
                              f"{None if start_states is None else tuple(start_states.shape)}")
         if start_frames.dim() != 5 or start_frames.shape[1:] != (cfg.context_frames, 3, cfg.image_size, cfg.image_size):
             raise ValueError(f"start_frames must be [N, {cfg.context_frames}, 3, {cfg.image_size}, {cfg.image_size}], "
@@ -81,7 +82,8 @@ class WorldModelVecEnv(VectorEnv):
         self.context = torch.zeros(num_envs, cfg.context_frames, 3, s, s, device=dev)
         self.ref = self.context[:, 0]
         self.instr: list[str] = [""] * num_envs
-        self.state = None if self.start_states is None else torch.zeros(num_envs, self.start_states.shape[1], device=dev)
+        self.state = None if self.start_states is None else torch.zeros(num_envs, self.start_states.shape[1],
+                                                                        device=dev)
         self.t = np.zeros(num_envs, dtype=np.int64)
 
     def _obs(self) -> dict[str, Any]:
@@ -139,7 +141,8 @@ class StartPool:
         if not (len(frames) == len(states) == len(instructions) > 0):
             raise ValueError(f"start pool needs as many frames, states and instructions (> 0), got "
                              f"{len(frames)}, {len(states)}, {len(instructions)}")
-        self.frames, self.states, self.instructions = np.asarray(frames), np.asarray(states, np.float32), list(instructions)
+        self.frames, self.states = np.asarray(frames), np.asarray(states, np.float32)
+        self.instructions = list(instructions)
 
     def __len__(self) -> int:
         return len(self.instructions)
@@ -180,7 +183,8 @@ class WorldModelEnv(gym.Env):
     metadata = {"render_modes": []}
 
     def __init__(self, wm: VideoWorldModel, state_model: torch.nn.Module, starts: StartPool, max_steps: int = 40,
-                 threshold: float = 0.5, camera: str = "agentview", task: str = "wm/task", sampling_steps: int | None = None,
+                 threshold: float = 0.5, camera: str = "agentview", task: str = "wm/task",
+                 sampling_steps: int | None = None,
                  seed: int = 0):
         cfg = wm.cfg
         if starts.frames.shape[1:] != (cfg.image_size, cfg.image_size, 3):
@@ -192,8 +196,8 @@ class WorldModelEnv(gym.Env):
         s = cfg.image_size
         d = starts.states.shape[1]
         if cfg.state_dim and cfg.state_dim != d:
-            raise ValueError(f"the state-aware success head reads state [B, K, {cfg.state_dim}], the start pool's states "
-                             f"have {d} values (collect them with the same env kwargs, e.g. object_state)")
+            raise ValueError(f"the state-aware success head reads state [B, K, {cfg.state_dim}], the start pool's "
+                             f"states have {d} values (collect them with the same env kwargs, e.g. object_state)")
         self.observation_space = gym.spaces.Dict({
             "images": gym.spaces.Dict({camera: gym.spaces.Box(0, 255, (s, s, 3), np.uint8)}),
             "state": gym.spaces.Box(-np.inf, np.inf, (d,), np.float32),
@@ -232,7 +236,8 @@ class WorldModelEnv(gym.Env):
         if seed is not None:
             self._gen.manual_seed(int(seed))
         i = self.init_seed % len(self.starts)
-        frame = torch.from_numpy(np.ascontiguousarray(self.starts.frames[i])).to(self.device).permute(2, 0, 1).float() / 255.0
+        frame = torch.from_numpy(np.ascontiguousarray(self.starts.frames[i])).to(self.device)
+        frame = frame.permute(2, 0, 1).float() / 255.0
         self.context = frame[None, None].expand(1, self.wm.cfg.context_frames, -1, -1, -1).clone()
         self.ref = frame[None].clone()  # the real start frame (the success head's instruction grounding)
         self.state = self.starts.states[i].copy()

@@ -91,7 +91,8 @@ def video_prompts() -> list[str]:
 
 
 def kontext_scenes(n: int = 8, size: int = 512) -> list[tuple[str, list[tuple[str, str, tuple[int, int]]]]]:
-    """``n`` scenes: a background and three coloured shapes at fixed spots, as ``(background, [(colour, shape, xy)])``."""
+    """``n`` scenes: a background and three coloured shapes at fixed spots, as ``(background, [(colour, shape,
+    xy)])``."""
     rng = random.Random(3)
     spots = [(size // 4, size // 4), (3 * size // 4, size // 4), (size // 4, 3 * size // 4),
              (3 * size // 4, 3 * size // 4)]

@@ -72,7 +72,8 @@ def real_available(fmt: str, device: torch.device | str | None) -> tuple[bool, s
         if cc < NVFP4_MIN_CC:
             return False, f"NVFP4 GEMMs need compute capability >= {NVFP4_MIN_CC} (Blackwell), this GPU has {cc}"
         if torchao_nvfp4_config() is None:
-            te = " (transformer_engine is installed, but this layer drives torchao)" if _has_module("transformer_engine") else ""
+            te = (" (transformer_engine is installed, but this layer drives torchao)"
+                  if _has_module("transformer_engine") else "")
             return False, f"torchao with NVFP4 support (torchao.prototype.mx_formats) is not installed{te}"
         return True, f"torchao NVFP4 on compute capability {cc}"
     raise ValueError(f"unknown format {fmt!r}")

@@ -51,7 +51,8 @@ def effective_linear_weight(m: nn.Module) -> tuple[torch.Tensor, torch.Tensor | 
                 if a not in m.lora_A:
                     continue
                 if getattr(m, "use_dora", {}).get(a, False):
-                    raise NotImplementedError(f"DoRA adapter {a!r}: merging DoRA into the rollout copy is not supported")
+                    raise NotImplementedError(f"DoRA adapter {a!r}: merging DoRA into the rollout copy is not "
+                                              "supported")
                 w = w + m.get_delta_weight(a).detach().float()
         b = base.bias.detach() if base.bias is not None else None
         return w, b

@@ -119,8 +119,8 @@ def nvfp4_tensor_scale(x: torch.Tensor) -> torch.Tensor:
     return torch.where(s > 0, s, torch.ones_like(s))
 
 
-def _nvfp4_scaled(x: torch.Tensor, tensor_scale: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor,
-                                                                               torch.Tensor]:
+def _nvfp4_scaled(x: torch.Tensor,
+                  tensor_scale: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """``(q [..., K/16, 16] FP32 on the E2M1 grid, block_scale e4m3 [..., K/16], tensor_scale [])``."""
     K = x.shape[-1]
     if K % NVFP4_BLOCK:
@@ -147,7 +147,8 @@ def nvfp4_quantize(x: torch.Tensor, tensor_scale: torch.Tensor | None = None) ->
 
 def nvfp4_dequantize(codes: torch.Tensor, block_scale: torch.Tensor, tensor_scale: torch.Tensor,
                      dtype: torch.dtype = torch.float32) -> torch.Tensor:
-    """``x_hat = q * s_b * s_t`` in FP32, then cast to ``dtype``; shape ``[..., K]`` with ``K = 2 * codes.shape[-1]``."""
+    """``x_hat = q * s_b * s_t`` in FP32, then cast to ``dtype``; shape ``[..., K]`` with ``K = 2 *
+    codes.shape[-1]``."""
     q = e2m1_decode(unpack_nibbles(codes))
     blocks = q.reshape(*q.shape[:-1], -1, NVFP4_BLOCK)
     out = blocks * (block_scale.float() * tensor_scale.float())[..., None]
@@ -168,7 +169,8 @@ def nvfp4_fake_quant(x: torch.Tensor, tensor_scale: torch.Tensor | None = None) 
 
 # ---- FP8 E4M3 --------------------------------------------------------------------------------------------------
 def fp8_scale(x: torch.Tensor, granularity: Fp8Granularity = "tensor") -> torch.Tensor:
-    """``amax / 448``: a FP32 scalar (``"tensor"``) or ``[..., R, 1]`` (``"row"``, amax over the last dim); 1 where 0."""
+    """``amax / 448``: a FP32 scalar (``"tensor"``) or ``[..., R, 1]`` (``"row"``, amax over the last dim); 1 where
+    0."""
     if granularity not in ("tensor", "row"):
         raise ValueError(f"fp8 granularity must be 'tensor' or 'row', got {granularity!r}")
     xa = x.detach().float().abs()

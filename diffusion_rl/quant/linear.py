@@ -104,7 +104,8 @@ class QuantLinear(nn.Module):
             self.bias.copy_(bias.detach())
         if self.backend == "emulated":
             wd = self.dequantized_weight()
-            if self.weight_dequant is None or self.weight_dequant.shape != wd.shape or self.weight_dequant.dtype != wd.dtype:
+            if (self.weight_dequant is None or self.weight_dequant.shape != wd.shape
+                    or self.weight_dequant.dtype != wd.dtype):
                 self.weight_dequant = wd
             else:
                 self.weight_dequant.copy_(wd)

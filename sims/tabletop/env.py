@@ -81,8 +81,7 @@ class TabletopEnv(gym.Env):
         self.n_substeps = self.cfg.n_substeps
         h, w = self.cfg.hw
         self.model = mujoco.MjModel.from_xml_string(scene_xml(task.n_blocks, task.n_targets, task.goal, task.bin,
-                                                              (h, w),
-                                                              self.cfg.timestep))
+                                                              (h, w), self.cfg.timestep))
         self.data = mujoco.MjData(self.model)
         m = self.model
         # views into mjData (its buffers live as long as the MjData): cheaper than the property per step
@@ -224,7 +223,8 @@ class TabletopEnv(gym.Env):
             except (TypeError, ValueError):
                 raise ValueError(f"action must be 4 numbers [dx, dy, dz, gripper] in [-1, 1], got {action!r}") from None
             if a.shape != (4,):
-                raise ValueError(f"action must have shape (4,) = [dx, dy, dz, gripper], got shape {a.shape}: {action!r}")
+                raise ValueError(f"action must have shape (4,) = [dx, dy, dz, gripper], got shape {a.shape}: "
+                                 f"{action!r}")
             vals = a.tolist()
         x, y, z, g = vals  # plain floats: cheaper than numpy reductions for 4 values (NaN fails every comparison)
         if -1.0 <= x <= 1.0 and -1.0 <= y <= 1.0 and -1.0 <= z <= 1.0 and -1.0 <= g <= 1.0:

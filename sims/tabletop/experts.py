@@ -140,7 +140,8 @@ class ScriptedExpert:
 
     def __init__(self, noise: float = 0.0, wrong_object: bool = False, drop_prob: float = 0.0, seed: int | None = None):
         if noise < 0 or not 0 <= drop_prob <= 1:
-            raise ValueError(f"noise must be >= 0 and drop_prob in [0, 1], got noise={noise!r}, drop_prob={drop_prob!r}")
+            raise ValueError(f"noise must be >= 0 and drop_prob in [0, 1], got noise={noise!r}, "
+                             f"drop_prob={drop_prob!r}")
         self.noise, self.wrong_object, self.drop_prob = float(noise), bool(wrong_object), float(drop_prob)
         self.rng = np.random.default_rng(seed)
 

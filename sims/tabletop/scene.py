@@ -52,7 +52,7 @@ def _gripper() -> str:
         <geom name="finger_r" type="box" pos="0 0 0.01" size="0.01 0.006 0.025" mass="0.05" friction="1.5 0.02 0.001"
               condim="4" rgba="0.15 0.15 0.15 1"/>
       </body>
-    </body>"""
+    </body>"""  # noqa: E501  (MJCF: one element per line)
 
 
 def _bin() -> str:
@@ -81,7 +81,7 @@ def scene_xml(n_blocks: int = 0, n_targets: int = 0, goal: bool = False, bin: bo
     <body name="block{i}" pos="{-0.1 + 0.1 * i:g} 0.05 {bh}">
       <freejoint name="block{i}"/>
       <geom name="block{i}" type="box" size="{bh} {bh} {bh}" mass="0.06" friction="1.0 0.02 0.001" condim="4" rgba="0.5 0.5 0.5 1"/>
-    </body>""" for i in range(n_blocks))
+    </body>""" for i in range(n_blocks))  # noqa: E501  (MJCF: one element per line)
     targets = "\n".join(f"""
     <body name="target{i}" mocap="true" pos="{-0.1 + 0.1 * i:g} 0.1 0.1">
       <geom name="target{i}" type="sphere" size="{TARGET_RADIUS}" contype="0" conaffinity="0" rgba="0.5 0.5 0.5 1"/>
@@ -121,4 +121,4 @@ def scene_xml(n_blocks: int = 0, n_targets: int = 0, goal: bool = False, bin: bo
     <exclude body1="finger_l" body2="finger_r"/>
   </contact>
 </mujoco>
-"""
+"""  # noqa: E501  (MJCF: one element per line)

@@ -28,8 +28,8 @@ def test_small_runs_both_arms_from_one_sft_start_and_reuse_reads_them_back(capsy
     assert mod.main(["--small", "--reuse", "--out", str(runs)]) == 0
     again = capsys.readouterr().out
     assert again.count("reused") >= 4  # two progress lines, two table cells
-    assert {(r[0], r[1]): r[2:5] for r in markdown_table(again, "| arm | seed |")} == {k: r[2:5]
-                                                                                       for k, r in per_run.items()}
+    assert ({(r[0], r[1]): r[2:5] for r in markdown_table(again, "| arm | seed |")}
+            == {k: r[2:5] for k, r in per_run.items()})
 
 
 @pytest.mark.parametrize("args, word", [(["--seeds", "0"], "--seeds"), (["--jobs", "0"], "--jobs"),

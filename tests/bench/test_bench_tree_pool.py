@@ -1,5 +1,5 @@
-"""bench/bench_tree_pool.py (issue 35): the arms' settings (tree x pool's tree holds the pool's leaves), the table and the
-claim line from per-seed results (--report-from), and bad input (exit 2, one line). The training run itself is the
+"""bench/bench_tree_pool.py (issue 35): the arms' settings (tree x pool's tree holds the pool's leaves), the table and
+the claim line from per-seed results (--report-from), and bad input (exit 2, one line). The training run itself is the
 combined mode's trainer, tested in tests/diffusion_rl/test_tree_pool.py."""
 
 import json
@@ -37,7 +37,8 @@ def test_arms_and_report_from_per_seed_results(tmp_path, capsys):
     assert rows[3][6] == "1000 +- 58"  # units to target, mean +- SE over the 3 seeds
     assert rows[3][10] == "0.700 +- 0.000" and rows[2][2] == "320"
     # best parent per seed: tree+prune (0.8 x flat's units): 1600, 1680, 1760 -> tree x pool - best = -680 +- 90
-    assert "tree x pool - best parent, units to target: -680 +- 90 over 3 seed(s) (the claim holds when below -2 SE: yes)" in out
+    assert ("tree x pool - best parent, units to target: -680 +- 90 over 3 seed(s) (the claim holds when below -2 SE: "
+            "yes)") in out
     # a seed where tree x pool never reached the target leaves the claim to the seeds that did, and says so
     f = tmp_path / "miss.json"
     f.write_text(json.dumps([_run(9, 2000.0, None)]))

@@ -33,7 +33,8 @@ def _same_checkpoint(a, b):
 
 
 def test_fsdp_two_processes_match_one_process_and_resume_in_one(tmp_path):
-    """G=4 split 2/2: the rank holding the pivot re-computes old log-probs for the second chunk, the other runs a dummy."""
+    """G=4 split 2/2: the rank holding the pivot re-computes old log-probs for the second chunk, the other runs a
+    dummy."""
     g = ["grpo.group_size=4", *FSDP]
     one, _ = _run("flat", tmp_path / "one", "train.iterations=3", *g)  # checkpoints at 2 and 3
     log = _cli(2, "flat", tmp_path / "two", "train.iterations=2", "dist.strategy=fsdp", *g).stdout

@@ -215,5 +215,5 @@ def test_wan22_two_experts_fsdp_two_processes_match_one(tmp_path):
     # Adam's first step is lr g / (|g| + eps): an element whose gradient is near 0 turns the reduction order's last
     # bits into a visible difference, so: every element within a tenth of one step (lr), nearly all within 1e-5
     d = torch.cat([(b[k] - v).abs().flatten() for k, v in a.items()])
-    assert float(d.max()) < 0.1 * 0.01 and float((d > 1e-5).float().mean()) < 0.01, (float(d.max()),
-                                                                                     int((d > 1e-5).sum()))
+    assert float(d.max()) < 0.1 * 0.01 and float((d > 1e-5).float().mean()) < 0.01, \
+        (float(d.max()), int((d > 1e-5).sum()))

@@ -13,10 +13,12 @@ from diffusion_rl.plan import PeakMemory, trace_denoiser, trace_extrapolated
 from diffusion_rl.trainer import DiffusionRLConfig
 
 # the denoiser counts of the configs in code (diffusers classes), and the published sizes they must match
-COUNTS = {"sd3.5-medium": 2_243_171_520, "sd3.5-large": 8_056_627_520, "flux.1-dev": 11_901_408_320, "wan2.1-t2v-1.3b": 1_418_996_800,
+COUNTS = {"sd3.5-medium": 2_243_171_520, "sd3.5-large": 8_056_627_520, "flux.1-dev": 11_901_408_320,
+          "wan2.1-t2v-1.3b": 1_418_996_800,
           "qwen-image": 20_430_401_088, "wan2.2-t2v-a14b": 14_288_491_584, "wan2.2-ti2v-5b": 4_999_787_712,
           "flux.1-kontext-dev": 11_901_408_320}
-RECIPES = {"sd35m_pickscore": ("sd3.5-medium", 0.12), "sd35l_pickscore": ("sd3.5-large", 0.01), "flux_hps": ("flux.1-dev", 0.02),
+RECIPES = {"sd35m_pickscore": ("sd3.5-medium", 0.12), "sd35l_pickscore": ("sd3.5-large", 0.01),
+           "flux_hps": ("flux.1-dev", 0.02),
            "wan_video": ("wan2.1-t2v-1.3b", 0.10), "qwen_image_pickscore": ("qwen-image", 0.03),
            "wan22_a14b_video": ("wan2.2-t2v-a14b", 0.03), "wan22_ti2v5b_video": ("wan2.2-ti2v-5b", 0.01),
            "flux_kontext_edit": ("flux.1-kontext-dev", 0.01)}

@@ -207,7 +207,6 @@ def test_every_shipped_recipe_loads():
     from grpo.demo import ToyConfig
     from vla_rl.config import VLARLConfig
     from vla_rl.wm_loop import LoopConfig
-
     from world_models.progress_encoder import FitEncoderConfig
 
     root = Path(__file__).resolve().parents[2] / "configs"

@@ -32,7 +32,8 @@ def test_exact_recompute_is_silent_and_a_gap_warns_or_stops():
     g.add(x, x + 1e-3)
     check_onpolicy(g.scalars(), 1e-4, "warn", 3, "rl.onpolicy_tol", said.append)
     assert len(said) == 1 and "iteration 3" in said[0] and "rl.onpolicy_tol" in said[0] and CAUSES in said[0]
-    with pytest.raises(OnPolicyError, match="dropout.*precision.*batch-size-dependent.*noise the log-prob does not see"):
+    with pytest.raises(OnPolicyError, match="dropout.*precision.*batch-size-dependent.*noise the log-prob does not "
+                                            "see"):
         check_onpolicy(g.scalars(), 1e-4, "stop", 3, "rl.onpolicy_tol", said.append)
     check_onpolicy(g.scalars(), 1e-4, "off", 3, "rl.onpolicy_tol", said.append)
     assert len(said) == 1

@@ -228,7 +228,8 @@ def test_images_and_videos_reach_every_tracker(tmp_path, trackers_env):
 def test_rank_other_than_zero_logs_nothing(tmp_path, trackers_env):
     """A non-main rank's logger (``enabled=False``, what every trainer passes there) opens no tracker run."""
     project = trackers_env
-    log = MetricsLogger(tmp_path / "rank1", enabled=False, config={"seed": 0}, log=LogConfig(backends=ALL, project=project))
+    log = MetricsLogger(tmp_path / "rank1", enabled=False, config={"seed": 0},
+                        log=LogConfig(backends=ALL, project=project))
     log.log(1, {"reward/mean": 0.5})
     log.log_images(1, "samples/after", torch.zeros(1, 3, 4, 4))
     log.log_video(1, "rollouts/final", torch.zeros(2, 3, 4, 4))
@@ -267,7 +268,8 @@ def test_two_ranks_make_one_tracker_run_each(tmp_path, trackers_env):
 def test_a_backend_whose_package_is_missing_is_one_line_at_config_time(tmp_path, monkeypatch, capsys):
     monkeypatch.setitem(sys.modules, "mlflow", None)  # what importlib sees when the package is not installed
     out = tmp_path / "run"
-    rc = cli(["toy", str(ROOT / "configs/grpo/toy_flow.yaml"), f"output_dir={out}", "log.backends=[tensorboard,mlflow]"])
+    rc = cli(["toy", str(ROOT / "configs/grpo/toy_flow.yaml"), f"output_dir={out}",
+              "log.backends=[tensorboard,mlflow]"])
     err = capsys.readouterr().err.strip()
     assert rc == 2 and "\n" not in err and "Traceback" not in err
     assert "log.backends names 'mlflow', but the package 'mlflow' is not installed" in err, err
@@ -277,7 +279,8 @@ def test_a_backend_whose_package_is_missing_is_one_line_at_config_time(tmp_path,
 def test_backend_names_are_checked_by_the_config_loader(tmp_path, capsys):
     for bad, why in (("[comet]", "'log.backends[0]' expects one of 'tensorboard', 'wandb', 'mlflow', 'trackio'"),
                      ("[wandb,wandb]", "log.backends names ['wandb'] more than once")):
-        rc = cli(["toy", str(ROOT / "configs/grpo/toy_flow.yaml"), f"output_dir={tmp_path / 'run'}", f"log.backends={bad}"])
+        rc = cli(["toy", str(ROOT / "configs/grpo/toy_flow.yaml"), f"output_dir={tmp_path / 'run'}",
+                  f"log.backends={bad}"])
         err = capsys.readouterr().err
         assert rc == 2 and why in err, err
     assert not (tmp_path / "run").exists()

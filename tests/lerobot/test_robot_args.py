@@ -71,8 +71,8 @@ def test_every_registered_robot_config_from_flags(kind, tmp_path):
     assert {k: getattr(cfg, k) for k in want} == want and str(cfg.calibration_dir) == str(tmp_path)
     if "--robot.cameras" in flags and hasattr(cfg, "cameras"):
         cam = cfg.cameras["front"]
-        assert type(cam).__name__ == "OpenCVCameraConfig" and (cam.index_or_path, cam.width, cam.height,
-                                                               cam.fps) == (0, 640, 480, 30)
+        assert type(cam).__name__ == "OpenCVCameraConfig"
+        assert (cam.index_or_path, cam.width, cam.height, cam.fps) == (0, 640, 480, 30)
     if kind == "bi_so_follower":
         assert (cfg.left_arm_config.port, cfg.right_arm_config.port) == ("/dev/ttyACM0", "/dev/ttyACM1")
         assert list(cfg.right_arm_config.cameras) == ["front"] and cfg.left_arm_config.cameras == {}
@@ -107,7 +107,8 @@ def test_a_flag_for_a_nested_field_and_a_yaml_value():
     cfg = _config("so100_follower", ["--robot.port", "/dev/ttyACM0", "--robot.cameras.front",
                                      "{type: opencv, index_or_path: /dev/video2, width: 320, height: 240, fps: 15}",
                                      "--robot.max_relative_target", "{shoulder_pan.pos: 5.0}"])
-    assert str(cfg.cameras["front"].index_or_path) == "/dev/video2" and cfg.max_relative_target == {"shoulder_pan.pos": 5.0}
+    assert str(cfg.cameras["front"].index_or_path) == "/dev/video2"
+    assert cfg.max_relative_target == {"shoulder_pan.pos": 5.0}
 
 
 # ---- bad input: one line naming the flag, exit 2, before the policy is loaded (its path does not even exist) ----
@@ -221,8 +222,7 @@ def _loop_yaml(tmp_path, policy, robot=None):
     cfg = {"output_dir": str(tmp_path / "run"), "policy_path": str(policy), "rounds": 1, "groups_per_round": 2,
            "success": "robot", "robot": robot or {"max_steps": 6, "realtime": False, "stop_on_success": False},
            "vla": {"device": "cpu", "policy": {"kind": "lerobot", "type": "smolvla",
-                                               "lerobot": {**lr, "max_state_dim": 9,
-                                                                                                 "max_action_dim": 4},
+                                               "lerobot": {**lr, "max_state_dim": 9, "max_action_dim": 4},
                                                "cameras": ["agentview", "wrist"], "image_size": 32, "chunk_size": 4,
                                                "n_action_steps": 4, "state_dim": 9, "action_dim": 4,
                                                "flow": {"num_steps": 4}},
@@ -358,6 +358,7 @@ def test_robot_loop_refuses_a_robot_without_the_policys_camera(tmp_path, sims_po
     flags = ["--robot.type", "sims", "--robot.env_kwargs", "{image_size: 32, cameras: [wrist]}"]
     assert cli_main(["robot-loop", str(path), *flags]) == 2
     err = capsys.readouterr().err
-    assert err.count("\n") == 1 and "the policy reads camera 'agentview', mapped to robot camera 'agentview', which the " \
-        "sims robot does not have; its cameras: ['wrist'] (map it: robot.camera_map={agentview: <robot camera>})" in err, err
+    assert err.count("\n") == 1 and "the policy reads camera 'agentview', mapped to robot camera 'agentview', which " \
+        "the sims robot does not have; its cameras: ['wrist'] (map it: robot.camera_map={agentview: <robot camera>})" \
+        in err, err
     assert not (tmp_path / "run" / "episodes").exists()

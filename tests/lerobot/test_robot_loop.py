@@ -65,7 +65,8 @@ def _load(root):
 
 
 def _recomputed_logp(policy, root, rnd, n):
-    """The recorded round's log-probs recomputed one decision point at a time under ``policy``, and the recorded ones."""
+    """The recorded round's log-probs recomputed one decision point at a time under ``policy``, and the recorded
+    ones."""
     from vla_rl.rollout import EpisodeSpec
 
     b = read_round(root, rnd, [EpisodeSpec(TASK, 0, 0, 0)] * n, {c: c for c in CAMS}, "agentview")
@@ -86,8 +87,8 @@ def test_two_rounds_then_resume_at_round_three(tmp_path, start_policy):
     assert res["rounds"] == 2 and not res["resumed"] and not res["interrupted"] and res["episodes"] == 8
     assert res["success_per_round"] == [0.5, 0.5] and not tr.robot.is_connected
     # the operator was asked once per episode, with the episode's round, index and group
-    assert [(a["round"], a["episode"], a["group"]) for a in judge.asked] == [(r, e, e // 2) for r in (0, 1)
-                                                                             for e in range(4)]
+    assert ([(a["round"], a["episode"], a["group"]) for a in judge.asked]
+            == [(r, e, e // 2) for r in (0, 1) for e in range(4)])
 
     # GRPO on the recorded episodes, through the trainer: first epoch at ratio exactly 1, an update every round
     rows = [r for r in read_jsonl(out / "metrics.jsonl") if "rollout/success_rate" in r]

@@ -1,4 +1,5 @@
-"""vla-rl's trainer on a LeRobot SmolVLA: SFT, one GRPO + SRPO iteration on tabletop/reach_one, LeRobot-layout output."""
+"""vla-rl's trainer on a LeRobot SmolVLA: SFT, one GRPO + SRPO iteration on tabletop/reach_one, LeRobot-layout
+output."""
 
 import json
 import math

@@ -25,8 +25,14 @@ from pathlib import Path
 import pytest
 import torch
 
-from diffusion_rl.quant.formats import (E4M3_MIN_NORMAL, fp8_fake_quant, fp8_quantize, nvfp4_fake_quant,
-                                        nvfp4_quantize, unpack_nibbles)
+from diffusion_rl.quant.formats import (
+    E4M3_MIN_NORMAL,
+    fp8_fake_quant,
+    fp8_quantize,
+    nvfp4_fake_quant,
+    nvfp4_quantize,
+    unpack_nibbles,
+)
 
 TORCHAO_DIR = Path(sys.prefix) / "torchao-ref"
 TORCHAO_VERSION = "0.18.0"

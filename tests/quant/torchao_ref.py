@@ -1,4 +1,5 @@
-"""torchao's own NVFP4 / FP8 quantize functions on CPU, run in a process of its own (tests/quant/test_torchao_reference.py).
+"""torchao's own NVFP4 / FP8 quantize functions on CPU, run in a process of its own
+(tests/quant/test_torchao_reference.py).
 
     python tests/quant/torchao_ref.py IN.pt OUT.pt      # with torchao on PYTHONPATH (the venv's torchao-ref/)
 
@@ -21,8 +22,11 @@ import torch
 def reference(x: torch.Tensor) -> dict[str, torch.Tensor]:
     from torchao.prototype.mx_formats.kernels import unpack_uint4
     from torchao.prototype.mx_formats.nvfp4_tensor import NVFP4Tensor, nvfp4_quantize, per_tensor_amax_to_scale
-    from torchao.quantization.quant_primitives import (_choose_scale_float8, _dequantize_affine_float8,
-                                                       _quantize_affine_float8)
+    from torchao.quantization.quant_primitives import (
+        _choose_scale_float8,
+        _dequantize_affine_float8,
+        _quantize_affine_float8,
+    )
 
     out: dict[str, torch.Tensor] = {}
     ts = per_tensor_amax_to_scale(x.abs().amax())

@@ -111,9 +111,8 @@ def test_jpeg_rewards_monotone_in_noise():
     base = render(["a red circle"] * 4, 32, seed=0)
     noisy = (base + 0.3 * torch.randn(base.shape, generator=torch.Generator().manual_seed(0))).clamp(0, 1)
     comp, incomp = build_reward("jpeg_compressibility"), build_reward("jpeg_incompressibility")
-    assert bool((comp(RewardBatch(images=base,
-                                  prompts=[""] * 4)).total > comp(RewardBatch(images=noisy,
-                                                                              prompts=[""] * 4)).total).all())
+    assert bool((comp(RewardBatch(images=base, prompts=[""] * 4)).total
+                 > comp(RewardBatch(images=noisy, prompts=[""] * 4)).total).all())
     assert bool((incomp(RewardBatch(images=noisy, prompts=[""] * 4)).total > 0).all())
 
 
@@ -154,8 +153,8 @@ def test_graded_shape_credit_keeps_exact_accuracy():
         mid = 0.95 if hi == float("inf") else 0.4 if lo == float("-inf") else (lo + hi) / 2
         assert shape_of_fill(mid) == shape and shape_credit(mid, shape) == 1.0
     assert shape_credit(0.80, "square", width=0.2) == pytest.approx(1 - 0.09 / 0.2)  # a circle-ish blob asked square
-    assert shape_credit(0.60, "square", width=0.2) == 0.0 and shape_credit(0.70, "triangle",
-                                                                           width=0.2) == pytest.approx(0.85)
+    assert shape_credit(0.60, "square", width=0.2) == 0.0
+    assert shape_credit(0.70, "triangle", width=0.2) == pytest.approx(0.85)
     # renders of other shapes: exact credit 0, graded credit in (0, 1), all-correct accuracy identical
     prompts = [f"a red {s}" for s in ("circle", "square", "triangle")]
     imgs = render([f"a red {s}" for s in ("square", "circle", "circle")], 32, seed=0)

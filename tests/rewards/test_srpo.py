@@ -159,15 +159,18 @@ def test_transformers_encoders_with_tiny_random_configs(which):
     else:
         from transformers import VJEPA2Config, VJEPA2Model
 
-        enc = VJEPA2Encoder(VJEPA2Model(VJEPA2Config(hidden_size=32, num_hidden_layers=1, num_attention_heads=2, mlp_ratio=2.0,
+        enc = VJEPA2Encoder(VJEPA2Model(VJEPA2Config(hidden_size=32, num_hidden_layers=1, num_attention_heads=2,
+                                                     mlp_ratio=2.0,
                                                      crop_size=32, patch_size=8, frames_per_clip=4, tubelet_size=2,
-                                                     pred_hidden_size=32, pred_num_hidden_layers=1, pred_num_attention_heads=2,
+                                                     pred_hidden_size=32, pred_num_hidden_layers=1,
+                                                     pred_num_attention_heads=2,
                                                      pred_num_mask_tokens=2)))
     cfg = SRPOConfig(num_frames=4, frame_size=32, min_samples=1)
     videos = [torch.randint(0, 256, (6, 32, 32, 3), dtype=torch.uint8) for _ in range(3)]
     emb = trajectory_embeddings(enc, videos, cfg)
     assert emb.shape[0] == 3 and torch.isfinite(emb).all()
-    out = SRPOReward(cfg, enc)(RewardBatch(videos=videos, metadata=episode_metadata(["t"] * 3, torch.tensor([True, False, False]))))
+    out = SRPOReward(cfg, enc)(RewardBatch(videos=videos,
+                                           metadata=episode_metadata(["t"] * 3, torch.tensor([True, False, False]))))
     assert out.total[0] == 1 and (out.total[1:] < 1).all()
 
 

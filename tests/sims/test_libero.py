@@ -78,7 +78,8 @@ def test_success_comes_from_the_task_goal():
 
 
 def test_scripted_expert_solves_libero_spatial():
-    """The scripted expert (sims' demos for SFT) puts the bowl on the plate from a fixed init state; other suites have none."""
+    """The scripted expert (sims' demos for SFT) puts the bowl on the plate from a fixed init state; other suites have
+    none."""
     env = sims.make("libero/libero_spatial/0", cameras=())
     try:
         env.reset(options={"init_seed": 0})

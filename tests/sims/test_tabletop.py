@@ -103,7 +103,8 @@ def test_instructions_paraphrases_and_index():
     env = sims.make("tabletop/stack", cameras=())
     seen = {env.reset(options={"init_seed": s})[0]["instruction"] for s in range(20)}
     assert len(seen) >= 4
-    texts = {env.reset(options={"init_seed": 0, "instruction_idx": k})[0]["instruction"] for k in range(len(TASKS["stack"].templates))}
+    texts = {env.reset(options={"init_seed": 0, "instruction_idx": k})[0]["instruction"]
+             for k in range(len(TASKS["stack"].templates))}
     assert len(texts) == len(TASKS["stack"].templates)
     lay = env.layout
     assert lay.colors[lay.target] in env.instruction and lay.colors[lay.other] in env.instruction
@@ -236,5 +237,6 @@ def test_nan_divergence_is_a_failed_episode():
 def test_list_tasks_and_make():
     names = sims.list_tasks()
     assert set(NAMES) <= set(names)
-    assert {"robosuite/Lift", "robosuite/Stack", "robosuite/PickPlaceCan", "robosuite/Door", "robosuite/NutAssembly"} <= set(names)
+    assert {"robosuite/Lift", "robosuite/Stack", "robosuite/PickPlaceCan", "robosuite/Door",
+            "robosuite/NutAssembly"} <= set(names)
     assert sims.list_tasks("tabletop") == sorted(NAMES)

@@ -13,9 +13,11 @@ from vla_rl.rollout import EnvPool, EpisodeSpec, run_episodes
 from vla_rl.trainer import VLARLConfig, VLARLTrainer
 
 TINY = ["env.max_episode_steps=12", "env.kwargs={image_size: 32}", "policy.image_size=32", "policy.ctx_dim=64",
-        "policy.flow.hidden=64", "policy.flow.num_steps=3", "sft.demos_per_task=1", "sft.steps=20", "sft.log_every=10", "sft.batch_size=16",
+        "policy.flow.hidden=64", "policy.flow.num_steps=3", "sft.demos_per_task=1", "sft.steps=20", "sft.log_every=10",
+        "sft.batch_size=16",
         "rl.groups_per_task=2", "rl.eval_episodes=3", "rl.eval_every=0", "rl.num_videos=2", "rl.save_every=1",
-        "rl.minibatch_size=16", "rl.success_band=[-0.5,1.5]", "grpo.group_size=3", "srpo.num_frames=3", "srpo.frame_size=32"]
+        "rl.minibatch_size=16", "rl.success_band=[-0.5,1.5]", "grpo.group_size=3", "srpo.num_frames=3",
+        "srpo.frame_size=32"]
 
 
 @pytest.fixture(scope="module")
@@ -23,7 +25,8 @@ def trained_run(tmp_path_factory):
     """A 2-iteration SFT + GRPO run of the TINY reach config (shared by the tests below, whatever their order):
     (run_dir, its config, the trainer's result)."""
     run_dir = tmp_path_factory.mktemp("vla") / "run"
-    cfg = load_config(VLARLConfig, "configs/vla/tabletop_reach.yaml", TINY + [f"output_dir={run_dir}", "rl.iterations=2"])
+    cfg = load_config(VLARLConfig, "configs/vla/tabletop_reach.yaml",
+                      TINY + [f"output_dir={run_dir}", "rl.iterations=2"])
     return run_dir, cfg, VLARLTrainer(cfg, quiet=True).train()
 
 
@@ -44,7 +47,8 @@ def test_short_grpo_run_end_to_end_and_resume(trained_run):
     assert list((run_dir / "videos").glob("*.mp4")), "before/after rollout videos"
     assert (run_dir / "policy" / "model.safetensors").is_file() and (run_dir / "demos.hdf5").is_file()
     # resume: a longer run picks up at iteration 2 and skips SFT
-    cfg3 = load_config(VLARLConfig, "configs/vla/tabletop_reach.yaml", TINY + [f"output_dir={run_dir}", "rl.iterations=3"])
+    cfg3 = load_config(VLARLConfig, "configs/vla/tabletop_reach.yaml",
+                       TINY + [f"output_dir={run_dir}", "rl.iterations=3"])
     res3 = VLARLTrainer(cfg3, quiet=True).train()
     assert res3["resumed"] and res3["iterations"] == 3
     assert len([r for r in read_jsonl(run_dir / "metrics.jsonl") if "rollout/success_rate" in r]) == 3
@@ -98,7 +102,8 @@ def test_sigterm_mid_run_saves_and_resumes(tmp_path, monkeypatch):
 
     def specs_then_sigterm(it):
         if it == 1:
-            os.kill(os.getpid(), signal.SIGTERM)  # arrives mid-iteration: the iteration finishes, then it saves and stops
+            # arrives mid-iteration: the iteration finishes, then it saves and stops
+            os.kill(os.getpid(), signal.SIGTERM)
         return real(it)
 
     monkeypatch.setattr(tr, "make_specs", specs_then_sigterm)

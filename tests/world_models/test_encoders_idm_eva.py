@@ -61,8 +61,8 @@ def test_transformers_encoders_from_local_tiny_weights(tmp_path):
                              pred_num_attention_heads=2, pred_num_mask_tokens=2)).save_pretrained(tmp_path / "vjepa")
     v, _ = moving_square_videos(2, 5)
     dino = build_encoder("dinov2", str(tmp_path / "dino"))
-    assert isinstance(dino, DinoV2Encoder) and dino.encode(v).shape == (2,
-                                                                        32) and dino.encode_frames(v).shape == (2, 5, 32)
+    assert isinstance(dino, DinoV2Encoder)
+    assert dino.encode(v).shape == (2, 32) and dino.encode_frames(v).shape == (2, 5, 32)
     vj = build_encoder("vjepa2", str(tmp_path / "vjepa"))
     assert isinstance(vj, VJEPA2Encoder)
     assert vj.encode_frames(v[:, :3]).shape == (2, 2, 32)  # 3 frames padded to 4 -> 2 tubelets

@@ -16,9 +16,17 @@ from rewards.srpo import SRPOConfig, SRPOReward
 from rewards.success import episode_metadata
 from vla_rl.cli import main
 from vla_rl.srpo_encoders import build_trajectory_encoder
-from world_models.progress_encoder import (ProgressEncoder, ProgressEncoderConfig, ProgressTrainConfig,
-                                           load_progress_encoder, read_progress_metadata, record_expert_episodes,
-                                           save_progress_encoder, time_to_go, train_progress_encoder)
+from world_models.progress_encoder import (
+    ProgressEncoder,
+    ProgressEncoderConfig,
+    ProgressTrainConfig,
+    load_progress_encoder,
+    read_progress_metadata,
+    record_expert_episodes,
+    save_progress_encoder,
+    time_to_go,
+    train_progress_encoder,
+)
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -56,19 +64,24 @@ def test_training_learns_time_to_go_on_held_out_episodes():
 
 def test_fit_encoder_command_builds_a_file_srpo_loads(tmp_path, capsys):
     out = tmp_path / "enc.safetensors"
-    rc = main(["fit-encoder", str(ROOT / "configs/vla/fit_progress_encoder.yaml"), "data.expert_tasks=[tabletop/reach_one]",
-               "data.expert_per_task=2", "data.play_per_task=1", "data.play_horizon=4", "train.steps=3", "train.batch_episodes=4", f"output={out}"])
+    rc = main(["fit-encoder", str(ROOT / "configs/vla/fit_progress_encoder.yaml"),
+               "data.expert_tasks=[tabletop/reach_one]",
+               "data.expert_per_task=2", "data.play_per_task=1", "data.play_horizon=4", "train.steps=3",
+               "train.batch_episodes=4", f"output={out}"])
     assert rc == 0
     assert json.loads(capsys.readouterr().out.strip().splitlines()[-1])["output"] == str(out)
     meta = read_progress_metadata(out)
     assert meta["trained_on"]["expert"]["tabletop/reach_one"]["play_episodes"] == 1
-    assert meta["trained_on"]["expert"]["tabletop/reach_one"]["episodes"] == 2 and meta["trained_on"]["camera"] == "agentview"
+    assert meta["trained_on"]["expert"]["tabletop/reach_one"]["episodes"] == 2
+    assert meta["trained_on"]["camera"] == "agentview"
     enc = build_trajectory_encoder(SRPOConfig(encoder="progress", encoder_path=str(out)))
     video = torch.rand(2, 5, 3, 32, 32)
     assert enc.encode_frames(video).shape == (2, 5, 1)
     cfg = SRPOConfig(encoder="progress", encoder_path=str(out), num_frames=4, frame_size=32, reference="task")
     videos = [torch.randint(0, 256, (6, 32, 32, 3), dtype=torch.uint8) for _ in range(4)]
-    res = SRPOReward(cfg, enc)(RewardBatch(videos=videos, metadata=episode_metadata(["t"] * 4, torch.tensor([1, 0, 0, 1], dtype=torch.bool))))
+    res = SRPOReward(cfg, enc)(RewardBatch(videos=videos,
+                                           metadata=episode_metadata(["t"] * 4,
+                                                                     torch.tensor([1, 0, 0, 1], dtype=torch.bool))))
     assert res.total[0] == 1 and res.total[3] == 1 and ((res.total[1:3] > 0) & (res.total[1:3] < 0.6)).all()
 
 
@@ -100,9 +113,11 @@ def test_bad_encoder_files_fail_in_one_line(tmp_path, capsys):
         err = capsys.readouterr().err
         assert rc == 2 and err.count("\n") == 1 and err.startswith("error: srpo.encoder_path="), err
         assert not run.exists()
-    r = subprocess.run([sys.executable, "-m", "vla_rl.cli", "fit-encoder", str(ROOT / "configs/vla/fit_progress_encoder.yaml"),
+    r = subprocess.run([sys.executable, "-m", "vla_rl.cli", "fit-encoder",
+                        str(ROOT / "configs/vla/fit_progress_encoder.yaml"),
                         "output=enc.pt"], capture_output=True, text=True, timeout=300)
-    assert r.returncode == 2 and r.stderr.count("\n") == 1 and "expected a path ending in .safetensors" in r.stderr, r.stderr
+    assert r.returncode == 2 and r.stderr.count("\n") == 1, r.stderr
+    assert "expected a path ending in .safetensors" in r.stderr, r.stderr
 
 
 def test_progress_recipe_dry_run(capsys):

@@ -2,22 +2,29 @@
 World-VLA-Loop command is tests/vla_rl/test_wm_loop.py."""
 
 import dataclasses
-import json
 
 import numpy as np
 import pytest
 import torch
 
-from world_models.data import KINDS, StatePredictor, Trajectories, collect_sans, state_predictor_error, train_state_predictor
+from world_models.data import (
+    KINDS,
+    StatePredictor,
+    Trajectories,
+    collect_sans,
+    state_predictor_error,
+    train_state_predictor,
+)
 from world_models.video_wm import VideoWorldModel, WorldModelConfig
-from world_models.windows import FrameBatch, wm_windows
+from world_models.windows import wm_windows
 
 TINY_WM = dict(image_size=32, context_frames=2, chunk=2, action_dim=4, sampling_steps=2, layers=1, ffn_dim=32)
 
 
 @pytest.fixture(scope="module")
 def sans():
-    return collect_sans("tabletop/reach", {"success": 3, "near": 2, "failure": 2, "random": 2}, horizon=12, image_size=32)
+    return collect_sans("tabletop/reach", {"success": 3, "near": 2, "failure": 2, "random": 2}, horizon=12,
+                        image_size=32)
 
 
 def test_collect_sans_mix(sans, tmp_path):
@@ -65,8 +72,8 @@ def test_state_predictor_beats_copy(sans):
 
 def test_world_model_env_runs_sims_api_and_vla_trainer_unchanged(sans, tmp_path):
     import sims
-    from vla_rl.trainer import VLARLConfig, VLARLTrainer
     from grpo.config import load_config
+    from vla_rl.trainer import VLARLConfig, VLARLTrainer
     from world_models.wm_env import StartPool, WorldModelEnv, register_world_model_env
 
     torch.manual_seed(0)
@@ -87,7 +94,8 @@ def test_world_model_env_runs_sims_api_and_vla_trainer_unchanged(sans, tmp_path)
     sims.check_options(name, {"image_size": 32, "max_steps": 5, "cameras": ["agentview"]})
     imit = register_world_model_env("wm/test_reach_sim", wm, sp, starts, "tabletop/reach", max_steps=5)
     assert isinstance(sims.make(imit, image_size=32, reward="dense"), WorldModelEnv)
-    with pytest.raises(ValueError, match=r"env.kwargs for tabletop/reach: unknown TabletopConfig option\(s\) \['bogus'\]"):
+    with pytest.raises(ValueError, match=r"env.kwargs for tabletop/reach: unknown TabletopConfig option\(s\) "
+                                         r"\['bogus'\]"):
         sims.make(imit, image_size=32, bogus=1)
     with pytest.raises(ValueError, match="reward must be 'sparse' or 'dense'"):
         sims.check_options(imit, {"reward": "dens"})
@@ -96,7 +104,8 @@ def test_world_model_env_runs_sims_api_and_vla_trainer_unchanged(sans, tmp_path)
     assert np.array_equal(obs["images"]["agentview"], starts.frames[1]) and obs["instruction"] == starts.instructions[1]
     a = np.array([0.5, 0.0, 0.0, 0.0], np.float32)
     o1, r, term, trunc, info = env.step(a)  # mid-chunk: the frame holds, the state moves
-    assert np.array_equal(o1["images"]["agentview"], obs["images"]["agentview"]) and not np.array_equal(o1["state"], obs["state"])
+    assert np.array_equal(o1["images"]["agentview"],
+                          obs["images"]["agentview"]) and not np.array_equal(o1["state"], obs["state"])
     o2, *_ = env.step(a)  # chunk of 2 closes: a predicted frame
     assert not np.array_equal(o2["images"]["agentview"], obs["images"]["agentview"])
     steps = 2
@@ -115,8 +124,10 @@ def test_world_model_env_runs_sims_api_and_vla_trainer_unchanged(sans, tmp_path)
 
     # vla_rl's trainer, unchanged, trains a policy inside the world model
     cfg = load_config(VLARLConfig, None, [
-        f"output_dir={tmp_path / 'vla'}", "env.tasks=[wm/test_reach]", "env.max_episode_steps=4", "env.kwargs={image_size: 32}",
-        "policy.image_size=32", "policy.chunk_size=2", "policy.n_action_steps=2", "policy.flow.num_steps=2", "sft.steps=0",
+        f"output_dir={tmp_path / 'vla'}", "env.tasks=[wm/test_reach]", "env.max_episode_steps=4",
+        "env.kwargs={image_size: 32}",
+        "policy.image_size=32", "policy.chunk_size=2", "policy.n_action_steps=2", "policy.flow.num_steps=2",
+        "sft.steps=0",
         "rl.iterations=1", "rl.groups_per_task=2", "rl.eval_episodes=2", "rl.num_videos=0", "rl.reward=binary",
         "rl.dynamic_sampling=false", "grpo.group_size=2", "resume=false"])
     out = VLARLTrainer(cfg, quiet=True).train()
@@ -163,9 +174,11 @@ def test_success_head_learns_on_the_models_own_frames(sans):
     # imagined_fraction=1: every sample is a predicted frame (inverted real labels change nothing)
     only, only_flipped = copy.deepcopy(wm), copy.deepcopy(wm)
     train_success_head(only, win, steps=5, seed=1, imagined=imagined, imagined_fraction=1.0)
-    train_success_head(only_flipped, dataclasses.replace(win, success=1 - win.success), steps=5, seed=1, imagined=imagined,
+    train_success_head(only_flipped, dataclasses.replace(win, success=1 - win.success), steps=5, seed=1,
+                       imagined=imagined,
                        imagined_fraction=1.0)
-    assert all(torch.equal(a, b) for a, b in zip(only.success_head.parameters(), only_flipped.success_head.parameters()))
+    assert all(torch.equal(a, b) for a, b in zip(only.success_head.parameters(),
+                                                 only_flipped.success_head.parameters()))
     for a, b in zip(mixed.transformer.parameters(), wm.transformer.parameters()):
         assert torch.equal(a, b)  # only the head trains
     with pytest.raises(ValueError, match="imagined_fraction"):

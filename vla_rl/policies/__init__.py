@@ -1,4 +1,5 @@
-"""Trainable VLA policies behind one interface (:mod:`.base`), picked by ``policy.kind`` / ``policy.type`` (:mod:`.factory`)."""
+"""Trainable VLA policies behind one interface (:mod:`.base`), picked by ``policy.kind`` / ``policy.type``
+(:mod:`.factory`)."""
 
 from .base import TrainablePolicy, check_policy
 from .factory import POLICY_KINDS, load_policy, make_policy

@@ -119,8 +119,8 @@ def vla_features(cfg: PolicyConfig) -> dict[str, Any]:
     inputs = {IMAGE_PREFIX + c: PolicyFeature(FeatureType.VISUAL, (3, h, w))
               for c in cfg.cameras} if cfg.use_images else {}
     inputs[STATE_KEY] = PolicyFeature(FeatureType.STATE, (cfg.state_dim,))
-    return {"input_features": inputs, "output_features": {"action": PolicyFeature(FeatureType.ACTION,
-                                                                                  (cfg.action_dim,))},
+    return {"input_features": inputs,
+            "output_features": {"action": PolicyFeature(FeatureType.ACTION, (cfg.action_dim,))},
             "normalization_mapping": {"VISUAL": NormalizationMode.IDENTITY, "STATE": NormalizationMode.MEAN_STD,
                                       "ACTION": NormalizationMode.IDENTITY}}
 
@@ -186,7 +186,8 @@ def _as_float_images(batch: dict, cameras: list[str]) -> dict:
 
 
 class LeRobotVLA(nn.Module):
-    """A LeRobot flow-matching policy behind vla-rl's :class:`~vla_rl.policies.base.TrainablePolicy` (module docstring)."""
+    """A LeRobot flow-matching policy behind vla-rl's :class:`~vla_rl.policies.base.TrainablePolicy` (module
+    docstring)."""
 
     kind = "lerobot"
 
@@ -333,8 +334,8 @@ class LeRobotVLA(nn.Module):
     @torch.no_grad()
     def select_action(self, batch: dict, stochastic: bool = False, generator: Generators = None) -> torch.Tensor:
         if not self._queue:
-            self._queue.extend(self.predict_action_chunk(batch, stochastic, generator)[:,
-                                                                                       : self.cfg.n_action_steps].transpose(0, 1))
+            chunk = self.predict_action_chunk(batch, stochastic, generator)
+            self._queue.extend(chunk[:, : self.cfg.n_action_steps].transpose(0, 1))
         return self._queue.popleft()
 
     def forward(self, batch: dict) -> tuple[torch.Tensor, dict]:

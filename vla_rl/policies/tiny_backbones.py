@@ -68,8 +68,8 @@ def write_tiny_smolvlm(path: str | Path, words: Iterable[str] = (), hidden: int 
                                                          "global_image_token": "<global-img>", "video_token": "<video>",
                                                          "end_of_utterance_token": "<end_of_utterance>"})
     fast.save_pretrained(str(path))
-    (path / "config.json").write_text(json.dumps(tiny_smolvlm_config(len(vocab), hidden, layers, image_size,
-                                                                     patch_size), indent=1))
+    (path / "config.json").write_text(
+        json.dumps(tiny_smolvlm_config(len(vocab), hidden, layers, image_size, patch_size), indent=1))
     (path / "preprocessor_config.json").write_text(json.dumps({
         "image_processor_type": "SmolVLMImageProcessor", "processor_class": "SmolVLMProcessor",
         "do_resize": True, "size": {"longest_edge": image_size}, "do_image_splitting": False,

@@ -7,7 +7,8 @@ import importlib.util
 
 def _pi_ready() -> bool:
     try:
-        return importlib.util.find_spec("lerobot") is not None and importlib.util.find_spec("transformers.models.siglip.check") is not None
+        return (importlib.util.find_spec("lerobot") is not None
+                and importlib.util.find_spec("transformers.models.siglip.check") is not None)
     except ModuleNotFoundError:
         return False
 

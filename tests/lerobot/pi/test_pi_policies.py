@@ -24,7 +24,9 @@ TASK = "reach the red ball"
 def tiny_overrides(kind):
     """policy.lerobot of a toy pi0 / pi0.5. pi0.5 keeps LeRobot's max_state_dim 32 (its reloaded processor pads the
     state to 32 whatever the config says), so its prompt is "Task: ..., State: <32 numbers>;\nAction: ", 44 tokens."""
-    return {**TINY, "max_state_dim": 8, "tokenizer_max_length": 16} if kind == "pi0" else {**TINY, "tokenizer_max_length": 48}
+    if kind == "pi0":
+        return {**TINY, "max_state_dim": 8, "tokenizer_max_length": 16}
+    return {**TINY, "tokenizer_max_length": 48}
 
 
 def tiny_pi(kind, tmp, **kw):
