@@ -16,8 +16,7 @@ import json
 from pathlib import Path
 from typing import Iterable
 
-from ..tokenizer import BASE_WORDS
-from ..tokenizer import words as split_words
+from ..tokenizer import BASE_WORDS, words as split_words
 
 # the special tokens SmolVLMProcessor looks up on its tokenizer (transformers' processing_smolvlm)
 SPECIAL_TOKENS = ["<pad>", "<unk>", "<|im_start|>", "<end_of_utterance>", "<image>", "<fake_token_around_image>",
