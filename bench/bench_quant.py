@@ -205,8 +205,7 @@ def main(argv=None) -> int:
     print("   nvfp4 (W4A4) by layer:", ", ".join(f"{n.replace('transformer_blocks.', 'b')}={v[1]:.3f}"
                                              for n, v in list(d.items())[:12]), "...")
 
-    # 4: reward vs wall clock
-    # -------------------------------------------------------------------------------------------
+    # 4: reward vs wall clock ------------------------------------------------------------------------------------------
     print(f"\n4. reward vs wall clock: plain GRPO (N={args.train}/prompt, bf16) vs pool-and-select (K={args.pool} "
           f"NVFP4-emulated candidates/prompt, N={args.train} regenerated in bf16), {args.iterations} iterations, "
           f"{args.prompts} prompts/iteration, eval = shapes verifier on 16 fixed prompts (ODE); NFE counts every "

@@ -73,8 +73,8 @@ class BranchConfig:
     adv_baseline: Literal["depth", "parent"] = "depth"  # depth (Eq. 7, the depth's mean) or parent
                                                         # (the parent's fused reward)
     adv_scale: Literal["depth", "leaf"] = "depth"  # depth (Eq. 7, the depth's std) or leaf (the tree's leaf std)
-    # depth_norm   "reference": BranchGRPO's code: unbiased std, eps 1e-8, zero advantages where the std < 1e-6
-    # (default);
+    # depth_norm   "reference" (default): BranchGRPO's code: unbiased std, eps 1e-8, zero advantages where the
+    #              std < 1e-6;
     #              "population": population std + grpo.adv_eps (x sqrt(n / (n - 1)) of the reference at n nodes).
     depth_norm: Literal["reference", "population"] = "reference"  # reference (unbiased std, eps 1e-8) or
                                                                   # population (std, adv_eps)

@@ -11,9 +11,8 @@ import torch
 from .families import DEFAULT_LORA_TARGETS, pipeline_class
 
 LORA_FILE = "pytorch_lora_weights.safetensors"
-# Wan 2.2 T2V-A14B: one LoRA file per expert; the second loads with ``pipe.load_lora_weights(dir,
-# weight_name=LORA_FILE_2,
-# load_into_transformer_2=True)`` (diffusers' WanLoraLoaderMixin)
+# Wan 2.2 T2V-A14B: one LoRA file per expert; the second loads with
+# ``pipe.load_lora_weights(dir, weight_name=LORA_FILE_2, load_into_transformer_2=True)`` (diffusers' WanLoraLoaderMixin)
 LORA_FILE_2 = "pytorch_lora_weights_transformer_2.safetensors"
 EXPERT_FILES = {"transformer": LORA_FILE, "transformer_2": LORA_FILE_2}
 

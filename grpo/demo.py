@@ -83,8 +83,8 @@ class ToyConfig:
     resume: bool = True  # continue from the latest checkpoint in output_dir
     model: ToyModelConfig = field(default_factory=ToyModelConfig)  # the toy flow model
     sampler: ToySamplerConfig = field(default_factory=ToySamplerConfig)  # the rollout sampler
-    grpo: GRPOConfig = field(default_factory=lambda: GRPOConfig(group_size=16, clip_low=0.2, kl_coef=0.01))  # GRPO
-        # settings
+    grpo: GRPOConfig = field(  # GRPO settings
+        default_factory=lambda: GRPOConfig(group_size=16, clip_low=0.2, kl_coef=0.01))
     train: ToyTrainConfig = field(default_factory=ToyTrainConfig)  # iterations and cadence
     log: LogConfig = field(default_factory=LogConfig)  # trackers besides metrics.jsonl (grpo.trackers)
 

@@ -69,8 +69,8 @@ Pooling = Literal["mean", "last", "mean_last", "concat"]
 @dataclass
 class SRPOConfig:
     # the trajectory encoder the frontend builds and injects (vla_rl.srpo_encoders.build_trajectory_encoder)
-    encoder: Literal["random_conv", "policy", "small", "progress", "dinov2", "vjepa2"] = "random_conv"  # trajectory
-        # encoder
+    encoder: Literal["random_conv", "policy", "small", "progress", "dinov2",  # trajectory encoder
+                     "vjepa2"] = "random_conv"
     encoder_path: str | None = None  # local weights: small/progress a .safetensors file (progress: vla-rl fit-encoder),
                                      # dinov2/vjepa2 a directory
     num_frames: int = 8  # frames sampled uniformly from each trajectory (the last one always included)

@@ -372,8 +372,8 @@ class FitDataConfig:
 class FitEncoderConfig:
     output: str = "runs/progress_encoder/encoder.safetensors"  # the encoder file to write (srpo.encoder_path)
     seed: int = 0  # seeds the weights, the minibatches and the expert's noise
-    data: FitDataConfig = field(default_factory=lambda: FitDataConfig(expert_tasks=["tabletop/reach"]))  # what it
-        # learns from
+    data: FitDataConfig = field(  # what it learns from
+        default_factory=lambda: FitDataConfig(expert_tasks=["tabletop/reach"]))
     model: ProgressEncoderConfig = field(default_factory=ProgressEncoderConfig)  # the architecture
     train: ProgressTrainConfig = field(default_factory=ProgressTrainConfig)  # the optimization
 

@@ -16,12 +16,11 @@ from .test_heads_policy import make_batch, make_policy
 from .test_trainer_e2e import TINY
 
 # measured on CPU (torch 2.13, OMP_NUM_THREADS=1; oneDNN bf16 GEMMs accumulate in fp32 and round the output to bf16):
-# the
-# recomputation over other minibatch compositions (single rows, shuffled minibatches, the whole batch) reproduced
+# the recomputation over other minibatch compositions (single rows, shuffled minibatches, the whole batch) reproduced
 # the rollout's log-probs bit for bit, max |ratio - 1| = 0, for the flow head (noise_mode all / one) and the Gaussian
 # head, here and on the trainer's rollouts (71 decision points; also the 2-process FSDP update at lr 0: ratio 1.0,
-# approx_kl 0). An fp32 run's gap is ~2e-6 (fp32 accumulation order varies with the batch). The bound is kept
-# tight on purpose: a backend whose bf16 rounding flips with the batch composition would fail here visibly
+# approx_kl 0). An fp32 run's gap is ~2e-6 (fp32 accumulation order varies with the batch). The bound is kept tight on
+# purpose: a backend whose bf16 rounding flips with the batch composition would fail here visibly
 RATIO_TOL = 1e-6
 
 
