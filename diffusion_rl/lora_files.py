@@ -78,7 +78,25 @@ def write_diffusers_lora(out: str | Path, trainable: dict[str, torch.Tensor], lo
     for comp, layers in experts.items():
         cls.save_lora_weights(str(out), transformer_lora_layers=layers, transformer_lora_adapter_metadata=meta,
                               weight_name=EXPERT_FILES[comp])
+        canonical_header(Path(out) / EXPERT_FILES[comp])
     return {c: len(d) for c, d in experts.items()}
+
+
+def canonical_header(path: Path) -> None:
+    """Rewrite a safetensors file's JSON header with sorted keys (space-padded to 8 bytes, as the format asks), so the
+    same weights give the same bytes: safetensors writes its ``__metadata__`` entries in hash order, which differs
+    from call to call. Tensor offsets are relative to the data section, so the data is copied unchanged."""
+    import json
+    import os
+    import struct
+
+    raw = path.read_bytes()
+    n = struct.unpack("<Q", raw[:8])[0]
+    header = json.dumps(json.loads(raw[8:8 + n]), sort_keys=True, separators=(",", ":")).encode()
+    header += b" " * (-len(header) % 8)
+    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    tmp.write_bytes(struct.pack("<Q", len(header)) + header + raw[8 + n:])
+    os.replace(tmp, path)
 
 
 def read_lora_file(path: str | Path, kind: str) -> tuple[dict[str, torch.Tensor], dict | None]:
