@@ -46,7 +46,8 @@ def main(argv=None) -> int:
             with torch.no_grad():
                 r = enc.encode_frames(torch.as_tensor(f).permute(0, 3, 1, 2)[None])[0, :, 0].numpy()
             cs.append(spearmanr(r, time_to_go(s)).statistic)
-        print(f"expert {t}: per-episode Spearman(output, time to go) mean {np.nanmean(cs):.2f}, min {np.nanmin(cs):.2f}")
+        print(f"expert {t}: per-episode Spearman(output, time to go) mean {np.nanmean(cs):.2f}, min "
+              f"{np.nanmin(cs):.2f}")
     pool = EnvPool({"image_size": 32, "cameras": ["agentview", "wrist"]}, "agentview")
     specs = [EpisodeSpec("tabletop/reach", a.states + g, g, g * 16 + k) for g in range(a.groups) for k in range(6)]
     batch = run_episodes(pol, pool, specs, 40, stochastic=True, noise_key=(0, 0))

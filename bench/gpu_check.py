@@ -283,7 +283,8 @@ def stage_diffusion(ctx: Ctx, arch_name: str = "sd3.5-medium") -> tuple[list[dic
         if plan is not None:
             f = iteration_flops(plan, cfg)
             base.update(flops=f["total"], pred_seconds=seconds_per_iteration(f["total"], 1, H100_BF16_TFLOPS, 0.4),
-                        pred_peak_gib=memory_per_gpu(plan, cfg, 1, "ddp", cfg.model.gradient_checkpointing)["peak"] / 2**30)
+                        pred_peak_gib=memory_per_gpu(plan, cfg, 1, "ddp", cfg.model.gradient_checkpointing)["peak"]
+                        / 2**30)
         name = f"{label}/{s}"
         if s == "pool" and not ctx.cuda:
             base["note"] = "FP8 rollout copy emulated (no CUDA)"
@@ -355,7 +356,7 @@ def stage_flux(ctx: Ctx) -> list[dict]:
     return rows
 
 
-# ---- 3. FP8: real kernels vs emulation --------------------------------------------------------------------------------
+# ---- 3. FP8: real kernels vs emulation -------------------------------------------------------------------------------
 def stage_fp8(ctx: Ctx, adapter) -> list[dict]:
     from diffusion_rl.pool_rollout import QuantizedAdapterView, candidate_noise, explore
     from diffusion_rl.quant import QuantConfig, make_rollout_copy
@@ -425,7 +426,8 @@ def stage_smolvla(ctx: Ctx) -> list[dict]:
     over = [f"output_dir={run}", "resume=false", f"device={ctx.device}", "rl.iterations=1", "sft.steps=1",
             "sft.demos_per_task=2", "sft.batch_size=2", "rl.groups_per_task=2", "rl.minibatch_size=8",
             "rl.eval_episodes=2", f"policy.lerobot={json.dumps(lr)}",
-            f"policy.image_size={size}", f"env.kwargs={json.dumps({'image_size': size, 'cameras': ['agentview', 'wrist']})}"]
+            f"policy.image_size={size}",
+            f"env.kwargs={json.dumps({'image_size': size, 'cameras': ['agentview', 'wrist']})}"]
     try:
         cfg = load_config(VLARLConfig, ROOT / "configs" / "vla" / "smolvla_reach_one_cpu.yaml", over)
         tr = VLARLTrainer(cfg)
@@ -476,8 +478,10 @@ def markdown(report: dict) -> str:
             pred = (f"{_fmt(r['pred_seconds'])} s/iter (40% MFU of 989 TFLOP/s), {_fmt(r['pred_peak_gib'])} GiB; "
                     f"NFE {r['nfe']:.0f}, {r['flops'] / 1e12:.3g} TFLOP") if r["pred_seconds"] is not None \
                 else f"not traced (--no-plan); NFE {r['nfe']:.0f}"
-            notes = "; ".join(x for x in (notes, r.get("note", ""), f"{r['arch']} {r['resolution']}, {r['steps']} steps",
-                                          f"memory not measured: {r['memory_reason']}" if r.get("memory_reason") else "")
+            notes = "; ".join(x for x in (notes, r.get("note", ""),
+                                          f"{r['arch']} {r['resolution']}, {r['steps']} steps",
+                                          f"memory not measured: {r['memory_reason']}" if r.get("memory_reason")
+                                          else "")
                               if x)
         elif s.startswith("fp8/") and r["status"] == "ok":
             meas = f"{r['candidates_per_s']:.2f} cand/s ({r['time_vs_bf16']:.2f}x bf16 time), rel. err vs bf16 " \
@@ -507,7 +511,8 @@ def main(argv: list[str] | None = None) -> int:
     stages = [s for s in args.stages.split(",") if s]
     bad = [s for s in stages if s not in STAGES]
     if bad or not stages:
-        fail(f"--stages {args.stages!r}: unknown {bad or 'empty'}; expected a comma-separated subset of {','.join(STAGES)}")
+        fail(f"--stages {args.stages!r}: unknown {bad or 'empty'}; expected a comma-separated subset of "
+             f"{','.join(STAGES)}")
     if args.steps is not None and args.steps < 1:
         fail(f"--steps {args.steps}: expected a positive number of sampler steps")
     out = Path(args.out)
@@ -566,7 +571,8 @@ def _adapter_only(ctx: Ctx):
     from diffusion_rl.adapters import build_adapter
 
     cfg = strategy_config(ctx, "flat", ctx.work / "fp8")
-    arch = tiny_arch() if ctx.dry else __import__("diffusion_rl.architectures", fromlist=["ARCHS"]).ARCHS["sd3.5-medium"]
+    arch = (tiny_arch() if ctx.dry
+            else __import__("diffusion_rl.architectures", fromlist=["ARCHS"]).ARCHS["sd3.5-medium"])
     return build_adapter(cfg.model, pipe=random_sd3_pipeline(arch, cfg.model.max_sequence_length, ctx.device))
 
 

@@ -153,7 +153,8 @@ def keep_reachable(install: list[dict], reqs: list[str], exclude: set[str], env:
         seen.add((name, frozenset(req.extras)))
         meta = resolved.get(name)
         if meta is None:
-            fail(f"{req.name} is required but pip's resolution has no {name} (report names: {sorted(resolved)[:10]} ...)")
+            fail(f"{req.name} is required but pip's resolution has no {name} "
+                 f"(report names: {sorted(resolved)[:10]} ...)")
         keep[name] = meta["version"]
         for dep in meta.get("requires_dist") or []:
             d = Requirement(dep)
