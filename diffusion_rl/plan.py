@@ -442,11 +442,14 @@ def cost_modes(cfg) -> dict[str, object]:
 def format_mode_costs(plan: Plan, cfg, gpus: int, peak_tflops: float, mfu: float) -> list[str]:
     """One row per rollout mode (:func:`cost_modes`): NFE per precision, backward rows, projected GPU cost in
     full-precision forward passes (:func:`diffusion_rl.strategies.projected_gpu_units`) and s/iter on ``gpus`` GPUs."""
+    from .strategies import train_row_forwards
+
     modes = cost_modes(cfg)
     q = next(m for m in modes.values() if m.pool.enabled).pool
     sp, src = q.speedup()
     L = [f"cost by rollout mode (this recipe's sampler and prompts; low precision {q.quant.format} at {sp:g}x bf16 "
-         f"throughput: {src}); units = full-precision forward passes, training row = 3:",
+         f"throughput: {src}); units = full-precision forward passes, a trained row "
+         f"= {train_row_forwards(cfg):g}:",
          f"  {'mode':24s} {'NFE bf16':>9s} {'NFE lowp':>9s} {'backward':>9s} {'units':>9s} {'x flat':>7s} "
          f"{'s/iter':>8s} on {gpus} GPU(s)"]
     base = None

@@ -267,7 +267,8 @@ TRAIN_ROW_FORWARDS = 3.0  # a trained (row, step): forward + backward ~ 1 + 2 fo
 
 def projected_gpu_units(cfg: DiffusionRLConfig, nfe_policy: float, nfe_lowp: float, backward: float) -> float:
     """Projected GPU cost in full-precision denoiser forward passes:
-    ``nfe_policy + nfe_lowp / s + 3 * backward`` (+ ``backward`` reference forwards with a KL term), ``s`` the
+    ``nfe_policy + nfe_lowp / s + c * 3 * backward`` (+ ``c * backward`` reference forwards with a KL term; ``c = 2``
+    with CFG, whose trained rows run the unconditional and conditional halves in one call), ``s`` the
     quantized copy's throughput ratio (``pool.speedup()``: ``pool.lowp_speedup`` or the published default).
     On a CPU emulated low precision is *slower* than fp32; this is what the same counts would cost on a GPU
     where the format has kernels."""
@@ -276,8 +277,8 @@ def projected_gpu_units(cfg: DiffusionRLConfig, nfe_policy: float, nfe_lowp: flo
 
 
 def train_row_forwards(cfg: DiffusionRLConfig) -> float:
-    """Forward-pass equivalents of one trained (row, step): 3, plus the reference forward with a KL term."""
-    return TRAIN_ROW_FORWARDS + (1.0 if cfg.grpo.kl_coef > 0 else 0.0)
+    """Forward-pass equivalents of one trained (row, step): 3, plus the reference forward with a KL term (x2 with CFG)."""
+    return (TRAIN_ROW_FORWARDS + (1.0 if cfg.grpo.kl_coef > 0 else 0.0)) * (2.0 if cfg.sampler.cfg_scale != 1.0 else 1.0)
 
 
 def _per_precision(cfg: DiffusionRLConfig, c: dict[str, float], nfe_lowp: float = 0.0) -> dict[str, float]:

@@ -157,6 +157,8 @@ def test_cost_accounting_per_precision():
     assert flat_cost(cfg)["nfe_lowp"] == 0 and pool_cost(cfg)["nfe_lowp"] == P * 8 * 10
     cfg.grpo.kl_coef = 0.1  # a KL term adds a reference forward per trained row
     assert projected_gpu_units(cfg, 10, 0, 5) == 10 + 4 * 5
+    cfg.sampler.cfg_scale = 4.5  # CFG: a trained row's passes run both halves
+    assert projected_gpu_units(cfg, 10, 0, 5) == 10 + 8 * 5
     with pytest.raises(ValueError, match="pool.pool_size=8 must equal the tree.s 16 leaves"):
         check_strategy(load_config(DiffusionRLConfig, "configs/diffusion/shapes_tree_pool.yaml", ["pool.pool_size=8"]),
                        1)
