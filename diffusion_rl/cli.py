@@ -6,12 +6,15 @@ core's toy GRPO run.
     diffusion-rl pretrain-shapes --out DIR [--steps 4000 ...]     # the colors-and-shapes demo model (pretrain_shapes)
     diffusion-rl toy configs/grpo/toy_flow.yaml [key=value ...] [--dry-run]   # grpo.demo: 2-D flow model, ~1 min
     diffusion-rl export runs/shapes_branch OUT [--merge]   (the LoRA as diffusers' load_lora_weights reads it)
+    diffusion-rl serve-reward shapes_verifier --port 8000   (a reward over HTTP; a run uses reward.name=http://127.0.0.1:8000)
 
 Scale-out: one process per device, e.g. ``torchrun --nproc_per_node 8 -m diffusion_rl.cli train cfg.yaml`` or
 ``accelerate launch --multi_gpu --num_processes 8 -m diffusion_rl.cli train cfg.yaml``; the result matches one
 process over the same global batch (see :mod:`diffusion_rl.trainer`). SIGTERM/SIGINT finish the iteration, save a
 checkpoint and exit 0; rerunning the same command resumes. A reward that keeps raising (after ``reward.retries``)
-stops the run with exit code 1 and the prompts of the batch it failed on.
+stops the run with exit code 1 and the prompts of the batch it failed on. A reward server that stays down (after
+``reward.remote.retries``) or answers wrongly stops the run with exit code 1 after saving a checkpoint of the
+iterations done (:class:`grpo.loop.StopRun`); rerunning the same command resumes once the server is back.
 
 ``--dry-run`` prints the resolved config and the cost of one iteration (rollout NFE, backward passes) and exits;
 ``--dry-run --plan`` instead plans the full-size architecture without loading it (:mod:`diffusion_rl.plan`): parameters
@@ -36,6 +39,8 @@ from grpo.monitors import RewardHackingError
 from grpo.onpolicy import OnPolicyError
 from grpo.report import add_report_command, run_report
 from grpo.retry import RetryError
+from grpo.loop import StopRun
+from rewards.remote import add_serve_command, serve_command
 
 
 def _build(path, overrides):
@@ -118,14 +123,15 @@ def main(argv: list[str] | None = None) -> int:
                    help="auto: the EMA weights when the run kept them (what its evaluation scored), else the live ones")
     x.add_argument("--force", action="store_true", help="replace an export already in OUT (refused otherwise)")
     add_report_command(sub)  # grpo.report: one offline HTML page for one or more runs
+    add_serve_command(sub, "diffusion-rl")  # rewards.remote: serve-reward NAME --host --port
     args = parse_args(ap, argv, takes_overrides=("train", "toy"))  # key=value overrides may follow --dry-run
     commands = {"report": run_report, "train": _train, "pretrain-shapes": _pretrain_shapes, "toy": _toy,
-                "export": _export, "eval": _eval}
+                "export": _export, "eval": _eval, "serve-reward": serve_command}
 
     def dispatch() -> int:
         try:
             return commands[args.cmd](args)
-        except (RetryError, OnPolicyError, RewardHackingError) as err:  # a run stopped by a check: one line, exit 1
+        except (RetryError, OnPolicyError, RewardHackingError, StopRun) as err:  # a run stopped by a check: exit 1
             print(f"error: {err}", file=sys.stderr)
             return 1
 
@@ -172,6 +178,11 @@ def _train(args) -> int:
 
         if dist.is_available() and dist.is_initialized():
             dist.destroy_process_group()
+    if res.get("error"):  # a reward server stayed down: the checkpoint is saved, a rerun resumes
+        if main_rank:
+            print(f"error: {res['error']} (checkpoint of iteration {tr.iteration} saved; rerun the same command to "
+                  "resume)", file=sys.stderr)
+        return 1
     if main_rank and res["stopped"] is None:
         print(f"eval reward (ODE samples, {len(tr.prompts.eval_prompts)} prompts): before {res['eval_before']:.3f} -> "
               f"after {res['eval_after']:.3f} in {res['seconds']:.0f}s")

@@ -14,6 +14,8 @@ from grpo.config import require_at_least, require_positive
 from grpo.train_step import GRPOConfig
 from grpo.trackers import LogConfig
 
+from rewards.remote import RemoteRewardConfig, build_remote_reward, is_url
+
 from .adapters import ModelConfig
 from .branch import BranchConfig
 from .pool_config import PoolConfig
@@ -23,15 +25,25 @@ from .sampling import SamplerConfig
 
 @dataclass
 class RewardConfig:
-    name: str = "shapes_verifier"  # a name of rewards.build_reward, or "package.module:attr" (a callable or a class)
+    name: str = "shapes_verifier"  # a name of rewards.build_reward, "package.module:attr" (a callable or a class), or a reward server's address http://HOST:PORT (diffusion-rl serve-reward)
     kwargs: dict[str, Any] = field(default_factory=dict)  # keyword arguments of the reward's constructor
-    retries: int = 2  # extra attempts when the reward raises (then the run stops, naming the batch's prompts)
+    retries: int = 2  # extra attempts when the reward raises (then the run stops, naming the batch's prompts); a server's requests retry by reward.remote.retries
     retry_backoff_s: float = 0.5  # seconds before the first retry (doubled per retry)
+    remote: RemoteRewardConfig = field(default_factory=RemoteRewardConfig)  # the reward server (rewards.remote): used when reward.name or reward.remote.url is http://HOST:PORT
+    overlap: int = 1  # split each iteration's rollout into this many parts (flat: samples, tree: trees), each scored in the background while the next rolls out (1: roll out, then score)
 
     def __post_init__(self) -> None:
         if self.retries < 0:
             raise ValueError(f"reward.retries must be >= 0, got {self.retries}")
-        if ":" in self.name:  # a user's reward: imported and checked now (grpo.plugins.REWARD)
+        self.remote.validate("reward.remote")
+        if self.overlap < 1:
+            raise ValueError(f"reward.overlap must be >= 1 (1: no overlap), got {self.overlap}")
+        if is_url(self.name) or self.remote.url:
+            if self.kwargs:
+                raise ValueError(f"reward.kwargs={self.kwargs} has no effect on a reward server (reward.name="
+                                 f"{self.name!r}); pass them to serve-reward --kwargs")
+            build_remote_reward(self.name, self.remote, "reward.name")  # both addresses agree, the URL parses
+        elif ":" in self.name:  # a user's reward: imported and checked now (grpo.plugins.REWARD)
             from grpo.plugins import REWARD, load_checked
 
             load_checked(self.name, REWARD, "reward.name")

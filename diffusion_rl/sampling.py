@@ -129,6 +129,24 @@ class Rollout:
     extra: dict = field(default_factory=dict)
 
 
+def concat_rollouts(parts: list[Rollout]) -> Rollout:
+    """Rollouts of consecutive pieces of one rollout (``reward.overlap``) joined: final samples, rows and prompt ids
+    concatenated in order, tensors of ``extra`` along dim 0 (the tree's ``edge_log_prob`` ``[P', N]``), NFE summed,
+    and the records ordered by step (stable: piece order within a step). Each record keeps its own rows, so the
+    update recomputes every record in the batch it was rolled out in (the on-policy gap stays exactly 0)."""
+    if len(parts) == 1:
+        return parts[0]
+    extra = {}
+    for k in parts[0].extra:
+        vals = [p.extra[k] for p in parts]
+        if not all(isinstance(v, torch.Tensor) for v in vals):
+            raise ValueError(f"cannot join rollout pieces: extra[{k!r}] is not a tensor")
+        extra[k] = torch.cat(vals)
+    records = sorted((r for p in parts for r in p.records), key=lambda r: r.step)
+    return Rollout(records, torch.cat([p.final for p in parts]), torch.cat([p.final_rows for p in parts]),
+                   torch.cat([p.final_prompt_idx for p in parts]), sum(p.nfe for p in parts), extra)
+
+
 def guided_velocity(adapter: DiffusionAdapter, x: torch.Tensor, sigma: float | torch.Tensor, cond: Cond,
                     uncond: Cond | None = None, cfg_scale: float = 1.0) -> torch.Tensor:
     """``v = v_u + w (v_c - v_u)`` with ``[uncond; cond]`` in one denoiser call (``w <= 1`` or no ``uncond``: ``v_c``)."""

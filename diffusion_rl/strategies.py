@@ -66,8 +66,10 @@ class FlatStrategy:
         self.tracker = PerPromptStatTracker(cfg.train.tracker_buffer, cfg.train.tracker_min_count, cfg.grpo.adv_eps) \
             if cfg.train.use_tracker else None
 
-    def rollout(self, prompts: list[str], iteration: int) -> Rollout:
-        mine = shard_range(len(prompts) * self.cfg.grpo.group_size, self.dist)
+    def rollout(self, prompts: list[str], iteration: int, part: tuple[int, int] = (0, 1)) -> Rollout:
+        """This rank's share of the ``P * G`` samples; ``part=(k, K)``: its ``k``-th of ``K`` contiguous pieces
+        (``reward.overlap``; the pieces joined in order are the share)."""
+        mine = split_range(shard_range(len(prompts) * self.cfg.grpo.group_size, self.dist), *part)
         return flat_rollout(self.adapter, prompts, self.cfg.grpo.group_size, self.cfg.sampler, None, iteration,
                             seed=self.cfg.seed, rows=mine)
 
@@ -118,9 +120,10 @@ class TreeStrategy(FlatStrategy):
         self.tracker = None  # the tree is the group
         self.tree = cfg.branch.make_tree(cfg.sampler.num_steps)
 
-    def rollout(self, prompts: list[str], iteration: int) -> Rollout:
+    def rollout(self, prompts: list[str], iteration: int, part: tuple[int, int] = (0, 1)) -> Rollout:
+        """This rank's trees; ``part=(k, K)``: its ``k``-th of ``K`` contiguous pieces of them."""
         return tree_rollout(self.adapter, prompts, self.tree, self.cfg.sampler, None, iteration, seed=self.cfg.seed,
-                            prompt_ids=shard_range(len(prompts), self.dist))
+                            prompt_ids=split_range(shard_range(len(prompts), self.dist), *part))
 
     def credit(self, ro: Rollout, prompts: list[str], rewards: torch.Tensor, components, iteration: int) -> Credit:
         all_r = gather_cpu(rewards).view(len(prompts), -1)
@@ -150,7 +153,10 @@ class PoolStrategy(FlatStrategy):
         self.explorer = QuantizedAdapterView(adapter, self.model_q)
         self.last_pool: PoolRollout | None = None
 
-    def rollout(self, prompts: list[str], iteration: int) -> Rollout:
+    def rollout(self, prompts: list[str], iteration: int, part: tuple[int, int] = (0, 1)) -> Rollout:
+        if part != (0, 1):
+            raise ValueError("pool-then-train scores its candidates inside the rollout: reward.overlap must be 1")
+
         def score(latents, pidx):
             out, _ = self.score(latents, [prompts[i] for i in pidx.tolist()])
             return out.total
@@ -219,6 +225,12 @@ class TreePoolStrategy(TreeStrategy):
 Strategy = FlatStrategy | TreeStrategy | PoolStrategy | TreePoolStrategy
 
 
+def split_range(r: range, k: int, parts: int) -> range:
+    """The ``k``-th of ``parts`` contiguous pieces of ``r`` (sizes differ by at most one; joined in order: ``r``)."""
+    n = len(r)
+    return range(r.start + k * n // parts, r.start + (k + 1) * n // parts)
+
+
 def check_strategy(cfg: DiffusionRLConfig, world_size: int) -> None:
     """Refuse settings the configured strategy cannot run on ``world_size`` processes, before the model is built."""
     P, ws = cfg.train.prompts_per_iter, world_size
@@ -242,6 +254,16 @@ def check_strategy(cfg: DiffusionRLConfig, world_size: int) -> None:
                          f"split evenly over {ws} processes")
     if cfg.pool.enabled and P % ws:
         raise ValueError(f"train.prompts_per_iter={P} must divide by the {ws} processes (each pools whole prompts)")
+    K = cfg.reward.overlap
+    if K > 1:
+        if cfg.pool.enabled:
+            raise ValueError(f"reward.overlap={K}: pool-then-train scores its candidates inside the rollout; set "
+                             "reward.overlap=1 (or pool.enabled=false)")
+        share = P // ws if cfg.branch.enabled else P * cfg.grpo.group_size // ws
+        what = "trees" if cfg.branch.enabled else "samples"
+        if K > share:
+            raise ValueError(f"reward.overlap={K} is more parts than the {share} {what} each of the {ws} process(es) "
+                             f"rolls out per iteration; expected 1..{share}")
 
 
 def strategy_class(cfg: DiffusionRLConfig) -> type[FlatStrategy]:

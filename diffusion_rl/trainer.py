@@ -50,6 +50,7 @@ from __future__ import annotations
 import math
 import random
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
@@ -59,7 +60,7 @@ import torch
 from grpo.checkpoint import (best_record, capture_rng_state, improves, load_checkpoint, random_state_from_json,
                              random_state_to_json, restore_rng_state, save_best, save_checkpoint)
 from grpo.config import check_resume_config, config_to_dict
-from grpo.distributed import all_reduce_floats, barrier, gather_cpu, init_distributed, keyed_generator
+from grpo.distributed import all_reduce_floats, any_rank, barrier, gather_cpu, init_distributed, keyed_generator
 from grpo.flow_sde import flow_sigmas, sde_step
 from grpo.fsdp import (full_optimizer_state_dict, full_tensor, full_trainable_state_dict,
                        load_full_optimizer_state_dict, load_full_trainable_state_dict, shard_like, shard_model)
@@ -68,17 +69,19 @@ from grpo.metrics import MetricsLogger
 from grpo.monitors import HackingAlarm, RewardHackingError
 from grpo.onpolicy import OnPolicyGap, check_onpolicy
 from grpo.runinfo import write_grid_captions
-from grpo.loop import Phase, no_phase, resume_latest, run_loop
+from grpo.loop import Phase, StopRun, no_phase, resume_latest, run_loop
 from grpo.retry import call_with_retry
 from grpo.train_step import NonFiniteGuard
 from grpo.update import DistributedUpdate, agree_on_skip
 from rewards import RewardBatch, build_reward
+from rewards.base import concat_outputs
 from rewards.image_stats import build_monitor
+from rewards.remote import RemoteRewardError, build_remote_reward
 
 from .adapters import Cond, DiffusionAdapter, build_adapter, cond_select
 from .config import DiffusionRLConfig
 from .prompts import PromptSource
-from .sampling import STREAM_TIMESTEPS, Rollout, guided_velocity, keyed_noise, ode_sample
+from .sampling import STREAM_TIMESTEPS, Rollout, concat_rollouts, guided_velocity, keyed_noise, ode_sample
 from .strategies import check_strategy, make_strategy, projected_gpu_units
 
 STREAM_NFT = 11  # key stream of the DiffusionNFT re-noising draws (times and noise per final sample)
@@ -129,8 +132,13 @@ class DiffusionGRPOTrainer:
                 shard_model(m, reshard_after_forward=cfg.dist.reshard_after_forward)
         elif cfg.dist.strategy == "fsdp" and self.dist.is_main:
             print("dist.strategy=fsdp with one process: nothing to shard, the denoiser is not wrapped")
-        self.reward_fn = reward_fn if reward_fn is not None else build_reward(cfg.reward.name, **cfg.reward.kwargs)
-        self.reward_name = cfg.reward.name if reward_fn is None else getattr(reward_fn, "__name__", type(reward_fn).__name__)
+        # a reward server (rewards.remote: reward.name or reward.remote.url is http://HOST:PORT) retries per request
+        self.remote = build_remote_reward(cfg.reward.name, cfg.reward.remote, "reward.name") if reward_fn is None else None
+        self.reward_fn = reward_fn if reward_fn is not None else self.remote if self.remote is not None else \
+            build_reward(cfg.reward.name, **cfg.reward.kwargs)
+        self.reward_name = (self.remote.name if self.remote is not None else cfg.reward.name) if reward_fn is None \
+            else getattr(reward_fn, "__name__", type(reward_fn).__name__)
+        self._scorer: ThreadPoolExecutor | None = None  # reward.overlap > 1: scores the rollout's parts in the background
         # gold monitors on the evaluation samples, never trained on, and the reward-hacking alarm (grpo.monitors)
         self.monitors = {n: build_monitor(n) for n in cfg.eval.monitors}
         self.alarm = HackingAlarm(cfg.eval.patience, cfg.eval.action, cfg.eval.min_delta)
@@ -182,14 +190,55 @@ class DiffusionGRPOTrainer:
 
     def score(self, latents: torch.Tensor, prompts: list[str]):
         """Decode and reward; a reward that raises is retried ``reward.retries`` times, then fails with
-        :class:`grpo.retry.RetryError` whose ``.batch`` (and message) lists the batch's distinct prompts."""
+        :class:`grpo.retry.RetryError` whose ``.batch`` (and message) lists the batch's distinct prompts (a reward
+        server retries each request itself, ``reward.remote.retries``, then raises
+        :class:`rewards.remote.RemoteRewardError`)."""
         images = self.adapter.decode(latents)  # [B, 3, H, W] (video: [B, F, 3, H, W], the frames)
-        rc = self.cfg.reward
+        return self.reward_images(images, prompts), images
+
+    def reward_images(self, images: torch.Tensor, prompts: list[str]):
+        """The reward of decoded ``images`` ``[B, 3, H, W]`` (video ``[B, F, 3, H, W]``) for ``prompts`` (``B``)."""
         batch = RewardBatch(images=images, prompts=prompts, metadata=[{} for _ in prompts])
-        out = call_with_retry(self.reward_fn, batch, retries=rc.retries,
-                              backoff_s=rc.retry_backoff_s, what=f"reward {self.reward_name!r}",
-                              describe=lambda b: list(dict.fromkeys(b.prompts)))
-        return out, images
+        if self.remote is not None:
+            return self.reward_fn(batch)
+        rc = self.cfg.reward
+        return call_with_retry(self.reward_fn, batch, retries=rc.retries,
+                               backoff_s=rc.retry_backoff_s, what=f"reward {self.reward_name!r}",
+                               describe=lambda b: list(dict.fromkeys(b.prompts)))
+
+    def rollout_and_score(self, prompts: list[str], phase: Phase = no_phase) -> tuple[Rollout, Any, float]:
+        """The iteration's rollout and the reward of its final samples: ``(rollout, reward output, rollout seconds)``.
+
+        ``reward.overlap = K > 1``: the rollout is made in ``K`` parts (flat: contiguous shares of the sample rows,
+        tree: of the trees; each with the noise of its global indices, so the samples are the ones of one rollout up
+        to the float rounding of smaller batches); each part is decoded here and its reward computed on a background
+        thread while the next part rolls out, then the parts are joined in order (:func:`concat_rollouts`): with a
+        reward server the scoring latency hides behind the rollout. A given ``K`` gives the same numbers with the
+        reward in-process or served."""
+        t0 = time.perf_counter()
+        K = self.cfg.reward.overlap
+        if K == 1:
+            ro = self.rollout(prompts, self.iteration)
+            t_roll = time.perf_counter() - t0
+            phase("reward")
+            out, _ = self.score(ro.final, [prompts[i] for i in ro.final_prompt_idx.tolist()])
+            return ro, out, t_roll
+        if self._scorer is None:  # an in-process reward is called from one thread at a time
+            self._scorer = ThreadPoolExecutor(K if self.remote is not None else 1, thread_name_prefix="reward")
+        parts, futures = [], []
+        for k in range(K):
+            part = self.strategy.rollout(prompts, self.iteration, part=(k, K))
+            images = self.adapter.decode(part.final)
+            futures.append(self._scorer.submit(self.reward_images, images,
+                                               [prompts[i] for i in part.final_prompt_idx.tolist()]))
+            parts.append(part)
+        t_roll = time.perf_counter() - t0
+        phase("reward")
+        errors = [f.exception() for f in futures]  # waits for every part (none is left running)
+        if any(e is not None for e in errors):
+            raise next(e for e in errors if e is not None)
+        outs = [f.result() for f in futures]
+        return concat_rollouts(parts), concat_outputs(outs), t_roll
 
     def credit(self, ro: Rollout, prompts: list[str], rewards: torch.Tensor, components) -> tuple[torch.Tensor, torch.Tensor]:
         """Advantage and loss mask per *global* row id (flat: per sample; tree: per global node), computed over the
@@ -254,8 +303,12 @@ class DiffusionGRPOTrainer:
             plans.append(_Plan(r, torch.nonzero(k).flatten(), bool(k.all())))
         if not plans:
             return {"backward": 0, "nfe_train": 0}
-        n_chunks = min(self.cfg.train.updates_per_iter, len(plans))
-        chunks = [plans[i * len(plans) // n_chunks:(i + 1) * len(plans) // n_chunks] for i in range(n_chunks)]
+        # optimizer steps split the trained steps (a step's records -- one, or one per reward.overlap piece -- stay
+        # in one chunk); records come ordered by step (concat_rollouts)
+        order = list(dict.fromkeys(pl.rec.step for pl in plans))
+        n_chunks = min(self.cfg.train.updates_per_iter, len(order))
+        bounds = [set(order[i * len(order) // n_chunks:(i + 1) * len(order) // n_chunks]) for i in range(n_chunks)]
+        chunks = [[pl for pl in plans if pl.rec.step in b] for b in bounds]
         # the loss is the mean over the chunk's global (row, step) pairs, whatever the world size
         rows_global = upd.global_sum([sum(len(pl.idx) for pl in chunk) for chunk in chunks])
         nfe_mult = 2 if sc.cfg_scale != 1.0 else 1
@@ -455,7 +508,12 @@ class DiffusionGRPOTrainer:
         self.warm_prompts(prompts)
         gen = torch.Generator().manual_seed(self.cfg.seed + 777)
         lat = ode_sample(self.adapter, prompts, self.cfg.train.eval_steps, gen, self.cfg.sampler.shift, self.cfg.sampler.cfg_scale)
-        out, images = self.score(lat, prompts)
+        try:
+            out, images = self.score(lat, prompts)
+        except RemoteRewardError as e:  # the loop saves and stops (grpo.loop.StopRun); a rerun resumes
+            if backup is not None:
+                self.adapter.load_trainable_state_dict(backup)
+            raise StopRun(str(e)) from None
         if backup is not None:
             self.adapter.load_trainable_state_dict(backup)
         if tag and self.cfg.train.log_images and images.dim() == 4:
@@ -581,13 +639,18 @@ class DiffusionGRPOTrainer:
         scalars (logged on rank 0). ``phase`` labels the progress bar."""
         t0 = time.perf_counter()
         phase("rollout")
+        before = (self.rng.getstate(), capture_rng_state())  # restored when the reward server fails (StopRun)
         prompts = self.prompts.sample(self.cfg.train.prompts_per_iter, self.rng)  # identical on every rank
         self.warm_prompts(prompts)
-        ro = self.rollout(prompts, self.iteration)
-        t_roll = time.perf_counter() - t0
-        phase("reward")
-        final_prompts = [prompts[i] for i in ro.final_prompt_idx.tolist()]
-        out, _ = self.score(ro.final, final_prompts)
+        failed = None
+        try:
+            ro, out, t_roll = self.rollout_and_score(prompts, phase)
+        except RemoteRewardError as e:
+            failed = str(e)
+        if any_rank(failed is not None):  # every rank stops in the same iteration, nothing of it applied
+            self.rng.setstate(before[0])
+            restore_rng_state(before[1])
+            raise StopRun(failed or "the reward server failed on another rank")
         rewards = out.total.detach().float().cpu()
         components = {k: v.detach().float().cpu() for k, v in (getattr(out, "components", None) or {}).items()} or None
         logps = torch.cat([r.log_prob for r in ro.records if r.stochastic]) if ro.records else torch.zeros(1, device="cpu")
@@ -641,10 +704,15 @@ class DiffusionGRPOTrainer:
             self.keep_best(self.eval_before if self.eval_before is not None else float("nan"))
 
         def evaluate(iteration: int) -> None:
-            value = float("nan")
+            value, failed = float("nan"), None
             if ev:
-                value = self.evaluate(step=iteration)
-                self.logger.log(iteration, {"eval/reward": value})
+                try:
+                    value = self.evaluate(step=iteration)
+                    self.logger.log(iteration, {"eval/reward": value})
+                except StopRun as e:  # the reward server failed: every rank stops (the loop saves)
+                    failed = str(e)
+            if any_rank(failed is not None):
+                raise StopRun(failed or "the reward server failed on another rank")
             barrier()
             self.keep_best(value)
 
@@ -652,6 +720,9 @@ class DiffusionGRPOTrainer:
                        evaluate=evaluate, eval_every=cfg.train.eval_every, desc="diffusion-rl", progress=progress,
                        postfix=lambda s: {"reward": f"{s['reward/mean']:.3f}", "nfe": int(s["cost/nfe_rollout"])})
         last, stopped = res.last, res.stopped
+        if self._scorer is not None:
+            self._scorer.shutdown(wait=True)
+            self._scorer = None
         after = float("nan")
         if stopped is None and ev:
             after = self.evaluate("samples/after", self.iteration)
@@ -662,4 +733,5 @@ class DiffusionGRPOTrainer:
         self.logger.close()
         before = self.eval_before if self.eval_before is not None else float("nan")
         return {"eval_before": before, "eval_after": after, "seconds": time.time() - t0, "last": last, "stopped": stopped,
+                "error": res.error,
                 "eval_components_before": self.eval_before_components, "eval_components_after": self.last_eval_components}

@@ -15,6 +15,11 @@ One iteration is ``step(phase)`` (the frontend's rollout -> reward -> advantages
    ``evaluate(iteration)``;
 3. every ``save_every`` iterations (and after the last one with ``save_last``) ``save()``.
 
+A step (or an evaluation) that cannot finish for a reason outside the run -- a reward server that stayed down
+after its retries -- raises :class:`StopRun` having applied nothing of the iteration; the loop then saves a
+checkpoint of the iterations done and ends (``error`` holds the reason): a rerun resumes from there and, once
+the service is back, continues exactly as an uninterrupted run would have.
+
 The same shape as CleanRL's ``ppo_continuous_action.py`` main loop and TRL's ``Trainer`` callbacks.
 """
 
@@ -45,10 +50,17 @@ def resume_latest(ckpt_dir: str | Path, enabled: bool, load: Callable[[Path], An
     return latest
 
 
+class StopRun(RuntimeError):
+    """Raised by a step that could not finish and left the trainer's state as it was before the step (nothing
+    applied, random states restored), or by an evaluation: the loop saves a checkpoint and stops; a rerun resumes.
+    Every rank must raise it in the same iteration (the frontends agree on it first)."""
+
+
 @dataclass
 class LoopResult:
     last: dict[str, float]  # the last iteration's scalars ({} when no iteration ran)
-    stopped: str | None  # the signal that stopped the run (checkpoint saved), None when it ran to the end
+    stopped: str | None  # what stopped the run early (checkpoint saved), None when it ran to the end
+    error: str | None = None  # the StopRun that stopped it (then ``stopped`` is the same text), else None
 
 
 def run_loop(step: Callable[[Phase], dict[str, float]], start: int, total: int, *, save: Callable[[], Any],
@@ -74,10 +86,18 @@ def run_loop(step: Callable[[Phase], dict[str, float]], start: int, total: int, 
         bar.set_description(f"{desc}[{name}]", refresh=False)
 
     last: dict[str, float] = {}
-    stopped = None
+    stopped = error = None
     with GracefulExit() as stop:
         for it in bar:
-            last = step(phase)
+            try:
+                last = step(phase)
+            except StopRun as e:  # nothing of iteration it + 1 was applied: save the iterations done, stop
+                stopped = error = str(e)
+                save()
+                if main:
+                    print(f"stopped before iteration {it + 1} finished: {e}; checkpoint of iteration {it} saved, "
+                          "rerun the command to resume", flush=True)
+                break
             done = it + 1
             if postfix is not None:
                 bar.set_postfix(postfix(last))
@@ -89,8 +109,16 @@ def run_loop(step: Callable[[Phase], dict[str, float]], start: int, total: int, 
                 break
             if evaluate is not None and eval_every > 0 and done % eval_every == 0 and done < total:
                 phase("eval")
-                evaluate(done)
+                try:
+                    evaluate(done)
+                except StopRun as e:  # the iteration itself is complete: save it, stop
+                    stopped = error = str(e)
+                    save()
+                    if main:
+                        print(f"stopped in the evaluation after iteration {done}: {e}; checkpoint saved, rerun the "
+                              "command to resume", flush=True)
+                    break
             if done % save_every == 0 or (save_last and done == total):
                 save()
     bar.close()
-    return LoopResult(last, stopped)
+    return LoopResult(last, stopped, error)

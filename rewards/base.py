@@ -88,6 +88,20 @@ def check_output(out: RewardOutput, n: int, name: str, nonfinite: NonFinite = "r
     return out
 
 
+def concat_outputs(outs: list[RewardOutput]) -> RewardOutput:
+    """Outputs of consecutive pieces of one batch joined in order (every piece must name the same components and
+    details)."""
+    if not outs:
+        raise ValueError("no reward outputs to join")
+    comps = [set(getattr(o, "components", None) or {}) for o in outs]
+    dets = [set(getattr(o, "details", None) or {}) for o in outs]
+    if any(c != comps[0] for c in comps) or any(d != dets[0] for d in dets):
+        raise ValueError(f"the pieces of one batch name different components / details: {comps} / {dets}")
+    return RewardOutput(torch.cat([o.total for o in outs]),
+                        {k: torch.cat([o.components[k] for o in outs]) for k in sorted(comps[0])},
+                        {k: torch.cat([o.details[k] for o in outs]) for k in sorted(dets[0])})
+
+
 def batch_frames(batch: RewardBatch) -> tuple[torch.Tensor, int | None]:
     """Images ``[N, 3, H, W]`` in [0, 1] and ``T`` (``None`` for images; ``N = B*T`` for videos)."""
     x = batch.videos if batch.videos is not None else batch.images

@@ -9,6 +9,7 @@
     vla-rl robot-loop configs/robot/loop_sims.yaml [key=value ...]   # real-world RL on a LeRobot robot (make lerobot)
     vla-rl libero-demos OUT.hdf5 LIBERO/datasets/libero_spatial/*_demo.hdf5 --suite libero_spatial  # LIBERO's demos
     vla-rl fit-encoder configs/vla/fit_progress_encoder.yaml [key=value ...]  # SRPO's progress encoder (srpo.encoder=progress)
+    vla-rl serve-reward rewards.success:success_reward --port 8000   # a reward over HTTP (rl.reward=http://127.0.0.1:8000)
 
 Bad input (an unknown config key, a missing file, a bad value) stops at start with one line on stderr and exit code 2.
 
@@ -92,6 +93,11 @@ def cmd_train(args: argparse.Namespace) -> int:
         if dist.is_available() and dist.is_initialized():
             dist.destroy_process_group()
     res.pop("policy", None)
+    if res.get("error"):  # a reward server stayed down: the checkpoint is saved, a rerun resumes
+        if tr.dist.is_main:
+            print(f"error: {res['error']} (checkpoint of iteration {res['iterations']} saved; rerun the same command "
+                  "to resume)", file=sys.stderr)
+        return 1
     if tr.dist.is_main:
         print(json.dumps(res))
     return 0
@@ -357,6 +363,9 @@ def main(argv: list[str] | None = None) -> int:
     from .robot_loop import add_parser as add_robot_loop_parser
 
     add_robot_loop_parser(sub)  # vla-rl robot-loop: real-world RL on a LeRobot robot (vla_rl.robot_loop)
+    from rewards.remote import add_serve_command, serve_command
+
+    add_serve_command(sub, "vla-rl")  # vla-rl serve-reward NAME: a reward over HTTP (rewards.remote)
     from .robot_args import split_robot_flags
 
     argv, robot_flags = split_robot_flags(sys.argv[1:] if argv is None else argv)  # LeRobot's --robot.<field> <value>
@@ -367,7 +376,7 @@ def main(argv: list[str] | None = None) -> int:
     args.robot_flags = robot_flags
     cmd = {"train": cmd_train, "eval": cmd_eval, "loop": cmd_loop, "record-demos": cmd_record_demos,
            "libero-demos": cmd_libero_demos, "report": run_report, "deploy": _cmd_deploy,
-           "robot-loop": _cmd_robot_loop, "fit-encoder": cmd_fit_encoder}[args.cmd]
+           "robot-loop": _cmd_robot_loop, "fit-encoder": cmd_fit_encoder, "serve-reward": serve_command}[args.cmd]
     return run_command(lambda: cmd(args))
 
 

@@ -15,6 +15,7 @@ from grpo.fsdp import DistConfig
 from grpo.monitors import MonitorConfig
 from grpo.train_step import GRPOConfig
 from grpo.trackers import LogConfig
+from rewards.remote import RemoteRewardConfig, build_remote_reward, is_url
 from rewards.srpo import SRPOConfig
 
 from .policy import PolicyConfig
@@ -60,7 +61,8 @@ class RLConfig:
     lr_min_ratio: float = 0.1  # the decayed lr's floor as a fraction of rl.lr (linear / cosine), in [0, 1]
     inner_epochs: int = 2  # passes over the iteration's decision points
     minibatch_size: int = 256  # decision points per optimizer step
-    reward: Literal["binary", "srpo"] = "srpo"  # srpo (latent progress for failures) or binary (success only)
+    reward: str = "srpo"  # srpo (latent progress for failures), binary (success only), or a reward server's address http://HOST:PORT (vla-rl serve-reward; it gets the episodes' videos and metadata)
+    remote: RemoteRewardConfig = field(default_factory=RemoteRewardConfig)  # the reward server's settings (rewards.remote) when rl.reward is http://HOST:PORT
     dynamic_sampling: bool = True  # drop groups whose success rate is outside success_band (DAPO)
     success_band: tuple[float, float] = (0.0, 1.0)  # keep a group iff low < success rate < high
     train_seed_range: int = 100_000  # training initial states are drawn below this
@@ -79,6 +81,13 @@ class RLConfig:
         from grpo.onpolicy import validate
 
         validate(self.onpolicy_tol, self.onpolicy_action, "rl.onpolicy")
+        if self.reward not in ("binary", "srpo") and not is_url(self.reward):
+            raise ValueError(f"rl.reward={self.reward!r}: expected binary, srpo or a reward server http://HOST:PORT")
+        if self.remote.url:
+            raise ValueError(f"rl.remote.url={self.remote.url!r}: name the server in rl.reward=http://HOST:PORT")
+        self.remote.validate("rl.remote")
+        if is_url(self.reward):
+            build_remote_reward(self.reward, self.remote, "rl.reward")  # the address parses
         lo, hi = self.success_band
         if not lo < hi:
             raise ValueError(f"rl.success_band must be (low, high) with low < high, got {self.success_band}")

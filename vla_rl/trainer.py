@@ -83,15 +83,17 @@ from grpo.config import check_resume_config, config_to_dict
 from grpo.monitors import HackingAlarm, RewardHackingError
 from grpo.onpolicy import OnPolicyGap, check_onpolicy
 from grpo.device import resolve_device
-from grpo.distributed import all_reduce_floats, barrier, gather_cpu, init_distributed, keyed_generator, shard_range
+from grpo.distributed import (all_reduce_floats, any_rank, barrier, gather_cpu, init_distributed, keyed_generator,
+                              shard_range)
 from grpo.fsdp import (copy_full_parameters, full_optimizer_state_dict, load_full_optimizer_state_dict,
                        shard_submodules)
 from grpo.loss import clipped_pg_loss, flow_kl, flow_kl_scale, k3_kl
 from grpo.metrics import MetricsLogger
-from grpo.loop import Phase, no_phase, resume_latest, run_loop
+from grpo.loop import Phase, StopRun, no_phase, resume_latest, run_loop
 from grpo.train_step import NonFiniteGuard, compute_advantages
 from grpo.update import DistributedUpdate, agree_on_skip
-from rewards.base import RewardBatch
+from rewards.base import RewardBatch, RewardOutput
+from rewards.remote import RemoteRewardError, build_remote_reward, is_url
 from rewards.srpo import SRPOReward
 from rewards.success import episode_metadata, success_reward
 
@@ -211,6 +213,14 @@ class VLARLTrainer:
         if cfg.rl.reward == "srpo":  # built here, on the device; its module init must not shift the seeded CPU stream
             with torch.random.fork_rng(devices=[]):  # that SFT draws from (the run's numbers are the same as before)
                 self.srpo = SRPOReward(cfg.srpo, build_trajectory_encoder(cfg.srpo, self.policy), device=self.device)
+        # rl.reward=http://HOST:PORT: a reward server (rewards.remote) scores each rank's episodes (videos + metadata)
+        self.remote = build_remote_reward(cfg.rl.reward, cfg.rl.remote, "rl.reward") if is_url(cfg.rl.reward) else None
+        if self.remote is not None:
+            try:
+                self.remote.check()
+            except RemoteRewardError as e:  # before the first expensive step: one line, exit 2
+                raise ValueError(f"rl.reward={cfg.rl.reward!r}: {e} (start it with: vla-rl serve-reward NAME --port "
+                                 "PORT)") from None
         self.logger: MetricsLogger | None = None
         self.state: dict[str, Any] = {"iteration": 0, "sft_done": False, "eval": {}}
         self.eval_seeds = [cfg.rl.eval_seed_offset + i for i in range(cfg.rl.eval_episodes)]
@@ -387,10 +397,31 @@ class VLARLTrainer:
         success = gather_cpu(batch.success)
         if len(success) != len(specs):
             raise RuntimeError(f"gathered {len(success)} episodes for a global batch of {len(specs)}")
+        if self.remote is not None:
+            return self._remote_rewards(batch)
         if self.cfg.rl.reward == "srpo":
             emb = self.srpo.embed([np.stack(e.frames) for e in batch.episodes])  # [local E, D]
             return self.srpo.from_embeddings(gather_cpu(emb), episode_metadata(tasks, success, [s.group_id for s in specs]))
         return success_reward(RewardBatch(metadata=episode_metadata(tasks, success)))
+
+    def _remote_rewards(self, batch: RolloutBatch) -> RewardOutput:
+        """Each rank's episodes scored by the reward server, then gathered: ``videos`` uint8 ``[T_i, H, W, 3]``,
+        ``prompts`` the instructions, ``metadata`` ``{"task", "success", "group", "init_seed", "seed"}``. A server that
+        stays down raises :class:`grpo.loop.StopRun` on every rank (the step restores its state; the loop saves)."""
+        eps = batch.episodes
+        meta = episode_metadata([e.spec.env_name for e in eps], batch.success, [e.spec.group_id for e in eps])
+        for m, e in zip(meta, eps):
+            m.update(init_seed=int(e.spec.init_seed), seed=int(e.spec.seed))
+        failed, out = None, None
+        try:
+            out = self.remote(RewardBatch(videos=[np.stack(e.frames) for e in eps], prompts=[e.instruction for e in eps],
+                                          metadata=meta))
+        except RemoteRewardError as e:
+            failed = str(e)
+        if any_rank(failed is not None):
+            raise StopRun(failed or "the reward server failed on another rank")
+        return RewardOutput(gather_cpu(out.total), {k: gather_cpu(v) for k, v in out.components.items()},
+                            {k: gather_cpu(v) for k, v in out.details.items()})
 
     def global_rows(self, batch: RolloutBatch, first_episode: int) -> tuple[torch.Tensor, torch.Tensor]:
         """Global ids of this rank's decision points and the episode of every global decision point.
@@ -553,10 +584,15 @@ class VLARLTrainer:
         cfg, it = self.cfg, int(self.state["iteration"])
         t0 = time.time()
         phase("rollout")
+        before = capture_rng_state()
         specs, mine, batch = self.rollout(it)
         t_roll = time.time() - t0
         phase("reward")
-        rew = self.rewards(batch, specs)  # global [E], identical on every rank
+        try:
+            rew = self.rewards(batch, specs)  # global [E], identical on every rank
+        except StopRun:  # a reward server stayed down: nothing of this iteration is applied (the loop saves)
+            restore_rng_state(before)
+            raise
         t_rew = time.time() - t0 - t_roll
         gids = torch.tensor([s.group_id for s in specs], dtype=torch.long, device="cpu")
         succ = gather_cpu(batch.success)
@@ -670,6 +706,11 @@ class VLARLTrainer:
                        evaluate=lambda i: self._eval_everywhere(f"iter_{i}", i, videos=False),
                        eval_every=cfg.rl.eval_every, desc="grpo", progress=not self.quiet, postfix=self._postfix)
         stopped = res.stopped
+        if res.error is not None:  # a reward server stayed down: the checkpoint is saved, a rerun resumes
+            barrier()
+            self.logger.close()
+            return {"iterations": self.state["iteration"], "stopped": stopped, "error": res.error,
+                    "policy": self.policy, "world_size": self.dist.world_size}
         self.check_in_sync(f"after RL iteration {self.state['iteration']}")
         if stopped is None and self.state["eval"].get("final", {}).get("iteration") != self.state["iteration"]:
             self._eval_everywhere("final", cfg.rl.iterations)
