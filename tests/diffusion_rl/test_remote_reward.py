@@ -13,6 +13,7 @@ from diffusion_rl.cli import main
 from diffusion_rl.trainer import DiffusionGRPOTrainer
 from grpo.checkpoint import load_checkpoint
 from grpo.metrics import read_jsonl
+from rewards.remote import make_server, start_in_thread
 
 from ..remote_servers import ENV, ROOT, free_port, serve, stop
 from .test_distributed import _cfg
@@ -94,14 +95,19 @@ def test_server_dying_mid_run_stops_with_a_checkpoint_and_resumes_to_the_same_re
     assert len(err) == 1 and url in err[0] and "request" in err[0] and "failed 3 times" in err[0], err
     assert "checkpoint of iteration 2 saved" in err[0]
     assert load_checkpoint(tmp_path / "run" / "checkpoints")["iteration"] == 2
-    # the server is back (same address, the plain reward): the same command resumes and finishes
-    proc, url2 = serve(REDNESS, port)
+    # the server is back (same address, the plain reward): the same run resumes and finishes
+    srv = make_server(REDNESS, port=port)  # in this process this time
+    start_in_thread(srv)
     try:
-        res = subprocess.run(args, env=ENV, cwd=ROOT, capture_output=True, text=True, timeout=300)
+        assert srv.url == url
+        tr = DiffusionGRPOTrainer(_cfg("flat", tmp_path / "run", f"reward.name={url}", "reward.remote.retries=2",
+                                      "reward.remote.backoff_s=0.1", "reward.remote.timeout_s=5", "train.iterations=4",
+                                      "train.save_every=1"))
+        out = tr.train(progress=False)
     finally:
-        stop(proc)
-    assert url2 == url and res.returncode == 0, res.stdout[-2000:] + res.stderr[-2000:]
-    assert "resumed from" in res.stdout
+        srv.shutdown()
+        srv.server_close()
+    assert out["error"] is None and out["stopped"] is None
     a, b = ref.adapter.trainable_state_dict(), load_checkpoint(tmp_path / "run" / "checkpoints")
     assert b["iteration"] == 4 and all(torch.equal(a[k], b["trainable"][k]) for k in a)
     ra = [r["reward/mean"] for r in read_jsonl(tmp_path / "ref" / "metrics.jsonl") if "reward/mean" in r]
