@@ -402,17 +402,20 @@ def build_remote_reward(name: str, cfg: RemoteRewardConfig | None, key: str = "r
 
 # ---- the server ------------------------------------------------------------------------------------------------
 class RewardServer(ThreadingHTTPServer):
-    """An HTTP server for one reward (``POST /score``, ``GET /health``); ``delay_s`` adds a fixed latency to every
-    answer (a stand-in for a slow remote model in benchmarks). Scoring calls are serialized (a reward model need not
-    be thread-safe); answers are cached by request id (the last ``cache`` ones), so a retried request is answered,
-    not scored again."""
+    """An HTTP server for one reward (``POST /score``, ``GET /health``). Scoring calls are serialized (a reward model
+    need not be thread-safe); answers are cached by request id (the last ``cache`` ones), so a retried request is
+    answered, not scored again. Stand-ins for a slow remote model (benchmarks): ``delay_s`` adds a fixed latency to
+    every request (concurrent requests wait it out together, like network or queueing time), ``delay_per_item_s``
+    adds scoring time per item inside the serialized section (like one model scoring one batch at a time)."""
 
     daemon_threads = True
     allow_reuse_address = True
 
     def __init__(self, reward: Callable[[RewardBatch], RewardOutput], name: str, host: str = "127.0.0.1",
-                 port: int = 0, delay_s: float = 0.0, cache: int = 1024, quiet: bool = True):
+                 port: int = 0, delay_s: float = 0.0, cache: int = 1024, quiet: bool = True,
+                 delay_per_item_s: float = 0.0):
         self.reward, self.reward_name, self.delay_s, self.quiet = reward, name, float(delay_s), quiet
+        self.delay_per_item_s = float(delay_per_item_s)
         self._score_lock, self._state_lock = threading.Lock(), threading.Lock()
         self._answers: OrderedDict[str, bytes] = OrderedDict()
         self._pending: dict[str, threading.Event] = {}
@@ -444,6 +447,8 @@ class RewardServer(ThreadingHTTPServer):
             if self.delay_s > 0:
                 time.sleep(self.delay_s)
             with self._score_lock:
+                if self.delay_per_item_s > 0:
+                    time.sleep(self.delay_per_item_s * len(batch))
                 out = self.reward(batch)
                 self.scored_items += len(batch)
             body = encode_answer(out, rid, len(batch))
@@ -493,18 +498,18 @@ class _Handler(BaseHTTPRequestHandler):
 
 
 def make_server(name: str, kwargs: dict | None = None, host: str = "127.0.0.1", port: int = 0, delay_s: float = 0.0,
-                quiet: bool = True) -> RewardServer:
+                quiet: bool = True, delay_per_item_s: float = 0.0) -> RewardServer:
     """A :class:`RewardServer` for the reward ``name`` (a built-in name or ``package.module:attr``, built with
     ``kwargs``); ``ValueError`` for an unknown reward or an address it cannot listen on."""
     from . import build_reward
 
-    if delay_s < 0:
-        raise ValueError(f"--delay-s must be >= 0, got {delay_s}")
+    if delay_s < 0 or delay_per_item_s < 0:
+        raise ValueError(f"--delay-s and --delay-per-item-s must be >= 0, got {delay_s} and {delay_per_item_s}")
     if not 0 <= port <= 65535:
         raise ValueError(f"--port {port}: expected 0..65535 (0: a free port)")
     reward = build_reward(name, **(kwargs or {}))
     try:
-        return RewardServer(reward, name, host, port, delay_s, quiet=quiet)
+        return RewardServer(reward, name, host, port, delay_s, quiet=quiet, delay_per_item_s=delay_per_item_s)
     except OSError as e:
         raise ValueError(f"cannot listen on {host}:{port}: {e.strerror or e}") from None
 
@@ -535,7 +540,9 @@ def add_serve_command(sub, prog: str) -> None:
     s.add_argument("--host", default="127.0.0.1", help="address to listen on (127.0.0.1: this machine only)")
     s.add_argument("--port", type=int, default=8000, help="port (0: a free one, printed)")
     s.add_argument("--kwargs", default="{}", help="the reward's constructor arguments as a JSON object")
-    s.add_argument("--delay-s", type=float, default=0.0, help="fixed latency added to every answer (benchmarks)")
+    s.add_argument("--delay-s", type=float, default=0.0, help="fixed latency added to every request (benchmarks)")
+    s.add_argument("--delay-per-item-s", type=float, default=0.0,
+                   help="scoring time added per item, one batch at a time (benchmarks: a model's throughput)")
     s.add_argument("--verbose", action="store_true", help="log every request")
 
 
@@ -547,7 +554,8 @@ def serve_command(args) -> int:
         raise ValueError(f"--kwargs {args.kwargs!r}: not JSON ({e})") from None
     if not isinstance(kwargs, dict):
         raise ValueError(f"--kwargs {args.kwargs!r}: expected a JSON object")
-    server = make_server(args.name, kwargs, args.host, args.port, args.delay_s, quiet=not args.verbose)
+    server = make_server(args.name, kwargs, args.host, args.port, args.delay_s, quiet=not args.verbose,
+                         delay_per_item_s=args.delay_per_item_s)
     return serve_forever(server)
 
 
