@@ -26,7 +26,7 @@ from .sampling import SamplerConfig
 @dataclass
 class RewardConfig:
     name: str = "shapes_verifier"  # a name of rewards.build_reward, "package.module:attr" (a callable or a class), or a reward server's address http://HOST:PORT (diffusion-rl serve-reward)
-    kwargs: dict[str, Any] = field(default_factory=dict)  # keyword arguments of the reward's constructor
+    kwargs: dict[str, Any] = field(default_factory=dict)  # keyword arguments of the reward's constructor (a reward server: checked against its serve-reward --kwargs)
     retries: int = 2  # extra attempts when the reward raises (then the run stops, naming the batch's prompts); a server's requests retry by reward.remote.retries
     retry_backoff_s: float = 0.5  # seconds before the first retry (doubled per retry)
     remote: RemoteRewardConfig = field(default_factory=RemoteRewardConfig)  # the reward server (rewards.remote): used when reward.name or reward.remote.url is http://HOST:PORT
@@ -38,10 +38,7 @@ class RewardConfig:
         self.remote.validate("reward.remote")
         if self.overlap < 1:
             raise ValueError(f"reward.overlap must be >= 1 (1: no overlap), got {self.overlap}")
-        if is_url(self.name) or self.remote.url:
-            if self.kwargs:
-                raise ValueError(f"reward.kwargs={self.kwargs} has no effect on a reward server (reward.name="
-                                 f"{self.name!r}); pass them to serve-reward --kwargs")
+        if is_url(self.name) or self.remote.url:  # reward.kwargs, when given, must be the server's (checked at start)
             build_remote_reward(self.name, self.remote, "reward.name")  # both addresses agree, the URL parses
         elif ":" in self.name:  # a user's reward: imported and checked now (grpo.plugins.REWARD)
             from grpo.plugins import REWARD, load_checked

@@ -35,18 +35,11 @@ def check_pretrain_args(args) -> None:
 def probe_reward(cfg) -> None:
     """Call a custom ``module:attr`` reward once on random images of the run's size and its first prompts; ask a
     reward server (``reward.name=http://...``) for ``GET /health`` (with its retries)."""
-    from rewards.remote import RemoteRewardError, build_remote_reward
+    from rewards.remote import build_remote_reward, check_served
 
     remote = build_remote_reward(cfg.reward.name, cfg.reward.remote, "reward.name")
     if remote is not None:
-        try:
-            served = remote.check()
-        except RemoteRewardError as e:
-            raise ValueError(f"reward.name={remote.url!r}: {e} (start it with: diffusion-rl serve-reward NAME --port "
-                             "PORT)") from None
-        if cfg.reward.remote.url and cfg.reward.name != served:
-            raise ValueError(f"reward.name={cfg.reward.name!r} but the server at {remote.url} serves {served!r}; set "
-                             f"reward.name={served!r} (or reward.name={remote.url!r})")
+        check_served(remote, cfg.reward.name, dict(cfg.reward.kwargs), "reward.name")
         return
     if ":" not in cfg.reward.name:
         return

@@ -212,9 +212,10 @@ class DiffusionGRPOTrainer:
         ``reward.overlap = K > 1``: the rollout is made in ``K`` parts (flat: contiguous shares of the sample rows,
         tree: of the trees; each with the noise of its global indices, so the samples are the ones of one rollout up
         to the float rounding of smaller batches); each part is decoded here and its reward computed on a background
-        thread while the next part rolls out, then the parts are joined in order (:func:`concat_rollouts`): with a
-        reward server the scoring latency hides behind the rollout. A given ``K`` gives the same numbers with the
-        reward in-process or served."""
+        thread while the next part rolls out, then the parts are joined in order (:func:`concat_rollouts`, one record
+        per step, so the update is the one of a rollout made in one piece): with a reward server the scoring time of
+        all parts but the last hides behind the rollout. A given ``K`` gives the same numbers with the reward
+        in-process or served."""
         t0 = time.perf_counter()
         K = self.cfg.reward.overlap
         if K == 1:
@@ -303,12 +304,8 @@ class DiffusionGRPOTrainer:
             plans.append(_Plan(r, torch.nonzero(k).flatten(), bool(k.all())))
         if not plans:
             return {"backward": 0, "nfe_train": 0}
-        # optimizer steps split the trained steps (a step's records -- one, or one per reward.overlap piece -- stay
-        # in one chunk); records come ordered by step (concat_rollouts)
-        order = list(dict.fromkeys(pl.rec.step for pl in plans))
-        n_chunks = min(self.cfg.train.updates_per_iter, len(order))
-        bounds = [set(order[i * len(order) // n_chunks:(i + 1) * len(order) // n_chunks]) for i in range(n_chunks)]
-        chunks = [[pl for pl in plans if pl.rec.step in b] for b in bounds]
+        n_chunks = min(self.cfg.train.updates_per_iter, len(plans))
+        chunks = [plans[i * len(plans) // n_chunks:(i + 1) * len(plans) // n_chunks] for i in range(n_chunks)]
         # the loss is the mean over the chunk's global (row, step) pairs, whatever the world size
         rows_global = upd.global_sum([sum(len(pl.idx) for pl in chunk) for chunk in chunks])
         nfe_mult = 2 if sc.cfg_scale != 1.0 else 1

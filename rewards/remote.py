@@ -9,7 +9,8 @@ dependencies) runs in its own process, and the trainer talks to it over HTTP wit
 
 The protocol (version 1; JSON both ways, so a server in any language is a few lines):
 
-* ``GET  {url}/health`` -> ``{"protocol": 1, "reward": NAME}``: the client checks it before the run.
+* ``GET  {url}/health`` -> ``{"protocol": 1, "reward": NAME, "kwargs": {...}}``: the client checks it before the run
+  (the trainers check NAME and the constructor arguments against ``reward.name`` / ``reward.kwargs`` when given).
 * ``POST {url}/score`` with ``{"protocol": 1, "request_id": str, "batch_index": int, "n": N, "prompts": [N str],
   "metadata": [N dicts], "images": ARRAY | null, "videos": ARRAY | [N ARRAY] | null}`` -> ``{"request_id": the same,
   "n": N, "total": [N], "components": {name: [N]}, "details": {name: [N]}}``; a value is a finite number, or
@@ -287,6 +288,7 @@ class RemoteReward:
         self._batches = itertools.count()
         self._pool: ThreadPoolExecutor | None = None
         self.requests_sent = 0  # HTTP attempts (retries included), for tests and logs
+        self.served_kwargs: dict | None = None  # the served reward's constructor arguments (GET /health)
 
     # -- plumbing
     def _post(self, path: str, data: bytes | None) -> bytes:
@@ -328,12 +330,15 @@ class RemoteReward:
         raw = self._with_retries(lambda: self._post("/health", None), "GET /health")
         try:
             body = json.loads(raw)
-            name, proto = str(body["reward"]), body.get("protocol")
+            name, proto, kwargs = str(body["reward"]), body.get("protocol"), body.get("kwargs") or {}
+            if not isinstance(kwargs, dict):
+                raise TypeError
         except (ValueError, KeyError, TypeError):
             raise RemoteRewardError(f"reward server {self.url}: GET /health answered {raw[:80]!r}, expected "
                                     "{'protocol': 1, 'reward': NAME}") from None
         if proto != PROTOCOL:
             raise RemoteRewardError(f"reward server {self.url} speaks protocol {proto!r}, this client {PROTOCOL}")
+        self.served_kwargs = kwargs
         return name
 
     def _request(self, part: RewardBatch, batch_index: int, n_batches: int) -> RewardOutput:
@@ -413,8 +418,9 @@ class RewardServer(ThreadingHTTPServer):
 
     def __init__(self, reward: Callable[[RewardBatch], RewardOutput], name: str, host: str = "127.0.0.1",
                  port: int = 0, delay_s: float = 0.0, cache: int = 1024, quiet: bool = True,
-                 delay_per_item_s: float = 0.0):
+                 delay_per_item_s: float = 0.0, kwargs: dict | None = None):
         self.reward, self.reward_name, self.delay_s, self.quiet = reward, name, float(delay_s), quiet
+        self.reward_kwargs = dict(kwargs or {})  # reported by GET /health
         self.delay_per_item_s = float(delay_per_item_s)
         self._score_lock, self._state_lock = threading.Lock(), threading.Lock()
         self._answers: OrderedDict[str, bytes] = OrderedDict()
@@ -477,7 +483,8 @@ class _Handler(BaseHTTPRequestHandler):
     def do_GET(self) -> None:  # noqa: N802 - http.server's hook
         if self.path.rstrip("/") != "/health":
             return self._send(404, json.dumps({"error": f"no {self.path}; GET /health, POST /score"}).encode())
-        self._send(200, json.dumps({"protocol": PROTOCOL, "reward": self.server.reward_name}).encode())
+        self._send(200, json.dumps({"protocol": PROTOCOL, "reward": self.server.reward_name,
+                                    "kwargs": self.server.reward_kwargs}).encode())
 
     def do_POST(self) -> None:  # noqa: N802 - http.server's hook
         if self.path.rstrip("/") != "/score":
@@ -509,7 +516,8 @@ def make_server(name: str, kwargs: dict | None = None, host: str = "127.0.0.1", 
         raise ValueError(f"--port {port}: expected 0..65535 (0: a free port)")
     reward = build_reward(name, **(kwargs or {}))
     try:
-        return RewardServer(reward, name, host, port, delay_s, quiet=quiet, delay_per_item_s=delay_per_item_s)
+        return RewardServer(reward, name, host, port, delay_s, quiet=quiet, delay_per_item_s=delay_per_item_s,
+                            kwargs=kwargs)
     except OSError as e:
         raise ValueError(f"cannot listen on {host}:{port}: {e.strerror or e}") from None
 
@@ -527,6 +535,21 @@ def serve_forever(server: RewardServer, out=None) -> int:
     finally:
         server.server_close()
     return 0
+
+
+def check_served(client: RemoteReward, name: str, kwargs: dict, key: str) -> None:
+    """``GET /health`` before a run (``ValueError``, one line, when the server does not answer); when the config names
+    the reward (``name`` not the URL) or gives ``kwargs``, they must be what the server serves."""
+    try:
+        served = client.check()
+    except RemoteRewardError as e:
+        raise ValueError(f"{key}={client.url!r}: {e} (start it with: serve-reward NAME --port PORT)") from None
+    if not is_url(name) and name != served:
+        raise ValueError(f"{key}={name!r} but the server at {client.url} serves {served!r}; set {key}={served!r} (or "
+                         f"{key}={client.url!r})")
+    if kwargs and json.loads(json.dumps(kwargs)) != client.served_kwargs:
+        raise ValueError(f"reward.kwargs={kwargs} but the server at {client.url} was started with --kwargs "
+                         f"'{json.dumps(client.served_kwargs)}'; give the same arguments, or none")
 
 
 def add_serve_command(sub, prog: str) -> None:
@@ -568,4 +591,4 @@ def start_in_thread(server: RewardServer) -> threading.Thread:
 
 __all__ = ["RemoteReward", "RemoteRewardConfig", "RemoteRewardError", "RewardServer", "build_remote_reward",
            "decode_answer", "decode_array", "decode_request", "encode_answer", "encode_array", "encode_request",
-           "is_url", "make_server", "serve_forever", "start_in_thread", "add_serve_command", "serve_command"]
+           "is_url", "make_server", "check_served", "serve_forever", "start_in_thread", "add_serve_command", "serve_command"]

@@ -126,6 +126,21 @@ T = ("diffusion_rl.cli", ["toy", T_CFG, "--dry-run"])
 CASES = {
     # diffusion-rl train
     "d-unknown-key": (*D, ["nosuch.key=1"], ["nosuch"]),
+    # a reward server (rewards.remote): bad settings, a server that does not answer, serve-reward's own input
+    "d-remote-bad-url": (*D, ["reward.remote.url=localhost:8000"], ["reward.remote.url", "http://HOST:PORT"]),
+    "d-remote-zero-timeout": (*D, ["reward.name=http://127.0.0.1:9", "reward.remote.timeout_s=0"],
+                              ["reward.remote.timeout_s", "> 0"]),
+    "d-overlap-zero": (*D, ["reward.overlap=0"], ["reward.overlap", ">= 1"]),
+    "d-overlap-too-many": (*D, ["reward.overlap=99"], ["reward.overlap=99", "expected 1..16"]),
+    "d-remote-dead": ("diffusion_rl.cli", ["train", D_CFG], ["reward.name=http://127.0.0.1:9", "reward.remote.retries=0",
+                                                            *D_TINY], ["http://127.0.0.1:9", "GET /health", "serve-reward"]),
+    "d-serve-unknown": ("diffusion_rl.cli", ["serve-reward", "nosuch_reward", "--port", "0"], [], ["nosuch_reward"]),
+    "d-serve-bad-kwargs": ("diffusion_rl.cli", ["serve-reward", "shapes_verifier", "--kwargs", "{oops"], [],
+                           ["--kwargs", "not JSON"]),
+    "v-remote-bad-reward": ("vla_rl.cli", ["train", V_CFG, "--dry-run"], ["rl.reward=ftp://x"],
+                            ["rl.reward", "ftp://x", "http://HOST:PORT"]),
+    "v-serve-bad-port": ("vla_rl.cli", ["serve-reward", "rewards.success:success_reward", "--port", "-1"], [],
+                         ["--port -1", "0..65535"]),
     "d-wrong-type": (*D, ["train.iterations=abc"], ["train.iterations", "abc"]),
     "d-neg-iterations": (*D, ["train.iterations=-1"], ["train.iterations", ">= 0"]),
     "d-zero-group": (*D, ["grpo.group_size=0"], ["group_size", "0"]),

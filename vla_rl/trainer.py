@@ -93,7 +93,7 @@ from grpo.loop import Phase, StopRun, no_phase, resume_latest, run_loop
 from grpo.train_step import NonFiniteGuard, compute_advantages
 from grpo.update import DistributedUpdate, agree_on_skip
 from rewards.base import RewardBatch, RewardOutput
-from rewards.remote import RemoteRewardError, build_remote_reward, is_url
+from rewards.remote import RemoteRewardError, build_remote_reward, check_served, is_url
 from rewards.srpo import SRPOReward
 from rewards.success import episode_metadata, success_reward
 
@@ -215,12 +215,8 @@ class VLARLTrainer:
                 self.srpo = SRPOReward(cfg.srpo, build_trajectory_encoder(cfg.srpo, self.policy), device=self.device)
         # rl.reward=http://HOST:PORT: a reward server (rewards.remote) scores each rank's episodes (videos + metadata)
         self.remote = build_remote_reward(cfg.rl.reward, cfg.rl.remote, "rl.reward") if is_url(cfg.rl.reward) else None
-        if self.remote is not None:
-            try:
-                self.remote.check()
-            except RemoteRewardError as e:  # before the first expensive step: one line, exit 2
-                raise ValueError(f"rl.reward={cfg.rl.reward!r}: {e} (start it with: vla-rl serve-reward NAME --port "
-                                 "PORT)") from None
+        if self.remote is not None:  # before the first expensive step: one line, exit 2
+            check_served(self.remote, cfg.rl.reward, {}, "rl.reward")
         self.logger: MetricsLogger | None = None
         self.state: dict[str, Any] = {"iteration": 0, "sft_done": False, "eval": {}}
         self.eval_seeds = [cfg.rl.eval_seed_offset + i for i in range(cfg.rl.eval_episodes)]

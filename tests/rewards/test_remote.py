@@ -254,3 +254,21 @@ def test_serve_reward_command_serves_and_refuses_bad_input(capsys):
         assert "cannot listen on 127.0.0.1:" in capsys.readouterr().err
     finally:
         busy.server_close()
+
+
+def test_the_served_reward_and_its_arguments_are_checked_against_the_config():
+    from rewards.remote import check_served
+
+    srv = make_server("shapes_verifier", {"shape_width": 0.0})
+    start_in_thread(srv)
+    try:
+        cl = _client(srv.url)
+        check_served(cl, srv.url, {}, "reward.name")  # the URL alone: anything served
+        check_served(cl, "shapes_verifier", {"shape_width": 0.0}, "reward.name")
+        with pytest.raises(ValueError, match="reward.name='jpeg_compressibility' but the server at .* serves 'shapes_verifier'"):
+            check_served(cl, "jpeg_compressibility", {}, "reward.name")
+        with pytest.raises(ValueError, match=r"""reward.kwargs=\{'shape_width': 0.5\} but the server .* --kwargs '\{"shape_width": 0.0\}'"""):
+            check_served(cl, srv.url, {"shape_width": 0.5}, "reward.name")
+    finally:
+        srv.shutdown()
+        srv.server_close()
