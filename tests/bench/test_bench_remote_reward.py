@@ -17,9 +17,11 @@ def test_bench_remote_reward_smoke():
                          capture_output=True, text=True, timeout=600)
     assert res.returncode == 0, res.stdout[-2000:] + res.stderr[-2000:]
     lines = res.stdout.strip().splitlines()
-    rows = [m.groups() for ln in lines if (m := re.match(r"^(none \(in process\)|[\d.]+ s per \w+)\s+(\d+)\s+([\d.]+)\s+([\d.]+)\s*([\d.]+)?$", ln))]
+    num = r"\s+([\d.]+)"
+    rows = [m.groups() for ln in lines
+            if (m := re.match(r"^(none \(in process\)|[\d.]+ s per \w+)\s+(\d+)" + num * 3 + r"\s+([\d.]+)?" + num + "$", ln))]
     assert [(r[0].split()[-1], int(r[1])) for r in rows] == [("process)", 1), ("request", 1), ("request", 2),
                                                              ("item", 1), ("item", 2)]
-    assert [r[4] for r in rows][:2] == [None, "1.00"] and rows[3][4] == "1.00" and rows[2][4] and rows[4][4]
-    assert all(float(r[2]) > 0 and float(r[3]) > 0 for r in rows)
+    assert [r[5] for r in rows][:2] == [None, "1.00"] and rows[3][5] == "1.00" and rows[2][5] and rows[4][5]
+    assert all(float(x) > 0 for r in rows for x in (r[2], r[4], r[6]))
     assert lines[-1].endswith("final LoRA weights bit for bit: True")
