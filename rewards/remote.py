@@ -310,24 +310,26 @@ class RemoteReward:
                 raise _Retryable(f"timed out after {self.cfg.timeout_s:g} s") from None
             raise _Retryable(f"{type(reason).__name__}: {reason}") from None
 
-    def _with_retries(self, fn: Callable[[], Any], what: str) -> Any:
+    def _with_retries(self, fn: Callable[[], Any], what: str, quiet: bool = False) -> Any:
         last = ""
         for attempt in range(self.cfg.retries + 1):
             try:
                 return fn()
             except _Retryable as e:
                 last = str(e)
-                log.warning("reward server %s: %s failed (attempt %d/%d): %s", self.url, what, attempt + 1,
-                            self.cfg.retries + 1, last)
+                log.log(logging.DEBUG if quiet else logging.WARNING, "reward server %s: %s failed (attempt %d/%d): %s",
+                        self.url, what, attempt + 1, self.cfg.retries + 1, last)
                 if attempt < self.cfg.retries:
                     time.sleep(self.cfg.backoff_s * 2 ** attempt)
             except ValueError as e:
                 raise RemoteRewardError(f"reward server {self.url}: {what} was refused: {e}") from None
-        raise RemoteRewardError(f"reward server {self.url}: {what} failed {self.cfg.retries + 1} times; last error: {last}")
+        n = self.cfg.retries + 1
+        raise RemoteRewardError(f"reward server {self.url}: {what} failed {n} time{'s' if n > 1 else ''}; last error: "
+                                f"{last}")
 
     def check(self) -> str:
         """``GET /health`` (with the retries): the served reward's name; ``RemoteRewardError`` when it does not answer."""
-        raw = self._with_retries(lambda: self._post("/health", None), "GET /health")
+        raw = self._with_retries(lambda: self._post("/health", None), "GET /health", quiet=True)  # one line at start
         try:
             body = json.loads(raw)
             name, proto, kwargs = str(body["reward"]), body.get("protocol"), body.get("kwargs") or {}

@@ -46,6 +46,6 @@ def test_served_success_reward_equals_binary(tmp_path, server):
 
 def test_dead_reward_server_is_bad_input(tmp_path):
     url = f"http://127.0.0.1:{free_port()}"
-    with pytest.raises(ValueError, match=f"rl.reward='{url}': reward server {url}: GET /health failed 1 times"):
+    with pytest.raises(ValueError, match=f"rl.reward='{url}': reward server {url}: GET /health failed 1 time;"):
         VLARLTrainer(_cfg(tmp_path / "run", *FAST, f"rl.reward={url}", "rl.remote.retries=0"), quiet=True)
     assert not (tmp_path / "run").exists()
