@@ -26,7 +26,6 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -80,7 +79,8 @@ def main(argv: list[str] | None = None) -> int:
                 "train.log_images=false", "train.save_every=1000"]
     tmp = Path(tempfile.mkdtemp(prefix="bench_remote_"))
     arms = [("none (in process)", None, 1)]
-    for lat, flag, val in (("fixed", "--delay-s", args.delay_s), ("per item", "--delay-per-item-s", args.delay_per_item_s)):
+    latencies = (("fixed", "--delay-s", args.delay_s), ("per item", "--delay-per-item-s", args.delay_per_item_s))
+    for lat, flag, val in latencies:
         label = f"{val:g} s per request" if lat == "fixed" else f"{val:g} s per item"
         arms += [(label, (flag, str(val)), 1), (label, (flag, str(val)), args.overlap)]
     results, weights = [], {}
@@ -94,9 +94,7 @@ def main(argv: list[str] | None = None) -> int:
             proc, url = start_server("shapes_verifier", kwargs, *delay)
             over += [f"reward.name={url}", "reward.kwargs={}"]
         try:
-            t0 = time.perf_counter()
             w, rows = run(config, over, tmp / f"arm{i}")
-            wall = time.perf_counter() - t0
         finally:
             if proc is not None:
                 proc.terminate()

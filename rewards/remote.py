@@ -70,13 +70,13 @@ def is_url(name: str) -> bool:
 
 @dataclass
 class RemoteRewardConfig:
-    url: str = ""  # the reward server, e.g. http://127.0.0.1:8000 (diffusion-rl serve-reward NAME --port 8000); empty: reward.name is the URL
+    url: str = ""  # the reward server, e.g. http://127.0.0.1:8000 (serve-reward NAME --port 8000); "": reward.name is
     timeout_s: float = 60.0  # seconds one request may take before it is retried
     retries: int = 3  # extra attempts of a request after a connection error, a timeout or an HTTP 5xx / 429
     backoff_s: float = 1.0  # seconds before the first retry, doubled after each
-    batch_size: int = 64  # items per request (0: the whole batch in one request, needed by a reward that compares the items of a batch)
+    batch_size: int = 64  # items per request (0: the whole batch, for a reward that compares a batch's items)
     max_in_flight: int = 4  # requests of one batch sent at once
-    encoding: Literal["raw", "uint8", "png"] = "raw"  # float images as raw float32 (lossless, bit-identical to in-process), uint8 (round(255 x), 4x smaller) or png (uint8 PNG per frame)
+    encoding: Literal["raw", "uint8", "png"] = "raw"  # float images as raw float32 (lossless), uint8 or png (255x)
 
     def validate(self, key: str = "reward.remote") -> None:
         """One ``ValueError`` naming the first bad field."""
@@ -129,7 +129,8 @@ def encode_array(x: torch.Tensor | np.ndarray, encoding: str = "raw") -> dict:
         if encoding == "png":
             frames = u8.reshape(-1, *u8.shape[-3:])
             return {"encoding": "png", "shape": list(u8.shape), "layout": layout, "data": [_png(f) for f in frames]}
-        return {"encoding": "raw", "dtype": "uint8", "shape": list(u8.shape), "data": _b64(np.ascontiguousarray(u8).tobytes())}
+        return {"encoding": "raw", "dtype": "uint8", "shape": list(u8.shape),
+                "data": _b64(np.ascontiguousarray(u8).tobytes())}
     if not torch.is_floating_point(a):
         raise ValueError(f"images/videos must be float in [0, 1] or uint8, got dtype {a.dtype}")
     f = a.float()
@@ -138,7 +139,8 @@ def encode_array(x: torch.Tensor | np.ndarray, encoding: str = "raw") -> dict:
                 "data": _b64(np.ascontiguousarray(f.numpy().astype("<f4")).tobytes())}
     u8 = (f.nan_to_num(0.0).clamp(0, 1) * 255).round().to(torch.uint8).numpy()  # a NaN pixel is sent as 0
     if encoding == "uint8":
-        return {"encoding": "raw", "dtype": "uint8", "as_float": True, "shape": list(u8.shape), "data": _b64(u8.tobytes())}
+        return {"encoding": "raw", "dtype": "uint8", "as_float": True, "shape": list(u8.shape),
+                "data": _b64(u8.tobytes())}
     if f.dim() < 3 or f.shape[-3] != 3:
         raise ValueError(f"png encoding needs images [..., 3, H, W], got shape {tuple(f.shape)}")
     frames = np.moveaxis(u8.reshape(-1, *u8.shape[-3:]), 1, -1)  # [F, H, W, 3]
@@ -224,8 +226,8 @@ def encode_answer(out: RewardOutput, request_id: str, n: int) -> bytes:
     """A reward's output -> the ``POST /score`` answer (NaN/inf -> null)."""
     total = getattr(out, "total", None)
     if not isinstance(total, torch.Tensor) or tuple(total.shape) != (n,):
-        raise ValueError(f"the reward returned total of shape "
-                         f"{tuple(total.shape) if isinstance(total, torch.Tensor) else type(total).__name__}, expected [{n}]")
+        got = tuple(total.shape) if isinstance(total, torch.Tensor) else type(total).__name__
+        raise ValueError(f"the reward returned total of shape {got}, expected [{n}]")
     return json.dumps({"request_id": request_id, "n": n, "total": _values(total),
                        "components": {k: _values(v) for k, v in (getattr(out, "components", None) or {}).items()},
                        "details": {k: _values(v) for k, v in (getattr(out, "details", None) or {}).items()}},
@@ -328,7 +330,8 @@ class RemoteReward:
                                 f"{last}")
 
     def check(self) -> str:
-        """``GET /health`` (with the retries): the served reward's name; ``RemoteRewardError`` when it does not answer."""
+        """``GET /health`` (with the retries): the served reward's name (its kwargs: ``served_kwargs``);
+        ``RemoteRewardError`` when it does not answer."""
         raw = self._with_retries(lambda: self._post("/health", None), "GET /health", quiet=True)  # one line at start
         try:
             body = json.loads(raw)
@@ -559,7 +562,8 @@ def add_serve_command(sub, prog: str) -> None:
     s = sub.add_parser("serve-reward", help="serve a reward over HTTP for rewards in their own environment "
                                             "(reward.name=http://HOST:PORT in a run's config)",
                        description="Serve a built-in reward or NAME=package.module:attr over HTTP (rewards.remote); "
-                                   f"a run points at it with reward.name=http://HOST:PORT. Example: {prog} serve-reward "
+                                   f"a run points at it with reward.name=http://HOST:PORT. Example: {prog} "
+                                   "serve-reward "
                                    "shapes_verifier --port 8000")
     s.add_argument("name", help="a built-in reward name or package.module:attr")
     s.add_argument("--host", default="127.0.0.1", help="address to listen on (127.0.0.1: this machine only)")
@@ -593,4 +597,5 @@ def start_in_thread(server: RewardServer) -> threading.Thread:
 
 __all__ = ["RemoteReward", "RemoteRewardConfig", "RemoteRewardError", "RewardServer", "build_remote_reward",
            "decode_answer", "decode_array", "decode_request", "encode_answer", "encode_array", "encode_request",
-           "is_url", "make_server", "check_served", "serve_forever", "start_in_thread", "add_serve_command", "serve_command"]
+           "is_url", "make_server", "check_served", "serve_forever", "start_in_thread", "add_serve_command",
+           "serve_command"]

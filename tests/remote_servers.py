@@ -68,5 +68,6 @@ class SlowOnce:
         self.calls += 1
         if self.calls == 1:
             time.sleep(self.first_s)
-        x = batch.images if batch.images is not None else torch.stack([torch.as_tensor(v).float().mean() for v in batch.videos])
+        x = batch.images if batch.images is not None else \
+            torch.stack([torch.as_tensor(v).float().mean() for v in batch.videos])
         return types.SimpleNamespace(total=x.flatten(1).mean(1) if x.dim() > 1 else x, components={})

@@ -18,8 +18,9 @@ def test_bench_remote_reward_smoke():
     assert res.returncode == 0, res.stdout[-2000:] + res.stderr[-2000:]
     lines = res.stdout.strip().splitlines()
     num = r"\s+([\d.]+)"
+    line_re = r"^(none \(in process\)|[\d.]+ s per \w+)\s+(\d+)"  # label, reward.overlap
     rows = [m.groups() for ln in lines
-            if (m := re.match(r"^(none \(in process\)|[\d.]+ s per \w+)\s+(\d+)" + num * 3 + r"\s+([\d.]+)?" + num + "$", ln))]
+            if (m := re.match(line_re + num * 3 + r"\s+([\d.]+)?" + num + "$", ln))]
     assert [(r[0].split()[-1], int(r[1])) for r in rows] == [("process)", 1), ("request", 1), ("request", 2),
                                                              ("item", 1), ("item", 2)]
     assert [r[5] for r in rows][:2] == [None, "1.00"] and rows[3][5] == "1.00" and rows[2][5] and rows[4][5]

@@ -58,8 +58,8 @@ def test_remote_equals_in_process_with_and_without_overlap(tmp_path, server, nam
             assert {k: x[k] for k in x if k.startswith(("reward/", "eval/", "loss/", "onpolicy/"))} == \
                    {k: y[k] for k in y if k.startswith(("reward/", "eval/", "loss/", "onpolicy/"))}
     # overlap: the same algorithm (rewards of the same samples up to float rounding)
-    torch.testing.assert_close(runs["local2"][1]["last_iteration"]["rewards"], runs["local"][1]["last_iteration"]["rewards"],
-                               atol=1e-5, rtol=1e-4)
+    torch.testing.assert_close(runs["local2"][1]["last_iteration"]["rewards"],
+                               runs["local"][1]["last_iteration"]["rewards"], atol=1e-5, rtol=1e-4)
     assert runs["local"][0].keys() == runs["local2"][0].keys()
     gaps = [r["onpolicy/max_abs_dlogp"] for r in _rows(tmp_path / "remote2") if "onpolicy/max_abs_dlogp" in r]
     # the joined record's log-probs come from the parts' smaller denoiser batches: float rounding, not more

@@ -6,7 +6,6 @@ non-finite answers, each a one-line error naming the server and the request; ``s
 import json
 import threading
 import time
-import types
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import numpy as np
@@ -14,8 +13,18 @@ import pytest
 import torch
 
 from rewards import RewardBatch, RewardOutput, build_reward
-from rewards.remote import (RemoteReward, RemoteRewardConfig, RemoteRewardError, RewardServer, build_remote_reward,
-                            decode_request, encode_array, decode_array, make_server, start_in_thread)
+from rewards.remote import (
+    RemoteReward,
+    RemoteRewardConfig,
+    RemoteRewardError,
+    RewardServer,
+    build_remote_reward,
+    decode_array,
+    decode_request,
+    encode_array,
+    make_server,
+    start_in_thread,
+)
 from rewards.success import episode_metadata, success_reward
 
 from ..remote_servers import SlowOnce, free_port, serve, stop
@@ -42,7 +51,8 @@ def test_answers_equal_the_in_process_reward_and_keep_item_order():
     try:
         cl = _client(srv.url, batch_size=4, max_in_flight=3)
         assert cl.check() == "shapes_verifier"
-        batch = RewardBatch(images=_images(10), prompts=["a red circle left of a blue square"] * 5 + ["a green square"] * 5)
+        prompts = ["a red circle left of a blue square"] * 5 + ["a green square"] * 5
+        batch = RewardBatch(images=_images(10), prompts=prompts)
         got, want = cl(batch), reward(batch)
         assert torch.equal(got.total, want.total.float()) and got.total.dtype == torch.float32
         assert set(got.components) == set(want.components) and set(got.details) == set(want.details)
@@ -82,7 +92,8 @@ def test_robot_episodes_served_equal_the_binary_reward():
 
     srv = _server(success_and_lengths)
     try:
-        vids = [np.random.default_rng(i).integers(0, 255, (t, 8, 8, 3), dtype=np.uint8) for i, t in enumerate((3, 5, 4))]
+        vids = [np.random.default_rng(i).integers(0, 255, (t, 8, 8, 3), dtype=np.uint8)
+                for i, t in enumerate((3, 5, 4))]
         meta = episode_metadata(["tabletop/reach"] * 3, torch.tensor([True, False, True]), [0, 0, 1])
         batch = RewardBatch(videos=vids, prompts=["reach the red cube"] * 3, metadata=meta)
         out = _client(srv.url, batch_size=2)(batch)
@@ -163,8 +174,10 @@ def _ans(**kw):
 
 @pytest.mark.parametrize("make, why", [
     (lambda rid, n: b"<html>502 Bad Gateway</html>", "not JSON"),
-    (lambda rid, n: json.dumps({"request_id": rid, "total": [0.5] * (n - 1)}).encode(), "total has 3 values, expected 4"),
-    (lambda rid, n: json.dumps({"request_id": "someone-else", "total": [0.5] * n}).encode(), "answers request 'someone-else'"),
+    (lambda rid, n: json.dumps({"request_id": rid, "total": [0.5] * (n - 1)}).encode(),
+     "total has 3 values, expected 4"),
+    (lambda rid, n: json.dumps({"request_id": "someone-else", "total": [0.5] * n}).encode(),
+     "answers request 'someone-else'"),
     (lambda rid, n: (b'{"request_id": "%s", "total": [NaN, 1, 1, 1]}' % rid.encode()), "non-finite number NaN"),
     (lambda rid, n: json.dumps({"request_id": rid, "total": ["0.5"] * n}).encode(), "total holds '0.5'"),
     (_ans(components={"a": [1.0, 2.0]}), "component 'a' has 2 values, expected 4"),
@@ -265,9 +278,11 @@ def test_the_served_reward_and_its_arguments_are_checked_against_the_config():
         cl = _client(srv.url)
         check_served(cl, srv.url, {}, "reward.name")  # the URL alone: anything served
         check_served(cl, "shapes_verifier", {"shape_width": 0.0}, "reward.name")
-        with pytest.raises(ValueError, match="reward.name='jpeg_compressibility' but the server at .* serves 'shapes_verifier'"):
+        with pytest.raises(ValueError,
+                           match="reward.name='jpeg_compressibility' but the server at .* serves 'shapes_verifier'"):
             check_served(cl, "jpeg_compressibility", {}, "reward.name")
-        with pytest.raises(ValueError, match=r"""reward.kwargs=\{'shape_width': 0.5\} but the server .* --kwargs '\{"shape_width": 0.0\}'"""):
+        want = r"""reward.kwargs=\{'shape_width': 0.5\} but the server .* --kwargs '\{"shape_width": 0.0\}'"""
+        with pytest.raises(ValueError, match=want):
             check_served(cl, srv.url, {"shape_width": 0.5}, "reward.name")
     finally:
         srv.shutdown()

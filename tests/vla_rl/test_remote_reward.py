@@ -31,7 +31,8 @@ def test_served_success_reward_equals_binary(tmp_path, server):
     # each arm in a fresh process: two trainers built one after the other in one process do not repeat each other's
     # numbers (measured: two rl.reward=binary runs in one process differ after the first update), two processes do
     for tag, extra in {"binary": [], "remote": [f"rl.reward={server.url}", "rl.remote.batch_size=4"]}.items():
-        cmd = [sys.executable, "-m", "vla_rl.cli", "train", CONFIG, *TINY, f"output_dir={tmp_path / tag}", *FAST, *extra]
+        cmd = [sys.executable, "-m", "vla_rl.cli", "train", CONFIG, *TINY, f"output_dir={tmp_path / tag}", *FAST,
+               *extra]
         res = subprocess.run(cmd, env=ENV, cwd=ROOT, capture_output=True, text=True, timeout=400)
         assert res.returncode == 0, res.stdout[-2000:] + res.stderr[-2000:]
     assert server.scored_items == 2 * 6  # 2 iterations x 6 episodes (requests of 4 + 2), each scored once
