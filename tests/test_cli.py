@@ -10,10 +10,10 @@ import pytest
 from diffusion_rl.cli import main as diffusion_main
 from vla_rl.cli import main as vla_main
 
-JOBS = {"diffusion-rl": (diffusion_main, ["train", "eval", "pretrain-shapes", "toy", "export", "report"]),
+JOBS = {"diffusion-rl": (diffusion_main, ["train", "eval", "pretrain-shapes", "toy", "export", "report",
+                                          "serve-reward"]),
         "vla-rl": (vla_main, ["train", "eval", "loop", "record-demos", "libero-demos", "fit-encoder", "report",
-                              "deploy",
-                              "robot-loop"])}
+                              "deploy", "robot-loop", "serve-reward"])}
 
 
 @pytest.mark.parametrize("script", sorted(JOBS))
