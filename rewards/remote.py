@@ -70,7 +70,7 @@ def is_url(name: str) -> bool:
 
 @dataclass
 class RemoteRewardConfig:
-    url: str = ""  # the reward server, e.g. http://127.0.0.1:8000 (serve-reward NAME --port 8000); "": reward.name is
+    url: str = ""  # the reward server http://HOST:PORT (serve-reward NAME --port P); empty: reward.name is the address
     timeout_s: float = 60.0  # seconds one request may take before it is retried
     retries: int = 3  # extra attempts of a request after a connection error, a timeout or an HTTP 5xx / 429
     backoff_s: float = 1.0  # seconds before the first retry, doubled after each
