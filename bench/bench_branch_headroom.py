@@ -338,30 +338,38 @@ def main(argv=None) -> int:
                         ("--target-area", args.target_area, args.target_area > 0)):
         if not ok:
             problems.append(f"{flag} {v}: out of range")
+    return run_seeds("bench_branch_headroom", args, problems, run_seed, report)
+
+
+def run_seeds(prog: str, args, problems: list[str], run_seed, report) -> int:
+    """The seed driver both tree benches share: ``--seed-list`` (or ``range(--seeds)``) checked with the other flags'
+    ``problems`` (the first is printed, exit 2), then either the report of earlier runs
+    (``--report-from A.json,B.json``)
+    or one ``run_seed(args, seed)`` per seed (``--json-out`` rewritten after each seed, so a killed bench keeps what
+    it finished), then ``report(args, runs)``."""
     try:
         seeds = [int(s) for s in args.seed_list.split(",")] if args.seed_list else list(range(args.seeds))
     except ValueError:
         problems.append(f"--seed-list {args.seed_list!r}: expected comma-separated integers")
     if problems:
-        print(f"bench_branch_headroom: {problems[0]}", file=sys.stderr)
+        print(f"{prog}: {problems[0]}", file=sys.stderr)
         return 2
+    runs = []
     if args.report_from:
-        runs = []
         for path in args.report_from.split(","):
             try:
                 runs += json.loads(Path(path).read_text())
             except (OSError, ValueError) as e:
-                print(f"bench_branch_headroom: --report-from {path!r}: {e}", file=sys.stderr)
+                print(f"{prog}: --report-from {path!r}: {e}", file=sys.stderr)
                 return 2
         report(args, runs)
         return 0
-    runs = []
     for seed in seeds:
         t = time.perf_counter()
         runs.append(run_seed(args, seed))
         print(f"  seed {seed} done in {time.perf_counter() - t:.0f} s", flush=True)
-    if args.json_out:
-        Path(args.json_out).write_text(json.dumps(runs))
+        if args.json_out:
+            Path(args.json_out).write_text(json.dumps(runs))
     report(args, runs)
     return 0
 

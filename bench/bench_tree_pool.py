@@ -32,7 +32,6 @@ arm's curve read at flat's budget ``B``.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import statistics
 import sys
@@ -48,7 +47,7 @@ import torch  # noqa: E402
 
 torch.set_num_threads(int(os.environ["OMP_NUM_THREADS"]))
 
-from bench_branch_headroom import crossing, reward_at  # noqa: E402
+from bench_branch_headroom import crossing, reward_at, run_seeds  # noqa: E402
 from big_shapes_task import TARGET_AREA, BigShapesReward  # noqa: E402
 from claims_toy import mean_se  # noqa: E402
 
@@ -288,32 +287,7 @@ def main(argv=None) -> int:
                         ("--target-frac", args.target_frac, 0 < args.target_frac <= 1)):
         if not ok:
             problems.append(f"{flag} {v}: out of range")
-    try:
-        seeds = [int(s) for s in args.seed_list.split(",")] if args.seed_list else list(range(args.seeds))
-    except ValueError:
-        problems.append(f"--seed-list {args.seed_list!r}: expected comma-separated integers")
-    if problems:
-        print(f"bench_tree_pool: {problems[0]}", file=sys.stderr)
-        return 2
-    if args.report_from:
-        runs = []
-        for path in args.report_from.split(","):
-            try:
-                runs += json.loads(Path(path).read_text())
-            except (OSError, ValueError) as e:
-                print(f"bench_tree_pool: --report-from {path!r}: {e}", file=sys.stderr)
-                return 2
-        report(args, runs)
-        return 0
-    runs = []
-    for seed in seeds:
-        t = time.perf_counter()
-        runs.append(run_seed(args, seed))
-        print(f"  seed {seed} done in {time.perf_counter() - t:.0f} s", flush=True)
-        if args.json_out:
-            Path(args.json_out).write_text(json.dumps(runs))
-    report(args, runs)
-    return 0
+    return run_seeds("bench_tree_pool", args, problems, run_seed, report)
 
 
 if __name__ == "__main__":
