@@ -79,14 +79,6 @@ class BranchConfig:
     depth_norm: Literal["reference", "population"] = "reference"  # reference (unbiased std, eps 1e-8) or
                                                                   # population (std, adv_eps)
 
-    def __post_init__(self) -> None:
-        if self.depth_norm not in ("reference", "population"):
-            raise ValueError(f"branch.depth_norm must be 'reference' or 'population', got {self.depth_norm!r}")
-        if self.adv_scale not in ("leaf", "depth"):
-            raise ValueError(f"branch.adv_scale must be 'leaf' or 'depth', got {self.adv_scale!r}")
-        if self.adv_baseline not in ("parent", "depth"):
-            raise ValueError(f"branch.adv_baseline must be 'parent' or 'depth', got {self.adv_baseline!r}")
-
     def branch_factors(self) -> list[int]:
         if len(self.branch) == 1:
             return self.branch * len(self.split_steps)

@@ -10,6 +10,7 @@ from typing import Any, Literal
 
 from grpo.fsdp import DistConfig
 from grpo.monitors import MonitorConfig
+from grpo.onpolicy import Action, validate
 from grpo.config import require_at_least, require_positive
 from grpo.train_step import GRPOConfig
 from grpo.trackers import LogConfig
@@ -70,14 +71,10 @@ class TrainConfig:
     nft_beta: float = 1.0  # DiffusionNFT's beta: how far the implicit positive/negative policies move from the old velocity
     nft_timesteps: int = 2  # re-noising times per final sample and iteration (split over updates_per_iter chunks)
     onpolicy_tol: float = 1e-4  # on-policy self-check (grpo.onpolicy): max |log pi_train - log pi_rollout| allowed before the first update
-    onpolicy_action: str = "warn"  # warn | stop | off: what the run does when the on-policy gap exceeds onpolicy_tol
+    onpolicy_action: Action = "warn"  # warn | stop | off: what the run does when the on-policy gap exceeds onpolicy_tol
 
     def __post_init__(self) -> None:
-        from grpo.onpolicy import validate
-
-        validate(self.onpolicy_tol, self.onpolicy_action, "train.onpolicy")
-        if self.loss not in ("grpo", "nft"):
-            raise ValueError(f"train.loss must be 'grpo' or 'nft', got {self.loss!r}")
+        validate(self.onpolicy_tol, "train.onpolicy")
         if self.nft_beta <= 0 or self.nft_timesteps < 1:
             raise ValueError(f"train.nft_beta must be > 0 and train.nft_timesteps >= 1, got {self.nft_beta}, "
                              f"{self.nft_timesteps}")

@@ -32,9 +32,6 @@ from typing import Literal
 import torch
 import torch.distributed as dist
 
-STRATEGIES = ("ddp", "fsdp")
-MIXED_PRECISION = ("fp32", "bf16")  # not "no": YAML reads a bare no as False
-
 
 @dataclass
 class DistConfig:
@@ -56,12 +53,6 @@ class DistConfig:
                                               # all-reduced) or fsdp (FSDP2 shards)
     reshard_after_forward: bool = True  # fsdp: free gathered weights after each block's forward
     mixed_precision: Literal["fp32", "bf16"] = "fp32"  # vla-rl: bf16 autocast of the policy forwards
-
-    def __post_init__(self) -> None:
-        if self.strategy not in STRATEGIES:
-            raise ValueError(f"dist.strategy must be one of {STRATEGIES}, got {self.strategy!r}")
-        if self.mixed_precision not in MIXED_PRECISION:
-            raise ValueError(f"dist.mixed_precision must be one of {MIXED_PRECISION}, got {self.mixed_precision!r}")
 
 
 def _mesh(model: torch.nn.Module):

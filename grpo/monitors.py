@@ -31,7 +31,7 @@ class MonitorConfig:
     monitors: list[str] = field(default_factory=list)  # gold scores on evaluation samples, never trained on (reward
                                                        # names, "package.module:attr", or built-in statistics)
     patience: int = 3  # K: evaluations in a row with the training reward rising and a monitor falling before the alarm
-    action: str = "warn"  # warn | stop: what the alarm does (stop: the run ends after a
+    action: Literal["warn", "stop"] = "warn"  # warn | stop: what the alarm does (stop: the run ends after a
                           # checkpoint; the best one is kept)
     min_delta: float = 1e-3  # a monitor must fall by more than this over the K evaluations
                              # (noise-level drifts are ignored)
@@ -41,8 +41,6 @@ class MonitorConfig:
             raise ValueError(f"eval.patience must be >= 1, got {self.patience}")
         if self.min_delta < 0:
             raise ValueError(f"eval.min_delta must be >= 0, got {self.min_delta}")
-        if self.action not in ("warn", "stop"):
-            raise ValueError(f"eval.action must be 'warn' or 'stop', got {self.action!r}")
 
 
 @dataclass

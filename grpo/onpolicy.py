@@ -115,9 +115,8 @@ def check_onpolicy(scalars: dict[str, float], tol: float, action: Action, iterat
     say("warning: " + msg)
 
 
-def validate(tol: float, action: str, prefix: str) -> None:
-    """Config check of ``<prefix>_tol`` / ``<prefix>_action`` (one clear line on bad values)."""
+def validate(tol: float, prefix: str) -> None:
+    """Config check of ``<prefix>_tol`` (one clear line on a bad value; ``<prefix>_action`` is an :data:`Action`
+    ``Literal`` that the config loader checks)."""
     if not tol >= 0:
         raise ValueError(f"{prefix}_tol must be >= 0, got {tol}")
-    if action not in ("warn", "stop", "off"):
-        raise ValueError(f"{prefix}_action must be 'warn', 'stop' or 'off', got {action!r}")

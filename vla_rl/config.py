@@ -13,6 +13,7 @@ from grpo.config import require_at_least
 from grpo.device import check_device_name
 from grpo.fsdp import DistConfig
 from grpo.monitors import MonitorConfig
+from grpo.onpolicy import Action, validate
 from grpo.train_step import GRPOConfig
 from grpo.trackers import LogConfig
 from rewards.remote import RemoteRewardConfig, build_remote_reward, is_url
@@ -75,12 +76,10 @@ class RLConfig:
     keep_last: int = 2  # checkpoints kept on disk
     grad_accum: int = 1  # micro-batches per minibatch (per rank): one optimizer step per minibatch, the same update
     onpolicy_tol: float = 1e-4  # on-policy self-check (grpo.onpolicy): max |log pi_train - log pi_rollout| allowed before the first update
-    onpolicy_action: str = "warn"  # warn | stop | off: what the run does when the on-policy gap exceeds onpolicy_tol
+    onpolicy_action: Action = "warn"  # warn | stop | off: what the run does when the on-policy gap exceeds onpolicy_tol
 
     def __post_init__(self) -> None:
-        from grpo.onpolicy import validate
-
-        validate(self.onpolicy_tol, self.onpolicy_action, "rl.onpolicy")
+        validate(self.onpolicy_tol, "rl.onpolicy")
         if self.reward not in ("binary", "srpo") and not is_url(self.reward):
             raise ValueError(f"rl.reward={self.reward!r}: expected binary, srpo or a reward server http://HOST:PORT")
         if self.remote.url:

@@ -36,8 +36,6 @@ from .formats import NVFP4_BLOCK
 
 QuantFormat = Literal["bf16", "fp8", "nvfp4"]
 Backend = Literal["auto", "emulated", "real"]
-FORMATS = ("bf16", "fp8", "nvfp4")
-BACKENDS = ("auto", "emulated", "real")
 DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}
 DEFAULT_SKIP_PATTERNS: tuple[str, ...] = ("embed", r"(^|\.)norm", r"^proj_out$", r"adaLN|modulation")
 
@@ -102,14 +100,6 @@ class QuantConfig:
     def __post_init__(self) -> None:
         if isinstance(self.skip, dict):
             self.skip = SkipRules(**{k: tuple(v) if isinstance(v, list) else v for k, v in self.skip.items()})
-        if self.format not in FORMATS:
-            raise ValueError(f"quant.format must be one of {FORMATS}, got {self.format!r}")
-        if self.backend not in BACKENDS:
-            raise ValueError(f"quant.backend must be one of {BACKENDS}, got {self.backend!r}")
-        if self.fp8_granularity not in ("tensor", "row"):
-            raise ValueError(f"quant.fp8_granularity must be 'tensor' or 'row', got {self.fp8_granularity!r}")
-        if self.dtype not in DTYPES:
-            raise ValueError(f"quant.dtype must be one of {sorted(DTYPES)}, got {self.dtype!r}")
 
     @property
     def torch_dtype(self) -> torch.dtype:

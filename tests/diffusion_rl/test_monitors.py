@@ -8,6 +8,7 @@ import pytest
 import torch
 
 from diffusion_rl.trainer import DiffusionGRPOTrainer
+from grpo.config import ConfigError, build_config
 from grpo.monitors import HackingAlarm, MonitorConfig, RewardHackingError
 from rewards.image_stats import build_monitor, colour_variance, low_freq_ratio
 
@@ -38,8 +39,8 @@ def test_statistics_see_grids_and_flat_images():
     assert build_monitor("low_freq_ratio") is low_freq_ratio
     with pytest.raises(ValueError, match="unknown reward 'nope'"):
         build_monitor("nope")
-    with pytest.raises(ValueError, match="eval.action must be 'warn' or 'stop'"):
-        MonitorConfig(action="loud")
+    with pytest.raises(ConfigError, match="'eval.action' expects one of 'warn', 'stop', got 'loud'"):
+        build_config(MonitorConfig, {"action": "loud"}, "eval")
 
 
 def test_alarm_rule():

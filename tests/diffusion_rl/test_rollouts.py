@@ -4,6 +4,7 @@ import pytest
 import torch
 
 from diffusion_rl.adapters import cond_select
+from grpo.config import ConfigError, build_config
 from diffusion_rl.branch import BranchConfig, tree_credit, tree_rollout
 from diffusion_rl.sampling import SamplerConfig, flat_rollout, guided_velocity, sde_step_mask
 from grpo.flow_sde import flow_sigmas, sde_step
@@ -137,12 +138,9 @@ def test_tree_advantage_scale_and_baseline():
         assert a.advantages[0] == 0
     same = tree_credit(tree, torch.ones(1, 4), pl, zeros)
     assert torch.equal(same.advantages, torch.zeros(len(tree)))
-    with pytest.raises(ValueError, match="adv_scale"):
-        BranchConfig(adv_scale="global")
-    with pytest.raises(ValueError, match="adv_baseline"):
-        BranchConfig(adv_baseline="root")
-    with pytest.raises(ValueError, match="depth_norm"):
-        BranchConfig(depth_norm="biased")
+    for key, bad in [("adv_scale", "global"), ("adv_baseline", "root"), ("depth_norm", "biased")]:
+        with pytest.raises(ConfigError, match=rf"'branch.{key}' expects one of .*got '{bad}'"):
+            build_config(BranchConfig, {key: bad}, "branch")
 
 
 def test_tree_credit_is_tree_advantages():

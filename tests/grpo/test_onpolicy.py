@@ -5,6 +5,7 @@ import math
 import pytest
 import torch
 
+from grpo.config import ConfigError, build_config
 from grpo.onpolicy import CAUSES, OnPolicyError, OnPolicyGap, check_onpolicy, validate
 
 
@@ -47,7 +48,9 @@ def test_nonfinite_gap_is_reported_as_inf():
 
 
 def test_bad_settings_are_one_clear_error():
-    with pytest.raises(ValueError, match="train.onpolicy_action must be 'warn', 'stop' or 'off', got 'loud'"):
-        validate(1e-4, "loud", "train.onpolicy")
+    from diffusion_rl.config import TrainConfig
+
+    with pytest.raises(ConfigError, match="'train.onpolicy_action' expects one of 'warn', 'stop', 'off', got 'loud'"):
+        build_config(TrainConfig, {"onpolicy_action": "loud"}, "train")
     with pytest.raises(ValueError, match="rl.onpolicy_tol must be >= 0, got -1"):
-        validate(-1, "warn", "rl.onpolicy")
+        validate(-1, "rl.onpolicy")

@@ -2,7 +2,7 @@ import pytest
 import torch
 
 from grpo import demo
-from grpo.config import load_config
+from grpo.config import ConfigError, build_config, load_config
 from grpo.metrics import read_jsonl
 from grpo.train_step import (
     GRPOConfig,
@@ -52,8 +52,8 @@ def test_compute_advantages_dispatch():
     med_std = compute_advantages(GRPOConfig(group_size=3, advantage="median_std"), torch.tensor([1.0, 2.0, 3.0]),
                                  torch.zeros(3))
     assert int(med_std.mask.sum()) == 2
-    with pytest.raises(ValueError, match="kl_type"):
-        GRPOConfig(kl_type="exact")
+    with pytest.raises(ConfigError, match="'grpo.kl_type' expects one of 'flow', 'flow_exact', 'k3', got 'exact'"):
+        build_config(GRPOConfig, {"kl_type": "exact"}, "grpo")
 
 
 def _toy(tmp_path, *extra):

@@ -7,6 +7,7 @@ import pytest
 import torch
 from torch import nn
 
+from grpo.config import ConfigError, build_config
 from diffusion_rl.quant import (
     QuantBackendError,
     QuantConfig,
@@ -64,12 +65,9 @@ def test_skip_rules_configurable():
 
 
 def test_bad_config_values_are_named():
-    with pytest.raises(ValueError, match="'fp4'"):
-        QuantConfig(format="fp4")
-    with pytest.raises(ValueError, match="backend"):
-        QuantConfig(backend="cuda")
-    with pytest.raises(ValueError, match="granularity"):
-        QuantConfig(fp8_granularity="block")
+    for key, bad in [("format", "fp4"), ("backend", "cuda"), ("fp8_granularity", "block"), ("dtype", "fp64")]:
+        with pytest.raises(ConfigError, match=rf"'quant.{key}' expects one of .*got '{bad}'"):
+            build_config(QuantConfig, {key: bad}, "quant")
 
 
 @pytest.mark.parametrize("fmt,tol", [("bf16", 0.03), ("fp8", 0.05), ("nvfp4", 0.25)])

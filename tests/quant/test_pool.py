@@ -3,6 +3,7 @@
 import pytest
 import torch
 
+from grpo.config import ConfigError, build_config
 from diffusion_rl.adapters import ModelConfig, build_adapter
 from diffusion_rl.pool_rollout import PoolConfig, QuantizedAdapterView, VelocityModel, pool_rollout, two_stage_rollout
 from diffusion_rl.quant import QuantConfig, make_rollout_copy
@@ -15,8 +16,10 @@ PROMPTS = ["a red circle", "a blue square"]
 def test_pool_smaller_than_train_set_is_a_config_error():
     with pytest.raises(ValueError, match=r"pool_size=2 is smaller than pool.train_size=4"):
         PoolConfig(pool_size=2, train_size=4)
-    with pytest.raises(ValueError, match="pool.select"):
-        PoolConfig(select="top")
+    with pytest.raises(ConfigError, match=r"'pool.select' expects one of 'best_worst', .*got 'top'"):
+        build_config(PoolConfig, {"select": "top"}, "pool")
+    with pytest.raises(ConfigError, match=r"'pool.pool_sampler' expects one of 'sde', 'ode', got 'euler'"):
+        build_config(PoolConfig, {"pool_sampler": "euler"}, "pool")
 
 
 @pytest.mark.parametrize("method", SELECT_METHODS)
@@ -225,5 +228,5 @@ def test_nft_loss_selectable_in_the_trainer(tmp_path, pool):
     assert s["cost/backward"] == 2 * 3 * 2 == tr.cost_per_iteration()["backward"]  # samples x timesteps
     assert s["cost/nfe_train"] == 2 * 6 * 2  # v_old pass + the trained pass
     assert any(not torch.equal(before[k], v) for k, v in tr.adapter.trainable_state_dict().items())
-    with pytest.raises(ValueError, match="train.loss must be 'grpo' or 'nft'"):
-        type(cfg.train)(loss="dpo")
+    with pytest.raises(ConfigError, match="'train.loss' expects one of 'grpo', 'nft', got 'dpo'"):
+        build_config(type(cfg.train), {"loss": "dpo"}, "train")

@@ -7,7 +7,7 @@ import math
 import pytest
 import torch
 
-from grpo.config import load_config
+from grpo.config import ConfigError, build_config, load_config
 from grpo.fsdp import DistConfig
 from grpo.metrics import read_jsonl
 from vla_rl.trainer import VLARLConfig, VLARLTrainer
@@ -29,8 +29,8 @@ def _sub(batch: dict, idx: torch.Tensor) -> dict:
 
 
 def test_bad_value_and_diffusion_rejects_bf16():
-    with pytest.raises(ValueError, match="dist.mixed_precision must be one of"):
-        DistConfig(mixed_precision="fp16")
+    with pytest.raises(ConfigError, match="'dist.mixed_precision' expects one of 'fp32', 'bf16', got 'fp16'"):
+        build_config(DistConfig, {"mixed_precision": "fp16"}, "dist")
     with pytest.raises(ValueError, match="must be one of"):
         make_policy().set_mixed_precision("bfloat16")
     from diffusion_rl.trainer import DiffusionGRPOTrainer, DiffusionRLConfig
