@@ -110,8 +110,6 @@ class PolicyConfig:
 
     def __post_init__(self) -> None:
         check_kind_type(self.kind, self.type)
-        if self.head not in ("flow", "gaussian"):
-            raise ValueError(f"policy.head={self.head!r}; expected 'flow' or 'gaussian'")
         if not 1 <= self.n_action_steps <= self.chunk_size:
             raise ValueError(f"policy.n_action_steps={self.n_action_steps} must be in [1, "
                              f"chunk_size={self.chunk_size}]")

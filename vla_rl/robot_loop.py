@@ -128,13 +128,6 @@ class RobotLoopConfig:
     vla: VLARLConfig = field(default_factory=VLARLConfig)  # policy, rl (lr, epochs, minibatch, reward), grpo, srpo,
                                                            # device: vla-rl train's keys
 
-    def __post_init__(self) -> None:
-        if self.grouping not in ("state", "round"):
-            raise ValueError(f"grouping={self.grouping!r}; expected 'state' or 'round'")
-        if self.success not in ("operator", "robot"):
-            raise ValueError(f"success={self.success!r}; expected 'operator' (y/n per episode) or 'robot' (its own "
-                             "report)")
-
     @property
     def episodes_per_round(self) -> int:
         return self.groups_per_round * self.vla.grpo.group_size

@@ -38,6 +38,7 @@ Shapes: frames are float ``[B, T, 3, H, W]`` in [0, 1] at the API; internally ``
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Literal
 
 import torch
 import torch.nn.functional as F
@@ -65,7 +66,7 @@ class WorldModelConfig:
     reward_channels: tuple[int, ...] = (16, 32)  # conv channels of the success head
     reward_pool: int = 4  # spatial grid the success head keeps (small objects: keep where things are)
     text_dim: int = 64  # hashed bag-of-words of the instruction for the success head (0: no instruction)
-    prediction: str = "x0"  # what the transformer outputs: "x0" (the clean change) or "velocity"
+    prediction: Literal["x0", "velocity"] = "x0"  # what the transformer outputs: "x0" (the clean change) or "velocity"
     # state-aware success head: > 0 feeds the (predicted) simulator state at each future frame ``[B, K, state_dim]``
     # (proprio + object positions with ``object_state``) into the head next to the frames; 0: frames only
     state_dim: int = 0  # simulator-state size the success head reads (0: frames only)
@@ -83,8 +84,6 @@ class WorldModelConfig:
     def __post_init__(self) -> None:
         if self.image_size % self.patch:
             raise ValueError(f"image_size {self.image_size} must be divisible by patch {self.patch}")
-        if self.prediction not in ("x0", "velocity"):
-            raise ValueError(f"prediction must be 'x0' or 'velocity', got {self.prediction!r}")
         if self.state_dim < 0:
             raise ValueError(f"state_dim must be >= 0 (0: frames-only success head), got {self.state_dim}")
         self.state_points = tuple(int(p) for p in self.state_points)

@@ -6,6 +6,7 @@ import pytest
 import torch
 
 from grpo.flow_sde import flow_sigmas
+from grpo.config import ConfigError, build_config
 from vla_rl.action_head import FlowHeadConfig, FlowMatchingActionHead, GaussianActionHead, GaussianHeadConfig
 from vla_rl.policy import PolicyConfig, SmallVLA
 from vla_rl.tokenizer import WordTokenizer
@@ -121,8 +122,8 @@ def test_policy_errors_name_the_bad_value(tmp_path):
         p.sample_chunk(batch)
     with pytest.raises(ValueError, match="n_action_steps"):
         PolicyConfig(chunk_size=2, n_action_steps=3)
-    with pytest.raises(ValueError, match="sde_kind"):
-        FlowHeadConfig(sde_kind="euler")
+    with pytest.raises(ConfigError, match=r"'flow.sde_kind' expects one of 'flow_grpo', .*got 'euler'"):
+        build_config(FlowHeadConfig, {"sde_kind": "euler"}, "flow")
     # save / load round trip keeps predictions
     p.save_pretrained(tmp_path / "pol")
     q = SmallVLA.from_pretrained(tmp_path / "pol")
