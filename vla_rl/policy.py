@@ -303,6 +303,14 @@ class SmallVLA(nn.Module):
         return self.head.tokens_per_chunk
 
     # ---- save / load ---------------------------------------------------------------------------
+    def vocabulary(self) -> list[str]:
+        """The word tokenizer's vocabulary (a trainer checkpoint stores it beside the weights)."""
+        return self.tokenizer.vocab
+
+    def set_vocabulary(self, words: list[str]) -> None:
+        """A checkpoint's vocabulary back into the word tokenizer (the embedding is the weights')."""
+        self.tokenizer = WordTokenizer(words)
+
     def save_pretrained(self, path: str | Path) -> Path:
         from safetensors.torch import save_file
 

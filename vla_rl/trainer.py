@@ -54,7 +54,7 @@ Scale-out (``torchrun`` / ``accelerate launch``, one process per device, gloo or
   ranks) use ``policy``, a full replica refreshed from the shards after every update, and in the update a rank with
   no rows in a (micro-)batch runs a zero-weight pass on one row. SFT runs before sharding;
 * ``dist.mixed_precision: bf16``: the policy's network forwards run under ``torch.autocast(bfloat16)`` everywhere
-  (:meth:`SmallVLA.set_mixed_precision`), so the rollout's stored log-probs and the update's recomputation take the
+  (the policy's ``set_mixed_precision``), so the rollout's stored log-probs and the update's recomputation take the
   same precision path; master weights, AdamW state, the SDE / Gaussian log-densities and the clipped loss are fp32;
 * SFT (demos written to ``output_dir``), evaluation, logging, videos and checkpoints happen on rank 0; the SFT
   weights and evaluation results are broadcast, so every rank starts RL from the same weights and state. A
@@ -97,12 +97,12 @@ from rewards.remote import RemoteRewardError, build_remote_reward, check_served,
 from rewards.srpo import SRPOReward
 from rewards.success import episode_metadata, success_reward
 
-from .policies import make_policy
-from .policy import SmallVLA, batch_to
+from .policies import TrainablePolicy, make_policy
+from .policies.base import policy_vocabulary, restore_vocabulary
+from .policy import batch_to
 from .rollout import EnvPool, EpisodeSpec, EvalResult, RolloutBatch, evaluate, run_episodes, tile_videos
 from .sft import train_sft
 from .srpo_encoders import build_trajectory_encoder
-from .tokenizer import WordTokenizer
 from .config import VLARLConfig
 
 
@@ -208,7 +208,7 @@ class VLARLTrainer:
         # backward passes and steps over the ranks (rebuilt on the sharded copy by ``_shard``)
         self.upd = DistributedUpdate(self.policy.parameters(), self.optimizer, self.guard, cfg.grpo.max_grad_norm,
                                      self.fsdp, self.dist)
-        self.reference: SmallVLA | None = None
+        self.reference: TrainablePolicy | None = None
         self.srpo: SRPOReward | None = None
         if cfg.rl.reward == "srpo":  # built here, on the device; its module init must not shift the seeded CPU stream
             with torch.random.fork_rng(devices=[]):  # that SFT draws from (the run's numbers are the same as before)
@@ -278,7 +278,7 @@ class VLARLTrainer:
                 "model": self.policy.state_dict(),
                 "optimizer": optim if sharded else self.optimizer.state_dict(), "guard": self.guard.state_dict(),
                 "rng": capture_rng_state(), "trainer": self.state,
-                "vocab": self.policy.tokenizer.vocab if hasattr(self.policy, "tokenizer") else None,
+                "vocab": policy_vocabulary(self.policy),
                 "policy_config": config_to_dict(self.policy.cfg), "config": config_to_dict(self.cfg),
                 "alarm": self.alarm.state_dict(),
             }
@@ -301,8 +301,7 @@ class VLARLTrainer:
         check_resume_config(st["config"], self.cfg, str(latest),
                             ignore=("rl.iterations", "resume", "rl.eval_every", "rl.save_every", "rl.num_videos",
                                     "rl.grad_accum", "dist", "device"))
-        if st.get("vocab") is not None:
-            self.policy.tokenizer = WordTokenizer(st["vocab"])
+        restore_vocabulary(self.policy, st.get("vocab"))
         self.policy.load_state_dict(st["model"])
         self.optimizer.load_state_dict(st["optimizer"])  # full state; ``_shard`` shards it under FSDP
         self.guard.load_state_dict(st["guard"])

@@ -29,7 +29,7 @@ Devices: ``device`` (``auto``: CUDA when available) places the world model, stat
 data (uint8 episodes; training windows are cut per batch, ``world_models.windows.WindowSet``), the start pool and
 every metric stay in CPU RAM, and batches move to the models.
 
-The world model is a module's worth of tensors and the policy a ``SmallVLA`` directory, so every stage
+The world model is a module's worth of tensors and the policy a ``save_pretrained`` directory, so every stage
 is checkpointed under ``output_dir`` (``sft/``, ``cycle_<c>/``: ``world_model.pt`` and ``vla/``). After every completed
 cycle (cycle 0: data, models and SFT) the loop's own state -- cycle, history, best record, the world model, state
 model and IDM weights and the grown training data -- is saved atomically as ``<output_dir>/loop_state/step_<c>``
@@ -38,7 +38,7 @@ the last completed cycle when the same command is run again (``resume: true``, t
 interrupted one from its start; every stage is seeded per cycle, so the resumed history equals an uninterrupted one.
 A damaged loop state is reported (one line) and left as it is; a config that differs (other than ``cycles``) is
 refused. The policy with the best real-simulator success so far (cycle 0 = after SFT) is kept as
-``<output_dir>/checkpoints/best`` (a ``SmallVLA`` directory with ``best.json``: metric, value, cycle), swapped
+``<output_dir>/checkpoints/best`` (a ``save_pretrained`` directory with ``best.json``: metric, value, cycle), swapped
 atomically (grpo.checkpoint.publish_best).
 """
 
@@ -68,7 +68,8 @@ from world_models.idm import idm_action_error
 from world_models.wm_env import StartPool, register_world_model_env
 
 from .config import VLARLConfig
-from .policy import SmallVLA, batch_to
+from .policies import TrainablePolicy, load_policy
+from .policy import batch_to
 from .rollout import EnvPool, evaluate, obs_to_batch
 from .trainer import VLARLTrainer
 
@@ -104,7 +105,7 @@ class LoopConfig:
                               "vla.env.kwargs.object_state=true it holds the object positions too)")
 
 
-def policy_actor(policy: SmallVLA, stochastic: bool = True, seed: int = 0):
+def policy_actor(policy: TrainablePolicy, stochastic: bool = True, seed: int = 0):
     """The VLA as ``act(env, obs, t, info) -> action[A]`` for ``world_models.data.collect_policy_episodes``: chunked
     (LeRobot's interface, ``select_action``: a new chunk when the action queue runs dry), the queue reset at the
     start of every episode (``t == 0``), noise drawn from one CPU generator seeded ``seed`` (the policy moves it)."""
@@ -250,7 +251,7 @@ def _run_cycles(cfg: LoopConfig, out: Path, dev, saved: dict | None, logger: Met
             models[name].load_state_dict(saved[f"model_{name}"])
         history, best, start = list(saved["history"]), saved["best"], int(saved["cycle"]) + 1
         policy_dir = out / saved["policy_dir"]
-        policy = SmallVLA.from_pretrained(policy_dir).to(vla_device)
+        policy = load_policy(policy_dir).to(vla_device)
     else:
         say(f"data: train {train.counts()}, held-out {test.counts()}, {time.time() - t0:.0f}s")
         models = fit_models(cfg, train, cfg.seed, say, device=dev)
@@ -272,7 +273,7 @@ def _run_cycles(cfg: LoopConfig, out: Path, dev, saved: dict | None, logger: Met
         VLARLTrainer(sft_cfg, quiet=True).train()
         policy_dir = sft_dir / "policy"
         pool = EnvPool(env_kwargs, cfg.vla.env.video_camera)
-        policy = SmallVLA.from_pretrained(policy_dir).to(vla_device)
+        policy = load_policy(policy_dir).to(vla_device)
         history = [{"cycle": 0, "real_success": real_success(policy), **{f"wm_heldout/{k}": v for k, v in rep.items()},
                     "idm/heldout_mse": idm_err["mse"], "idm/heldout_r2": idm_err["r2"], "data/episodes": len(train)}]
         best = keep_best_policy(out / "checkpoints", policy, history[0]["real_success"], 0, None)
@@ -336,7 +337,7 @@ def _run_cycles(cfg: LoopConfig, out: Path, dev, saved: dict | None, logger: Met
             "stopped": stop.requested}
 
 
-def keep_best_policy(root: Path, policy: SmallVLA, value: float, cycle: int, best: dict | None) -> dict | None:
+def keep_best_policy(root: Path, policy: TrainablePolicy, value: float, cycle: int, best: dict | None) -> dict | None:
     """Save ``policy`` as ``root/best`` (with ``best.json``) when its real-simulator success beats ``best``; returns
     the record now kept."""
     if not improves(best, value):

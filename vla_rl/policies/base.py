@@ -12,7 +12,10 @@ methods, the same as LeRobot's ``PreTrainedPolicy`` (``lerobot/policies/pretrain
 * deployment -- ``select_action(batch) -> [B, A]`` (an action queue over chunks), ``predict_action_chunk(batch)
   -> [B, K, A]``, ``reset()`` at each episode start;
 * persistence -- ``save_pretrained(path)`` and the classmethod ``from_pretrained(path, cfg=None)``;
-* ``set_mixed_precision(mode)`` and ``tokens_per_chunk`` (log-prob tokens ``S`` per chunk).
+* ``set_mixed_precision(mode)`` and ``tokens_per_chunk`` (log-prob tokens ``S`` per chunk);
+* ``vocabulary() -> list[str] | None`` / ``set_vocabulary(words)``, the word vocabulary a trainer
+  checkpoint stores beside the weights (SmallVLA's word tokenizer; a LeRobot policy's tokenizer lives in its
+  processors: None); a user's class without them stores none (:func:`policy_vocabulary`).
 
 ``policy.kind`` / ``policy.type`` in the YAML pick the class (:mod:`vla_rl.policies.factory`), as LeRobot's
 ``make_policy`` picks one by ``config.type``.
@@ -56,10 +59,28 @@ class TrainablePolicy(Protocol):
     @property
     def tokens_per_chunk(self) -> int: ...
 
+    def vocabulary(self) -> list[str] | None: ...
+
+    def set_vocabulary(self, words: list[str]) -> None: ...
+
     def save_pretrained(self, path: str | Path) -> Path: ...
 
     @classmethod
     def from_pretrained(cls, path: str | Path, cfg: PolicyConfig | None = None) -> "TrainablePolicy": ...
+
+
+def policy_vocabulary(policy: Any) -> list[str] | None:
+    """``policy.vocabulary()`` (the words a trainer checkpoint stores beside the weights); None for a class that
+    does not define it (the protocol's default: no vocabulary outside the weights)."""
+    get = getattr(policy, "vocabulary", None)
+    return get() if callable(get) else None
+
+
+def restore_vocabulary(policy: Any, words: list[str] | None) -> None:
+    """Give ``policy`` a checkpoint's vocabulary (:func:`policy_vocabulary`); nothing when ``words`` is None or
+    the class keeps none."""
+    if words is not None and callable(getattr(policy, "set_vocabulary", None)):
+        policy.set_vocabulary(words)
 
 
 def check_policy(policy: Any) -> TrainablePolicy:

@@ -216,6 +216,13 @@ class LeRobotVLA(nn.Module):
         _, P = lerobot_classes(cfg.type)
         return cls(cfg, P(lcfg))
 
+    def vocabulary(self) -> None:
+        """None: LeRobot's tokenizer is part of its preprocessor, saved with the checkpoint's processors."""
+        return None
+
+    def set_vocabulary(self, words: list[str]) -> None:
+        """Nothing to restore (:meth:`vocabulary`)."""
+
     def save_pretrained(self, path: str | Path) -> Path:
         """LeRobot's layout (module docstring) + ``vla_rl_policy.json``."""
         from grpo.config import config_to_dict
