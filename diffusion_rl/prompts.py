@@ -82,12 +82,10 @@ class PromptSource:
             self.pool = [p for p in cfg.prompts if p.strip()]
             if not self.pool:
                 raise ValueError("prompts.source='list' needs a non-empty prompts.prompts")
-        elif cfg.source == "shapes":
+        else:  # "shapes" (prompts.source is a Literal: the config loader rejects anything else)
             from rewards import shapes
 
             self._sampler = shapes
-        else:
-            raise ValueError(f"unknown prompts.source {cfg.source!r}; expected 'shapes', 'file' or 'list'")
         self.eval_prompts = self.sample(cfg.num_eval, random.Random(seed + 12345))
 
     def sample(self, n: int, rng: random.Random) -> list[str]:

@@ -50,9 +50,6 @@ class EnvConfig:
             raise ValueError(f"env.max_episode_steps must be >= 1, got {self.max_episode_steps}")
 
 
-LR_SCHEDULES = ("constant", "linear", "cosine")  # rl.lr_schedule's choices (RLConfig.lr_at)
-
-
 @dataclass
 class RLConfig:
     iterations: int = 30  # RL iterations (rollout -> reward -> advantages -> update)
@@ -97,8 +94,6 @@ class RLConfig:
             raise ValueError(f"rl.grad_accum must be >= 1 (micro-batches per minibatch), got {self.grad_accum}")
         if not self.lr > 0:
             raise ValueError(f"rl.lr must be > 0, got {self.lr}")
-        if self.lr_schedule not in LR_SCHEDULES:
-            raise ValueError(f"rl.lr_schedule must be one of {', '.join(LR_SCHEDULES)}, got {self.lr_schedule!r}")
         if not 0.0 <= self.lr_min_ratio <= 1.0:
             raise ValueError(f"rl.lr_min_ratio must be in [0, 1] (the floor as a fraction of rl.lr), got {self.lr_min_ratio}")
 
