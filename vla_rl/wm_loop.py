@@ -22,6 +22,9 @@ step = cycle)::
               5. add the failed and near-success rollouts to the data; fine-tune world model + state model
               6. log ``cycle/*``
 
+:func:`run_cycle` is one cycle c, :func:`run_cycle_zero` the models + policy stage; the checkpointing, logging and
+resume around them live in ``_run_cycles``.
+
 The loop is the VLA frontend's: ``world_models`` is the library it drives (data, models, reports, the world-model
 env) and knows nothing of the VLA.
 
@@ -216,20 +219,153 @@ def _save_loop_state(out: Path, cfg: LoopConfig, cycle: int, history: list, best
     save_checkpoint(out / LOOP_STATE, cycle, state, keep_last=1)
 
 
+def _env_kwargs(cfg: LoopConfig) -> dict:
+    """The VLA's env kwargs at the world model's image size."""
+    return dict(cfg.vla.env.kwargs, image_size=cfg.data.image_size)
+
+
+def _sim_kwargs(cfg: LoopConfig) -> dict:
+    """The simulator's own kwargs for data collection (e.g. ``object_state``)."""
+    return {k: v for k, v in _env_kwargs(cfg).items() if k not in ("image_size", "cameras")}
+
+
+@dataclass
+class LoopRun:
+    """What every cycle of one loop run shares: the config, the output directory, the held-out data, the world
+    model's start pool and the real simulator's env pool (the latter two made once the models exist)."""
+
+    cfg: LoopConfig
+    out: Path
+    test: Trajectories  # the held-out SANS mix (world-model reports)
+    vla_device: str  # where the VLA runs (the loop's device unless vla.device names one)
+    starts: StartPool | None = None  # the world-model env's initial states (from the real simulator)
+    pool: EnvPool | None = None  # the real simulator's envs for the held-out evaluation
+
+    @property
+    def env_kwargs(self) -> dict:
+        return _env_kwargs(self.cfg)
+
+    @property
+    def sim_kw(self) -> dict:
+        return _sim_kwargs(self.cfg)
+
+    def vla_cfg(self, output_dir: Path, **changes) -> Any:
+        """``cfg.vla`` for one VLA run of the loop under ``output_dir`` (fresh, on ``vla_device``, logging to
+        TensorBoard only: the loop's own logger carries the tracker run) with dotted ``changes``."""
+        inner_log = [b for b in self.cfg.vla.log.backends if b == "tensorboard"]
+        return _vla_cfg(self.cfg, output_dir=str(output_dir), resume=False, device=self.vla_device,
+                        **{"env.kwargs": self.env_kwargs, "log.backends": inner_log, **changes})
+
+    def real_success(self, policy: TrainablePolicy) -> float:
+        """Success rate of ``policy`` in the real simulator on the ``real_eval_episodes`` held-out initial states."""
+        cfg = self.cfg
+        seeds = [cfg.vla.rl.eval_seed_offset + i for i in range(cfg.real_eval_episodes)]
+        return evaluate(policy, self.pool, [cfg.data.task], seeds, cfg.vla.env.max_episode_steps,
+                        seed=cfg.seed).success_rate
+
+
+@dataclass
+class CycleOut:
+    """One cycle's result: its ``cycle/*`` record, the policy it trained (and its directory), the grown data."""
+
+    rec: dict[str, Any]
+    policy: TrainablePolicy
+    policy_dir: Path
+    train: Trajectories
+
+
+def run_cycle(run: LoopRun, c: int, models: dict, train: Trajectories, policy_dir: Path,
+              stop: GracefulExit) -> CycleOut | None:
+    """Cycle ``c >= 1`` of the World-VLA-Loop (module docstring): GRPO of the policy at ``policy_dir`` inside the
+    world model, its real-simulator success, fresh real rollouts (the world model's error on them), the failures and
+    near-successes added to ``train``, world model + state model fine-tuned on it (``models`` in place). None when
+    the signal stopped the VLA run (or came before the real evaluation)."""
+    cfg, d, m = run.cfg, run.cfg.data, run.cfg.models
+    tc = time.time()
+    cdir = run.out / f"cycle_{c}"
+    # 1. the world model as an env
+    wm_name = "wm/" + d.task.split("/", 1)[-1]
+    register_world_model_env(wm_name, models["wm"], models["state"], run.starts, d.task, threshold=m.success_threshold,
+                             seed=cfg.seed + c, sampling_steps=m.env_sampling_steps)
+    # 2. RL inside it
+    vcfg = run.vla_cfg(cdir / "vla", seed=cfg.vla.seed + c,
+                       **{"env.tasks": [wm_name], "sft.init_policy": str(policy_dir),
+                          "rl.iterations": cfg.rl_iterations, "rl.eval_every": 0, "rl.num_videos": 0})
+    summary = VLARLTrainer(vcfg, quiet=True).train()
+    if summary["stopped"] or stop.requested:  # the signal reached the VLA run (or came between stages)
+        stop.requested = stop.requested or summary["stopped"]
+        return None
+    policy = summary["policy"]
+    # 3. evaluate in the real simulator
+    rs = run.real_success(policy)
+    # 4. collect real data with the policy; the world model's error on it before it is added
+    seeds = [cfg.policy_seed_offset + c * 1000 + i for i in range(cfg.rollouts_per_cycle)]
+    fresh = collect_policy_episodes(policy_actor(policy, stochastic=True, seed=cfg.seed + c), d.task, seeds, d.horizon,
+                                    d.image_size, camera=WM_CAMERA, env_kwargs=run.sim_kw)
+    on_policy = world_model_report(models["wm"], fresh, models["idm"], m.success_threshold, cfg.seed,
+                                   m.env_sampling_steps, models["state"])
+    # 5. add the failures and near-successes; fine-tune the world model on the grown data
+    add = [i for i, k in enumerate(fresh.kinds) if not k.endswith("_success")]
+    if add:
+        train = train.cat(fresh.subset(add))
+    ft_loss = finetune(models, m, train, m.wm_finetune_steps, cfg.seed + c) if m.wm_finetune_steps > 0 else []
+    held = world_model_report(models["wm"], run.test, models["idm"], m.success_threshold, cfg.seed,
+                              m.env_sampling_steps, models["state"])
+    rec = {"cycle": c, "real_success": rs, "wm_success_before_rl": summary["sft_success"],
+           "wm_success_after_rl": summary["final_success"],
+           "policy_rollouts/real_success": float(fresh.episode_success.float().mean()),
+           **{f"wm_on_policy/{k}": v for k, v in on_policy.items()},
+           **{f"wm_heldout/{k}": v for k, v in held.items()},
+           "data/episodes": len(train), "data/added": len(add),
+           "wm/finetune_loss": float(np.mean(ft_loss[-50:])) if ft_loss else float("nan"),
+           "time/cycle_s": time.time() - tc}
+    return CycleOut(rec, policy, cdir / "vla" / "policy", train)
+
+
+def run_cycle_zero(run: LoopRun, train: Trajectories, dev, stop: GracefulExit,
+                   say) -> tuple[dict, CycleOut | None]:
+    """Cycle 0: world model, success head, state model and IDM fitted on the collected ``train`` data (their
+    held-out report), the policy SFT-trained in the real simulator and evaluated there. Returns the models and the
+    cycle's result (None when ``stop`` was requested before SFT); sets ``run.starts`` and ``run.pool``."""
+    cfg, d, m, test = run.cfg, run.cfg.data, run.cfg.models, run.test
+    models = fit_models(cfg, train, cfg.seed, say, device=dev)
+    run.starts = StartPool.from_sim(d.task, range(d.start_pool), d.image_size, WM_CAMERA, env_kwargs=run.sim_kw)
+    idm_err = idm_action_error(models["idm"], test.videos, test.actions)
+    rep = world_model_report(models["wm"], test, models["idm"], m.success_threshold, cfg.seed, m.env_sampling_steps,
+                             models["state"])
+    rep.update(state_predictor_error(models["state"], test))
+    say("cycle 0 world model on held-out SANS: " + ", ".join(f"{k} {v:.4f}" for k, v in rep.items()))
+    if stop.requested:
+        return models, None
+    sft_dir = run.out / "sft"
+    VLARLTrainer(run.vla_cfg(sft_dir, **{"env.tasks": [d.task], "rl.iterations": 0, "rl.num_videos": 0}),
+                 quiet=True).train()
+    run.pool = EnvPool(run.env_kwargs, cfg.vla.env.video_camera)
+    policy = load_policy(sft_dir / "policy").to(run.vla_device)
+    rec = {"cycle": 0, "real_success": run.real_success(policy), **{f"wm_heldout/{k}": v for k, v in rep.items()},
+           "idm/heldout_mse": idm_err["mse"], "idm/heldout_r2": idm_err["r2"], "data/episodes": len(train)}
+    return models, CycleOut(rec, policy, sft_dir / "policy", train)
+
+
+def cycle_line(rec: dict[str, Any]) -> str:
+    """The console line of cycle ``rec["cycle"]`` (:func:`run_cycle`'s record)."""
+    op = {k.removeprefix("wm_on_policy/"): v for k, v in rec.items() if k.startswith("wm_on_policy/")}
+    return (f"cycle {rec['cycle']}: WM-imagined success {rec['wm_success_before_rl']:.3f} -> "
+            f"{rec['wm_success_after_rl']:.3f}; real-sim success {rec['real_success']:.3f}; on the policy's real "
+            f"rollouts: frame MSE {op['frame_mse']:.4f} (copy {op['copy_first_frame_mse']:.4f}), action-following MSE "
+            f"{op['action_following_mse']:.4f} (IDM on real {op['idm_on_real_mse']:.4f}), success agreement "
+            f"{op['episode_success_agreement']:.3f}; +{rec['data/added']} episodes; held-out frame MSE "
+            f"{rec['wm_heldout/frame_mse']:.4f}; {rec['time/cycle_s']:.0f}s")
+
+
 def _run_cycles(cfg: LoopConfig, out: Path, dev, saved: dict | None, logger: MetricsLogger, stop: GracefulExit,
                 say) -> dict[str, Any]:
-    """Cycle 0 (data, models, SFT; or the saved state) and cycles ``1..cfg.cycles``; stops at a stage boundary
-    when ``stop.requested`` (or a VLA run inside was stopped by the signal)."""
+    """Cycle 0 (data, models, SFT; or the saved state) and cycles ``1..cfg.cycles`` (:func:`run_cycle`), each
+    completed one checkpointed (best policy, world model, loop state) and logged; stops at a stage boundary when
+    ``stop.requested`` (or a VLA run inside was stopped by the signal)."""
     d, m = cfg.data, cfg.models
-    wm_name = "wm/" + d.task.split("/", 1)[-1]
-    env_kwargs = dict(cfg.vla.env.kwargs, image_size=d.image_size)
-    max_steps = cfg.vla.env.max_episode_steps
-    # the VLA runs inside the loop log to TensorBoard only: the loop's own logger carries the tracker run
-    inner_log = [b for b in cfg.vla.log.backends if b == "tensorboard"]
-
-    # data + models
     t0 = time.time()
-    sim_kw = {k: v for k, v in env_kwargs.items() if k not in ("image_size", "cameras")}  # e.g. object_state
+    sim_kw = _sim_kwargs(cfg)
     # (the order of a fresh run's stages is kept: each is seeded, but fit_models seeds torch's global generator)
     train = Trajectories(**saved["train"]) if saved is not None else \
         collect_sans(d.task, d.train, d.horizon, d.image_size, cfg.seed, d.train_seed_offset, d.noise, WM_CAMERA,
@@ -237,102 +373,45 @@ def _run_cycles(cfg: LoopConfig, out: Path, dev, saved: dict | None, logger: Met
     test = collect_sans(d.task, d.test, d.horizon, d.image_size, cfg.seed + 1, d.test_seed_offset, d.noise, WM_CAMERA,
                         env_kwargs=sim_kw, near_progress=d.near_progress)
     vla_device = cfg.vla.device if cfg.vla.device != "auto" else str(dev)  # the loop's device unless vla sets one
-    eval_seeds = [cfg.vla.rl.eval_seed_offset + i for i in range(cfg.real_eval_episodes)]
-    pool = None
-
-    def real_success(policy) -> float:
-        return evaluate(policy, pool, [d.task], eval_seeds, max_steps, seed=cfg.seed).success_rate
+    run = LoopRun(cfg, out, test, vla_device)  # its start pool and env pool follow once the models exist
 
     if saved is not None:  # the last completed cycle's data, models, policy, history and best record
-        starts = StartPool.from_sim(d.task, range(d.start_pool), d.image_size, WM_CAMERA, env_kwargs=sim_kw)
-        pool = EnvPool(env_kwargs, cfg.vla.env.video_camera)
+        run.starts = StartPool.from_sim(d.task, range(d.start_pool), d.image_size, WM_CAMERA, env_kwargs=sim_kw)
+        run.pool = EnvPool(run.env_kwargs, cfg.vla.env.video_camera)
         models = empty_models(m, train, dev)
         for name in ("wm", "state", "idm"):
             models[name].load_state_dict(saved[f"model_{name}"])
         history, best, start = list(saved["history"]), saved["best"], int(saved["cycle"]) + 1
         policy_dir = out / saved["policy_dir"]
         policy = load_policy(policy_dir).to(vla_device)
-    else:
+    else:  # cycle 0: fit the world model on the collected data, SFT the policy in the real simulator
         say(f"data: train {train.counts()}, held-out {test.counts()}, {time.time() - t0:.0f}s")
-        models = fit_models(cfg, train, cfg.seed, say, device=dev)
-        starts = StartPool.from_sim(d.task, range(d.start_pool), d.image_size, WM_CAMERA, env_kwargs=sim_kw)
-        idm_err = idm_action_error(models["idm"], test.videos, test.actions)
-        rep = world_model_report(models["wm"], test, models["idm"], m.success_threshold, cfg.seed, m.env_sampling_steps,
-                                 models["state"])
-        rep.update(state_predictor_error(models["state"], test))
-        say("cycle 0 world model on held-out SANS: " + ", ".join(f"{k} {v:.4f}" for k, v in rep.items()))
-        if stop.requested:
+        models, res = run_cycle_zero(run, train, dev, stop, say)
+        if res is None:
             return {"history": [], "models": models, "train": train, "test": test, "policy_dir": None,
                     "stopped": stop.requested}
-
-        # policy: SFT in the real simulator
-        sft_dir = out / "sft"
-        sft_cfg = _vla_cfg(cfg, output_dir=str(sft_dir), resume=False, device=vla_device,
-                           **{"env.tasks": [d.task], "env.kwargs": env_kwargs, "rl.iterations": 0, "rl.num_videos": 0,
-                              "log.backends": inner_log})
-        VLARLTrainer(sft_cfg, quiet=True).train()
-        policy_dir = sft_dir / "policy"
-        pool = EnvPool(env_kwargs, cfg.vla.env.video_camera)
-        policy = load_policy(policy_dir).to(vla_device)
-        history = [{"cycle": 0, "real_success": real_success(policy), **{f"wm_heldout/{k}": v for k, v in rep.items()},
-                    "idm/heldout_mse": idm_err["mse"], "idm/heldout_r2": idm_err["r2"], "data/episodes": len(train)}]
-        best = keep_best_policy(out / "checkpoints", policy, history[0]["real_success"], 0, None)
+        history, policy, policy_dir = [res.rec], res.policy, res.policy_dir
+        best = keep_best_policy(out / "checkpoints", policy, res.rec["real_success"], 0, None)
         _save_loop_state(out, cfg, 0, history, best, policy_dir, models, train)
-        logger.log(0, {k: v for k, v in history[0].items() if k != "cycle"})
-        say(f"cycle 0: real-sim success after SFT {history[0]['real_success']:.3f}")
+        logger.log(0, {k: v for k, v in res.rec.items() if k != "cycle"})
+        say(f"cycle 0: real-sim success after SFT {res.rec['real_success']:.3f}")
         start = 1
 
     for c in range(start, cfg.cycles + 1):
         if stop.requested:
             break
-        tc = time.time()
-        cdir = out / f"cycle_{c}"
-        register_world_model_env(wm_name, models["wm"], models["state"], starts, d.task, threshold=m.success_threshold,
-                                 seed=cfg.seed + c, sampling_steps=m.env_sampling_steps)
-        vcfg = _vla_cfg(cfg, output_dir=str(cdir / "vla"), resume=False, seed=cfg.vla.seed + c, device=vla_device,
-                        **{"env.tasks": [wm_name], "env.kwargs": env_kwargs, "sft.init_policy": str(policy_dir),
-                           "rl.iterations": cfg.rl_iterations, "rl.eval_every": 0, "rl.num_videos": 0,
-                           "log.backends": inner_log})
-        summary = VLARLTrainer(vcfg, quiet=True).train()
-        if summary["stopped"] or stop.requested:  # the signal reached the VLA run (or came between stages)
-            stop.requested = stop.requested or summary["stopped"]
+        res = run_cycle(run, c, models, train, policy_dir, stop)
+        if res is None:
             break
-        policy_dir = cdir / "vla" / "policy"
-        policy = summary["policy"]
-        rs = real_success(policy)
-        seeds = [cfg.policy_seed_offset + c * 1000 + i for i in range(cfg.rollouts_per_cycle)]
-        fresh = collect_policy_episodes(policy_actor(policy, stochastic=True, seed=cfg.seed + c), d.task, seeds,
-                                        d.horizon,
-                                        d.image_size, camera=WM_CAMERA, env_kwargs=sim_kw)
-        on_policy = world_model_report(models["wm"], fresh, models["idm"], m.success_threshold, cfg.seed,
-                                       m.env_sampling_steps, models["state"])
-        add = [i for i, k in enumerate(fresh.kinds) if not k.endswith("_success")]
-        if add:
-            train = train.cat(fresh.subset(add))
-        ft_loss = finetune(models, m, train, m.wm_finetune_steps, cfg.seed + c) if m.wm_finetune_steps > 0 else []
-        held = world_model_report(models["wm"], test, models["idm"], m.success_threshold, cfg.seed,
-                                  m.env_sampling_steps,
-                                  models["state"])
-        rec = {"cycle": c, "real_success": rs, "wm_success_before_rl": summary["sft_success"],
-               "wm_success_after_rl": summary["final_success"],
-               "policy_rollouts/real_success": float(fresh.episode_success.float().mean()),
-               **{f"wm_on_policy/{k}": v for k, v in on_policy.items()},
-               **{f"wm_heldout/{k}": v for k, v in held.items()},
-               "data/episodes": len(train), "data/added": len(add),
-               "wm/finetune_loss": float(np.mean(ft_loss[-50:])) if ft_loss else float("nan"),
-               "time/cycle_s": time.time() - tc}
+        rec, policy, policy_dir, train = res.rec, res.policy, res.policy_dir, res.train
         history.append(rec)
-        best = keep_best_policy(out / "checkpoints", policy, rs, c, best)
-        torch.save({"wm": models["wm"].state_dict(), "state": models["state"].state_dict()}, cdir / "world_model.pt")
+        best = keep_best_policy(out / "checkpoints", policy, rec["real_success"], c, best)
+        torch.save({"wm": models["wm"].state_dict(), "state": models["state"].state_dict()},
+                   out / f"cycle_{c}" / "world_model.pt")
         _save_loop_state(out, cfg, c, history, best, policy_dir, models, train)
         logger.log(c, {k: v for k, v in rec.items() if k != "cycle" and v is not None})
-        say(f"cycle {c}: WM-imagined success {summary['sft_success']:.3f} -> {summary['final_success']:.3f}; "
-            f"real-sim success {rs:.3f}; on the policy's real rollouts: frame MSE {on_policy['frame_mse']:.4f} "
-            f"(copy {on_policy['copy_first_frame_mse']:.4f}), action-following MSE "
-            f"{on_policy['action_following_mse']:.4f} (IDM on real {on_policy['idm_on_real_mse']:.4f}), success "
-            f"agreement {on_policy['episode_success_agreement']:.3f}; +{len(add)} episodes; held-out frame MSE "
-            f"{held['frame_mse']:.4f}; {rec['time/cycle_s']:.0f}s")
-    pool.close()
+        say(cycle_line(rec))
+    run.pool.close()
     return {"history": history, "models": models, "train": train, "test": test, "policy_dir": str(policy_dir),
             "stopped": stop.requested}
 
