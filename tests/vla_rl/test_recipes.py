@@ -12,7 +12,8 @@ from grpo.config import load_config
 from grpo.metrics import read_jsonl
 from vla_rl.trainer import VLARLConfig, VLARLTrainer
 
-CONFIGS = sorted(Path("configs/vla").glob("*.yaml"))
+FIT_CONFIGS = sorted(Path("configs/vla").glob("fit_*.yaml"))  # vla-rl fit-encoder's configs, not training runs
+CONFIGS = sorted(set(Path("configs/vla").glob("*.yaml")) - set(FIT_CONFIGS))
 
 
 def _robosuite_available() -> bool:
@@ -31,8 +32,17 @@ def test_every_vla_config_loads(path):
     assert set(cfg.policy.cameras) <= set(cfg.env.kwargs.get("cameras", ["agentview"]))
 
 
+@pytest.mark.parametrize("path", FIT_CONFIGS, ids=[p.name for p in FIT_CONFIGS])
+def test_every_fit_encoder_config_loads(path):
+    from world_models.progress_encoder import FitEncoderConfig
+
+    cfg = load_config(FitEncoderConfig, path)
+    assert cfg.data.expert_tasks and cfg.output.endswith(".safetensors")
+
+
 def test_the_recipes_are_there():
     names = {p.name for p in CONFIGS}
+    assert {p.name for p in FIT_CONFIGS} == {"fit_progress_encoder.yaml"}
     assert {"robosuite_lift.yaml", "libero_spatial.yaml", "libero_spatial_full.yaml"} <= names
     lib = load_config(VLARLConfig, "configs/vla/libero_spatial_full.yaml")
     assert lib.env.tasks == [f"libero/libero_spatial/{i}" for i in range(10)] and lib.rl.eval_episodes == 50
