@@ -6,7 +6,8 @@ core's toy GRPO run.
     diffusion-rl pretrain-shapes --out DIR [--steps 4000 ...]     # the colors-and-shapes demo model (pretrain_shapes)
     diffusion-rl toy configs/grpo/toy_flow.yaml [key=value ...] [--dry-run]   # grpo.demo: 2-D flow model, ~1 min
     diffusion-rl export runs/shapes_branch OUT [--merge]   (the LoRA as diffusers' load_lora_weights reads it)
-    diffusion-rl serve-reward shapes_verifier --port 8000   (a reward over HTTP; a run uses reward.name=http://127.0.0.1:8000)
+    diffusion-rl serve-reward shapes_verifier --port 8000   (a reward over HTTP; a run uses
+                                                             reward.name=http://127.0.0.1:8000)
 
 Scale-out: one process per device, e.g. ``torchrun --nproc_per_node 8 -m diffusion_rl.cli train cfg.yaml`` or
 ``accelerate launch --multi_gpu --num_processes 8 -m diffusion_rl.cli train cfg.yaml``; the result matches one
@@ -33,13 +34,13 @@ import argparse
 import sys
 
 from grpo.cli import ArgumentParser, add_config_help, parse_args, run_command
-from grpo.preflight import check_writable_dir, quiet_third_party_warnings
 from grpo.config import dump_config, load_config
+from grpo.loop import StopRun
 from grpo.monitors import RewardHackingError
 from grpo.onpolicy import OnPolicyError
+from grpo.preflight import check_writable_dir, quiet_third_party_warnings
 from grpo.report import add_report_command, run_report
 from grpo.retry import RetryError
-from grpo.loop import StopRun
 from rewards.remote import add_serve_command, serve_command
 
 
@@ -57,7 +58,8 @@ def cost_line(cfg, c: dict) -> str:
     speed, src = cfg.pool.speedup() if c.get("nfe_lowp") else (1.0, "")
     lowp = (f" + {c['nfe_lowp']:.0f} {cfg.pool.quant.format} calls / {speed:g} ({src})" if c.get("nfe_lowp") else "")
     return (f"projected GPU cost per iteration: {c['gpu_units']:.0f} full-precision forward passes = "
-            f"{c['nfe_policy']:.0f} full-precision calls{lowp} + {train_row_forwards(cfg):g} x {c['backward']:.0f} trained rows (forward + backward)")
+            f"{c['nfe_policy']:.0f} full-precision calls{lowp} + {train_row_forwards(cfg):g} x {c['backward']:.0f} "
+            "trained rows (forward + backward)")
 
 
 def _mode(cfg) -> str:
@@ -83,7 +85,8 @@ def main(argv: list[str] | None = None) -> int:
     t.add_argument("config")
     t.add_argument("overrides", nargs="*", help="key=value overrides, e.g. train.lr=1e-4")
     t.add_argument("--dry-run", action="store_true", help="print the resolved config and cost per iteration")
-    t.add_argument("--plan", action="store_true", help="with --dry-run: memory per GPU (DDP/FSDP), FLOPs and s/iter of the "
+    t.add_argument("--plan", action="store_true",
+                   help="with --dry-run: memory per GPU (DDP/FSDP), FLOPs and s/iter of the "
                    "full-size architecture, traced on fake tensors without loading weights (diffusion_rl.plan)")
     t.add_argument("--arch", default=None, help="--plan: architecture name (default: inferred from model.path)")
     t.add_argument("--gpus", default="1,8", help="--plan: GPU counts to plan for, comma-separated")
@@ -93,7 +96,8 @@ def main(argv: list[str] | None = None) -> int:
     e = sub.add_parser("eval", help="evaluate a checkpoint (a step_* directory or a checkpoints/ root)")
     e.add_argument("checkpoint")
     e.add_argument("overrides", nargs="*")
-    s = sub.add_parser("pretrain-shapes", help="pretrain the colors-and-shapes demo model (resumable; see its docstring)",
+    s = sub.add_parser("pretrain-shapes",
+                       help="pretrain the colors-and-shapes demo model (resumable; see its docstring)",
                        description="Pretrain the colors-and-shapes demo model (diffusion_rl.pretrain_shapes): a tiny "
                        "StableDiffusion3Pipeline trained by flow matching on renders of the shapes grammar, saved with "
                        "save_pretrained to --out; OUT.ckpt/ holds a resumable training state until it finishes.")
@@ -107,7 +111,8 @@ def main(argv: list[str] | None = None) -> int:
     s.add_argument("--hidden", type=int, default=128, help="transformer width")
     s.add_argument("--layers", type=int, default=4, help="transformer blocks")
     s.add_argument("--init", default=None, help="continue training a saved shapes pipeline directory")
-    s.add_argument("--save-every", type=int, default=500, help="steps between resumable checkpoints in OUT.ckpt (0: none)")
+    s.add_argument("--save-every", type=int, default=500,
+                   help="steps between resumable checkpoints in OUT.ckpt (0: none)")
     y = sub.add_parser("toy", help="the core's toy GRPO run (grpo.demo: a 2-D flow model, ~20 s of CPU)",
                        description="The core's tiny GRPO run end to end (grpo.demo): a conditional flow-matching model "
                        "on 2-D points, pretrained on a ring of modes, then GRPO towards each prompt's mode.")
@@ -203,7 +208,8 @@ def _pretrain_shapes(args) -> int:
 
     check_pretrain_args(args)
     torch.set_num_threads(int(os.environ.get("OMP_NUM_THREADS", "2")))
-    out = pretrain(args.out or DEFAULT_DIR, args.steps, args.size, args.batch, lr=args.lr, seed=args.seed, hidden=args.hidden,
+    out = pretrain(args.out or DEFAULT_DIR, args.steps, args.size, args.batch, lr=args.lr, seed=args.seed,
+                   hidden=args.hidden,
                    layers=args.layers, init=args.init, save_every=args.save_every)
     print(f"saved to {out}")
     return 0
@@ -233,8 +239,8 @@ def _export(args) -> int:
     check_export_target(args.run_dir, args.out, args.force)
     info = export_run(args.run_dir, args.out, merge=args.merge, weights=args.weights)
     lo = info["lora"]
-    print(f"exported {info['weights']} LoRA of {info['checkpoint']} (iteration {info['iteration']}): rank {lo['rank']}, "
-          f"alpha {lo['alpha']}, {lo['tensors']} tensors -> {args.out} (load with {info['pipeline']}"
+    print(f"exported {info['weights']} LoRA of {info['checkpoint']} (iteration {info['iteration']}): rank "
+          f"{lo['rank']}, alpha {lo['alpha']}, {lo['tensors']} tensors -> {args.out} (load with {info['pipeline']}"
           f".load_lora_weights)" + (f"; merged pipeline -> {info['merged']}" if info["merged"] else ""))
     return 0
 
@@ -249,12 +255,13 @@ def check_export_target(run_dir: str, out: str, force: bool) -> None:
 
     check_writable_dir(out, "OUT")
     run = Path(run_dir).expanduser().resolve()
-    root = run.parent.parent if run.name.startswith(("step_", "best")) else run.parent if run.name == "checkpoints" else run
+    root = (run.parent.parent if run.name.startswith(("step_", "best"))
+            else run.parent if run.name == "checkpoints" else run)
     target = Path(out).expanduser().resolve()
     if target == root or root in target.parents:
         raise ValueError(f"OUT={out!r} is inside the run directory {str(root)!r} (expected a separate directory)")
-    held = [n for n in EXPORT_FILES if (target / n).exists()] + sorted(p.name for p in target.glob("*_lora_weights.safetensors")
-                                                                       if p.name not in EXPORT_FILES)
+    held = [n for n in EXPORT_FILES if (target / n).exists()] + sorted(
+        p.name for p in target.glob("*_lora_weights.safetensors") if p.name not in EXPORT_FILES)
     if held and not force:
         raise ValueError(f"OUT={out!r} already holds an export ({', '.join(held)}); expected an empty or new directory "
                          "(pass --force to replace it)")
@@ -281,7 +288,7 @@ def _eval(args) -> int:
         raise ValueError(f"{state['__path__']} is not a diffusion-rl checkpoint (it holds no trainable weights){other}")
     cfg = build_cfg(DiffusionRLConfig, state["config"], "", str(p))
     if args.overrides:
-        from grpo.config import config_to_dict, parse_overrides, _merge
+        from grpo.config import _merge, config_to_dict, parse_overrides
 
         cfg = build_cfg(DiffusionRLConfig, _merge(config_to_dict(cfg), parse_overrides(args.overrides)), "", str(p))
     tr = DiffusionGRPOTrainer(cfg, log=False)

@@ -8,13 +8,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from grpo.config import require_at_least, require_positive
 from grpo.fsdp import DistConfig
 from grpo.monitors import MonitorConfig
 from grpo.onpolicy import Action, validate
-from grpo.config import require_at_least, require_positive
-from grpo.train_step import GRPOConfig
 from grpo.trackers import LogConfig
-
+from grpo.train_step import GRPOConfig
 from rewards.remote import RemoteRewardConfig, build_remote_reward, is_url
 
 from .adapters import ModelConfig
@@ -26,12 +25,18 @@ from .sampling import SamplerConfig
 
 @dataclass
 class RewardConfig:
-    name: str = "shapes_verifier"  # a name of rewards.build_reward, "package.module:attr" (a callable or a class), or a reward server's address http://HOST:PORT (diffusion-rl serve-reward)
-    kwargs: dict[str, Any] = field(default_factory=dict)  # keyword arguments of the reward's constructor (a reward server: checked against its serve-reward --kwargs)
-    retries: int = 2  # extra attempts when the reward raises (then the run stops, naming the batch's prompts); a server's requests retry by reward.remote.retries
+    name: str = "shapes_verifier"  # a name of rewards.build_reward, "package.module:attr" (a callable or a class), or a
+                                   # reward server's address http://HOST:PORT (diffusion-rl serve-reward)
+    kwargs: dict[str, Any] = field(default_factory=dict)  # keyword arguments of the reward's constructor (a reward
+                                                          # server: checked against its serve-reward --kwargs)
+    retries: int = 2  # extra attempts when the reward raises (then the run stops, naming the batch's prompts); a
+                      # server's requests retry by reward.remote.retries
     retry_backoff_s: float = 0.5  # seconds before the first retry (doubled per retry)
-    remote: RemoteRewardConfig = field(default_factory=RemoteRewardConfig)  # the reward server (rewards.remote): used when reward.name or reward.remote.url is http://HOST:PORT
-    overlap: int = 1  # split each iteration's rollout into this many parts (flat: samples, tree: trees), each scored in the background while the next rolls out (1: roll out, then score)
+    remote: RemoteRewardConfig = field(  # the reward server (rewards.remote): used when reward.name or
+        # reward.remote.url is http://HOST:PORT
+        default_factory=RemoteRewardConfig)
+    overlap: int = 1  # split each iteration's rollout into this many parts (flat: samples, tree: trees), each scored in
+                      # the background while the next rolls out (1: roll out, then score)
 
     def __post_init__(self) -> None:
         if self.retries < 0:
@@ -68,9 +73,11 @@ class TrainConfig:
     # grpo.nft_loss: flow-matching regression on the final samples, re-noised at nft_timesteps logit-normal times per
     # sample, contrasting the implicit positive/negative policies built from the pre-update velocity; no log-probs)
     loss: Literal["grpo", "nft"] = "grpo"  # grpo (clipped PG on SDE log-probs) or nft (DiffusionNFT)
-    nft_beta: float = 1.0  # DiffusionNFT's beta: how far the implicit positive/negative policies move from the old velocity
+    nft_beta: float = 1.0  # DiffusionNFT's beta: how far the implicit positive/negative policies
+                           # move from the old velocity
     nft_timesteps: int = 2  # re-noising times per final sample and iteration (split over updates_per_iter chunks)
-    onpolicy_tol: float = 1e-4  # on-policy self-check (grpo.onpolicy): max |log pi_train - log pi_rollout| allowed before the first update
+    onpolicy_tol: float = 1e-4  # on-policy self-check (grpo.onpolicy): max |log pi_train - log pi_rollout|
+                                # allowed before the first update
     onpolicy_action: Action = "warn"  # warn | stop | off: what the run does when the on-policy gap exceeds onpolicy_tol
 
     def __post_init__(self) -> None:
@@ -93,16 +100,21 @@ class DiffusionRLConfig:
     resume: bool = True  # continue from output_dir's latest checkpoint when there is one
     model: ModelConfig = field(default_factory=ModelConfig)  # the denoiser, its weights, precision and LoRA
     sampler: SamplerConfig = field(default_factory=SamplerConfig)  # the denoising schedule and SDE used for rollouts
-    branch: BranchConfig = field(default_factory=BranchConfig)  # BranchGRPO tree rollouts (enabled: false means flat GRPO)
+    branch: BranchConfig = field(default_factory=BranchConfig)  # BranchGRPO tree rollouts
+                                                                # (enabled: false means flat GRPO)
     grpo: GRPOConfig = field(default_factory=lambda: GRPOConfig(group_size=8, clip_low=1e-4, kl_coef=0.0),
                              metadata={"help": "advantages, clipped loss and KL (shared with vla-rl)"})
-    train: TrainConfig = field(default_factory=TrainConfig)  # iterations, learning rate, evaluation and checkpoint cadence
+    train: TrainConfig = field(default_factory=TrainConfig)  # iterations, learning rate,
+                                                             # evaluation and checkpoint cadence
     reward: RewardConfig = field(default_factory=RewardConfig)  # the reward model or verifier
     prompts: PromptConfig = field(default_factory=PromptConfig)  # the training / evaluation prompt source
     pool: PoolConfig = field(default_factory=PoolConfig)  # enabled: pool-then-train (diffusion_rl.pool_rollout)
     dist: DistConfig = field(default_factory=DistConfig)  # ddp (replicas) or fsdp (sharded denoiser), grpo.fsdp
-    log: LogConfig = field(default_factory=LogConfig)  # trackers besides metrics.jsonl: tensorboard, wandb, mlflow, trackio (grpo.trackers)
-    eval: MonitorConfig = field(default_factory=MonitorConfig)  # gold monitors on evaluation samples (colour_variance, low_freq_ratio, reward names) and the reward-hacking alarm
+    log: LogConfig = field(default_factory=LogConfig)  # trackers besides metrics.jsonl: tensorboard, wandb,
+                                                       # mlflow, trackio (grpo.trackers)
+    eval: MonitorConfig = field(default_factory=MonitorConfig)  # gold monitors on evaluation samples (colour_variance,
+                                                                # low_freq_ratio, reward names) and the reward-hacking
+                                                                # alarm
 
     def __post_init__(self) -> None:
         if self.branch.enabled:  # the tree fits the schedule (split steps inside it, one factor or one per split)

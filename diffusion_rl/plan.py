@@ -186,7 +186,8 @@ def trace_vae_decode(arch: Arch, mc) -> Trace:
                 vae.decode(z, return_dict=False)
         return Trace(float(flops.get_total_flops()), float(mem.peak))
 
-    return one(shapes_for(arch, mc).latent)  # at the true size: Wan's chunked causal decoder's peak is not linear in frames
+    # at the true size: Wan's chunked causal decoder's peak is not linear in frames
+    return one(shapes_for(arch, mc).latent)
 
 
 # ---- the iteration -------------------------------------------------------------------------------------------------
@@ -303,7 +304,8 @@ def memory_per_gpu(plan: Plan, cfg, world: int, strategy: str, gc: bool) -> dict
     tr = plan.traces["train_gc" if gc else "train"].peak
     act = max(0.0, tr - grad_lora_row) * c["train_rows"] + grad_lora_row / shard
     roll = plan.traces["rollout"].peak * c["rows_call"]
-    dec = plan.vae.peak * (min(c["final_local"], cfg.model.decode_batch) if cfg.model.decode_batch else c["final_local"])
+    dec = plan.vae.peak * (min(c["final_local"], cfg.model.decode_batch) if cfg.model.decode_batch
+                           else c["final_local"])
     static = weights + lora + frozen + buffers
     return {"weights": weights, "lora_optim": lora, "text_vae": frozen, "rollout_buffers": buffers,
             "activations": act, "rollout_transient": roll, "decode_transient": dec,
@@ -355,8 +357,8 @@ def format_plan(plan: Plan, cfg, gpus: tuple[int, ...] = (1, 8), gpu_mem_gb: flo
         pub = f"   published {a.published_params:g} B ({a.published_source})" if k == "transformer" else \
             ("   (the second expert, same architecture)" if k == "transformer_2" else "")
         L.append(f"  {k:16s} {v / 1e9:8.3f} B{pub}")
-    L.append(f"  {'LoRA (trainable)':16s} {plan.lora_params / 1e6:8.1f} M   largest block {plan.largest_block / 1e6:.1f} M, "
-             f"non-block {plan.root_params / 1e6:.1f} M")
+    L.append(f"  {'LoRA (trainable)':16s} {plan.lora_params / 1e6:8.1f} M   largest block "
+             f"{plan.largest_block / 1e6:.1f} M, non-block {plan.root_params / 1e6:.1f} M")
     tr = plan.traces
     L.append(f"per-row trace (extrapolated from {a.block_names} depth 1-2 to {a.full_depth}): forward "
              f"{tr['rollout'].flops / 1e12:.2f} TFLOP, train step {tr['train'].flops / 1e12:.2f} TFLOP "
@@ -379,12 +381,14 @@ def format_plan(plan: Plan, cfg, gpus: tuple[int, ...] = (1, 8), gpu_mem_gb: flo
                 m = memory_per_gpu(plan, cfg, n, strat, gc)
                 fits = "yes" if m["peak"] <= gpu_mem_gb * 1e9 else "NO"
                 L.append(f"  {strat:8s} {n:4d} {'on' if gc else 'off':>4s} " + " ".join(
-                    f"{m[k] / GiB:8.2f}" for k in ("weights", "lora_optim", "text_vae", "rollout_buffers", "activations",
+                    f"{m[k] / GiB:8.2f}"
+                    for k in ("weights", "lora_optim", "text_vae", "rollout_buffers", "activations",
                                                   "rollout_transient", "decode_transient", "peak")) + f"  {fits}")
     f = iteration_flops(plan, cfg)
     rate = f"{peak_tflops:g} TFLOP/s x {mfu:.0%} MFU"
     L.append(f"FLOPs per iteration (this recipe): {f['total'] / 1e15:.1f} PFLOP (rollout {f['rollout'] / 1e15:.1f}, "
-             f"train {f['train'] / 1e15:.1f}, KL ref {f['kl_reference'] / 1e15:.1f}, decode {f['vae_decode'] / 1e15:.2f}); "
+             f"train {f['train'] / 1e15:.1f}, KL ref {f['kl_reference'] / 1e15:.1f}, decode "
+             f"{f['vae_decode'] / 1e15:.2f}); "
              + ", ".join(f"{seconds_per_iteration(f['total'], n, peak_tflops, mfu):.0f} s/iter on {n} GPU(s)"
                          for n in gpus) + f" at {rate}")
     L.extend(format_mode_costs(plan, cfg, max(gpus), peak_tflops, mfu))
@@ -398,8 +402,8 @@ def format_plan(plan: Plan, cfg, gpus: tuple[int, ...] = (1, 8), gpu_mem_gb: flo
             s = seconds_per_iteration(fm["total"], max(gpus), peak_tflops, mfu)
             base = base or s
             pub = ANCHORS_S_PER_ITER[name]
-            L.append(f"  {name:22s} {fm['total'] / 1e15:8.1f} PFLOP  predicted {s:7.0f} s/iter ({s / base:.2f}x flat)   "
-                     f"published {pub:5.0f} s/iter ({pub / ANCHORS_S_PER_ITER['DanceGRPO (flat)']:.2f}x flat)")
+            L.append(f"  {name:22s} {fm['total'] / 1e15:8.1f} PFLOP  predicted {s:7.0f} s/iter ({s / base:.2f}x "
+                     f"flat)   published {pub:5.0f} s/iter ({pub / ANCHORS_S_PER_ITER['DanceGRPO (flat)']:.2f}x flat)")
     return "\n".join(L)
 
 
@@ -408,8 +412,8 @@ def cost_modes(cfg) -> dict[str, object]:
     (the recipe's group size, or its tree's leaves): flat GRPO (G samples); BranchGRPO (the recipe's ``branch:``
     tree, or splits at steps 0, T/5, 2T/5, 3T/5 with factor 2: 16 leaves); + pruning (top-1 leaf per last-split
     parent, depth window 2); pool-and-select (``pool.pool_size`` candidates -> G, default 4G); tree x pool (the tree
-    grown in low precision, half its leaves regenerated; no width / depth pruning). Low precision: ``pool.quant.format`` (nvfp4 unless the
-    recipe has a pool)."""
+    grown in low precision, half its leaves regenerated; no width / depth pruning). Low precision:
+    ``pool.quant.format`` (nvfp4 unless the recipe has a pool)."""
     import copy
 
     base = copy.deepcopy(cfg)
@@ -466,5 +470,6 @@ def format_mode_costs(plan: Plan, cfg, gpus: int, peak_tflops: float, mfu: float
 
 
 # GiB, PeakMemory and Trace are grpo.fake_trace's, kept importable from here (the tests and benches read them)
-__all__ = ["GiB", "PeakMemory", "Trace", "build_plan", "cost_modes", "format_mode_costs", "format_plan", "memory_per_gpu", "iteration_flops",
+__all__ = ["GiB", "PeakMemory", "Trace", "build_plan", "cost_modes", "format_mode_costs", "format_plan",
+           "memory_per_gpu", "iteration_flops",
            "trace_denoiser", "trace_extrapolated", "trace_vae_decode"]

@@ -51,5 +51,6 @@ def probe_reward(cfg) -> None:
     prompts = (list(getattr(cfg.prompts, "prompts", None) or []) or ["a probe prompt"])[:2] * 2
     gen = torch.Generator().manual_seed(0)
     images = torch.rand(len(prompts), 3, cfg.model.height, cfg.model.width, generator=gen)
-    check_custom_reward(cfg.reward.name, dict(cfg.reward.kwargs), build_reward, RewardBatch(images=images, prompts=prompts),
+    check_custom_reward(cfg.reward.name, dict(cfg.reward.kwargs), build_reward,
+                        RewardBatch(images=images, prompts=prompts),
                         check_output)

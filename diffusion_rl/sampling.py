@@ -67,7 +67,8 @@ STREAM_INIT, STREAM_STEP, STREAM_TREE_ROOT, STREAM_TREE_NODE, STREAM_TIMESTEPS =
 
 
 def keyed_noise(shape: tuple[int, ...], seed: int, iteration: int, stream: int, indices) -> torch.Tensor:
-    """``[len(indices), *shape]`` standard normals; row ``j`` from ``keyed_generator(seed, iteration, stream, indices[j])``.
+    """``[len(indices), *shape]`` standard normals; row ``j`` from ``keyed_generator(seed, iteration, stream,
+    indices[j])``.
 
     Any split of the global ``indices`` over ranks yields the same rows as one process drawing them all.
     """
@@ -162,7 +163,8 @@ def concat_rollouts(parts: list[Rollout]) -> Rollout:
 
 def guided_velocity(adapter: DiffusionAdapter, x: torch.Tensor, sigma: float | torch.Tensor, cond: Cond,
                     uncond: Cond | None = None, cfg_scale: float = 1.0) -> torch.Tensor:
-    """``v = v_u + w (v_c - v_u)`` with ``[uncond; cond]`` in one denoiser call (``w <= 1`` or no ``uncond``: ``v_c``)."""
+    """``v = v_u + w (v_c - v_u)`` with ``[uncond; cond]`` in one denoiser call (``w <= 1`` or no ``uncond``:
+    ``v_c``)."""
     sig = torch.as_tensor(sigma, dtype=torch.float32, device=x.device).expand(x.shape[0])
     if uncond is None or cfg_scale == 1.0:
         return adapter.velocity(x, sig, cond)
@@ -193,7 +195,8 @@ def denoise_rows(adapter: DiffusionAdapter, x: torch.Tensor, cond: Cond, uncond:
 def flat_rollout(adapter: DiffusionAdapter, prompts: list[str], group_size: int, sc: SamplerConfig,
                  generator: torch.Generator | None = None, iteration: int = 0, uncond_prompt: str = "", *,
                  seed: int | None = None, rows: range | list[int] | None = None) -> Rollout:
-    """Samples of ``len(prompts) * group_size`` global rows, ``group_size`` per prompt (rows ``p * G .. p * G + G - 1``).
+    """Samples of ``len(prompts) * group_size`` global rows, ``group_size`` per prompt (rows ``p * G .. p * G + G -
+    1``).
 
     ``rows``: the global sample indices rolled out here (a rank's contiguous share; default all). Noise is keyed by
     ``(seed, iteration, global index)`` (``seed``, or one number drawn from ``generator``); with
@@ -202,7 +205,8 @@ def flat_rollout(adapter: DiffusionAdapter, prompts: list[str], group_size: int,
     """
     P, G = len(prompts), group_size
     seed = seed_from(generator, seed)
-    rows = torch.arange(P * G, device="cpu") if rows is None else torch.as_tensor(list(rows), dtype=torch.long, device="cpu")
+    rows = (torch.arange(P * G, device="cpu") if rows is None
+            else torch.as_tensor(list(rows), dtype=torch.long, device="cpu"))
     if len(rows) and (int(rows.min()) < 0 or int(rows.max()) >= P * G):
         raise ValueError(f"rows {rows.tolist()} out of range for {P} prompts x {G} samples")
     shape = adapter.latent_shape

@@ -80,12 +80,14 @@ class FlatStrategy:
         adv_rows, keep_rows = torch.zeros(total, device="cpu"), torch.zeros(total, dtype=torch.bool, device="cpu")
         if self.tracker is not None:
             all_r, all_p = gather_cpu(rewards), gather_cpu(group_ids)
-            adv = clip_advantages(self.tracker.update([prompts[i] for i in all_p.tolist()], all_r), self.cfg.grpo.adv_clip)
+            adv = clip_advantages(self.tracker.update([prompts[i] for i in all_p.tolist()], all_r),
+                                  self.cfg.grpo.adv_clip)
             adv_rows[all_rows], keep_rows[all_rows] = adv, True
         else:
             comm = comm_device()
             a = gathered_advantages(lambda r, g, c: compute_advantages(self.cfg.grpo, r.cpu(), g.cpu(),
-                                                                       {k: v.cpu() for k, v in c.items()} if c else None),
+                                                                       {k: v.cpu() for k, v in c.items()} if c
+                                                                       else None),
                                     rewards.to(comm), group_ids.to(comm),
                                     {k: v.to(comm) for k, v in components.items()} if components else None)
             adv_rows[all_rows] = gather_cpu(a.values.float())
@@ -238,7 +240,8 @@ def check_strategy(cfg: DiffusionRLConfig, world_size: int) -> None:
         L = cfg.branch.make_tree(cfg.sampler.num_steps).num_leaves
         if cfg.pool.pool_size != L:
             raise ValueError(f"branch.enabled=true with pool.enabled=true explores the tree: pool.pool_size="
-                             f"{cfg.pool.pool_size} must equal the tree's {L} leaves (branch.branch factors multiplied)")
+                             f"{cfg.pool.pool_size} must equal the tree's {L} leaves (branch.branch factors "
+                             "multiplied)")
         if cfg.pool.pool_sampler != "sde":
             raise ValueError("branch.enabled=true with pool.enabled=true grows the tree with the SDE (its split steps "
                              f"draw noise): pool.pool_sampler must be 'sde', got {cfg.pool.pool_sampler!r}")
@@ -284,7 +287,8 @@ def make_strategy(cfg: DiffusionRLConfig, adapter: DiffusionAdapter, dist: DistI
 
 
 # ---- cost per iteration, from the config alone (the trainer's dry run and the full-size --plan use them) ----------
-TRAIN_ROW_FORWARDS = 3.0  # a trained (row, step): forward + backward ~ 1 + 2 forward passes (backward ~ 2x forward FLOPs)
+# a trained (row, step): forward + backward ~ 1 + 2 forward passes (backward ~ 2x forward FLOPs)
+TRAIN_ROW_FORWARDS = 3.0
 
 
 def projected_gpu_units(cfg: DiffusionRLConfig, nfe_policy: float, nfe_lowp: float, backward: float) -> float:
@@ -299,14 +303,17 @@ def projected_gpu_units(cfg: DiffusionRLConfig, nfe_policy: float, nfe_lowp: flo
 
 
 def train_row_forwards(cfg: DiffusionRLConfig) -> float:
-    """Forward-pass equivalents of one trained (row, step): 3, plus the reference forward with a KL term (x2 with CFG)."""
-    return (TRAIN_ROW_FORWARDS + (1.0 if cfg.grpo.kl_coef > 0 else 0.0)) * (2.0 if cfg.sampler.cfg_scale != 1.0 else 1.0)
+    """Forward-pass equivalents of one trained (row, step): 3, plus the reference forward with a KL term (x2 with
+    CFG)."""
+    return ((TRAIN_ROW_FORWARDS + (1.0 if cfg.grpo.kl_coef > 0 else 0.0))
+            * (2.0 if cfg.sampler.cfg_scale != 1.0 else 1.0))
 
 
 def _per_precision(cfg: DiffusionRLConfig, c: dict[str, float], nfe_lowp: float = 0.0) -> dict[str, float]:
     """``c`` plus ``nfe_policy`` / ``nfe_lowp`` (denoiser calls per precision) and ``gpu_units``."""
     pol = c["nfe"] - nfe_lowp
-    return {**c, "nfe_policy": pol, "nfe_lowp": nfe_lowp, "gpu_units": projected_gpu_units(cfg, pol, nfe_lowp, c["backward"])}
+    return {**c, "nfe_policy": pol, "nfe_lowp": nfe_lowp,
+            "gpu_units": projected_gpu_units(cfg, pol, nfe_lowp, c["backward"])}
 
 
 def flat_cost(cfg: DiffusionRLConfig) -> dict[str, float]:

@@ -58,20 +58,36 @@ from typing import Any, Callable
 
 import torch
 
-from grpo.checkpoint import (best_record, capture_rng_state, improves, load_checkpoint, random_state_from_json,
-                             random_state_to_json, restore_rng_state, save_best, save_checkpoint)
+from grpo.checkpoint import (
+    best_record,
+    capture_rng_state,
+    improves,
+    load_checkpoint,
+    random_state_from_json,
+    random_state_to_json,
+    restore_rng_state,
+    save_best,
+    save_checkpoint,
+)
 from grpo.config import check_resume_config, config_to_dict
 from grpo.distributed import all_reduce_floats, any_rank, barrier, gather_cpu, init_distributed, keyed_generator
 from grpo.flow_sde import flow_sigmas, sde_step
-from grpo.fsdp import (full_optimizer_state_dict, full_tensor, full_trainable_state_dict,
-                       load_full_optimizer_state_dict, load_full_trainable_state_dict, shard_like, shard_model)
+from grpo.fsdp import (
+    full_optimizer_state_dict,
+    full_tensor,
+    full_trainable_state_dict,
+    load_full_optimizer_state_dict,
+    load_full_trainable_state_dict,
+    shard_like,
+    shard_model,
+)
+from grpo.loop import Phase, StopRun, no_phase, resume_latest, run_loop
 from grpo.loss import clipped_pg_loss, flow_kl, flow_kl_scale, k3_kl
 from grpo.metrics import MetricsLogger
 from grpo.monitors import HackingAlarm, RewardHackingError
 from grpo.onpolicy import OnPolicyGap, check_onpolicy
-from grpo.runinfo import write_grid_captions
-from grpo.loop import Phase, StopRun, no_phase, resume_latest, run_loop
 from grpo.retry import call_with_retry
+from grpo.runinfo import write_grid_captions
 from grpo.train_step import NonFiniteGuard
 from grpo.update import DistributedUpdate, agree_on_skip
 from rewards import RewardBatch, build_reward
@@ -104,12 +120,13 @@ class DiffusionGRPOTrainer:
     ``.components``); ``adapter`` overrides ``cfg.model`` (e.g. an adapter already built).
     """
 
-    def __init__(self, cfg: DiffusionRLConfig, reward_fn: Callable | None = None, adapter: DiffusionAdapter | None = None,
+    def __init__(self, cfg: DiffusionRLConfig, reward_fn: Callable | None = None,
+                 adapter: DiffusionAdapter | None = None,
                  log: bool = True):
         if cfg.dist.mixed_precision != "fp32":  # dist.mixed_precision is vla-rl's switch (grpo.fsdp.DistConfig)
-            raise ValueError(f"dist.mixed_precision={cfg.dist.mixed_precision!r} is not used by diffusion-rl train: set "
-                             "model.dtype (e.g. model.dtype=bf16: bf16 base weights, fp32 LoRA weights and log-probs) "
-                             "and leave dist.mixed_precision=fp32")
+            raise ValueError(f"dist.mixed_precision={cfg.dist.mixed_precision!r} is not used by diffusion-rl train: "
+                             "set model.dtype (e.g. model.dtype=bf16: bf16 base weights, fp32 LoRA weights and "
+                             "log-probs) and leave dist.mixed_precision=fp32")
         self.cfg = cfg
         # device=cpu on a CUDA machine: gloo, which reduces CPU tensors (the default there, NCCL, cannot)
         self.dist = init_distributed("gloo") if cfg.model.device == "cpu" else init_distributed()
@@ -134,12 +151,14 @@ class DiffusionGRPOTrainer:
         elif cfg.dist.strategy == "fsdp" and self.dist.is_main:
             print("dist.strategy=fsdp with one process: nothing to shard, the denoiser is not wrapped")
         # a reward server (rewards.remote: reward.name or reward.remote.url is http://HOST:PORT) retries per request
-        self.remote = build_remote_reward(cfg.reward.name, cfg.reward.remote, "reward.name") if reward_fn is None else None
+        self.remote = (build_remote_reward(cfg.reward.name, cfg.reward.remote, "reward.name") if reward_fn is None
+                       else None)
         self.reward_fn = reward_fn if reward_fn is not None else self.remote if self.remote is not None else \
             build_reward(cfg.reward.name, **cfg.reward.kwargs)
         self.reward_name = (self.remote.name if self.remote is not None else cfg.reward.name) if reward_fn is None \
             else getattr(reward_fn, "__name__", type(reward_fn).__name__)
-        self._scorer: ThreadPoolExecutor | None = None  # reward.overlap > 1: scores the rollout's parts in the background
+        # reward.overlap > 1: scores the rollout's parts in the background
+        self._scorer: ThreadPoolExecutor | None = None
         # gold monitors on the evaluation samples, never trained on, and the reward-hacking alarm (grpo.monitors)
         self.monitors = {n: build_monitor(n) for n in cfg.eval.monitors}
         self.alarm = HackingAlarm(cfg.eval.patience, cfg.eval.action, cfg.eval.min_delta)
@@ -148,12 +167,14 @@ class DiffusionGRPOTrainer:
             raise ValueError("nothing to train: enable model.lora (or pass an adapter with trainable parameters)")
         self.optimizer = torch.optim.AdamW(self.params, lr=cfg.train.lr, weight_decay=cfg.train.weight_decay)
         self.guard = NonFiniteGuard(cfg.grpo.max_nonfinite)
-        self.upd = DistributedUpdate(self.params, self.optimizer, self.guard, cfg.grpo.max_grad_norm, self.fsdp, self.dist)
+        self.upd = DistributedUpdate(self.params, self.optimizer, self.guard, cfg.grpo.max_grad_norm, self.fsdp,
+                                     self.dist)
         self.ema = {n: p.detach().clone() for n, p in self._named_trainable()} if cfg.train.ema_decay > 0 else None
         self.gen = torch.Generator().manual_seed(cfg.seed)
         self.rng = random.Random(cfg.seed)
         self.out = Path(cfg.output_dir)
-        self.logger = MetricsLogger(self.out, enabled=log and self.dist.is_main, config=config_to_dict(cfg), log=cfg.log,
+        self.logger = MetricsLogger(self.out, enabled=log and self.dist.is_main, config=config_to_dict(cfg),
+                                    log=cfg.log,
                                     resume=cfg.resume)
         self.iteration = 0
         self.eval_before: float | None = None
@@ -242,7 +263,8 @@ class DiffusionGRPOTrainer:
         outs = [f.result() for f in futures]
         return concat_rollouts(parts), concat_outputs(outs), t_roll
 
-    def credit(self, ro: Rollout, prompts: list[str], rewards: torch.Tensor, components) -> tuple[torch.Tensor, torch.Tensor]:
+    def credit(self, ro: Rollout, prompts: list[str], rewards: torch.Tensor,
+               components) -> tuple[torch.Tensor, torch.Tensor]:
         """Advantage and loss mask per *global* row id (flat: per sample; tree: per global node), computed over the
         rewards gathered from every rank; identical on all ranks."""
         adv, keep = self.strategy.credit(ro, prompts, rewards, components, self.iteration)
@@ -256,11 +278,13 @@ class DiffusionGRPOTrainer:
         n = max(1, math.ceil(self.cfg.sampler.timestep_fraction * len(steps)))
         if n >= len(steps):
             return set(steps)
-        perm = torch.randperm(len(steps), generator=keyed_generator(self.cfg.seed, self.iteration, STREAM_TIMESTEPS), device="cpu")
+        perm = torch.randperm(len(steps), generator=keyed_generator(self.cfg.seed, self.iteration, STREAM_TIMESTEPS),
+                              device="cpu")
         return {steps[i] for i in perm[:n].tolist()}
 
     def _uncond(self, n: int) -> Cond | None:
-        """The empty prompt's embeddings expanded to ``n`` rows when CFG is on (``sampler.cfg_scale != 1``), else None."""
+        """The empty prompt's embeddings expanded to ``n`` rows when CFG is on (``sampler.cfg_scale != 1``), else
+        None."""
         if self.cfg.sampler.cfg_scale == 1.0:
             return None
         return {k: v.expand(n, *v.shape[1:]) for k, v in self.adapter.encode_prompts([""]).items()}
@@ -335,7 +359,8 @@ class DiffusionGRPOTrainer:
                 elif need:
                     pl.old = self._logp(pl, cond_all, grad=False).log_prob
                     nfe += len(pl.idx) * nfe_mult
-        stats: dict[str, list[float]] = {k: [] for k in ("loss", "kl", "clip_frac", "approx_kl", "ratio_mean", "grad_norm")}
+        stats: dict[str, list[float]] = {
+            k: [] for k in ("loss", "kl", "clip_frac", "approx_kl", "ratio_mean", "grad_norm")}
         self.adapter.train(True)
         for epoch in range(self.cfg.train.inner_epochs):
             for ci, chunk in enumerate(chunks):
@@ -360,7 +385,8 @@ class DiffusionGRPOTrainer:
                         with self.adapter.reference():
                             ref = self._logp(pl, cond_all, grad=False)
                         nfe += len(pl.idx) * nfe_mult
-                        kl = (flow_kl(out.mean, ref.mean, flow_kl_scale(g.kl_type, out.std, out.std_dev_t)) if g.kl_type != "k3"
+                        kl = (flow_kl(out.mean, ref.mean, flow_kl_scale(g.kl_type, out.std, out.std_dev_t))
+                              if g.kl_type != "k3"
                               else k3_kl(out.log_prob, ref.log_prob))
                     adv = adv_rows[pl.rec.rows[pl.idx]]
                     lo = clipped_pg_loss(out.log_prob, old, adv, None, g.clip_low, g.clip_high, kl, g.kl_coef,
@@ -505,7 +531,8 @@ class DiffusionGRPOTrainer:
         prompts = self.prompts.eval_prompts
         self.warm_prompts(prompts)
         gen = torch.Generator().manual_seed(self.cfg.seed + 777)
-        lat = ode_sample(self.adapter, prompts, self.cfg.train.eval_steps, gen, self.cfg.sampler.shift, self.cfg.sampler.cfg_scale)
+        lat = ode_sample(self.adapter, prompts, self.cfg.train.eval_steps, gen, self.cfg.sampler.shift,
+                         self.cfg.sampler.cfg_scale)
         try:
             out, images = self.score(lat, prompts)
         except RemoteRewardError as e:  # the loop saves and stops (grpo.loop.StopRun); a rerun resumes
@@ -515,7 +542,8 @@ class DiffusionGRPOTrainer:
         if backup is not None:
             self.adapter.load_trainable_state_dict(backup)
         if tag and self.cfg.train.log_images and images.dim() == 4:
-            grid = self.logger.log_images(step, tag, images[:16], nrow=8, captions=[  # prompt and reward under each tile
+            # prompt and reward under each tile
+            grid = self.logger.log_images(step, tag, images[:16], nrow=8, captions=[
                 f"{p} | reward {float(r):.3f}" for p, r in zip(prompts[:16], out.total[:16].float().tolist())])
             if grid is not None:  # the cells' prompts and rewards beside the grid, for the run report (grpo.report)
                 write_grid_captions(grid, prompts[:16], out.total[:16].float().tolist(), nrow=8)
@@ -593,7 +621,8 @@ class DiffusionGRPOTrainer:
 
         if not (self.cfg.model.lora.enabled and is_lora_state(weights)
                 and callable(getattr(self.adapter.pipe, "load_lora_weights", None))):
-            return {}  # no LoRA, or no diffusers pipeline to load one (e.g. EVA's world model, diffusion_rl.align_world_model)
+            # no LoRA, or no diffusers pipeline to load one (e.g. EVA's world model, diffusion_rl.align_world_model)
+            return {}
         mc, parts = self.cfg.model, split_experts(weights)
 
         def writer(comp: str):
@@ -651,7 +680,8 @@ class DiffusionGRPOTrainer:
             raise StopRun(failed or "the reward server failed on another rank")
         rewards = out.total.detach().float().cpu()
         components = {k: v.detach().float().cpu() for k, v in (getattr(out, "components", None) or {}).items()} or None
-        logps = torch.cat([r.log_prob for r in ro.records if r.stochastic]) if ro.records else torch.zeros(1, device="cpu")
+        logps = (torch.cat([r.log_prob for r in ro.records if r.stochastic]) if ro.records
+                 else torch.zeros(1, device="cpu"))
         t1 = time.perf_counter()
         t_reward = t1 - t0 - t_roll
         phase("update")
@@ -670,14 +700,17 @@ class DiffusionGRPOTrainer:
             upd = {"backward": 0, "nfe_train": 0}
         self.iteration += 1
         t_roll_max = all_reduce_floats([t_roll], "max")[0]
-        nfe_roll, nfe_lowp = all_reduce_floats([ro.nfe, float(ro.extra.get("nfe_pool", 0))])  # lowp: the quantized copy's
+        # lowp: the quantized copy's
+        nfe_roll, nfe_lowp = all_reduce_floats([ro.nfe, float(ro.extra.get("nfe_pool", 0))])
         backward = upd.pop("backward")
-        scalars = {"reward/mean": float(all_rewards.nan_to_num().mean()), "reward/std": float(all_rewards.nan_to_num().std()),
+        scalars = {"reward/mean": float(all_rewards.nan_to_num().mean()),
+                   "reward/std": float(all_rewards.nan_to_num().std()),
                    "cost/nfe_rollout": nfe_roll, "cost/backward": backward, "cost/nfe_train": upd.pop("nfe_train"),
                    "cost/nfe_policy": nfe_roll - nfe_lowp, "cost/nfe_lowp": nfe_lowp,
                    "cost/gpu_units": projected_gpu_units(self.cfg, nfe_roll - nfe_lowp, nfe_lowp, backward),
                    "time/rollout_s": t_roll_max, "time/reward_s": t_reward, "time/update_s": time.perf_counter() - t1,
-                   "time/iter_s": time.perf_counter() - t0, "throughput/rollout_samples_per_s": len(all_rewards) / max(t_roll_max, 1e-9),
+                   "time/iter_s": time.perf_counter() - t0,
+                   "throughput/rollout_samples_per_s": len(all_rewards) / max(t_roll_max, 1e-9),
                    "skipped_updates": self.guard.total_skipped, **upd}
         self.logger.log(self.iteration, scalars)
         return scalars
@@ -730,6 +763,8 @@ class DiffusionGRPOTrainer:
             self.keep_best(after)
         self.logger.close()
         before = self.eval_before if self.eval_before is not None else float("nan")
-        return {"eval_before": before, "eval_after": after, "seconds": time.time() - t0, "last": last, "stopped": stopped,
+        return {"eval_before": before, "eval_after": after, "seconds": time.time() - t0, "last": last,
+                "stopped": stopped,
                 "error": res.error,
-                "eval_components_before": self.eval_before_components, "eval_components_after": self.last_eval_components}
+                "eval_components_before": self.eval_before_components,
+                "eval_components_after": self.last_eval_components}

@@ -18,7 +18,7 @@ training override; ``eval --device`` (default ``auto``) places the evaluated pol
 
 Scale-out: one process per device, ``torchrun --nproc_per_node 2 -m vla_rl.cli train cfg.yaml`` or ``accelerate
 launch -m vla_rl.cli train cfg.yaml``; each rank rolls out its share of the episodes (vla_rl.trainer's docstring).
-"""
+"""  # noqa: E501  (printed by vla-rl --help as written)
 
 from __future__ import annotations
 
@@ -29,8 +29,13 @@ import sys
 from pathlib import Path
 
 from grpo.cli import ArgumentParser, add_config_help, parse_args, run_command
-from grpo.preflight import (check_flags, check_new_output, check_writable_dir, check_writable_file,
-                            quiet_third_party_warnings)
+from grpo.preflight import (
+    check_flags,
+    check_new_output,
+    check_writable_dir,
+    check_writable_file,
+    quiet_third_party_warnings,
+)
 
 
 def _setup_threads() -> None:
@@ -205,7 +210,8 @@ def cmd_loop(args: argparse.Namespace) -> int:
 
 
 def cmd_fit_encoder(args: argparse.Namespace) -> int:
-    """Train SRPO's progress encoder (world_models.progress_encoder) from demos / scripted episodes; one safetensors file."""
+    """Train SRPO's progress encoder (world_models.progress_encoder) from demos / scripted episodes; one safetensors
+    file."""
     from grpo.config import ConfigError, dump_config, load_config
     from world_models.progress_encoder import FitEncoderConfig, check_fit_inputs, fit_encoder
 
@@ -222,7 +228,8 @@ def cmd_fit_encoder(args: argparse.Namespace) -> int:
         return 0
     _setup_threads()
     path, losses = fit_encoder(cfg)
-    print(json.dumps({"output": str(path), "steps": len(losses), "final_loss": round(float(sum(losses[-10:]) / len(losses[-10:])), 5)}))
+    print(json.dumps({"output": str(path), "steps": len(losses),
+                      "final_loss": round(float(sum(losses[-10:]) / len(losses[-10:])), 5)}))
     return 0
 
 
@@ -252,7 +259,8 @@ def cmd_record_demos(args: argparse.Namespace) -> int:
         check_writable_file(args.out, "out")
         check_new_output(args.out, "out", args.force)
     cams = () if args.cameras == ["none"] else tuple(args.cameras)
-    summary = sims.record_demos(args.task, args.n, args.out, env_kwargs={"image_size": args.image_size, "cameras": cams},
+    summary = sims.record_demos(args.task, args.n, args.out,
+                                env_kwargs={"image_size": args.image_size, "cameras": cams},
                                 seed_offset=args.seed_offset, noise=args.noise, wrong_object=args.wrong_object,
                                 drop_prob=args.drop_prob, only_success=args.only_success, fmt=args.format)
     print(json.dumps({k: v for k, v in summary.items() if isinstance(v, (int, float, str, bool))}))
@@ -284,7 +292,8 @@ def cmd_libero_demos(args: argparse.Namespace) -> int:
 
 
 def _add_plan_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--plan", action="store_true", help="memory per GPU, FLOPs and s/iter of the full-size models, traced "
+    p.add_argument("--plan", action="store_true",
+                   help="memory per GPU, FLOPs and s/iter of the full-size models, traced "
                    "on the meta device / fake tensors without loading weights (vla_rl.plan); nothing is written")
     p.add_argument("--gpus", default="1,8", help="--plan: GPU counts to plan for, comma-separated")
     p.add_argument("--gpu-mem", type=float, default=80.0, help="--plan: memory of one GPU in GB (H100 SXM: 80)")
@@ -307,7 +316,8 @@ def main(argv: list[str] | None = None) -> int:
     e.add_argument("checkpoint", help="a run directory, its checkpoints/ folder, or one step_* checkpoint")
     e.add_argument("--episodes", type=int, default=0, help="held-out episodes per task (default: the config's)")
     e.add_argument("--video", action="store_true", help="also write a video of the first episodes")
-    e.add_argument("--device", default="auto", help="where the policy runs: auto (cuda if available), cpu, cuda, cuda:<i>")
+    e.add_argument("--device", default="auto",
+                   help="where the policy runs: auto (cuda if available), cpu, cuda, cuda:<i>")
     lp = sub.add_parser("loop", help="World-VLA-Loop: world model from sim data, GRPO of the VLA inside it, repeat",
                         description="World-VLA-Loop (vla_rl.wm_loop): train the world model on simulator data, RL the "
                         "VLA inside it, check the policy in the real simulator, add its failures and near-successes to "
@@ -329,7 +339,8 @@ def main(argv: list[str] | None = None) -> int:
     d.add_argument("--seed-offset", type=int, default=0, help="init_seed of the first episode")
     d.add_argument("--only-success", action="store_true", help="keep successful episodes only")
     d.add_argument("--format", choices=["hdf5", "lerobot"], default="hdf5",
-                   help="hdf5: robomimic-style file; lerobot: a LeRobotDataset v3.0 directory (needs lerobot: make lerobot)")
+                   help="hdf5: robomimic-style file; lerobot: a LeRobotDataset v3.0 directory (needs lerobot: make "
+                        "lerobot)")
     d.add_argument("--force", action="store_true", help="replace an existing HDF5 out (refused otherwise; a "
                    "LeRobotDataset directory is never replaced)")
     lb = sub.add_parser("libero-demos", help="convert LIBERO's per-task demo files into one demo file (sft.demo_path)",
@@ -339,17 +350,21 @@ def main(argv: list[str] | None = None) -> int:
     lb.add_argument("--force", action="store_true", help="replace an existing out (refused otherwise)")
     lb.add_argument("inputs", nargs="+", help="LIBERO *_demo.hdf5 files")
     lb.add_argument("--suite", help="LIBERO suite (e.g. libero_spatial): task indices from LIBERO's benchmark order")
-    lb.add_argument("--env-names", nargs="+", help="explicit env names (libero/<suite>/<i>), one per input, instead of --suite")
+    lb.add_argument("--env-names", nargs="+",
+                    help="explicit env names (libero/<suite>/<i>), one per input, instead of --suite")
     lb.add_argument("--per-task", type=int, default=None, help="demos kept per task (default: all)")
-    lb.add_argument("--replay", action="store_true", help="re-run each demo in sims' LIBERO env and store what it renders "
+    lb.add_argument("--replay", action="store_true",
+                    help="re-run each demo in sims' LIBERO env and store what it renders "
                     "(successes only) instead of copying the stored frames")
     lb.add_argument("--image-size", type=int, default=None, help="with --replay: the env's image size")
     fe = sub.add_parser("fit-encoder", help="train SRPO's progress encoder (srpo.encoder=progress) from demos and "
                         "scripted episodes; writes one .safetensors file",
                         description="Train SRPO's progress encoder (world_models.progress_encoder): per frame, the "
                         "fraction of the episode still to go, learned from successful demos / scripted-expert episodes "
-                        "(no simulator progress labels). Use the file with srpo.encoder=progress srpo.encoder_path=FILE.")
-    add_config_help(fe, lambda: __import__("world_models.progress_encoder", fromlist=["FitEncoderConfig"]).FitEncoderConfig)
+                        "(no simulator progress labels). Use the file with srpo.encoder=progress "
+                        "srpo.encoder_path=FILE.")
+    add_config_help(fe, lambda: __import__("world_models.progress_encoder",
+                                           fromlist=["FitEncoderConfig"]).FitEncoderConfig)
     fe.add_argument("config", help="a fit-encoder YAML (e.g. configs/vla/fit_progress_encoder.yaml)")
     fe.add_argument("overrides", nargs="*", help="key=value overrides, e.g. train.steps=200 output=enc.safetensors")
     fe.add_argument("--dry-run", action="store_true", help="print the resolved config and exit")
@@ -369,7 +384,8 @@ def main(argv: list[str] | None = None) -> int:
     from .robot_args import split_robot_flags
 
     argv, robot_flags = split_robot_flags(sys.argv[1:] if argv is None else argv)  # LeRobot's --robot.<field> <value>
-    args = parse_args(p, argv, takes_overrides=("train", "loop", "robot-loop", "fit-encoder"))  # key=value overrides may follow --dry-run
+    # key=value overrides may follow --dry-run
+    args = parse_args(p, argv, takes_overrides=("train", "loop", "robot-loop", "fit-encoder"))
     if robot_flags and args.cmd not in ("deploy", "robot-loop"):
         p.error(f"{args.cmd} takes no --robot.<field> flags (only deploy and robot-loop do): "
                 f"{' '.join('--robot.' + k for k, _ in robot_flags)}")

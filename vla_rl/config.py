@@ -14,8 +14,8 @@ from grpo.device import check_device_name
 from grpo.fsdp import DistConfig
 from grpo.monitors import MonitorConfig
 from grpo.onpolicy import Action, validate
-from grpo.train_step import GRPOConfig
 from grpo.trackers import LogConfig
+from grpo.train_step import GRPOConfig
 from rewards.remote import RemoteRewardConfig, build_remote_reward, is_url
 from rewards.srpo import SRPOConfig
 
@@ -30,7 +30,8 @@ class EnvConfig:
     kwargs: dict[str, Any] = field(default_factory=dict)  # passed to sims.make
     video_camera: str = "agentview"  # camera whose frames are recorded for SRPO and videos
     stop_on_success: bool = True  # end an episode at its first success
-    plugins: list[str] = field(default_factory=list)  # user modules imported before sims.make (they register their tasks; docs/EXTENDING.md)
+    plugins: list[str] = field(default_factory=list)  # user modules imported before sims.make (they register their
+                                                      # tasks; docs/EXTENDING.md)
 
     def __post_init__(self) -> None:
         if self.plugins:  # imported now, so env.tasks may name the tasks they register
@@ -55,16 +56,22 @@ class RLConfig:
     iterations: int = 30  # RL iterations (rollout -> reward -> advantages -> update)
     groups_per_task: int = 4  # initial states per task per iteration
     lr: float = 3e-4  # AdamW learning rate in the RL phase (the peak when rl.lr_schedule decays it)
-    lr_schedule: Literal["constant", "linear", "cosine"] = "constant"  # constant | linear | cosine: the RL lr over iterations, from rl.lr down to rl.lr * rl.lr_min_ratio at rl.iterations
+    lr_schedule: Literal["constant", "linear", "cosine"] = "constant"  # constant | linear | cosine: the RL lr over
+                                                                       # iterations, from rl.lr down to rl.lr *
+                                                                       # rl.lr_min_ratio at rl.iterations
     lr_min_ratio: float = 0.1  # the decayed lr's floor as a fraction of rl.lr (linear / cosine), in [0, 1]
     inner_epochs: int = 2  # passes over the iteration's decision points
     minibatch_size: int = 256  # decision points per optimizer step
-    reward: str = "srpo"  # srpo (latent progress for failures), binary (success only), or a reward server's address http://HOST:PORT (vla-rl serve-reward; it gets the episodes' videos and metadata)
-    remote: RemoteRewardConfig = field(default_factory=RemoteRewardConfig)  # the reward server's settings (rewards.remote) when rl.reward is http://HOST:PORT
+    reward: str = "srpo"  # srpo (latent progress for failures), binary (success only), or a reward server's address
+                          # http://HOST:PORT (vla-rl serve-reward; it gets the episodes' videos and metadata)
+    remote: RemoteRewardConfig = field(  # the reward server's settings (rewards.remote) when rl.reward is
+        # http://HOST:PORT
+        default_factory=RemoteRewardConfig)
     dynamic_sampling: bool = True  # drop groups whose success rate is outside success_band (DAPO)
     success_band: tuple[float, float] = (0.0, 1.0)  # keep a group iff low < success rate < high
     train_seed_range: int = 100_000  # training initial states are drawn below this
-    train_seeds: list[int] = field(default_factory=list)  # fixed training initial states (cycled); empty: draw below train_seed_range
+    train_seeds: list[int] = field(default_factory=list)  # fixed training initial states (cycled); empty:
+                                                          # draw below train_seed_range
     eval_seed_offset: int = 1_000_000  # held-out initial states start here (disjoint from training)
     eval_episodes: int = 32  # held-out initial states per task
     eval_every: int = 10  # iterations between held-out evaluations (0: before and after only)
@@ -72,7 +79,8 @@ class RLConfig:
     save_every: int = 5  # iterations between checkpoints
     keep_last: int = 2  # checkpoints kept on disk
     grad_accum: int = 1  # micro-batches per minibatch (per rank): one optimizer step per minibatch, the same update
-    onpolicy_tol: float = 1e-4  # on-policy self-check (grpo.onpolicy): max |log pi_train - log pi_rollout| allowed before the first update
+    onpolicy_tol: float = 1e-4  # on-policy self-check (grpo.onpolicy): max |log pi_train - log pi_rollout|
+                                # allowed before the first update
     onpolicy_action: Action = "warn"  # warn | stop | off: what the run does when the on-policy gap exceeds onpolicy_tol
 
     def __post_init__(self) -> None:
@@ -95,7 +103,8 @@ class RLConfig:
         if not self.lr > 0:
             raise ValueError(f"rl.lr must be > 0, got {self.lr}")
         if not 0.0 <= self.lr_min_ratio <= 1.0:
-            raise ValueError(f"rl.lr_min_ratio must be in [0, 1] (the floor as a fraction of rl.lr), got {self.lr_min_ratio}")
+            raise ValueError("rl.lr_min_ratio must be in [0, 1] (the floor as a fraction of rl.lr), got "
+                             f"{self.lr_min_ratio}")
 
     def lr_at(self, it: int) -> float:
         """The RL learning rate of the update of iteration ``it`` (0-based), a function of ``it`` alone (so a resumed
@@ -108,7 +117,8 @@ class RLConfig:
             return self.lr
         t = min(max(it, 0) / self.iterations, 1.0)
         m = self.lr_min_ratio
-        frac = 1.0 - (1.0 - m) * t if self.lr_schedule == "linear" else m + (1.0 - m) * 0.5 * (1.0 + math.cos(math.pi * t))
+        frac = (1.0 - (1.0 - m) * t if self.lr_schedule == "linear"
+                else m + (1.0 - m) * 0.5 * (1.0 + math.cos(math.pi * t)))
         return self.lr * frac
 
 
@@ -122,11 +132,14 @@ class VLARLConfig:
     sft: SFTConfig = field(default_factory=SFTConfig)  # the supervised warm-up on demos before RL
     rl: RLConfig = field(default_factory=RLConfig)  # the RL phase: iterations, groups, reward, evaluation
     srpo: SRPOConfig = field(default_factory=SRPOConfig)  # the SRPO progress reward (rl.reward: srpo)
-    grpo: GRPOConfig = field(default_factory=lambda: GRPOConfig(group_size=8, clip_low=0.2, clip_high=0.28, adv_clip=None),
+    grpo: GRPOConfig = field(default_factory=lambda: GRPOConfig(group_size=8, clip_low=0.2, clip_high=0.28,
+                                                                adv_clip=None),
                              metadata={"help": "advantages, clipped loss and KL (shared with diffusion-rl)"})
     dist: DistConfig = field(default_factory=DistConfig)  # ddp (replicas) or fsdp (sharded training copy), grpo.fsdp
-    log: LogConfig = field(default_factory=LogConfig)  # trackers besides metrics.jsonl: tensorboard, wandb, mlflow, trackio (grpo.trackers)
-    eval: MonitorConfig = field(default_factory=MonitorConfig)  # the reward-hacking alarm: training reward rising while held-out real success falls (monitors stays [])
+    log: LogConfig = field(default_factory=LogConfig)  # trackers besides metrics.jsonl: tensorboard, wandb,
+                                                       # mlflow, trackio (grpo.trackers)
+    eval: MonitorConfig = field(default_factory=MonitorConfig)  # the reward-hacking alarm: training reward rising while
+                                                                # held-out real success falls (monitors stays [])
     device: str = "auto"  # auto (cuda if available, else cpu; each rank's own GPU under torchrun), cpu, cuda, cuda:<i>
 
     def __post_init__(self) -> None:
@@ -171,5 +184,6 @@ class VLARLConfig:
                 out[f"policy.{k}"] = "policy.kind='builtin' (it configures a LeRobot policy)"
         elif self.policy.kind == "lerobot":
             for k in ("conv_channels", "text_dim", "max_text_len", "ctx_dim", "film", "flow.hidden", "flow.layers"):
-                out[f"policy.{k}"] = "policy.kind='lerobot' (the built-in VLA's architecture; policy.lerobot configures LeRobot's)"
+                out[f"policy.{k}"] = ("policy.kind='lerobot' (the built-in VLA's architecture; policy.lerobot "
+                                      "configures LeRobot's)")
         return out

@@ -77,19 +77,32 @@ import torch
 import torch.distributed as tdist
 from tqdm.auto import tqdm
 
-from grpo.checkpoint import (best_record, capture_rng_state, improves, load_checkpoint, restore_rng_state, save_best,
-                             save_checkpoint)
+from grpo.checkpoint import (
+    best_record,
+    capture_rng_state,
+    improves,
+    load_checkpoint,
+    restore_rng_state,
+    save_best,
+    save_checkpoint,
+)
 from grpo.config import check_resume_config, config_to_dict
-from grpo.monitors import HackingAlarm, RewardHackingError
-from grpo.onpolicy import OnPolicyGap, check_onpolicy
 from grpo.device import resolve_device
-from grpo.distributed import (all_reduce_floats, any_rank, barrier, gather_cpu, init_distributed, keyed_generator,
-                              shard_range)
-from grpo.fsdp import (copy_full_parameters, full_optimizer_state_dict, load_full_optimizer_state_dict,
-                       shard_submodules)
+from grpo.distributed import (
+    all_reduce_floats,
+    any_rank,
+    barrier,
+    gather_cpu,
+    init_distributed,
+    keyed_generator,
+    shard_range,
+)
+from grpo.fsdp import copy_full_parameters, full_optimizer_state_dict, load_full_optimizer_state_dict, shard_submodules
+from grpo.loop import Phase, StopRun, no_phase, resume_latest, run_loop
 from grpo.loss import clipped_pg_loss, flow_kl, flow_kl_scale, k3_kl
 from grpo.metrics import MetricsLogger
-from grpo.loop import Phase, StopRun, no_phase, resume_latest, run_loop
+from grpo.monitors import HackingAlarm, RewardHackingError
+from grpo.onpolicy import OnPolicyGap, check_onpolicy
 from grpo.train_step import NonFiniteGuard, compute_advantages
 from grpo.update import DistributedUpdate, agree_on_skip
 from rewards.base import RewardBatch, RewardOutput
@@ -97,13 +110,13 @@ from rewards.remote import RemoteRewardError, build_remote_reward, check_served,
 from rewards.srpo import SRPOReward
 from rewards.success import episode_metadata, success_reward
 
+from .config import VLARLConfig
 from .policies import TrainablePolicy, make_policy
 from .policies.base import policy_vocabulary, restore_vocabulary
 from .policy import batch_to
 from .rollout import EnvPool, EpisodeSpec, EvalResult, RolloutBatch, evaluate, run_episodes, tile_videos
 from .sft import train_sft
 from .srpo_encoders import build_trajectory_encoder
-from .config import VLARLConfig
 
 
 def cost_per_iteration(cfg: VLARLConfig) -> dict[str, int]:
@@ -116,7 +129,8 @@ def cost_per_iteration(cfg: VLARLConfig) -> dict[str, int]:
             "backward_passes": cfg.rl.inner_epochs * math.ceil(calls / cfg.rl.minibatch_size) * cfg.rl.grad_accum}
 
 
-def group_keep_mask(success: torch.Tensor, group_ids: torch.Tensor, band: tuple[float, float]) -> tuple[torch.Tensor, int]:
+def group_keep_mask(success: torch.Tensor, group_ids: torch.Tensor,
+                    band: tuple[float, float]) -> tuple[torch.Tensor, int]:
     """Dynamic sampling: ``[N]`` bool, True for episodes whose group's success rate lies strictly inside ``band``;
     returns ``(mask, number of kept groups)``. The default band (0, 1) drops all-fail and all-success groups."""
     keep = torch.zeros_like(success, dtype=torch.bool)
@@ -171,8 +185,9 @@ class VLARLTrainer:
         n_ep = len(cfg.env.tasks) * cfg.rl.groups_per_task * cfg.grpo.group_size
         if n_ep % ws:
             raise ValueError(f"the {n_ep} episodes per iteration (tasks {len(cfg.env.tasks)} x rl.groups_per_task "
-                             f"{cfg.rl.groups_per_task} x grpo.group_size {cfg.grpo.group_size}) do not split evenly over "
-                             f"{ws} processes; change rl.groups_per_task or grpo.group_size, or the number of processes")
+                             f"{cfg.rl.groups_per_task} x grpo.group_size {cfg.grpo.group_size}) do not split evenly "
+                             f"over {ws} processes; change rl.groups_per_task or grpo.group_size, or the number of "
+                             "processes")
         self.cfg = cfg
         self.quiet = quiet or not self.dist.is_main
         self.last_iteration: dict[str, torch.Tensor] | None = None  # global credit of the last iteration (checkpointed)
@@ -185,7 +200,8 @@ class VLARLTrainer:
         pcfg.state_dim = pcfg.state_dim or sd
         pcfg.action_dim = pcfg.action_dim or ad
         if (pcfg.state_dim, pcfg.action_dim) != (sd, ad):
-            raise ValueError(f"policy.state_dim/action_dim = {pcfg.state_dim}/{pcfg.action_dim} but the env has {sd}/{ad}")
+            raise ValueError(f"policy.state_dim/action_dim = {pcfg.state_dim}/{pcfg.action_dim} but the env has "
+                             f"{sd}/{ad}")
         start = cfg.sft.base_policy or cfg.sft.init_policy  # a pretrained policy: its weights and vocabulary
         self.policy = make_policy(pcfg, self.instructions.values(), start, self.out).to(self.device)  # policy.kind/type
         # dist.mixed_precision=bf16: every network forward (rollouts, evaluation, SFT, the update, the sharded and
@@ -242,7 +258,8 @@ class VLARLTrainer:
         """Rank 0's parameters and buffers (e.g. the state normalization set by SFT) on every rank."""
         if self.dist.world_size == 1:
             return
-        sd = self._broadcast_obj({k: v.cpu() for k, v in self.policy.state_dict().items()} if self.dist.is_main else None)
+        sd = self._broadcast_obj({k: v.cpu() for k, v in self.policy.state_dict().items()} if self.dist.is_main
+                                 else None)
         self.policy.load_state_dict(sd)
 
     def check_in_sync(self, where: str) -> None:
@@ -350,7 +367,8 @@ class VLARLTrainer:
         t0 = time.time()
         res = evaluate(self.policy, self.pool, self.cfg.env.tasks, self.eval_seeds, self.cfg.env.max_episode_steps,
                        record_frames=videos and self.cfg.rl.num_videos > 0)
-        self.state["eval"][tag] = {"iteration": int(self.state["iteration"]), "success_rate": res.success_rate, "mean_length": res.mean_length,
+        self.state["eval"][tag] = {"iteration": int(self.state["iteration"]), "success_rate": res.success_rate,
+                                   "mean_length": res.mean_length,
                                    "per_task": res.per_task, "episodes": len(res.episodes)}
         if self.logger:
             scal = {"eval/success_rate": res.success_rate, "eval/episode_length": res.mean_length}
@@ -358,7 +376,8 @@ class VLARLTrainer:
             self.logger.log(step, scal)
             if videos and self.cfg.rl.num_videos > 0:
                 picks = res.episodes[: self.cfg.rl.num_videos]
-                self.logger.log_video(step, f"rollouts/{tag}_{video_name(picks)}", tile_videos([e.frames for e in picks]),
+                self.logger.log_video(step, f"rollouts/{tag}_{video_name(picks)}",
+                                      tile_videos([e.frames for e in picks]),
                                       fps=15)
         self._print(f"eval[{tag}] success {res.success_rate:.3f} ({len(res.episodes)} held-out episodes), "
                     f"mean length {res.mean_length:.1f}, {time.time() - t0:.1f}s")
@@ -396,7 +415,8 @@ class VLARLTrainer:
             return self._remote_rewards(batch)
         if self.cfg.rl.reward == "srpo":
             emb = self.srpo.embed([np.stack(e.frames) for e in batch.episodes])  # [local E, D]
-            return self.srpo.from_embeddings(gather_cpu(emb), episode_metadata(tasks, success, [s.group_id for s in specs]))
+            return self.srpo.from_embeddings(gather_cpu(emb),
+                                             episode_metadata(tasks, success, [s.group_id for s in specs]))
         return success_reward(RewardBatch(metadata=episode_metadata(tasks, success)))
 
     def _remote_rewards(self, batch: RolloutBatch) -> RewardOutput:
@@ -409,7 +429,8 @@ class VLARLTrainer:
             m.update(init_seed=int(e.spec.init_seed), seed=int(e.spec.seed))
         failed, out = None, None
         try:
-            out = self.remote(RewardBatch(videos=[np.stack(e.frames) for e in eps], prompts=[e.instruction for e in eps],
+            out = self.remote(RewardBatch(videos=[np.stack(e.frames) for e in eps],
+                                          prompts=[e.instruction for e in eps],
                                           metadata=meta))
         except RemoteRewardError as e:
             failed = str(e)
@@ -440,7 +461,8 @@ class VLARLTrainer:
         episodes, the first being global episode ``first_episode``."""
         g, cfg = self.cfg.grpo, self.cfg.rl
         gid, ep_of_global = self.global_rows(batch, first_episode)
-        local_of = torch.full((ep_of_global.numel(),), -1, dtype=torch.long, device="cpu")  # global -> local row (-1: elsewhere)
+        # global -> local row (-1: elsewhere)
+        local_of = torch.full((ep_of_global.numel(),), -1, dtype=torch.long, device="cpu")
         local_of[gid] = torch.arange(gid.numel(), device="cpu")
         row_adv = adv[ep_of_global]  # [M_global]
         rows = torch.nonzero(keep[ep_of_global]).flatten()
@@ -469,9 +491,11 @@ class VLARLTrainer:
                 # gradient accumulation: rl.grad_accum micro-batches of this rank's rows, one backward each, one step
                 for micro in (mb.tensor_split(cfg.grad_accum) if cfg.grad_accum > 1 else (mb,)):
                     if micro.numel() == 0:  # the other ranks' passes on a stand-in row, weight 0 (FSDP)
-                        upd.zero_weight_pass(lambda: self._minibatch_loss(batch, mb.new_zeros(1), row_adv[gid[:1]]).loss)
+                        upd.zero_weight_pass(lambda: self._minibatch_loss(batch, mb.new_zeros(1),
+                                                                          row_adv[gid[:1]]).loss)
                         continue
-                    out = self._minibatch_loss(batch, micro, row_adv[gid[micro]], onp if epoch == 0 and j == 0 else None)
+                    out = self._minibatch_loss(batch, micro, row_adv[gid[micro]],
+                                               onp if epoch == 0 and j == 0 else None)
                     upd.backward(out.loss, den_of(micro), global_den[j])
                     share = den_of(micro) / global_den[j] if global_den[j] > 0 else 1.0
                     w = float(mask[micro].sum()) / max(global_tok[j], 1.0)
@@ -492,9 +516,9 @@ class VLARLTrainer:
                 **onp_scal}
 
     def _minibatch_loss(self, batch: RolloutBatch, mb: torch.Tensor, adv: torch.Tensor, onp: OnPolicyGap | None = None):
-        """``clipped_pg_loss`` (+ KL) over this rank's decision points ``mb`` (local row indices), advantages ``adv[|mb|]``;
-        the CPU rollout rows are moved to the policy's device here. ``onp``: also compare the recomputed log-probs with
-        the rollout's (the on-policy self-check, before the first optimizer step)."""
+        """``clipped_pg_loss`` (+ KL) over this rank's decision points ``mb`` (local row indices), advantages
+        ``adv[|mb|]``; the CPU rollout rows are moved to the policy's device here. ``onp``: also compare the
+        recomputed log-probs with the rollout's (the on-policy self-check, before the first optimizer step)."""
         g, dev = self.cfg.grpo, self.device
         obs = batch_to(batch.select(mb), dev)
         rec = {k: v[mb].to(dev) for k, v in batch.record.items()}
@@ -511,7 +535,8 @@ class VLARLTrainer:
                 kl = flow_kl(lp.mean.flatten(0, 1), ref.mean.flatten(0, 1), scale.flatten(0, 1)).reshape(s)
             else:
                 kl = k3_kl(lp.logp, ref.logp)
-        return clipped_pg_loss(lp.logp, batch.old_logp[mb].to(dev), adv.to(dev), batch.step_mask[mb].to(dev), g.clip_low,
+        return clipped_pg_loss(lp.logp, batch.old_logp[mb].to(dev), adv.to(dev), batch.step_mask[mb].to(dev),
+                               g.clip_low,
                                g.clip_high, kl, g.kl_coef, g.loss_reduction)
 
     # ---- FSDP ----------------------------------------------------------------------------------
@@ -552,8 +577,9 @@ class VLARLTrainer:
 
     # ---- main ----------------------------------------------------------------------------------
     def _eval_everywhere(self, tag: str, step: int, videos: bool = True) -> None:
-        """``run_eval`` on rank 0; every rank gets its results (``state["eval"]``). A reward-hacking stop raised on rank 0
-        (``eval.action: stop``) is broadcast with them and raised on every rank, after the best checkpoint is kept."""
+        """``run_eval`` on rank 0; every rank gets its results (``state["eval"]``). A reward-hacking stop raised on
+        rank 0 (``eval.action: stop``) is broadcast with them and raised on every rank, after the best checkpoint is
+        kept."""
         stop = None
         if self.dist.is_main:
             try:
@@ -570,7 +596,8 @@ class VLARLTrainer:
         specs = self.make_specs(it)
         mine = shard_range(len(specs), self.dist)
         batch = run_episodes(self.policy, self.pool, specs[mine.start:mine.stop], self.cfg.env.max_episode_steps,
-                             stochastic=True, noise_key=(self.cfg.seed, it), stop_on_success=self.cfg.env.stop_on_success)
+                             stochastic=True, noise_key=(self.cfg.seed, it),
+                             stop_on_success=self.cfg.env.stop_on_success)
         return specs, mine, batch
 
     def step(self, phase: Phase = no_phase) -> dict[str, float]:
@@ -718,7 +745,9 @@ class VLARLTrainer:
         summary = {"sft_success": ev["sft"]["success_rate"], "final_success": ev.get("final", {}).get("success_rate"),
                    "iterations": self.state["iteration"], "wall_s": round(time.time() - t_start, 1), "resumed": resumed,
                    "stopped": stopped, "policy": self.policy, "world_size": self.dist.world_size}
+        final_success = summary["final_success"]
         self._print(f"held-out success: after SFT {summary['sft_success']:.3f} -> after GRPO "
-                    f"{summary['final_success'] if summary['final_success'] is None else round(summary['final_success'], 3)} "
-                    f"({summary['wall_s']}s this run, {self.dist.world_size} process(es)); outputs in {self.out.resolve()}")
+                    f"{final_success if final_success is None else round(final_success, 3)} "
+                    f"({summary['wall_s']}s this run, {self.dist.world_size} process(es)); outputs in "
+                    f"{self.out.resolve()}")
         return summary

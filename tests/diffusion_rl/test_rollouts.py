@@ -4,9 +4,9 @@ import pytest
 import torch
 
 from diffusion_rl.adapters import cond_select
-from grpo.config import ConfigError, build_config
 from diffusion_rl.branch import BranchConfig, tree_credit, tree_rollout
 from diffusion_rl.sampling import SamplerConfig, flat_rollout, guided_velocity, sde_step_mask
+from grpo.config import ConfigError, build_config
 from grpo.flow_sde import flow_sigmas, sde_step
 from grpo.loss import clipped_pg_loss
 

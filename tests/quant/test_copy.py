@@ -7,7 +7,6 @@ import pytest
 import torch
 from torch import nn
 
-from grpo.config import ConfigError, build_config
 from diffusion_rl.quant import (
     QuantBackendError,
     QuantConfig,
@@ -19,6 +18,7 @@ from diffusion_rl.quant import (
     refresh_rollout_copy,
     resolve_backend,
 )
+from grpo.config import ConfigError, build_config
 
 from .conftest import sd3_inputs, tiny_sd3
 

@@ -3,11 +3,11 @@
 import pytest
 import torch
 
-from grpo.config import ConfigError, build_config
 from diffusion_rl.adapters import ModelConfig, build_adapter
 from diffusion_rl.pool_rollout import PoolConfig, QuantizedAdapterView, VelocityModel, pool_rollout, two_stage_rollout
 from diffusion_rl.quant import QuantConfig, make_rollout_copy
 from diffusion_rl.sampling import SamplerConfig, flat_rollout
+from grpo.config import ConfigError, build_config
 from grpo.selection import SELECT_METHODS, select_per_group, select_subset
 
 PROMPTS = ["a red circle", "a blue square"]

@@ -5,8 +5,8 @@ import math
 import pytest
 import torch
 
-from grpo.flow_sde import flow_sigmas
 from grpo.config import ConfigError, build_config
+from grpo.flow_sde import flow_sigmas
 from vla_rl.action_head import FlowHeadConfig, FlowMatchingActionHead, GaussianActionHead, GaussianHeadConfig
 from vla_rl.policy import PolicyConfig, SmallVLA
 from vla_rl.tokenizer import WordTokenizer
