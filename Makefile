@@ -121,8 +121,10 @@ $(LEROBOT_PI_VENV)/.installed: $(LEROBOT_VENV)/.installed requirements/lerobot-p
 
 lerobot-pi: $(LEROBOT_PI_VENV)/.installed
 
-# The main suite in .venv, then the LeRobot tests (tests/lerobot) in the LeRobot venv.
+# The lint gate (ruff, rules in pyproject.toml), the main suite in .venv, then the LeRobot tests (tests/lerobot) in the
+# LeRobot venv.
 test-main: install browser
+	$(BIN)/python -m ruff check .
 	$(BIN)/python -m pytest -q --ignore=tests/lerobot
 
 test-lerobot: lerobot
