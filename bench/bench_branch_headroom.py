@@ -212,7 +212,8 @@ def run_seed(args, seed: int) -> dict:
     return out
 
 
-def _fmt(vals: list[float], digits: int = 2) -> str:
+def fmt(vals: list[float], digits: int = 2) -> str:
+    """``mean +- SE`` of ``vals`` (the mean alone for one value)."""
     m, se = mean_se(vals)
     return f"{m:.{digits}f}" if len(vals) == 1 else f"{m:.{digits}f} +- {se:.{digits}f}"
 
@@ -245,24 +246,24 @@ def report(args, runs: list[dict]) -> None:
         got = [a for a in arms if a["t_target"] is not None]
         ratios = [a["ratio"] for a in arms if a["ratio"] is not None]
         cens = sum(a["censored"] for a in arms)
-        t_cell = (_fmt([a["t_target"] for a in got], 0)
+        t_cell = (fmt([a["t_target"] for a in got], 0)
                   + (f" ({len(got)}/{n} reached)" if len(got) < n else "")) if got else "not reached"
-        nfe_cell = _fmt([a["nfe_target"] for a in got], 0) if got else "-"
-        ratio_cell = (_fmt(ratios) + (f" ({cens} censored: upper bounds)" if cens else "")) if ratios else "-"
+        nfe_cell = fmt([a["nfe_target"] for a in got], 0) if got else "-"
+        ratio_cell = (fmt(ratios) + (f" ({cens} censored: upper bounds)" if cens else "")) if ratios else "-"
         print(f"| {name:<13} | {statistics.fmean(a['nfe_per_iter'] for a in arms):8.0f} "
               f"| {statistics.fmean(a['nfe_train_per_iter'] for a in arms):14.0f} "
-              f"| {_fmt([a['s_per_iter'] for a in arms]):>6} | {statistics.fmean(a['leaf_std'] for a in arms):8.3f} "
-              f"| {t_cell} | {nfe_cell} | {ratio_cell} | {_fmt([a['reward_T'] for a in arms], 3)} "
-              f"| {_fmt([a['acc_T'] for a in arms], 3)} |")
-    print(f"\nstart (every arm, same LoRA, same eval prompts): reward {_fmt([r['before'] for r in runs], 3)}, "
-          f"all-correct {_fmt([r['before_acc'] for r in runs], 3)}; flat's wall T = {_fmt([r['T'] for r in runs], 0)} "
-          f"s; a run per seed {_fmt([r['wall_run'] for r in runs], 0)} s (evaluations included)")
+              f"| {fmt([a['s_per_iter'] for a in arms]):>6} | {statistics.fmean(a['leaf_std'] for a in arms):8.3f} "
+              f"| {t_cell} | {nfe_cell} | {ratio_cell} | {fmt([a['reward_T'] for a in arms], 3)} "
+              f"| {fmt([a['acc_T'] for a in arms], 3)} |")
+    print(f"\nstart (every arm, same LoRA, same eval prompts): reward {fmt([r['before'] for r in runs], 3)}, "
+          f"all-correct {fmt([r['before_acc'] for r in runs], 3)}; flat's wall T = {fmt([r['T'] for r in runs], 0)} "
+          f"s; a run per seed {fmt([r['wall_run'] for r in runs], 0)} s (evaluations included)")
     print("\nbest evaluation reward within flat's wall T (the curve's points up to T and its reading at T), and each "
           "tree arm's reward @ T minus flat's (paired: same seed, same start):")
     for name in args.arms:
         peaks = [peak_within(r["arms"][name], r["T"]) for r in runs]
         diff = [r["arms"][name]["reward_T"] - r["arms"]["flat GRPO"]["reward_T"] for r in runs]
-        print(f"  {name:<13} best {_fmt(peaks, 3)}" + ("" if name == "flat GRPO" else f"; @ T - flat {_fmt(diff, 3)}"))
+        print(f"  {name:<13} best {fmt(peaks, 3)}" + ("" if name == "flat GRPO" else f"; @ T - flat {fmt(diff, 3)}"))
     uncovered = [(r["seed"], n) for r in runs for n, a in r["arms"].items() if not a["covered_T"]]
     if uncovered:
         print(f"(arms whose budget ended before flat's T, read at their last evaluation: {uncovered})")

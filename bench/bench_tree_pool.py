@@ -47,7 +47,7 @@ import torch  # noqa: E402
 
 torch.set_num_threads(int(os.environ["OMP_NUM_THREADS"]))
 
-from bench_branch_headroom import crossing, reward_at, run_seeds  # noqa: E402
+from bench_branch_headroom import crossing, fmt, reward_at, run_seeds  # noqa: E402
 from big_shapes_task import TARGET_AREA, BigShapesReward  # noqa: E402
 from claims_toy import mean_se  # noqa: E402
 
@@ -176,11 +176,6 @@ def run_seed(args, seed: int) -> dict:
     return out
 
 
-def _fmt(vals: list[float], digits: int = 2) -> str:
-    m, se = mean_se(vals)
-    return f"{m:.{digits}f}" if len(vals) == 1 else f"{m:.{digits}f} +- {se:.{digits}f}"
-
-
 def report(args, runs: list[dict]) -> None:
     n = len(runs)
     print(f"\ntree x pool on the big-shapes task: {args.steps} steps, {args.train} trained samples per prompt, pool "
@@ -197,22 +192,22 @@ def report(args, runs: list[dict]) -> None:
         pairs = [(f, a) for f, a in zip(flats, arms) if a["u_target"] is not None and f["u_target"] is not None]
         got = len(pairs)
         miss = f" ({got}/{n} reached)" if got < n else ""
-        u_cell = _fmt([a["u_target"] for _, a in pairs], 0) + miss if got else "not reached"
-        t_cell = _fmt([a["t_target"] for _, a in pairs], 0) + miss if got else "-"
-        ur = _fmt([f["u_target"] / a["u_target"] for f, a in pairs]) if got else "-"
-        tr = _fmt([f["t_target"] / a["t_target"] for f, a in pairs]) if got else "-"
+        u_cell = fmt([a["u_target"] for _, a in pairs], 0) + miss if got else "not reached"
+        t_cell = fmt([a["t_target"] for _, a in pairs], 0) + miss if got else "-"
+        ur = fmt([f["u_target"] / a["u_target"] for f, a in pairs]) if got else "-"
+        tr = fmt([f["t_target"] / a["t_target"] for f, a in pairs]) if got else "-"
         m = statistics.fmean
         print(f"| {name:<11} | {m(a['nfe_policy'] for a in arms):13.0f} | {m(a['nfe_lowp'] for a in arms):13.0f} "
               f"| {m(a['backward'] for a in arms):13.0f} | {m(a['units_per_iter'] for a in arms):10.0f} "
-              f"| {_fmt([a['s_per_iter'] for a in arms]):>10} | {u_cell} | {t_cell} | {ur} | {tr} "
-              f"| {_fmt([a['reward_B'] for a in arms], 3)} | {_fmt([a['acc_B'] for a in arms], 3)} |")
-    print(f"\nstart: reward {_fmt([r['before'] for r in runs], 3)}; flat's target "
-          f"{_fmt([r['target'] for r in runs], 3)}; budget B = {_fmt([r['B'] for r in runs], 0)} units; a run per seed "
-          f"{_fmt([r['wall_run'] for r in runs], 0)} s")
+              f"| {fmt([a['s_per_iter'] for a in arms]):>10} | {u_cell} | {t_cell} | {ur} | {tr} "
+              f"| {fmt([a['reward_B'] for a in arms], 3)} | {fmt([a['acc_B'] for a in arms], 3)} |")
+    print(f"\nstart: reward {fmt([r['before'] for r in runs], 3)}; flat's target "
+          f"{fmt([r['target'] for r in runs], 3)}; budget B = {fmt([r['B'] for r in runs], 0)} units; a run per seed "
+          f"{fmt([r['wall_run'] for r in runs], 0)} s")
     print("paired differences (same seed, same start), units to target (mode - best parent) and reward @ B - flat:")
     for name in args.arms[1:]:
         d = [r["arms"][name]["reward_B"] - r["arms"]["flat GRPO"]["reward_B"] for r in runs]
-        print(f"  {name:<11} reward @ B - flat {_fmt(d, 3)}")
+        print(f"  {name:<11} reward @ B - flat {fmt(d, 3)}")
     if "tree x pool" in args.arms:
         parents = [p for p in ("flat GRPO", "tree+prune", "pool") if p in args.arms]
         diffs = []

@@ -247,6 +247,18 @@ def strategy_config(ctx: Ctx, strategy: str, run_dir: Path, arch_name: str = "sd
     return load_config(DiffusionRLConfig, RECIPE, over)
 
 
+def timed_step(ctx: Ctx, trainer) -> tuple[dict, float, float | None]:
+    """One ``trainer.step()`` timed between device syncs: ``(stats, seconds, peak GiB or None on CPU)``."""
+    if ctx.cuda:
+        torch.cuda.reset_peak_memory_stats(ctx.device)
+    ctx.sync()
+    t = time.perf_counter()
+    stats = trainer.step()
+    ctx.sync()
+    secs = time.perf_counter() - t
+    return stats, secs, torch.cuda.max_memory_allocated(ctx.device) / 2**30 if ctx.cuda else None
+
+
 def _free(ctx: Ctx) -> None:
     gc.collect()
     if ctx.cuda:
@@ -292,14 +304,7 @@ def stage_diffusion(ctx: Ctx, arch_name: str = "sd3.5-medium") -> tuple[list[dic
             tr = DiffusionGRPOTrainer(cfg, adapter=adapter, log=False)
             tr.adapter.encode_prompts(PROMPTS + [""])
             _free(ctx)
-            if ctx.cuda:
-                torch.cuda.reset_peak_memory_stats(ctx.device)
-            ctx.sync()
-            t = time.perf_counter()
-            stats = tr.step()
-            ctx.sync()
-            secs = time.perf_counter() - t
-            peak = torch.cuda.max_memory_allocated(ctx.device) / 2**30 if ctx.cuda else None
+            stats, secs, peak = timed_step(ctx, tr)
             finite = bool(torch.isfinite(torch.tensor(stats["reward/mean"])))
             rows.append(row(name, "ok" if finite else "failed", "" if finite else "non-finite reward", **base,
                             seconds=secs, peak_gib=peak,
@@ -431,14 +436,7 @@ def stage_smolvla(ctx: Ctx) -> list[dict]:
     try:
         cfg = load_config(VLARLConfig, ROOT / "configs" / "vla" / "smolvla_reach_one_cpu.yaml", over)
         tr = VLARLTrainer(cfg)
-        if ctx.cuda:
-            torch.cuda.reset_peak_memory_stats(ctx.device)
-        ctx.sync()
-        t = time.perf_counter()
-        stats = tr.step()
-        ctx.sync()
-        secs = time.perf_counter() - t
-        peak = torch.cuda.max_memory_allocated(ctx.device) / 2**30 if ctx.cuda else None
+        stats, secs, peak = timed_step(ctx, tr)
         n = sum(p.numel() for p in tr.policy.parameters())
         return [row("smolvla", "ok", "tiny backbone (dry)" if ctx.dry else "text 960 wide x 16 layers, 1-layer vision "
                     "tower, 512 px", seconds=secs, peak_gib=peak,
