@@ -143,27 +143,40 @@ def peak_within(arm: dict, T: float) -> float:
     return max([r for i, r, _ in arm["curve"] if i <= it_T] + [reward_at(arm["curve"], it_T)])
 
 
-def build(args, name: str, seed: int) -> DiffusionGRPOTrainer:
-    bc, samp = arm_settings(name, args.splits)
+def make_trainer(args, name: str, seed: int, *, branch: BranchConfig, group_size: int, prompts_per_iter: int,
+                 sampler_kw: dict | None = None, pool=None) -> DiffusionGRPOTrainer:
+    """One arm of a big-shapes bench (this one and bench_tree_pool.py): the shipped shapes model with a fresh rank-8
+    LoRA (the same for every arm of a seed), ``args.steps`` sampler steps, the task's reward; no checkpoints."""
     cfg = DiffusionRLConfig(
         seed=seed, output_dir=f"{args.out}/seed{seed}/{name.replace(' ', '_').replace('+', '_')}", resume=False,
         model=ModelConfig(kind="sd3", path=args.model_path, height=32, width=32, max_sequence_length=1,
                           lora=LoraSettings(rank=8, alpha=16)),
-        sampler=SamplerConfig(num_steps=args.steps, eta=args.eta, **samp), branch=bc,
-        grpo=GRPOConfig(group_size=args.leaves, clip_low=0.2, adv_clip=5.0),
-        train=TrainConfig(iterations=10**6, prompts_per_iter=args.prompts, lr=args.lr, eval_steps=args.eval_steps,
+        sampler=SamplerConfig(num_steps=args.steps, eta=args.eta, **(sampler_kw or {})), branch=branch,
+        **({} if pool is None else {"pool": pool}),
+        grpo=GRPOConfig(group_size=group_size, clip_low=0.2, adv_clip=5.0),
+        train=TrainConfig(iterations=10**6, prompts_per_iter=prompts_per_iter, lr=args.lr, eval_steps=args.eval_steps,
                           log_images=False, save_every=10**9, onpolicy_action="off"),
         reward=RewardConfig(name="shapes_verifier"),  # replaced by the task's reward below
         prompts=PromptConfig(source="shapes", num_eval=args.eval_prompts))
     return DiffusionGRPOTrainer(cfg, reward_fn=BigShapesReward(args.target_area), log=False)
 
 
+def check_same_start(trainers: dict[str, DiffusionGRPOTrainer]) -> None:
+    """Every arm starts from the same LoRA weights (a paired comparison), or ``RuntimeError``."""
+    states = [t.adapter.trainable_state_dict() for t in trainers.values()]
+    if not all(torch.equal(states[0][k], s[k]) for s in states[1:] for k in states[0]):
+        raise RuntimeError("the arms do not start from the same LoRA weights")
+
+
+def build(args, name: str, seed: int) -> DiffusionGRPOTrainer:
+    bc, samp = arm_settings(name, args.splits)
+    return make_trainer(args, name, seed, branch=bc, group_size=args.leaves, prompts_per_iter=args.prompts,
+                        sampler_kw=samp)
+
+
 def run_seed(args, seed: int) -> dict:
     trainers = {name: build(args, name, seed) for name in args.arms}
-    states = [t.adapter.trainable_state_dict() for t in trainers.values()]
-    same = all(torch.equal(states[0][k], s[k]) for s in states[1:] for k in states[0])
-    if not same:
-        raise RuntimeError("the arms do not start from the same LoRA weights")
+    check_same_start(trainers)
     cost = {n: t.cost_per_iteration() for n, t in trainers.items()}
     units = {n: c["nfe"] + 3 * c["backward"] for n, c in cost.items()}  # a trained row-step ~ forward + backward
     flat_units = units["flat GRPO"]

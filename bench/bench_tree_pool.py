@@ -47,19 +47,14 @@ import torch  # noqa: E402
 
 torch.set_num_threads(int(os.environ["OMP_NUM_THREADS"]))
 
-from bench_branch_headroom import crossing, fmt, reward_at, run_seeds  # noqa: E402
-from big_shapes_task import TARGET_AREA, BigShapesReward  # noqa: E402
+from bench_branch_headroom import check_same_start, crossing, fmt, make_trainer, reward_at, run_seeds  # noqa: E402
+from big_shapes_task import TARGET_AREA  # noqa: E402
 from claims_toy import mean_se  # noqa: E402
 
-from diffusion_rl.adapters import LoraSettings, ModelConfig  # noqa: E402
 from diffusion_rl.branch import BranchConfig  # noqa: E402
-from diffusion_rl.config import DiffusionRLConfig, RewardConfig, TrainConfig  # noqa: E402
 from diffusion_rl.pool_config import PoolConfig  # noqa: E402
-from diffusion_rl.prompts import PromptConfig  # noqa: E402
 from diffusion_rl.quant import QuantConfig  # noqa: E402
-from diffusion_rl.sampling import SamplerConfig  # noqa: E402
 from diffusion_rl.trainer import DiffusionGRPOTrainer  # noqa: E402
-from grpo.train_step import GRPOConfig  # noqa: E402
 
 ARMS = ("flat GRPO", "tree+prune", "pool", "tree x pool")
 
@@ -126,24 +121,12 @@ class Arm:
 
 def build(args, name: str, seed: int) -> DiffusionGRPOTrainer:
     bc, pc, g = arm_settings(name, args)
-    cfg = DiffusionRLConfig(
-        seed=seed, output_dir=f"{args.out}/seed{seed}/{name.replace(' ', '_').replace('+', '_')}", resume=False,
-        model=ModelConfig(kind="sd3", path=args.model_path, height=32, width=32, max_sequence_length=1,
-                          lora=LoraSettings(rank=8, alpha=16)),
-        sampler=SamplerConfig(num_steps=args.steps, eta=args.eta), branch=bc, pool=pc,
-        grpo=GRPOConfig(group_size=g, clip_low=0.2, adv_clip=5.0),
-        train=TrainConfig(iterations=10**6, prompts_per_iter=1, lr=args.lr, eval_steps=args.eval_steps,
-                          log_images=False, save_every=10**9, onpolicy_action="off"),
-        reward=RewardConfig(name="shapes_verifier"),  # replaced by the task's reward below
-        prompts=PromptConfig(source="shapes", num_eval=args.eval_prompts))
-    return DiffusionGRPOTrainer(cfg, reward_fn=BigShapesReward(args.target_area), log=False)
+    return make_trainer(args, name, seed, branch=bc, pool=pc, group_size=g, prompts_per_iter=1)
 
 
 def run_seed(args, seed: int) -> dict:
     trainers = {name: build(args, name, seed) for name in args.arms}
-    states = [t.adapter.trainable_state_dict() for t in trainers.values()]
-    if not all(torch.equal(states[0][k], s[k]) for s in states[1:] for k in states[0]):
-        raise RuntimeError("the arms do not start from the same LoRA weights")
+    check_same_start(trainers)
     cost = {n: t.cost_per_iteration() for n, t in trainers.items()}
     B = args.flat_iters * cost["flat GRPO"]["gpu_units"]
     every = args.eval_every * cost["flat GRPO"]["gpu_units"]
