@@ -360,7 +360,7 @@ def run_seeds(prog: str, args, problems: list[str], run_seed, report) -> int:
     ``problems`` (the first is printed, exit 2), then either the report of earlier runs
     (``--report-from A.json,B.json``)
     or one ``run_seed(args, seed)`` per seed (``--json-out`` rewritten after each seed, so a killed bench keeps what
-    it finished), then ``report(args, runs)``."""
+    it finished), then ``report(args, runs)`` (its return value, if any, is the exit code: 2 for runs it refuses)."""
     try:
         seeds = [int(s) for s in args.seed_list.split(",")] if args.seed_list else list(range(args.seeds))
     except ValueError:
@@ -376,16 +376,14 @@ def run_seeds(prog: str, args, problems: list[str], run_seed, report) -> int:
             except (OSError, ValueError) as e:
                 print(f"{prog}: --report-from {path!r}: {e}", file=sys.stderr)
                 return 2
-        report(args, runs)
-        return 0
+        return report(args, runs) or 0
     for seed in seeds:
         t = time.perf_counter()
         runs.append(run_seed(args, seed))
         print(f"  seed {seed} done in {time.perf_counter() - t:.0f} s", flush=True)
         if args.json_out:
             Path(args.json_out).write_text(json.dumps(runs))
-    report(args, runs)
-    return 0
+    return report(args, runs) or 0
 
 
 if __name__ == "__main__":

@@ -13,7 +13,10 @@ eta, clip, steps:
                      ``--train`` regenerated in full precision (Sol-RL; flat credit);
 * ``tree x pool``    a tree of ``--pool`` leaves (the same splits, the last factor widened) grown by the ``--format``
                      copy, the best and worst ``--train`` leaves' pruned tree regenerated in full precision,
-                     BranchGRPO's credit on it (diffusion_rl/tree_pool.py).
+                     BranchGRPO's credit on it (diffusion_rl/tree_pool.py), every regenerated node trained;
+* ``tree x pool+prune`` the same rollout, BranchGRPO's width / depth pruning on top of the selection
+                     (``--txp-width`` / ``--txp-k`` among the present leaves, a sliding ``--txp-window`` of depths):
+                     the backward rows of tree+prune for the rollout of tree x pool.
 
 Cost: each iteration's logged ``cost/gpu_units`` (full-precision forward passes: policy NFE + low-precision NFE /
 the format's published throughput ratio + 3 x trained rows; ``diffusion_rl.strategies.projected_gpu_units``). Every
@@ -56,7 +59,8 @@ from diffusion_rl.pool_config import PoolConfig  # noqa: E402
 from diffusion_rl.quant import QuantConfig  # noqa: E402
 from diffusion_rl.trainer import DiffusionGRPOTrainer  # noqa: E402
 
-ARMS = ("flat GRPO", "tree+prune", "pool", "tree x pool")
+ARMS = ("flat GRPO", "tree+prune", "pool", "tree x pool", "tree x pool+prune")
+COMBOS = ("tree x pool", "tree x pool+prune")  # compared with the best parent
 
 
 def arm_settings(name: str, args) -> tuple[BranchConfig, PoolConfig, int]:
@@ -75,6 +79,10 @@ def arm_settings(name: str, args) -> tuple[BranchConfig, PoolConfig, int]:
         "tree x pool": (BranchConfig(**tree, branch=wide), PoolConfig(enabled=True, pool_size=args.pool,
                                                                        train_size=args.train, select="best_worst",
                                                                        quant=q), args.train),
+        "tree x pool+prune": (BranchConfig(**tree, branch=wide, width_prune=args.txp_width, prune_k=args.txp_k,
+                                           depth_window=args.txp_window),
+                              PoolConfig(enabled=True, pool_size=args.pool, train_size=args.train, select="best_worst",
+                                         quant=q), args.train),
     }[name]
 
 
@@ -159,11 +167,43 @@ def run_seed(args, seed: int) -> dict:
     return out
 
 
-def report(args, runs: list[dict]) -> None:
+def merge_runs(runs: list[dict]) -> list[dict]:
+    """One run per seed from several ``--json-out`` files (e.g. seed 0's four arms from one run and a fifth arm from
+    another): the arms of a seed's runs are joined. An arm present in two runs of one seed must have the same
+    evaluation curve in both (the bench is deterministic per seed: a rerun reproduces it; otherwise the runs do not
+    come from the same code and cannot be joined) -> ``ValueError``."""
+    by_seed: dict[int, dict] = {}
+    for r in runs:
+        m = by_seed.setdefault(r["seed"], {**r, "arms": {}})
+        for name, a in r["arms"].items():
+            old = m["arms"].get(name)
+            if old is not None and old["curve"] != a["curve"]:
+                raise ValueError(f"seed {r['seed']}: arm {name!r} has different evaluation curves in two runs "
+                                 f"({old['curve'][-1]} vs {a['curve'][-1]}): not the same code path, rerun it")
+            m["arms"].setdefault(name, a)
+    return [by_seed[s] for s in sorted(by_seed)]
+
+
+def report(args, runs: list[dict]) -> int:
+    """Print the table of ``runs`` (joined per seed, :func:`merge_runs`); 2 (one line on stderr) for runs that cannot
+    be joined or lack an arm of ``--arms``, else 0."""
+    try:
+        runs = merge_runs(runs)
+    except ValueError as e:
+        print(f"bench_tree_pool: {e}", file=sys.stderr)
+        return 2
+    if getattr(args, "all_arms", False):
+        args.arms = [a for a in ARMS if all(a in r["arms"] for r in runs)]
+    missing = sorted({f"{name} (seed {r['seed']})" for r in runs for name in args.arms if name not in r["arms"]})
+    if missing:
+        print(f"bench_tree_pool: no results for {', '.join(missing)}; pass --arms with the measured arms only",
+              file=sys.stderr)
+        return 2
     n = len(runs)
     print(f"\ntree x pool on the big-shapes task: {args.steps} steps, {args.train} trained samples per prompt, pool "
           f"{args.pool} ({args.format}), splits {args.splits}, lr {args.lr:g}, {args.eval_prompts} eval prompts; flat "
-          f"{args.flat_iters} iterations = budget B; target = before + {args.target_frac:g} x flat's gain; {n} "
+          f"{args.flat_iters} iterations = budget B; tree x pool+prune: {args.txp_width} k={args.txp_k}, depth window "
+          f"{args.txp_window}; target = before + {args.target_frac:g} x flat's gain; {n} "
           f"seed(s), mean +- SE\n")
     hdr = ("| mode        | NFE bf16/iter | NFE lowp/iter | backward/iter | units/iter | CPU s/iter | units to target "
            "| CPU s to target | units ratio flat/mode | CPU ratio flat/mode | reward @ B | all-correct @ B |")
@@ -191,23 +231,27 @@ def report(args, runs: list[dict]) -> None:
     for name in args.arms[1:]:
         d = [r["arms"][name]["reward_B"] - r["arms"]["flat GRPO"]["reward_B"] for r in runs]
         print(f"  {name:<11} reward @ B - flat {fmt(d, 3)}")
-    if "tree x pool" in args.arms:
-        parents = [p for p in ("flat GRPO", "tree+prune", "pool") if p in args.arms]
-        diffs = []
+    parents = [p for p in ("flat GRPO", "tree+prune", "pool") if p in args.arms]
+    for combo in (c for c in COMBOS if c in args.arms):
+        diffs, dr = [], []
         for r in runs:
-            us = {p: r["arms"][p]["u_target"] for p in parents + ["tree x pool"]}
+            us = {p: r["arms"][p]["u_target"] for p in parents + [combo]}
             if all(v is not None for v in us.values()):
-                diffs.append(us["tree x pool"] - min(us[p] for p in parents))
+                best = min(parents, key=lambda p: us[p])
+                diffs.append(us[combo] - us[best])
+                dr.append(r["arms"][combo]["reward_B"] - max(r["arms"][p]["reward_B"] for p in parents))
         if diffs:
             m, se = mean_se(diffs)
-            print(f"  tree x pool - best parent, units to target: {m:.0f} +- {se:.0f} over {len(diffs)} seed(s) "
-                  f"(the claim holds when below -2 SE: {'yes' if len(diffs) > 1 and m < -2 * se else 'no'})")
+            print(f"  {combo} - best parent, units to target: {m:.0f} +- {se:.0f} over {len(diffs)} seed(s) "
+                  f"(the claim holds when below -2 SE: {'yes' if len(diffs) > 1 and m < -2 * se else 'no'}); "
+                  f"reward @ B - best parent's {fmt(dr, 3)}")
     print("\nevaluation curves (units:reward/all-correct):")
     for r in runs:
         for name in args.arms:
             a = r["arms"][name]
             print(f"  seed {r['seed']} {name:<11} ({a['s_per_iter']:.2f} s/iter) "
                   + " ".join(f"{u:.0f}:{v:.4f}/{acc:.3f}" for u, v, acc in a["curve"]))
+    return 0
 
 
 def main(argv=None) -> int:
@@ -223,12 +267,17 @@ def main(argv=None) -> int:
     ap.add_argument("--train", type=int, default=8, help="trained samples per prompt, every arm (= 2^len(splits))")
     ap.add_argument("--pool", type=int, default=32, help="low-precision candidates per prompt (pool, tree x pool)")
     ap.add_argument("--format", default="nvfp4", choices=("fp8", "nvfp4"), help="the rollout copy's format")
+    ap.add_argument("--txp-width", default="topk_per_parent", choices=("none", "topk_per_parent", "best_worst"),
+                    help="tree x pool+prune: width pruning among the regenerated (present) leaves")
+    ap.add_argument("--txp-k", type=int, default=1, help="tree x pool+prune: k of the width pruning")
+    ap.add_argument("--txp-window", type=int, default=2, help="tree x pool+prune: sliding depth window (0: all)")
     ap.add_argument("--lr", type=float, default=1e-3, help="AdamW learning rate of the LoRA, every arm")
     ap.add_argument("--eta", type=float, default=0.7, help="SDE noise level, every arm")
     ap.add_argument("--eval-prompts", type=int, default=64, help="fixed evaluation prompts")
     ap.add_argument("--eval-steps", type=int, default=10, help="ODE steps of the evaluation")
     ap.add_argument("--target-area", type=float, default=TARGET_AREA, help="the task's object area in px^2")
-    ap.add_argument("--arms", default=",".join(ARMS), help=f"comma-separated subset of {', '.join(ARMS)} (flat first)")
+    ap.add_argument("--arms", default=None, help=f"comma-separated subset of {', '.join(ARMS)} (flat first; default: "
+                    "all, or with --report-from the arms every seed has)")
     ap.add_argument("--model-path", default="builtin:shapes_sd3")
     ap.add_argument("--out", default="/tmp/bench_tree_pool", help="trainer output dirs (nothing is written)")
     ap.add_argument("--json-out", default=None, help="also write the per-seed results to this JSON file")
@@ -248,7 +297,8 @@ def main(argv=None) -> int:
     except ValueError:
         problems.append(f"--splits {args.splits!r}: expected comma-separated step indices like 0,2,4")
         args.splits = [0]
-    args.arms = [a.strip() for a in args.arms.split(",")]
+    args.all_arms = args.arms is None
+    args.arms = list(ARMS) if args.arms is None else [a.strip() for a in args.arms.split(",")]
     if [a for a in args.arms if a not in ARMS] or not args.arms or args.arms[0] != "flat GRPO":
         problems.append(f"--arms {','.join(args.arms)!r}: expected 'flat GRPO' first, then any of "
                         f"{', '.join(ARMS[1:])}")
@@ -261,6 +311,8 @@ def main(argv=None) -> int:
     for flag, v, ok in (("--seeds", args.seeds, args.seeds >= 1),
                         ("--flat-iters", args.flat_iters, args.flat_iters >= 2),
                         ("--eval-every", args.eval_every, args.eval_every >= 1), ("--lr", args.lr, args.lr > 0),
+                        ("--txp-k", args.txp_k, args.txp_k >= 1), ("--txp-window", args.txp_window,
+                                                                    0 <= args.txp_window <= len(args.splits)),
                         ("--overrun", args.overrun, args.overrun >= 1),
                         ("--target-frac", args.target_frac, 0 < args.target_frac <= 1)):
         if not ok:

@@ -20,7 +20,8 @@ def _run(seed: int, flat_u: float, tp_u: float | None) -> dict:
 
 def test_arms_and_report_from_per_seed_results(tmp_path, capsys):
     mod = load_bench("bench_tree_pool")
-    args = type("A", (), {"format": "nvfp4", "splits": [0, 2, 4], "pool": 32, "train": 8})()
+    args = type("A", (), {"format": "nvfp4", "splits": [0, 2, 4], "pool": 32, "train": 8,
+                          "txp_width": "best_worst", "txp_k": 2, "txp_window": 2})()
     bc, pc, g = mod.arm_settings("tree x pool", args)
     assert bc.make_tree(10).num_leaves == pc.pool_size == 32 and pc.train_size == g == 8 and pc.enabled
     bc, pc, _ = mod.arm_settings("tree+prune", args)
@@ -33,7 +34,7 @@ def test_arms_and_report_from_per_seed_results(tmp_path, capsys):
     assert mod.main(["--report-from", ",".join(files)]) == 0
     out = capsys.readouterr().out
     rows = markdown_table(out, "| mode ")
-    assert [r[0] for r in rows] == list(mod.ARMS)
+    assert [r[0] for r in rows] == list(mod.ARMS[:4])  # the arms these runs have
     assert rows[3][6] == "1000 +- 58"  # units to target, mean +- SE over the 3 seeds
     assert rows[3][10] == "0.700 +- 0.000" and rows[2][2] == "320"
     # best parent per seed: tree+prune (0.8 x flat's units): 1600, 1680, 1760 -> tree x pool - best = -680 +- 90
@@ -47,12 +48,51 @@ def test_arms_and_report_from_per_seed_results(tmp_path, capsys):
     assert rows[3][6] == "1000 (1/2 reached)"
 
 
+def test_a_fifth_arm_from_another_run_joins_its_seed(tmp_path, capsys):
+    """tree x pool+prune: the pool's tree with BranchGRPO's pruning on top; its runs join the four-arm runs of the same
+    seed when the shared arm (flat) reproduces its curve, and a differing curve stops the report (exit 2)."""
+    mod = load_bench("bench_tree_pool")
+    args = type("A", (), {"format": "nvfp4", "splits": [0, 2, 4], "pool": 32, "train": 8,
+                          "txp_width": "topk_per_parent", "txp_k": 1, "txp_window": 2})()
+    bc, pc, g = mod.arm_settings("tree x pool+prune", args)
+    bt, pt, _ = mod.arm_settings("tree x pool", args)
+    assert (bc.width_prune, bc.prune_k, bc.depth_window) == ("topk_per_parent", 1, 2) and bt.width_prune == "none"
+    assert bc.make_tree(10).num_leaves == bt.make_tree(10).num_leaves == 32 and pc == pt and g == 8
+    files, extra = [], []
+    for s, (tp, txp) in enumerate([(1000.0, 600.0), (1100.0, 700.0), (900.0, 650.0)]):
+        four = _run(s, 2000.0 + 100 * s, tp)
+        (tmp_path / f"s{s}.json").write_text(json.dumps([four]))
+        five = dict(four, arms={"flat GRPO": four["arms"]["flat GRPO"],
+                                "tree x pool+prune": dict(four["arms"]["tree x pool"], u_target=txp, reward_B=0.8)})
+        (tmp_path / f"p{s}.json").write_text(json.dumps([five]))
+        files.append(str(tmp_path / f"s{s}.json"))
+        extra.append(str(tmp_path / f"p{s}.json"))
+    assert mod.main(["--report-from", ",".join(files + extra)]) == 0
+    out = capsys.readouterr().out
+    rows = markdown_table(out, "| mode ")
+    assert [r[0] for r in rows] == list(mod.ARMS) and rows[4][6] == "650 +- 29"
+    # best parent per seed 1600, 1680, 1760 -> 600 - 1600, 700 - 1680, 650 - 1760 = -1030 +- 40
+    assert "tree x pool+prune - best parent, units to target: -1030 +- 40 over 3 seed(s)" in out
+    assert "reward @ B - best parent's 0.140 +- 0.000" in out  # 0.8 - tree+prune's 0.66
+    # the four-arm files alone: four rows (the arms every seed has)
+    assert mod.main(["--report-from", ",".join(files)]) == 0
+    assert len(markdown_table(capsys.readouterr().out, "| mode ")) == 4
+    # a flat arm that does not reproduce its curve: the runs cannot be joined
+    bad = json.loads((tmp_path / "p0.json").read_text())
+    bad[0]["arms"]["flat GRPO"]["curve"][1][1] = 0.66
+    (tmp_path / "bad.json").write_text(json.dumps(bad))
+    assert mod.main(["--report-from", f"{files[0]},{tmp_path / 'bad.json'}"]) == 2
+    err = capsys.readouterr().err
+    assert "seed 0: arm 'flat GRPO' has different evaluation curves" in err and len(err.strip().splitlines()) == 1
+
+
 def test_bad_input_is_one_line_exit_2(capsys):
     mod = load_bench("bench_tree_pool")
     for argv, msg in ((["--train", "4"], "--train 4: must be 2^(number of splits) = 8"),
                       (["--pool", "6"], "--pool 6: must be >= --train 8 and a multiple of --train / 2"),
                       (["--arms", "pool"], "expected 'flat GRPO' first"),
                       (["--splits", "0,2,12"], "expected increasing steps in [0, --steps 10)"),
+                      (["--txp-window", "4"], "--txp-window 4: out of range"),
                       (["--report-from", "/nonexistent.json"], "--report-from '/nonexistent.json'")):
         assert mod.main(argv) == 2
         err = capsys.readouterr().err

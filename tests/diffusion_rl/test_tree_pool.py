@@ -13,7 +13,7 @@ from diffusion_rl.branch import tree_rollout
 from diffusion_rl.pool_config import PUBLISHED_LOWP_SPEEDUP, PoolConfig
 from diffusion_rl.pool_rollout import QuantizedAdapterView
 from diffusion_rl.quant import QuantConfig, make_rollout_copy
-from diffusion_rl.sampling import SamplerConfig
+from diffusion_rl.sampling import SamplerConfig, sde_step_mask
 from diffusion_rl.tree_pool import expected_subtree_nfe, subtree_presence_probability, tree_pool_rollout
 from grpo.tree import RolloutTree, subtree_of_leaves, tree_advantages
 
@@ -219,3 +219,92 @@ def test_tree_pool_training_run_is_exact_and_resumes(tmp_path):
     a = tr.adapter.trainable_state_dict()
     for k, v in res.adapter.trainable_state_dict().items():
         assert torch.equal(v, a[k]), k
+
+
+def test_width_and_depth_pruning_choose_among_the_regenerated_leaves():
+    """BranchGRPO's pruning on top of the contrastive selection (``tree x pool+prune``): the pruned tree's leaves are
+    pruned again by ``topk_per_parent`` / ``best_worst`` among the PRESENT leaves only, the depth window slides over
+    the depths, absent nodes are never trained, and the advantages are those of the unpruned pruned tree (pruning
+    cuts the loss mask only)."""
+    # the bench's shape at 5 steps: splits 0, 2, 3 with factors 2, 2, 4 -> 16 leaves under 4 last-split parents
+    tree = RolloutTree(5, [0, 2, 3], [2, 2, 4])
+    assert tree.num_leaves == 16 and tree.depth == 3
+    r = torch.tensor([0.50, 0.90, 0.45, 0.52, 0.10, 0.30, 0.31, 0.29, 0.60, 0.61, 0.05, 0.62, 0.40, 0.41, 0.42, 0.99])
+    sel = torch.cat([r.argsort()[:2], r.argsort()[-2:]])  # best 2 + worst 2 of the 16: leaves 15, 1, 10, 4
+    assert sorted(sel.tolist()) == [1, 4, 10, 15]
+    present = subtree_of_leaves(tree, sel)
+    leaf_node = {i: tree.leaves[i] for i in range(16)}
+    base = tree_advantages(tree, r, present=present)
+    assert not base.keep[0] and torch.equal(base.keep[1:], present[1:])  # unpruned: every present node but the root
+    # topk_per_parent k=1: leaves 1, 4, 10, 15 sit under four different parents -> each is alone and kept; with
+    # leaves 0, 1 (siblings) selected instead, the one farther from the present siblings' mean is kept: a tie at
+    # two present siblings, the first by stable sort
+    tk = tree_advantages(tree, r, present=present, width_prune_mode="topk_per_parent", prune_k=1)
+    assert [i for i in range(16) if tk.keep[leaf_node[i]]] == [1, 4, 10, 15]
+    pres2 = subtree_of_leaves(tree, [0, 1, 2, 4])  # three present siblings under parent of leaves 0-3
+    tk2 = tree_advantages(tree, r, present=pres2, width_prune_mode="topk_per_parent", prune_k=1)
+    assert [i for i in range(16) if tk2.keep[leaf_node[i]]] == [1, 4]  # 0.90 is farthest from mean(0.5, 0.9, 0.45)
+    # best_worst k=1 among the present leaves: 0.99 and 0.05, not the tree's absent extremes
+    bw = tree_advantages(tree, r, present=present, width_prune_mode="best_worst", prune_k=1)
+    assert [i for i in range(16) if bw.keep[leaf_node[i]]] == [10, 15]
+    for c in (tk, tk2, bw):  # absent nodes are never trained; internal present nodes are
+        pres = present if c is not tk2 else pres2
+        assert not (c.keep & ~pres).any()
+        internal = [n.id for n in tree.nodes if 0 < n.depth < tree.depth and bool(pres[n.id])]
+        assert c.keep[internal].all()
+    # pruning cuts the loss mask only: the advantages are the pruned tree's Eq. 7 credit
+    assert torch.equal(bw.advantages, base.advantages) and torch.equal(tk.advantages, base.advantages)
+    # the depth window (2 of 3 depths) slides by one per iteration; the other depth is not trained
+    depth_of = torch.tensor([n.depth for n in tree.nodes])
+    seen = []
+    for it in range(3):
+        c = tree_advantages(tree, r, present=present, width_prune_mode="best_worst", prune_k=1, depth_window=2,
+                            iteration=it)
+        assert len(c.trained_depths) == 2 and set(depth_of[c.keep].tolist()) <= set(c.trained_depths)
+        assert torch.equal(c.keep, bw.keep & torch.isin(depth_of, torch.tensor(c.trained_depths)))
+        seen.append(tuple(c.trained_depths))
+    assert len(set(seen)) > 1
+
+
+def test_pruned_tree_pool_training_trains_fewer_rows_of_the_same_rollout(tmp_path):
+    """``branch.width_prune`` + ``branch.depth_window`` with tree x pool: the same rollout (same regenerated nodes, same
+    full- and low-precision NFE), fewer backward rows (exactly the kept nodes' steps), exact log-probs."""
+    from diffusion_rl.config import DiffusionRLConfig
+    from diffusion_rl.trainer import DiffusionGRPOTrainer
+    from grpo.config import load_config
+    from grpo.metrics import read_jsonl
+
+    def run(out, extra):
+        cfg = load_config(DiffusionRLConfig, "configs/diffusion/tiny_sd3_branch.yaml", [
+            f"output_dir={out}", "sampler.num_steps=5", "branch.split_steps=[0,2,3]", "branch.branch=[2,2,4]",
+            "pool.enabled=true", "pool.pool_size=16", "pool.train_size=4", "pool.quant.format=nvfp4",
+            "train.lr=0.003", "train.iterations=1", "train.save_every=100", "train.log_images=false",
+            "train.eval_steps=3", "prompts.source=list", "prompts.num_eval=2",
+            "prompts.prompts=[a red circle,a blue square]", "model.tiny.with_vae=false", *extra])
+        tr = DiffusionGRPOTrainer(cfg, reward_fn=redness)
+        tr.train(progress=False)
+        return tr, [r for r in read_jsonl(out / "metrics.jsonl") if "reward/mean" in r][0]
+
+    full, s_full = run(tmp_path / "full", ["branch.width_prune=none", "branch.depth_window=0"])
+    pr, s_pr = run(tmp_path / "pruned", ["branch.width_prune=topk_per_parent", "branch.prune_k=1",
+                                         "branch.depth_window=2"])
+    tree = pr.strategy.tree
+    assert torch.equal(pr.strategy.last_pool.present, full.strategy.last_pool.present)
+    assert s_pr["cost/nfe_policy"] == s_full["cost/nfe_policy"] and s_pr["cost/nfe_lowp"] == s_full["cost/nfe_lowp"]
+    present = full.strategy.last_pool.present  # [P, N]
+    sde = sde_step_mask(pr.cfg.sampler, 0, force=tuple(tree.split_steps))  # the trained (stochastic) steps
+
+    def rows(mask):  # a node's backward rows: its segment's stochastic steps; summed over the masked nodes
+        return sum(int(sde[tree.nodes[n].start:tree.nodes[n].end].sum()) for p in range(mask.shape[0])
+                   for n in torch.nonzero(mask[p]).flatten().tolist())
+    assert s_full["cost/backward"] == rows(present)  # every regenerated node (the root has no steps)
+    # the pruned run's backward rows are exactly its kept nodes' steps: its credit recomputed from its rewards
+    sel = pr.strategy.last_pool.selected
+    leaf_r = torch.zeros(present.shape[0], tree.num_leaves).scatter_(1, sel, pr.last_rewards.view(present.shape[0], -1))
+    keep = tree_advantages(tree, leaf_r, width_prune_mode="topk_per_parent", prune_k=1, depth_window=2, iteration=0,
+                           present=present).keep.view(present.shape)
+    assert s_pr["cost/backward"] == rows(keep)
+    assert 0 < s_pr["cost/backward"] < s_full["cost/backward"]
+    assert s_pr["logp_recompute_gap"] == 0.0 and s_pr["onpolicy/max_abs_dlogp"] == 0.0
+    # same credit before the mask: pruning changes which nodes are trained, not their advantages
+    assert torch.equal(pr.last_advantages, full.last_advantages)
