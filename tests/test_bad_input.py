@@ -1,19 +1,29 @@
-"""The bad-input battery (issue 22): every CLI subcommand, fed a bad input in a subprocess (the real entry point and
-exit code), must print exactly one error line on stderr naming the bad key/value/path and what was expected, exit
-non-zero, print no traceback, and leave the run directory byte-for-byte as it was (tree + SHA-256 of every file).
+"""The bad-input battery (issue 22): every CLI subcommand, fed a bad input, must print exactly one error line on stderr
+naming the bad key/value/path and what was expected, exit non-zero, print no traceback, and leave the run directory
+byte-for-byte as it was (tree + SHA-256 of every file).
 
 Cases that the config loader catches run with ``--dry-run``; the others (unwritable output directory, corrupt
 checkpoint on resume, misbehaving custom reward, demo file of the wrong action size) run the command for real with
-tiny overrides and must stop before the first expensive step."""
+tiny overrides and must stop before the first expensive step.
+
+Most cases call the CLI's ``main(argv)`` in this process (its return value or ``SystemExit`` code is the exit code;
+stderr is captured at the file descriptor, and every Python warning or WARNING log record the command emits counts
+as a line of it, as it would in a fresh interpreter; an uncaught exception fails the test with its traceback). The
+cases in :data:`SUBPROCESS` (one per subcommand, and every case that imports robosuite / LIBERO, whose imports print)
+run the real entry point, ``python -m <cli>``, in a subprocess: each of those pays the interpreter + torch start
+(~3 s), which the in-process cases do not."""
 
 from __future__ import annotations
 
 import hashlib
+import importlib
 import json
+import logging
 import os
 import shutil
 import subprocess
 import sys
+import warnings
 from pathlib import Path
 
 import pytest
@@ -50,6 +60,32 @@ def run_cli(module: str, args: list[str], timeout: float = 120) -> subprocess.Co
     env = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "PYTHONPATH": str(REPO)}
     return subprocess.run([sys.executable, "-m", module, *args], cwd=REPO, env=env, capture_output=True, text=True,
                           timeout=timeout)
+
+
+def run_in_process(module: str, args: list[str], capfd, caplog, monkeypatch) -> subprocess.CompletedProcess:
+    """``module.main(args)`` here, as ``python -m module`` would run it from the checkout: the exit code (its return
+    value, or the code of a ``SystemExit``: argparse's errors), stdout and stderr (captured at the file descriptor).
+    Python warnings under the interpreter's default filters (what a fresh process prints) and log records of WARNING
+    and above (what logging's last-resort handler prints) are appended to stderr, one line each."""
+    main = importlib.import_module(module).main
+    monkeypatch.chdir(REPO)
+    capfd.readouterr()
+    caplog.clear()
+    with warnings.catch_warnings(record=True) as caught, caplog.at_level(logging.WARNING):
+        warnings.resetwarnings()
+        warnings.simplefilter("default")
+        for cat in (DeprecationWarning, PendingDeprecationWarning, ImportWarning, ResourceWarning):
+            warnings.simplefilter("ignore", cat)
+        try:
+            rc = main(list(args))
+        except SystemExit as e:  # what the interpreter does with it
+            rc = 0 if e.code is None else e.code if isinstance(e.code, int) else 1
+            if not isinstance(e.code, (int, type(None))):
+                print(e.code, file=sys.stderr)
+    out, err = capfd.readouterr()
+    err += "".join(f"{w.category.__name__}: {w.message}\n" for w in caught)
+    err += "".join(f"{r.levelname}: {r.getMessage()}\n" for r in caplog.records if r.levelno >= logging.WARNING)
+    return subprocess.CompletedProcess([module, *args], rc, out, err)
 
 
 # ---- fixtures that real-run cases need --------------------------------------------------------------------------
@@ -357,10 +393,18 @@ CASES = {
 }
 EXIT_2 = {c for c in CASES if c.startswith(("v-sim-", "v-robosuite-", "v-libero-", "l-sim-", "l-demo-", "v-eval-sim-"))}
 NEEDS = {"drun": "diffusion_run", "vrun": "vla_run", "demo": "demo_wrong_action"}
+# Run as ``python -m <cli>`` in a subprocess (the real entry point and exit code of a fresh interpreter): one case of
+# every subcommand of both CLIs, and every case whose command imports robosuite or LIBERO (their imports print to the
+# process's stdout/stderr once, which a warm test process would not show again). The others run in this process.
+SUBPROCESS = {"d-unknown-key", "t-unknown-key", "d-serve-unknown", "d-eval-missing", "d-export-missing",
+              "d-report-existing", "p-zero-steps", "v-unknown-key", "l-unknown-key", "v-serve-bad-port",
+              "v-eval-missing", "v-report-existing", "r-zero-n", "fe-unknown-key",
+              *(c for c, (_, head, extra, _) in CASES.items()
+                if c.startswith("lb-") or any(w in " ".join(head + extra) for w in ("robosuite", "libero")))}
 
 
 @pytest.mark.parametrize("case", list(CASES))
-def test_bad_input(case, assets, request, tmp_path):
+def test_bad_input(case, assets, request, tmp_path, capfd, caplog, monkeypatch):
     module, head, extra, expect = CASES[case]
     subs = {"assets": str(assets)}
     text = " ".join(head + extra)
@@ -395,7 +439,10 @@ def test_bad_input(case, assets, request, tmp_path):
         extra = [f"output_dir={tmp_path / 'run'}", *extra]
     watched = [tmp_path, assets]
     before = [snapshot(w) for w in watched]
-    r = run_cli(module, head + extra)
+    if case in SUBPROCESS:
+        r = run_cli(module, head + extra)
+    else:
+        r = run_in_process(module, head + extra, capfd, caplog, monkeypatch)
     lines = [ln for ln in r.stderr.splitlines() if ln.strip()]
     assert r.returncode != 0, f"exit 0; stdout tail: {r.stdout[-500:]}"
     assert r.returncode == 2 or case not in EXIT_2, f"exit {r.returncode}, expected 2 (bad input)"
