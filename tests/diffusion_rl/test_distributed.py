@@ -19,7 +19,7 @@ from grpo.config import load_config
 from grpo.metrics import read_jsonl
 from grpo.retry import RetryError
 
-from ..torchrun_util import sigterm_two_ranks
+from ..torchrun_util import sigterm_two_ranks, torchrun
 from .conftest import redness
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -59,7 +59,7 @@ def _cli(nproc, name, out, *extra, timeout=240):
     path, over = CONFIGS[name]
     args = ["train", path, f"output_dir={out}", *BASE, *over, *extra]
     cmd = [sys.executable, "-m", "diffusion_rl.cli", *args] if nproc == 1 else \
-        [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", str(nproc), "-m", "diffusion_rl.cli", *args]
+        [*torchrun(nproc), "-m", "diffusion_rl.cli", *args]
     res = subprocess.run(cmd, env=ENV, cwd=ROOT, capture_output=True, text=True, timeout=timeout)
     assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
     return res

@@ -21,6 +21,8 @@ from diffusion_rl.trainer import DiffusionGRPOTrainer, DiffusionRLConfig
 from grpo.device import randn
 from grpo.flow_sde import flow_sigmas
 
+from ..torchrun_util import torchrun
+
 SIZES = {"qwenimage": dict(height=32, width=32), "wan22": dict(height=32, width=32, num_frames=5),
          "flux_kontext": dict(height=32, width=32)}
 STEPS = 4  # sigmas 1, .75, .5, .25: Wan 2.2's high-noise expert takes t=1000 (>= 875), the low-noise one the rest
@@ -203,7 +205,7 @@ def test_wan22_two_experts_fsdp_two_processes_match_one(tmp_path):
     env = {**__import__("os").environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(root)}
     for n, out in ((1, tmp_path / "one"), (2, tmp_path / "two")):
         pre = [sys.executable, "-m", "diffusion_rl.cli"] if n == 1 else \
-            [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "-m", "diffusion_rl.cli"]
+            [*torchrun(2), "-m", "diffusion_rl.cli"]
         extra = [f"output_dir={out}"] + (["dist.strategy=fsdp"] if n == 2 else [])
         res = subprocess.run([*pre, *args, *extra], env=env, cwd=root, capture_output=True, text=True, timeout=400)
         assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]

@@ -13,6 +13,8 @@ from grpo.checkpoint import load_checkpoint
 from grpo.config import load_config
 from grpo.metrics import read_jsonl
 
+from ..torchrun_util import torchrun
+
 ARGS = ["model.pretrain_steps=100", "train.eval_samples=64", "train.save_every=1000"]
 ENV = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": os.getcwd()}
 
@@ -46,8 +48,8 @@ def test_sigterm_saves_and_resume_matches_uninterrupted(tmp_path):
 
 def test_two_processes_match_one_process(tmp_path):
     one = _run(tmp_path / "one", "train.iterations=3")["model"].state_dict()
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "-m", "diffusion_rl.cli", "toy",
-           "configs/grpo/toy_flow.yaml", f"output_dir={tmp_path / 'two'}", "train.iterations=3", *ARGS]
+    cmd = [*torchrun(2), "-m", "diffusion_rl.cli", "toy", "configs/grpo/toy_flow.yaml",
+           f"output_dir={tmp_path / 'two'}", "train.iterations=3", *ARGS]
     res = subprocess.run(cmd, env=ENV, capture_output=True, text=True, timeout=300)
     assert res.returncode == 0, res.stdout + res.stderr
     two = load_checkpoint(tmp_path / "two" / "checkpoints")

@@ -19,6 +19,8 @@ from diffusion_rl.cli import main as cli
 from grpo.metrics import MetricsLogger, read_jsonl
 from grpo.trackers import LogConfig, mlflow_key, read_state
 
+from ..torchrun_util import torchrun
+
 ROOT = Path(__file__).resolve().parents[2]
 ALL = ["tensorboard", "wandb", "mlflow", "trackio"]
 TOY = ["model.pretrain_steps=30", "train.eval_samples=16", "grpo.group_size=4", "train.prompts_per_iter=2",
@@ -248,7 +250,7 @@ def test_two_ranks_make_one_tracker_run_each(tmp_path, trackers_env):
     out, project = tmp_path / "two", trackers_env
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]),
            "OMP_NUM_THREADS": "1"}
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "-m", "diffusion_rl.cli", "toy",
+    cmd = [*torchrun(2), "-m", "diffusion_rl.cli", "toy",
            str(ROOT / "configs/grpo/toy_flow.yaml"), f"output_dir={out}", "train.iterations=2",
            f"log.backends={json.dumps(ALL)}", f"log.project={project}", *TOY]
     res = subprocess.run(cmd, env=env, cwd=tmp_path, capture_output=True, text=True, timeout=400)

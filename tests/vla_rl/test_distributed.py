@@ -4,7 +4,6 @@ an episode's rollout noise does not depend on the batch (or rank) it runs in."""
 
 import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -16,7 +15,7 @@ from grpo.metrics import read_jsonl
 from vla_rl.rollout import EpisodeSpec, run_episodes
 from vla_rl.trainer import VLARLConfig, VLARLTrainer
 
-from ..torchrun_util import sigterm_two_ranks
+from ..torchrun_util import sigterm_two_ranks, torchrun
 from .test_trainer_e2e import tiny_policy_and_pool
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -39,7 +38,7 @@ def _cfg(out, *extra):
 
 
 def _cli2(out, *extra):
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "-m", "vla_rl.cli", "train", CONFIG,
+    cmd = [*torchrun(2), "-m", "vla_rl.cli", "train", CONFIG,
            *TINY, f"output_dir={out}", *extra]
     res = subprocess.run(cmd, env=ENV, cwd=ROOT, capture_output=True, text=True, timeout=240)
     assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
