@@ -2,6 +2,9 @@
 rewards; its task's reward is the demo verifier times the size credit; its target crossing and curve reading are
 right."""
 
+import contextlib
+import io
+
 import pytest
 import torch
 
@@ -15,12 +18,23 @@ def _deterministic(out: str) -> list[str]:
     return curves + [str(t) for t in table]
 
 
-def test_small_mode_prints_the_table_and_reruns_the_same(capsys):
+@pytest.fixture(scope="module")
+def small_runs(tmp_path_factory):
+    """``--small`` run twice, each also writing ``--json-out`` (which only saves the results): the module and the two
+    printed outputs and JSON files, read by the tests below (one --small run trains all four arms: the bench's cost)."""
     mod = load_bench("bench_branch_headroom")
+    d = tmp_path_factory.mktemp("headroom")
     outs = []
-    for _ in range(2):
-        assert mod.main(["--small"]) == 0
-        outs.append(capsys.readouterr().out)
+    for i in range(2):
+        buf = io.StringIO()
+        with contextlib.redirect_stdout(buf):
+            assert mod.main(["--small", "--json-out", str(d / f"s{i}.json")]) == 0
+        outs.append(buf.getvalue())
+    return mod, outs, [d / "s0.json", d / "s1.json"]
+
+
+def test_small_mode_prints_the_table_and_reruns_the_same(small_runs):
+    mod, outs, _ = small_runs
     rows = markdown_table(outs[0], "| mode ")
     assert [r[0] for r in rows] == list(mod.ARMS)
     assert all(len(r) == 10 for r in rows)
@@ -48,11 +62,10 @@ def test_crossing_and_reading():
     assert mod.peak_within(arm, 12.0) == pytest.approx(0.9)  # the peak at iteration 4 lies within T = 6 iterations
 
 
-def test_report_from_json_prints_the_runsmarkdown_table(tmp_path, capsys):
-    mod = load_bench("bench_branch_headroom")
-    assert mod.main(["--small", "--json-out", str(tmp_path / "s0.json")]) == 0
-    ran = capsys.readouterr().out
-    assert mod.main(["--small", "--report-from", str(tmp_path / "s0.json")]) == 0
+def test_report_from_json_prints_the_runsmarkdown_table(small_runs, tmp_path, capsys):
+    mod, outs, jsons = small_runs
+    ran = outs[1]  # the run that wrote jsons[1]
+    assert mod.main(["--small", "--report-from", str(jsons[1])]) == 0
     again = capsys.readouterr().out
     assert again.strip() and again.strip() in ran  # the same table, curves and best-reward lines, nothing run
     assert "best" in again and "@ T - flat" in again
