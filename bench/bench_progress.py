@@ -64,6 +64,14 @@ def parse(argv=None) -> argparse.Namespace:
     p.add_argument("--encoder-steps", type=int, default=500, help="progress encoder optimizer steps")
     p.add_argument("--play-per-task", type=int, default=0, help="undirected-play episodes per training task in the "
                    "progress encoder's data (target 1: no progress; data.play_per_task of fit-encoder)")
+    p.add_argument("--policy-per-task", type=int, default=0, help="the base policy's own rollouts per task in the "
+                   "progress encoder's data (data.policy_per_task of fit-encoder; initial states TRAIN_OFFSET + "
+                   "10000 seed + 80000 +, never the scored states)")
+    p.add_argument("--policy-failures", choices=("drop", "play", "hindsight"), default="play",
+                   help="targets of those rollouts' failures (data.policy_failures)")
+    p.add_argument("--policy-tasks", choices=("other", "all"), default="other",
+                   help="rollouts of the training tasks only (other: the scored task stays unseen) or of every task "
+                   "(all: as in RL, where the policy's rollouts of its own task exist; from training states)")
     p.add_argument("--progress-pooling", default=None,
                    help="SRPO pooling for the progress encoder (default: --pooling)")
     p.add_argument("--tcn-steps", type=int, default=300, help="small (TCN) encoder optimizer steps")
@@ -79,13 +87,14 @@ def parse(argv=None) -> argparse.Namespace:
     if a.small:
         a.seeds, a.tasks, a.groups, a.group_size = 1, "push", 2, 3
         a.expert_per_task, a.encoder_steps, a.tcn_steps, a.play_per_task = 2, 5, 2, min(a.play_per_task, 1)
+        a.policy_per_task = min(a.policy_per_task, 2)
     a.tasks = [t.strip() for t in a.tasks.split(",") if t.strip()]
     a.encoders = [e.strip() for e in a.encoders.split(",") if e.strip()]
     bad = [t for t in a.tasks if t not in TASKS] + [e for e in a.encoders if e not in ENCODERS]
     if bad:
         p.error(f"unknown task/encoder {bad}; tasks: {', '.join(TASKS)}; encoders: {', '.join(ENCODERS)}")
     if min(a.seeds, a.groups, a.expert_per_task, a.encoder_steps, a.tcn_steps, a.num_frames) < 1 or a.group_size < 2 \
-            or a.play_per_task < 0:
+            or a.play_per_task < 0 or a.policy_per_task < 0:
         p.error("--seeds, --groups, --expert-per-task, --encoder-steps, --tcn-steps, --num-frames must be >= 1 and "
                 "--group-size >= 2, --play-per-task >= 0")
     if a.progress_pooling not in (None, "mean", "last", "mean_last",
@@ -172,6 +181,7 @@ def main(argv=None) -> int:
     from world_models.progress_encoder import (
         ProgressEncoder,
         ProgressTrainConfig,
+        policy_targets,
         record_expert_episodes,
         record_play_episodes,
         save_progress_encoder,
@@ -204,7 +214,8 @@ def main(argv=None) -> int:
     print(f"DINOv2: {which['dinov2']}; V-JEPA 2: {which['vjepa2']}", flush=True)
     print(f"SRPO: reference task, {a.num_frames} frames at {a.frame_size} px, pooling {a.pooling} (progress encoder: "
           f"{a.progress_pooling or a.pooling}); progress encoder data: {a.expert_per_task} expert + {a.play_per_task} "
-          f"play episodes per training task, {a.encoder_steps} steps", flush=True)
+          f"play episodes per training task, {a.encoder_steps} steps; the base policy's own rollouts: "
+          f"{a.policy_per_task} per task ({a.policy_tasks} tasks), failures {a.policy_failures}", flush=True)
     rows = []  # one per (seed, task, encoder)
     for seed in range(a.seeds):
         t_seed = time.time()
@@ -212,6 +223,18 @@ def main(argv=None) -> int:
                                                "agentview", 32, MAX_STEPS[t] + 20, 2, 0.05, seed=seed) for t in TASKS}
         play_eps = {t: record_play_episodes(f"tabletop/{t}", a.play_per_task, TRAIN_OFFSET + 10_000 * seed + 50_000,
                                             "agentview", 32, 30, seed=seed) if a.play_per_task else [] for t in TASKS}
+        pol_eps: dict[str, list] = {t: [] for t in TASKS}  # the base policy's own rollouts, as encoder data
+        n_ok: dict[str, int] = {}
+        if a.policy_per_task and "progress" in a.encoders:
+            from vla_rl.srpo_encoders import policy_rollout
+
+            run = policy_rollout(policy, "agentview", 32, seed)
+            for t in TASKS:
+                eps = run(f"tabletop/{t}", a.policy_per_task, TRAIN_OFFSET + 10_000 * seed + 80_000, MAX_STEPS[t])
+                ell = float(np.median([int(np.argmax(s)) for _, s in train_eps[t]]))
+                pol_eps[t] = policy_targets(eps, a.policy_failures, ell)
+                n_ok[t] = sum(ok for _, ok in eps)
+            print(f"seed {seed}: the base policy's rollouts, successes per task: {n_ok}", flush=True)
         encoders_by_family: dict[str, dict] = {}
         for fam in sorted({FAMILY[t] for t in a.tasks}):
             used = [t for t in TASKS if FAMILY[t] != fam]
@@ -223,8 +246,11 @@ def main(argv=None) -> int:
                 torch.manual_seed(seed)
                 pe = ProgressEncoder()
                 play = [e for t in used for e in play_eps[t]]
-                train_progress_encoder(pe, vids + [f for f, _ in play], tg + [y for _, y in play],
-                                       ProgressTrainConfig(steps=a.encoder_steps), seed)
+                own = [e for t in (TASKS if a.policy_tasks == "all" else used) for e in pol_eps[t]]
+                train_progress_encoder(pe, vids + [f for f, _ in play] + [f for f, _, _ in own],
+                                       tg + [y for _, y in play] + [y for _, y, _ in own],
+                                       ProgressTrainConfig(steps=a.encoder_steps), seed,
+                                       bounds=[False] * (len(vids) + len(play)) + [b for _, _, b in own])
                 save_progress_encoder(pe, out / f"progress_seed{seed}_without_{fam}.safetensors",
                                       {"tasks": used, "seed": seed, "episodes_per_task": a.expert_per_task})
                 encs["progress"] = pe

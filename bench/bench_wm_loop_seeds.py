@@ -141,7 +141,7 @@ def real_sim_control(seed: int, out: Path, config: str, extra: list[str]) -> dic
     d = cfg.data
     env_kwargs = dict(cfg.vla.env.kwargs, image_size=d.image_size)
     pool = EnvPool(env_kwargs, cfg.vla.env.video_camera)
-    eval_seeds = [cfg.vla.rl.eval_seed_offset + i for i in range(cfg.real_eval_episodes)]
+    eval_seeds = cfg.vla.rl.heldout_seeds(cfg.real_eval_episodes)
     device = cfg.vla.device if cfg.vla.device != "auto" else str(resolve_device(cfg.device))  # the loop's choice
 
     def real_success(policy) -> float:  # exactly the loop's evaluation

@@ -72,7 +72,8 @@ def cmd_train(args: argparse.Namespace) -> int:
 
             print(f"policy: LeRobot {cfg.policy.type}; " + checkpoint_memory(cfg.policy, cfg.grpo.kl_coef > 0))
         print(f"SFT: {cfg.sft.steps} steps x batch {cfg.sft.batch_size} on {cfg.sft.demos_per_task} demos/task; "
-              f"evaluation: {cfg.rl.eval_episodes} held-out episodes/task x {len(cfg.env.tasks)} task(s)")
+              f"evaluation: {cfg.rl.eval_episodes} held-out episodes/task x {len(cfg.env.tasks)} task(s); "
+              + cfg.rl.split_line())
         return 0
     if cfg.policy.kind == "lerobot":
         from .policies.lerobot import require_lerobot
@@ -166,11 +167,12 @@ def cmd_eval(args: argparse.Namespace) -> int:
     policy.set_mixed_precision(cfg.dist.mixed_precision)
     policy.eval()
     n = args.episodes or cfg.rl.eval_episodes
-    seeds = [cfg.rl.eval_seed_offset + i for i in range(n)]
+    seeds = cfg.rl.heldout_seeds(n)  # the checkpoint's rl.eval_split (validation unless the run said test)
     pool = EnvPool(cfg.env.kwargs, cfg.env.video_camera)
     res = evaluate(policy, pool, cfg.env.tasks, seeds, cfg.env.max_episode_steps, record_frames=args.video)
     out = {"checkpoint": st["__path__"], "iteration": st["trainer"]["iteration"], "success_rate": res.success_rate,
-           "mean_length": res.mean_length, "per_task": res.per_task, "episodes": len(res.episodes)}
+           "mean_length": res.mean_length, "per_task": res.per_task, "episodes": len(res.episodes),
+           "eval_split": cfg.rl.eval_split, "eval_states": seeds[0]}
     if "best" in st:  # checkpoints/best: the metric, value and iteration it was kept for
         out["best"] = st["best"]
     if args.video:
@@ -227,7 +229,14 @@ def cmd_fit_encoder(args: argparse.Namespace) -> int:
         print(dump_config(cfg))
         return 0
     _setup_threads()
-    path, losses = fit_encoder(cfg)
+    rollout = None
+    if cfg.data.policy_per_task:  # the policy's own rollouts (world_models imports no frontend: they are injected)
+        from .policies.factory import load_policy
+        from .srpo_encoders import policy_rollout
+
+        rollout = policy_rollout(load_policy(cfg.data.policy).eval(), cfg.data.camera, cfg.data.image_size, cfg.seed,
+                                 cfg.data.env_kwargs)
+    path, losses = fit_encoder(cfg, rollout=rollout)
     print(json.dumps({"output": str(path), "steps": len(losses),
                       "final_loss": round(float(sum(losses[-10:]) / len(losses[-10:])), 5)}))
     return 0

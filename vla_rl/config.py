@@ -72,8 +72,12 @@ class RLConfig:
     train_seed_range: int = 100_000  # training initial states are drawn below this
     train_seeds: list[int] = field(default_factory=list)  # fixed training initial states (cycled); empty:
                                                           # draw below train_seed_range
-    eval_seed_offset: int = 1_000_000  # held-out initial states start here (disjoint from training)
-    eval_episodes: int = 32  # held-out initial states per task
+    eval_split: Literal["validation", "test"] = "validation"  # which held-out initial states every evaluation of
+        # the run uses: validation (eval_seed_offset + i; choose hyperparameters, recipes, encoders and early stops
+        # on these) or test (test_seed_offset + i; report final numbers on these, never choose anything by them)
+    eval_seed_offset: int = 1_000_000  # the validation initial states start here (disjoint from training)
+    test_seed_offset: int = 5_000_000  # the test initial states start here (disjoint from training and validation)
+    eval_episodes: int = 32  # held-out initial states per task (of the rl.eval_split split)
     eval_every: int = 10  # iterations between held-out evaluations (0: before and after only)
     num_videos: int = 4  # evaluation episodes saved as videos
     save_every: int = 5  # iterations between checkpoints
@@ -97,7 +101,28 @@ class RLConfig:
             raise ValueError(f"rl.success_band must be (low, high) with low < high, got {self.success_band}")
         require_at_least("rl", self, iterations=0, groups_per_task=1, inner_epochs=1, minibatch_size=1,
                          train_seed_range=1, eval_seed_offset=0, eval_episodes=1, eval_every=0, num_videos=0,
-                         save_every=1, keep_last=1)
+                         save_every=1, keep_last=1, test_seed_offset=0)
+        for name, off in (("eval_seed_offset", self.eval_seed_offset), ("test_seed_offset", self.test_seed_offset)):
+            if off < self.train_seed_range:
+                raise ValueError(f"rl.{name}={off}: expected >= rl.train_seed_range={self.train_seed_range} (held-out "
+                                 "states must not be training states)")
+        lo_v, lo_t = sorted((self.eval_seed_offset, self.test_seed_offset))
+        if lo_t < lo_v + self.eval_episodes:
+            raise ValueError(f"rl.eval_seed_offset={self.eval_seed_offset} and rl.test_seed_offset="
+                             f"{self.test_seed_offset}: the validation and test states overlap for rl.eval_episodes="
+                             f"{self.eval_episodes} (expected offsets at least that far apart)")
+
+    def heldout_seeds(self, n: int | None = None) -> list[int]:
+        """The ``n`` (default ``eval_episodes``) initial-state seeds of the ``eval_split`` split, per task."""
+        off = self.test_seed_offset if self.eval_split == "test" else self.eval_seed_offset
+        return [off + i for i in range(self.eval_episodes if n is None else n)]
+
+    def split_line(self, n: int | None = None) -> str:
+        """One line naming the evaluation split and its states, e.g. for a log or a results table."""
+        seeds = self.heldout_seeds(n)
+        return (f"evaluation split: {self.eval_split} initial states {seeds[0]}..{seeds[-1]} ({len(seeds)} per task; "
+                f"validation from rl.eval_seed_offset={self.eval_seed_offset}, test from "
+                f"rl.test_seed_offset={self.test_seed_offset})")
         if self.grad_accum < 1:
             raise ValueError(f"rl.grad_accum must be >= 1 (micro-batches per minibatch), got {self.grad_accum}")
         if not self.lr > 0:

@@ -12,6 +12,7 @@
 
 from __future__ import annotations
 
+import numpy as np
 import torch
 from torch import nn
 
@@ -52,3 +53,25 @@ def build_trajectory_encoder(cfg: SRPOConfig, policy: nn.Module | None = None):
     from world_models.encoders import build_encoder
 
     return build_encoder(cfg.encoder, cfg.encoder_path)
+
+
+def policy_rollout(policy, camera: str = "agentview", image_size: int = 32, seed: int = 0,
+                   env_kwargs: dict | None = None):
+    """The policy's own rollouts for ``world_models.progress_encoder.gather_episodes`` (``vla-rl fit-encoder``'s
+    ``data.policy``; that package imports no frontend): ``run(task, n, seed_offset, max_steps)`` samples ``policy``'s
+    flow head (as RL does) from initial states ``seed_offset .. seed_offset + n - 1`` and returns ``n`` episodes
+    ``(frames of `camera` uint8 [T+1, H, W, 3], success)``, an episode ending at its first success."""
+    from .rollout import EnvPool, EpisodeSpec, run_episodes
+
+    cams = sorted(set(getattr(policy.cfg, "cameras", None) or []) | {camera})
+
+    def run(task: str, n: int, seed_offset: int, max_steps: int) -> list[tuple[np.ndarray, bool]]:
+        pool = EnvPool({**dict(env_kwargs or {}), "image_size": image_size, "cameras": cams}, camera)
+        try:
+            specs = [EpisodeSpec(task, seed_offset + i, i, seed_offset + i) for i in range(n)]
+            batch = run_episodes(policy, pool, specs, max_steps, stochastic=True, noise_key=(seed, 0))
+        finally:
+            pool.close()
+        return [(np.stack(e.frames), bool(e.success)) for e in batch.episodes]
+
+    return run

@@ -19,7 +19,8 @@ One RL iteration (:meth:`VLARLTrainer.step`; the loop around it is :func:`grpo.l
 
 The episode's advantage is shared by all its decision points and all their stochastic denoising steps
 ("tokens"). Evaluation runs the deterministic policy (ODE / Gaussian mean) on held-out initial states
-(``rl.eval_seed_offset + i``; training states are drawn below ``rl.train_seed_range``, demo states from
+(``rl.eval_split``: the validation states ``rl.eval_seed_offset + i`` or the test states
+``rl.test_seed_offset + i``; training states are drawn below ``rl.train_seed_range``, demo states from
 ``sft.demo_seed_offset``) and reports success rate and mean episode length.
 
 Devices (``device``: ``auto`` = ``cuda`` when available, else ``cpu``; or ``cpu``, ``cuda``, ``cuda:<i>``; see
@@ -235,7 +236,7 @@ class VLARLTrainer:
             check_served(self.remote, cfg.rl.reward, {}, "rl.reward")
         self.logger: MetricsLogger | None = None
         self.state: dict[str, Any] = {"iteration": 0, "sft_done": False, "eval": {}}
-        self.eval_seeds = [cfg.rl.eval_seed_offset + i for i in range(cfg.rl.eval_episodes)]
+        self.eval_seeds = cfg.rl.heldout_seeds()  # the rl.eval_split split's states (validation or test)
 
     def probe(self) -> tuple[dict[str, str], int, int]:
         """The tasks' instructions, state dim and action dim (:func:`probe_envs` on ``env.tasks``)."""
@@ -717,6 +718,7 @@ class VLARLTrainer:
                 self.state["sft_done"] = True
             self.save()
         if "sft" not in self.state["eval"]:
+            self._print(cfg.rl.split_line())  # which held-out states every evaluation below uses
             self._eval_everywhere("sft", 0)
             self.save()
         if cfg.grpo.kl_coef > 0:
@@ -744,9 +746,10 @@ class VLARLTrainer:
         ev = self.state["eval"]
         summary = {"sft_success": ev["sft"]["success_rate"], "final_success": ev.get("final", {}).get("success_rate"),
                    "iterations": self.state["iteration"], "wall_s": round(time.time() - t_start, 1), "resumed": resumed,
-                   "stopped": stopped, "policy": self.policy, "world_size": self.dist.world_size}
+                   "stopped": stopped, "policy": self.policy, "world_size": self.dist.world_size,
+                   "eval_split": cfg.rl.eval_split, "eval_states": self.eval_seeds[0]}
         final_success = summary["final_success"]
-        self._print(f"held-out success: after SFT {summary['sft_success']:.3f} -> after GRPO "
+        self._print(f"held-out success ({cfg.rl.split_line()}): after SFT {summary['sft_success']:.3f} -> after GRPO "
                     f"{final_success if final_success is None else round(final_success, 3)} "
                     f"({summary['wall_s']}s this run, {self.dist.world_size} process(es)); outputs in "
                     f"{self.out.resolve()}")

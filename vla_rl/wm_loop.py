@@ -259,7 +259,7 @@ class LoopRun:
     def real_success(self, policy: TrainablePolicy) -> float:
         """Success rate of ``policy`` in the real simulator on the ``real_eval_episodes`` held-out initial states."""
         cfg = self.cfg
-        seeds = [cfg.vla.rl.eval_seed_offset + i for i in range(cfg.real_eval_episodes)]
+        seeds = cfg.vla.rl.heldout_seeds(cfg.real_eval_episodes)  # vla.rl.eval_split's states
         return evaluate(policy, self.pool, [cfg.data.task], seeds, cfg.vla.env.max_episode_steps,
                         seed=cfg.seed).success_rate
 

@@ -24,6 +24,14 @@ mean (what is there) and as spatial-softmax keypoints (where it is: the gripper-
 depends on), then an MLP to one sigmoid output. Input frames ``[B, T, 3, H, W]`` in [0, 1] (or uint8) are resized
 to ``image_size``.
 
+The policy's own rollouts (``data.policy``, injected by the frontend: ``vla-rl fit-encoder`` rolls the VLA out,
+this package imports no frontend): a success is a demonstration of the states the *policy* visits (targets
+``(T_s - t) / T_s``); a failure (``data.policy_failures``) is dropped, gets the play target 1 on every frame, or a
+VIP-style hindsight *lower bound*: at frame ``t`` of a failure of length ``T`` at least ``T - t + 1`` steps were
+still to go (the success never came), normalized by the task's typical success length ``L`` (median ``T_s`` of its
+successful episodes), so ``b_t = min(1, (T - t + 1) / L)`` and the loss on those frames is ``relu(b_t - r(o_t))^2``
+(only predictions *below* the bound are wrong; no order term inside a failure).
+
 File: safetensors state dict with metadata ``encoder = "progress"``, ``config`` (the architecture, JSON) and
 ``trained_on`` (the data, JSON); :func:`load_progress_encoder` checks all three and fails in one line.
 """
@@ -34,7 +42,7 @@ import json
 import os
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Sequence
+from typing import Callable, Literal, Sequence
 
 import numpy as np
 import torch
@@ -146,11 +154,17 @@ def _shift(x: torch.Tensor, pad: int, gen: torch.Generator) -> torch.Tensor:
 
 
 def train_progress_encoder(encoder: ProgressEncoder, videos: Sequence[np.ndarray], targets: Sequence[np.ndarray],
-                           cfg: ProgressTrainConfig, seed: int = 0, log=None) -> list[float]:
+                           cfg: ProgressTrainConfig, seed: int = 0, log=None,
+                           bounds: Sequence[bool] | None = None) -> list[float]:
     """Fit ``encoder`` on episodes ``videos[i]`` (uint8 ``[T_i, H, W, 3]``) with per-frame targets ``targets[i]``
-    ``[T_i]`` (:func:`time_to_go`); the loss of the module docstring. Returns the loss per step."""
+    ``[T_i]`` (:func:`time_to_go`); the loss of the module docstring. ``bounds[i]`` (default all False): episode
+    ``i``'s targets are lower bounds (:func:`policy_targets`' hindsight failures): loss ``relu(y - r)^2``, no order
+    term. Returns the loss per step."""
     if len(videos) == 0 or len(videos) != len(targets):
         raise ValueError(f"need one target row per video and at least one video, got {len(videos)} / {len(targets)}")
+    if bounds is not None and len(bounds) != len(videos):
+        raise ValueError(f"need one bounds flag per video, got {len(bounds)} for {len(videos)} videos")
+    is_bound = torch.tensor([bool(b) for b in bounds] if bounds is not None else [False] * len(videos), device="cpu")
     dev = module_device(encoder)
     frames = [encoder.prepare(torch.as_tensor(v, device="cpu").permute(0, 3, 1, 2)) for v in videos]  # [T, 3, S, S]
     tg = [torch.as_tensor(t, dtype=torch.float32, device="cpu") for t in targets]
@@ -174,11 +188,13 @@ def train_progress_encoder(encoder: ProgressEncoder, videos: Sequence[np.ndarray
         x = _shift(torch.cat([xa, xb]), cfg.shift, gen).to(dev)
         r = torch.sigmoid(encoder.frame_logits(x))
         y = torch.cat([ya, yb]).to(dev)
-        loss = F.mse_loss(r, y)
+        bd = is_bound[vi].repeat(2).to(dev)
+        err = torch.where(bd, F.relu(y - r), r - y)  # a lower bound is only violated from below
+        loss = (err ** 2).mean()
         if cfg.rank_weight > 0:
             ra, rb = r[: len(vi)], r[len(vi):]
             order = torch.sign(ya - yb).to(dev)  # +1 where frame a is farther from the goal than frame b
-            m = order != 0
+            m = (order != 0) & ~is_bound[vi].to(dev)
             if m.any():
                 loss = loss + cfg.rank_weight * F.softplus(-(order * (ra - rb))[m] / cfg.rank_tau).mean() * cfg.rank_tau
         opt.zero_grad()
@@ -279,6 +295,33 @@ def demo_file_episodes(path: str | os.PathLike, camera: str) -> list[tuple[np.nd
     return out
 
 
+def policy_targets(episodes: Sequence[tuple[np.ndarray, bool]], failures: str,
+                   success_length: float | None = None) -> list[tuple[np.ndarray, np.ndarray, bool]]:
+    """A policy's own rollouts of one task, ``(frames [T+1, H, W, 3], success)`` each (an episode that succeeds ends
+    at its first successful frame), -> ``(frames, targets [T+1], is_lower_bound)`` for
+    :func:`train_progress_encoder`: successes get the time to go ``(T - t) / T``; failures by ``failures``: ``drop``
+    (left out), ``play`` (target 1: no progress) or ``hindsight`` (the lower bound ``min(1, (T - t + 1) / L)`` of the
+    module docstring, ``L`` = the median length of the successes here, else ``success_length``; with neither, the
+    failures are left out)."""
+    if failures not in ("drop", "play", "hindsight"):
+        raise ValueError(f"policy_failures={failures!r}: expected drop, play or hindsight")
+    out: list[tuple[np.ndarray, np.ndarray, bool]] = []
+    lengths = [len(f) - 1 for f, ok in episodes if ok and len(f) > 1]
+    ell = float(np.median(lengths)) if lengths else success_length
+    for frames, ok in episodes:
+        n = len(frames)
+        if ok and n > 1:
+            flags = np.zeros(n, bool)
+            flags[-1] = True
+            out.append((frames, time_to_go(flags), False))
+        elif not ok and failures == "play":
+            out.append((frames, np.ones(n, np.float32), False))
+        elif not ok and failures == "hindsight" and ell:
+            t = np.arange(n)
+            out.append((frames, np.minimum(1.0, (n - t) / ell).astype(np.float32), True))
+    return out
+
+
 # ---- the file ------------------------------------------------------------------------------------------------
 def save_progress_encoder(encoder: ProgressEncoder, path: str | os.PathLike, trained_on: dict) -> Path:
     """Write the state dict with its architecture and data provenance as safetensors metadata (atomically)."""
@@ -357,6 +400,14 @@ class FitDataConfig:
     camera: str = "agentview"  # the camera SRPO sees: the RL run's env.video_camera
     image_size: int = 32  # render size of the recorded episodes (the RL run's env image size)
     env_kwargs: dict = field(default_factory=dict)  # extra sims.make arguments for the recorded tasks
+    policy: str = ""  # a VLA whose own rollouts join the data (builtin:tabletop_base or a vla-rl train run's policy
+                      # directory; vla-rl fit-encoder rolls it out); "": none
+    policy_tasks: list[str] = field(default_factory=list)  # sims tasks it is rolled out on (empty: data.expert_tasks)
+    policy_per_task: int = 0  # the policy's episodes per task (its flow head sampled, as in RL)
+    policy_seed_offset: int = 600_000  # initial state of the first policy episode (disjoint from RL / eval / benches)
+    policy_max_steps: int = 40  # step limit of one policy episode
+    policy_failures: Literal["drop", "play", "hindsight"] = "play"  # targets of its failed episodes: drop (left out),
+        # play (1: no progress) or hindsight (VIP-style lower bound on the time to go; world_models.progress_encoder)
 
     def __post_init__(self) -> None:
         if not self.demo_paths and not self.expert_tasks:
@@ -366,6 +417,12 @@ class FitDataConfig:
                 or self.play_per_task < 0 or self.play_horizon < 1:
             raise ValueError(f"data: need expert_per_task >= 1, max_steps >= 1, image_size >= 8, hold_steps >= 0; got "
                              f"{self.expert_per_task}, {self.max_steps}, {self.image_size}, {self.hold_steps}")
+        if self.policy_per_task < 0 or self.policy_max_steps < 1:
+            raise ValueError(f"data: need policy_per_task >= 0 and policy_max_steps >= 1, got {self.policy_per_task}, "
+                             f"{self.policy_max_steps}")
+        if self.policy_per_task and not self.policy:
+            raise ValueError(f"data.policy_per_task={self.policy_per_task} but data.policy is empty (name the VLA to "
+                             "roll out, e.g. builtin:tabletop_base)")
 
 
 @dataclass
@@ -393,12 +450,22 @@ def check_fit_inputs(cfg: FitEncoderConfig) -> None:
     tasks = list(sims.list_tasks())
     for t in cfg.data.expert_tasks:
         check_choice("data.expert_tasks", t, tasks)
+    for t in cfg.data.policy_tasks:
+        check_choice("data.policy_tasks", t, tasks)
+    check_path_exists("data.policy", cfg.data.policy, "a VLA policy directory (save_pretrained) or builtin:<name>")
     check_writable_file(cfg.output, "output")
 
 
-def gather_episodes(cfg: FitDataConfig, seed: int, log=print) -> tuple[list[np.ndarray], list[np.ndarray], dict]:
-    """The training episodes of ``cfg`` -> ``(videos [T_i, H, W, 3], targets [T_i], provenance)``."""
+# rollout(task, n, seed_offset, max_steps) -> n episodes (frames uint8 [T+1, H, W, 3], success): the policy's own
+Rollout = Callable[[str, int, int, int], list[tuple[np.ndarray, bool]]]
+
+
+def gather_episodes(cfg: FitDataConfig, seed: int, log=print, rollout: Rollout | None = None
+                    ) -> tuple[list[np.ndarray], list[np.ndarray], dict, list[bool]]:
+    """The training episodes of ``cfg`` -> ``(videos [T_i, H, W, 3], targets [T_i], provenance, is_lower_bound)``;
+    ``rollout`` (the frontend's) runs ``cfg.policy`` when ``cfg.policy_per_task`` > 0."""
     videos, targets, where = [], [], {"demo_paths": {}, "expert": {}}
+    expert_len: dict[str, float] = {}
     for p in cfg.demo_paths:
         eps = demo_file_episodes(p, cfg.camera)
         where["demo_paths"][str(p)] = len(eps)
@@ -410,6 +477,7 @@ def gather_episodes(cfg: FitDataConfig, seed: int, log=print) -> tuple[list[np.n
         eps = record_expert_episodes(task, cfg.expert_per_task, cfg.expert_seed_offset, cfg.camera, cfg.image_size,
                                      cfg.max_steps, cfg.hold_steps, cfg.expert_noise, cfg.env_kwargs, seed)
         where["expert"][task] = {"episodes": len(eps), "init_seeds_from": cfg.expert_seed_offset}
+        expert_len[task] = float(np.median([int(np.argmax(s)) for _, s in eps]))
         for frames, flags in eps:
             videos.append(frames)
             targets.append(time_to_go(flags))
@@ -421,15 +489,32 @@ def gather_episodes(cfg: FitDataConfig, seed: int, log=print) -> tuple[list[np.n
             for frames, tg in play:
                 videos.append(frames)
                 targets.append(tg)
+    bounds = [False] * len(videos)
+    if cfg.policy_per_task:
+        if rollout is None:
+            raise ValueError("data.policy_per_task > 0 needs the policy's rollouts (run it through vla-rl fit-encoder)")
+        where["policy"] = {"policy": cfg.policy, "failures": cfg.policy_failures, "tasks": {}}
+        for task in cfg.policy_tasks or cfg.expert_tasks:
+            eps = rollout(task, cfg.policy_per_task, cfg.policy_seed_offset, cfg.policy_max_steps)
+            rows = policy_targets(eps, cfg.policy_failures, expert_len.get(task))
+            n_ok = sum(ok for _, ok in eps)
+            where["policy"]["tasks"][task] = {"episodes": len(eps), "successes": int(n_ok), "used": len(rows)}
+            for frames, tg, bd in rows:
+                videos.append(frames)
+                targets.append(tg)
+                bounds.append(bd)
+            log(f"{task}: {len(eps)} episodes of {cfg.policy} ({n_ok} successes; {len(rows)} used, failures: "
+                f"{cfg.policy_failures})")
     where["camera"] = cfg.camera
-    return videos, targets, where
+    return videos, targets, where, bounds
 
 
-def fit_encoder(cfg: FitEncoderConfig, log=print) -> tuple[Path, list[float]]:
-    """Gather the data, train, save: the encoder file and the loss curve."""
-    videos, targets, where = gather_episodes(cfg.data, cfg.seed, log)
+def fit_encoder(cfg: FitEncoderConfig, log=print, rollout: Rollout | None = None) -> tuple[Path, list[float]]:
+    """Gather the data (``rollout``: the frontend's runner of ``data.policy``), train, save: the encoder file and
+    the loss curve."""
+    videos, targets, where, bounds = gather_episodes(cfg.data, cfg.seed, log, rollout)
     torch.manual_seed(cfg.seed)
     enc = ProgressEncoder(cfg.model)
-    losses = train_progress_encoder(enc, videos, targets, cfg.train, cfg.seed, log)
+    losses = train_progress_encoder(enc, videos, targets, cfg.train, cfg.seed, log, bounds)
     where.update(seed=cfg.seed, steps=cfg.train.steps, final_loss=float(np.mean(losses[-max(1, len(losses) // 10):])))
     return save_progress_encoder(enc, cfg.output, where), losses
