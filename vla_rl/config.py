@@ -72,9 +72,9 @@ class RLConfig:
     train_seed_range: int = 100_000  # training initial states are drawn below this
     train_seeds: list[int] = field(default_factory=list)  # fixed training initial states (cycled); empty:
                                                           # draw below train_seed_range
-    eval_split: Literal["validation", "test"] = "validation"  # which held-out initial states every evaluation of
-        # the run uses: validation (eval_seed_offset + i; choose hyperparameters, recipes, encoders and early stops
-        # on these) or test (test_seed_offset + i; report final numbers on these, never choose anything by them)
+    eval_split: Literal["validation", "test"] = "validation"  # held-out states of every evaluation: validation (tune)
+        # or test. validation: rl.eval_seed_offset + i, where hyperparameters, recipes, encoders and early stops are
+        # chosen; test: rl.test_seed_offset + i, for the reported numbers only (never choose anything by them)
     eval_seed_offset: int = 1_000_000  # the validation initial states start here (disjoint from training)
     test_seed_offset: int = 5_000_000  # the test initial states start here (disjoint from training and validation)
     eval_episodes: int = 32  # held-out initial states per task (of the rl.eval_split split)
