@@ -18,10 +18,10 @@ steps of its segment. Pruning cuts backward passes only (the rollout is unchange
 
 * width pruning (:func:`grpo.tree.width_prune`): leaves kept per last-split parent (top-k by ``|r - mean|``)
   or the global best/worst ``k`` leaves;
-* depth pruning: only the depths in a sliding window (:func:`grpo.mix.sliding_window`) are trained.
+* depth pruning: only the depths in a sliding window (:func:`grpo.flow_sde.sliding_window`) are trained.
 
 BranchGRPO-Mix: outside a sliding SDE window the steps are ODE (not trained); the split steps always draw noise
-so that siblings diverge.
+so that siblings diverge (both in :func:`grpo.flow_sde.mix_sde_mask`, the ``force`` steps).
 """
 
 from __future__ import annotations
@@ -42,7 +42,6 @@ from .sampling import (
     SamplerConfig,
     denoise_rows,
     keyed_noise,
-    sde_step_mask,
     seed_from,
 )
 
@@ -128,7 +127,7 @@ def tree_rollout(adapter: DiffusionAdapter, prompts: list[str], tree: RolloutTre
                              f"{tuple(present.shape)}")
     shape = adapter.latent_shape
     sigmas = flow_sigmas(sc.num_steps, sc.shift)
-    mask = sde_step_mask(sc, iteration, force=tuple(tree.split_steps))
+    mask = sc.sde_mask(iteration, force=tuple(tree.split_steps))
     use_cfg = sc.cfg_scale != 1.0
     cond_all = adapter.encode_prompts(list(prompts))
     uncond_one = adapter.encode_prompts([uncond_prompt]) if use_cfg else None

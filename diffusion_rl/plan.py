@@ -204,7 +204,6 @@ def _tree_keep(cfg, tree):
 def iteration_counts(cfg, world: int) -> dict:
     """Rollout NFE, trained rows, micro-batches of the recipe's iteration (the trainer's own cost accounting,
     :func:`diffusion_rl.strategies.strategy_cost`, plus the per-call row counts on one of ``world`` ranks)."""
-    from .sampling import sde_step_mask
     from .strategies import strategy_cost
 
     sc, P = cfg.sampler, cfg.train.prompts_per_iter
@@ -218,7 +217,7 @@ def iteration_counts(cfg, world: int) -> dict:
     else:
         trees = math.ceil(P / world)
         keep = _tree_keep(cfg, tree)
-        mask = sde_step_mask(sc, 0, force=tuple(tree.split_steps))
+        mask = sc.sde_mask(0, force=tuple(tree.split_steps))
         active = [[n for n in tree.nodes if n.start <= s < n.end] for s in range(sc.num_steps)]
         rows_call = trees * max(len(a) for a in active)
         train_rows = trees * max((sum(1 for n in a if n.depth > 0 and (keep is None or keep[n.id])) for s, a in

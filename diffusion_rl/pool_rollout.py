@@ -43,7 +43,7 @@ from typing import Callable, Sequence
 import torch
 
 from grpo.distributed import keyed_generator
-from grpo.flow_sde import flow_sigmas, sde_step
+from grpo.flow_sde import flow_chain, flow_sigmas
 from grpo.selection import select_per_group
 
 from .adapters import Cond, cond_select
@@ -56,7 +56,6 @@ from .sampling import (
     denoise_rows,
     guided_velocity,
     keyed_noise,
-    sde_step_mask,
 )
 
 STREAM_SELECT = 101  # key stream of the random part of the subset selection (distinct from sampling's 1..5)
@@ -120,17 +119,14 @@ def candidate_noise(shape: tuple[int, ...], sc: SamplerConfig, seed: int, iterat
 @torch.no_grad()
 def explore(model, cond_rows: Cond, uncond_rows: Cond | None, x: torch.Tensor, noise: torch.Tensor, sc: SamplerConfig,
             iteration: int, ode: bool = False) -> torch.Tensor:
-    """Stage 1 for one chunk: final samples ``[R, ...]`` (no records, no log-probs)."""
+    """Stage 1 for one chunk: final samples ``[R, ...]`` (no records, no log-probs; :func:`grpo.flow_sde.flow_chain`).
+    ``ode``: every step deterministic (``pool_sampler="ode"``)."""
     sigmas = flow_sigmas(sc.num_steps, sc.shift)
-    mask = sde_step_mask(sc, iteration)
     dev = getattr(model, "device", x.device)
-    x = x.to(dev)
-    for i in range(sc.num_steps):
-        v = guided_velocity(model, x, sigmas[i], cond_rows, uncond_rows, sc.cfg_scale)
-        stoch = bool(mask[i]) and not ode
-        x = sde_step(v, x, float(sigmas[i]), float(sigmas[i + 1]), kind=sc.sde if stoch else "ode", eta=sc.eta,
-                     sigma_max=float(sigmas[1]), noise=noise[i].to(dev) if stoch else None).prev_sample
-    return x
+    mask = torch.zeros(sc.num_steps, dtype=torch.bool) if ode else sc.sde_mask(iteration)
+    return flow_chain(lambda i, z: guided_velocity(model, z, sigmas[i], cond_rows, uncond_rows, sc.cfg_scale),
+                      x.to(dev), sigmas, kind=sc.sde, eta=sc.eta, sde_mask=mask, noise=lambda i: noise[i].to(dev),
+                      keep=False)[0]
 
 
 def _finite_rows(r: torch.Tensor) -> tuple[torch.Tensor, int]:
@@ -208,7 +204,7 @@ def two_stage_rollout(policy, explorer, cond: Cond, score_fn: Callable[[torch.Te
     c, u = rows_cond(p_sel)
     dev = getattr(policy, "device", torch.device("cpu"))
     final, records, nfe = denoise_rows(policy, x0.to(dev), c, u, sc, flow_sigmas(sc.num_steps, sc.shift),
-                                       range(sc.num_steps), sde_step_mask(sc, iteration),
+                                       range(sc.num_steps), sc.sde_mask(iteration),
                                        lambda i: noise[i].to(dev), train_rows, p_sel)
     ro = Rollout(records, final, train_rows, p_sel, nfe + nfe_pool,
                  extra={"pool_rows": g_sel, "pool_rewards": pool_rewards, "selected": selected, "nfe_pool": nfe_pool,

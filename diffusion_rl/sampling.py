@@ -19,8 +19,9 @@ Noise is keyed, never drawn from a shared stream: the initial latent and the per
 :func:`keyed_noise`), so a rank that rolls out only its contiguous share of the samples draws exactly the rows a
 single process would, and a run is reproducible from one seed whatever the world size.
 
-BranchGRPO-Mix / MixGRPO: only the steps in a sliding window are stochastic (and trained); the others are ODE
-steps (``std = 0``, no log-prob), see :func:`sde_step_mask`.
+The loop itself is :func:`grpo.flow_sde.flow_chain` (the one chain of the project). BranchGRPO-Mix / MixGRPO: only
+the steps in a sliding window are stochastic (and trained); the others are ODE steps (``std = 0``, no log-prob), see
+:meth:`SamplerConfig.sde_mask` (:func:`grpo.flow_sde.mix_sde_mask`).
 """
 
 from __future__ import annotations
@@ -32,8 +33,7 @@ import torch
 
 from grpo.device import randint, randn
 from grpo.distributed import keyed_randn
-from grpo.flow_sde import SDEKind, flow_sigmas, sde_step
-from grpo.mix import sliding_window
+from grpo.flow_sde import SDEKind, flow_chain, flow_sigmas, mix_sde_mask
 
 from .adapters import Cond, DiffusionAdapter
 
@@ -61,6 +61,12 @@ class SamplerConfig:
         if not 0 <= self.mix_window <= self.num_steps:
             raise ValueError(f"sampler.mix_window must be in [0, num_steps={self.num_steps}], got {self.mix_window}")
 
+    def sde_mask(self, iteration: int, force: tuple[int, ...] = ()) -> torch.Tensor:
+        """``[T]`` bool: which steps draw SDE noise at ``iteration`` (``force``: steps that must, e.g. tree splits);
+        :func:`grpo.flow_sde.mix_sde_mask` with this section's Mix window."""
+        return mix_sde_mask(self.num_steps, iteration, window=self.mix_window, stride=self.mix_stride,
+                            sde_last_step=self.sde_last_step, force=force)
+
 
 # key streams of :func:`keyed_noise`: one per kind of draw, so no two draws of an iteration share a generator
 STREAM_INIT, STREAM_STEP, STREAM_TREE_ROOT, STREAM_TREE_NODE, STREAM_TIMESTEPS = 1, 2, 3, 4, 5
@@ -82,22 +88,6 @@ def seed_from(generator: torch.Generator | None, seed: int | None) -> int:
     if generator is not None:
         return int(randint(0, 2**62, (1,), generator))
     return 0
-
-
-def sde_step_mask(sc: SamplerConfig, iteration: int, force: tuple[int, ...] = ()) -> torch.Tensor:
-    """``[T]`` bool: which steps draw SDE noise at ``iteration`` (``force``: steps that must, e.g. tree splits)."""
-    T = sc.num_steps
-    mask = torch.ones(T, dtype=torch.bool, device="cpu")
-    if not sc.sde_last_step and T > 1:
-        mask[-1] = False
-    if sc.mix_window:
-        positions = T - 1 if not sc.sde_last_step and T > 1 else T
-        window = sliding_window(iteration, positions, min(sc.mix_window, positions), sc.mix_stride)
-        mask[:] = False
-        mask[window] = True
-    for s in force:
-        mask[s] = True
-    return mask
 
 
 @dataclass
@@ -177,18 +167,14 @@ def guided_velocity(adapter: DiffusionAdapter, x: torch.Tensor, sigma: float | t
 def denoise_rows(adapter: DiffusionAdapter, x: torch.Tensor, cond: Cond, uncond: Cond | None, sc: SamplerConfig,
                  sigmas: torch.Tensor, steps: range, sde_mask: torch.Tensor, noise_fn, rows: torch.Tensor,
                  prompt_idx: torch.Tensor) -> tuple[torch.Tensor, list[StepRecord], int]:
-    """Run ``steps`` on the batch ``x[R]`` (one denoiser call per step); ``noise_fn(step) -> [R, *latent]``."""
-    records, nfe = [], 0
-    for i in steps:
-        v = guided_velocity(adapter, x, sigmas[i], cond, uncond, sc.cfg_scale)
-        nfe += x.shape[0] * (2 if uncond is not None and sc.cfg_scale != 1.0 else 1)
-        stoch = bool(sde_mask[i])
-        out = sde_step(v, x, float(sigmas[i]), float(sigmas[i + 1]), kind=sc.sde if stoch else "ode", eta=sc.eta,
-                       sigma_max=float(sigmas[1]), noise=noise_fn(i) if stoch else None)
-        records.append(StepRecord(i, float(sigmas[i]), float(sigmas[i + 1]), stoch and bool(out.stochastic.all()),
-                                  x, out.prev_sample, out.log_prob, rows, prompt_idx))
-        x = out.prev_sample
-    return x, records, nfe
+    """Run ``steps`` on the batch ``x[R]`` (one denoiser call per step, :func:`grpo.flow_sde.flow_chain`);
+    ``noise_fn(step) -> [R, *latent]``."""
+    final, chain = flow_chain(lambda i, x: guided_velocity(adapter, x, sigmas[i], cond, uncond, sc.cfg_scale), x,
+                              sigmas, kind=sc.sde, eta=sc.eta, steps=steps, sde_mask=sde_mask, noise=noise_fn)
+    records = [StepRecord(c.index, float(c.sigma), float(c.sigma_next), c.stochastic, c.x, c.x_next, c.log_prob,
+                          rows, prompt_idx) for c in chain]
+    nfe = len(chain) * x.shape[0] * (2 if uncond is not None and sc.cfg_scale != 1.0 else 1)
+    return final, records, nfe
 
 
 @torch.no_grad()
@@ -218,7 +204,7 @@ def flat_rollout(adapter: DiffusionAdapter, prompts: list[str], group_size: int,
     else:
         x0 = keyed_noise(shape, seed, iteration, STREAM_INIT, rows.tolist())
     sigmas = flow_sigmas(sc.num_steps, sc.shift)
-    mask = sde_step_mask(sc, iteration)
+    mask = sc.sde_mask(iteration)
     step_noise = keyed_noise((sc.num_steps, *shape), seed, iteration, STREAM_STEP, rows.tolist()).transpose(0, 1)
     final, records, nfe = denoise_rows(adapter, x0.to(adapter.device), cond, uncond, sc, sigmas, range(sc.num_steps),
                                        mask, lambda i: step_noise[i].to(adapter.device), rows, prompt_idx)
@@ -228,8 +214,8 @@ def flat_rollout(adapter: DiffusionAdapter, prompts: list[str], group_size: int,
 @torch.no_grad()
 def ode_sample(adapter: DiffusionAdapter, prompts: list[str], num_steps: int, generator: torch.Generator,
                shift: float = 1.0, cfg_scale: float = 1.0, batch: int = 64) -> torch.Tensor:
-    """Deterministic Euler samples (evaluation), one per prompt: ``[len(prompts), *latent]``."""
-    sc = SamplerConfig(num_steps=num_steps, shift=shift, cfg_scale=cfg_scale, sde="ode")
+    """Deterministic Euler samples (evaluation; :func:`grpo.flow_sde.flow_chain` of ODE steps), one per prompt:
+    ``[len(prompts), *latent]``."""
     sigmas = flow_sigmas(num_steps, shift)
     x = randn((len(prompts), *adapter.latent_shape), generator, adapter.device)
     outs = []
@@ -237,10 +223,6 @@ def ode_sample(adapter: DiffusionAdapter, prompts: list[str], num_steps: int, ge
         xb = x[s:s + batch]
         cond = adapter.encode_prompts(prompts[s:s + batch])
         uncond = adapter.encode_prompts([""] * xb.shape[0]) if cfg_scale != 1.0 else None
-        for i in range(num_steps):
-            v = guided_velocity(adapter, xb, sigmas[i], cond, uncond, sc.cfg_scale)
-            xb = xb + v * (sigmas[i + 1] - sigmas[i])
-        outs.append(xb)
+        outs.append(flow_chain(lambda i, z, c=cond, u=uncond: guided_velocity(adapter, z, sigmas[i], c, u, cfg_scale),
+                               xb, sigmas, kind="ode", keep=False)[0])
     return torch.cat(outs)
-
-

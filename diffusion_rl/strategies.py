@@ -45,7 +45,7 @@ from .branch import tree_credit, tree_rollout
 from .config import DiffusionRLConfig
 from .pool_rollout import PoolRollout, QuantizedAdapterView, pool_rollout
 from .quant import make_rollout_copy, refresh_rollout_copy
-from .sampling import Rollout, flat_rollout, sde_step_mask
+from .sampling import Rollout, flat_rollout
 from .tree_pool import TreePoolRollout, expected_subtree_nfe, subtree_presence_probability, tree_pool_rollout
 
 Credit = tuple[torch.Tensor, torch.Tensor]  # (advantage [R] float, keep [R] bool) per global row id
@@ -321,7 +321,7 @@ def flat_cost(cfg: DiffusionRLConfig) -> dict[str, float]:
     (expected value under ``timestep_fraction``; NFT: its re-noising times), final samples."""
     sc, P, G = cfg.sampler, cfg.train.prompts_per_iter, cfg.grpo.group_size
     cfg_mult = 2 if sc.cfg_scale != 1.0 else 1
-    n_st = int(sde_step_mask(sc, 0).sum())
+    n_st = int(sc.sde_mask(0).sum())
     trained = _trained_steps(sc, n_st, cfg.train.loss == "nft", cfg.train.nft_timesteps)
     return _per_precision(cfg, {"nfe": P * G * sc.num_steps * cfg_mult, "backward": P * G * trained,
                                 "final_samples": P * G})
@@ -345,7 +345,7 @@ def _tree_node_backward(cfg: DiffusionRLConfig, tree: RolloutTree) -> tuple[list
     """Per node of one tree, its trained steps after width / depth pruning (the root: 0), and the expected fraction
     of them a ``timestep_fraction`` subset trains (1 when every stochastic step is trained)."""
     sc = cfg.sampler
-    mask = sde_step_mask(sc, 0, force=tuple(tree.split_steps))
+    mask = sc.sde_mask(0, force=tuple(tree.split_steps))
     steps = [i for i in range(sc.num_steps) if mask[i]]
     n_trained = max(1, math.ceil(sc.timestep_fraction * len(steps))) if sc.timestep_fraction < 1 else len(steps)
     keep = None

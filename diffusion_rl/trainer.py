@@ -82,7 +82,7 @@ from grpo.fsdp import (
     shard_model,
 )
 from grpo.loop import Phase, StopRun, no_phase, resume_latest, run_loop
-from grpo.loss import clipped_pg_loss, flow_kl, flow_kl_scale, k3_kl
+from grpo.loss import clipped_pg_loss, reference_kl
 from grpo.metrics import MetricsLogger
 from grpo.monitors import HackingAlarm, RewardHackingError
 from grpo.onpolicy import OnPolicyGap, check_onpolicy
@@ -385,9 +385,8 @@ class DiffusionGRPOTrainer:
                         with self.adapter.reference():
                             ref = self._logp(pl, cond_all, grad=False)
                         nfe += len(pl.idx) * nfe_mult
-                        kl = (flow_kl(out.mean, ref.mean, flow_kl_scale(g.kl_type, out.std, out.std_dev_t))
-                              if g.kl_type != "k3"
-                              else k3_kl(out.log_prob, ref.log_prob))
+                        kl = reference_kl(g.kl_type, out.log_prob, ref.log_prob, out.mean, ref.mean, out.std,
+                                          out.std_dev_t)
                     adv = adv_rows[pl.rec.rows[pl.idx]]
                     lo = clipped_pg_loss(out.log_prob, old, adv, None, g.clip_low, g.clip_high, kl, g.kl_coef,
                                          g.loss_reduction)

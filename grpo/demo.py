@@ -7,9 +7,9 @@ rewarded for landing on *its* mode ``g_c`` (``r = exp(-||x - g_c||^2 / (2 * 0.3^
 ``1 / num_modes`` of the samples do. GRPO with the Flow-GRPO SDE, group-relative advantages, the clipped
 loss and the KL to the pretrained model moves the mass onto the rewarded mode.
 
-Every piece comes from ``grpo/``: ``flow_sde.sde_step`` (sampling with log-probs and recomputation via
-``prev_sample=``), ``train_step.compute_advantages`` / ``guarded_step``, ``loss.clipped_pg_loss`` and
-``flow_kl``, ``checkpoint`` (atomic, resumable with RNG), ``metrics`` (TensorBoard + JSONL).
+Every piece comes from ``grpo/``: ``flow_sde.flow_chain`` (sampling with log-probs), ``flow_sde.sde_step``
+(recomputation via ``prev_sample=``), ``train_step.compute_advantages`` / ``guarded_step``, ``loss.clipped_pg_loss`` and
+``reference_kl``, ``checkpoint`` (atomic, resumable with RNG), ``metrics`` (TensorBoard + JSONL).
 
     diffusion-rl toy configs/grpo/toy_flow.yaml [key=value ...] [--dry-run]     # main() below is its entry point
 """
@@ -38,9 +38,9 @@ from .distributed import (
     keyed_randn,
     shard_range,
 )
-from .flow_sde import SDEKind, flow_sigmas, sde_step
+from .flow_sde import SDEKind, flow_chain, flow_sigmas, sde_step
 from .loop import Phase, resume_latest, run_loop
-from .loss import clipped_pg_loss, flow_kl, flow_kl_scale, k3_kl
+from .loss import clipped_pg_loss, reference_kl
 from .metrics import MetricsLogger
 from .trackers import LogConfig
 from .train_step import GRPOConfig, NonFiniteGuard, compute_advantages
@@ -145,16 +145,9 @@ def rollout(model: ToyVelocity, c: torch.Tensor, sc: ToySamplerConfig, noise: to
     Returns final samples ``[B,2]``, per-step latents ``[T+1,B,2]`` and log-probs ``[T,B]``.
     """
     sigmas = flow_sigmas(sc.num_steps)
-    x = noise[:, 0]
-    lats, lps = [x], []
-    for i in range(sc.num_steps):
-        s = sigmas[i].expand(c.shape[0])
-        out = sde_step(model(x, s, c), x, sigmas[i], sigmas[i + 1], kind=sc.sde if sde else "ode", eta=sc.eta,
-                       sigma_max=float(sigmas[1]), noise=noise[:, i + 1])
-        x = out.prev_sample
-        lats.append(x)
-        lps.append(out.log_prob)
-    return x, torch.stack(lats), torch.stack(lps)
+    x, steps = flow_chain(lambda i, z: model(z, sigmas[i].expand(c.shape[0]), c), noise[:, 0], sigmas,
+                          kind=sc.sde if sde else "ode", eta=sc.eta, noise=lambda i: noise[:, i + 1])
+    return x, torch.stack([noise[:, 0]] + [s.x_next for s in steps]), torch.stack([s.log_prob for s in steps])
 
 
 def evaluate(model: ToyVelocity, cfg: ToyConfig) -> float:
@@ -256,8 +249,8 @@ def train(cfg: ToyConfig) -> dict:
                 with torch.no_grad():
                     ref = sde_step(reference(x_t, s, cc), x_t, s, s_next, kind=cfg.sampler.sde, eta=cfg.sampler.eta,
                                    sigma_max=float(sigmas[1]), prev_sample=x_next)
-                kl = (flow_kl(step.mean, ref.mean, flow_kl_scale(cfg.grpo.kl_type, step.std, step.std_dev_t))
-                      if cfg.grpo.kl_type != "k3" else k3_kl(step.log_prob, ref.log_prob)).reshape(T, b).T
+                kl = reference_kl(cfg.grpo.kl_type, step.log_prob, ref.log_prob, step.mean, ref.mean, step.std,
+                                  step.std_dev_t).reshape(T, b).T
             lo = clipped_pg_loss(logp, old_lp.T, adv.values, adv.mask[:, None], cfg.grpo.clip_low, cfg.grpo.clip_high,
                                  kl, cfg.grpo.kl_coef, cfg.grpo.loss_reduction)
             upd.backward(lo.loss, b, p * g)  # this rank's b of the p * g samples

@@ -1,7 +1,15 @@
-"""One stochastic step of a flow-matching sampler, with its Gaussian log-prob.
+"""The flow-SDE chain: one stochastic step of a flow-matching sampler with its Gaussian log-prob, the loop of such
+steps over a schedule, and which steps are stochastic (Mix).
 
-Written once, used by both frontends: the diffusion samplers (SD3/FLUX/Wan latents) and
-the flow-matching action heads of VLA policies (pi0-style action chunks).
+Written once, used by every sampler of the project: the diffusion rollouts and evaluation (SD3/FLUX/Wan latents),
+the flow-matching action heads of VLA policies (pi0-style action chunks), the video world model and the toy demo.
+
+* :func:`sde_step` -- one step ``sigma -> sigma_next`` (the kinds below);
+* :func:`chain_step` / :func:`flow_chain` -- the loop ``x_i -> x_{i+1}`` over a schedule (:func:`flow_sigmas`) with
+  hooks for the model, the noise of each step (keyed per step / sample) and the SDE/ODE mask, keeping the latents
+  and log-probs of every step (:class:`ChainStep`);
+* :func:`mix_sde_mask` -- MixGRPO / BranchGRPO-Mix: only a sliding window of steps (:func:`sliding_window`) is SDE,
+  plus the steps a caller forces (BranchGRPO's split steps); the others are ODE steps.
 
 Convention (rectified flow, as diffusers' ``FlowMatchEulerDiscreteScheduler``)::
 
@@ -48,6 +56,8 @@ All SDE kinds reduce to the ODE step as ``eta -> 0`` (tested). Where ``std == 0`
 ``sigma_next = 0``) the step is deterministic: ``log_prob`` is 0 and ``stochastic`` is False; callers
 must mask such steps out of the policy loss.
 
+A deterministic step draws no noise (no generator advances).
+
 Shapes: ``x``, ``v``, ``noise``, ``prev_sample``: ``[B, ...]``; ``sigma``, ``sigma_next``: python
 floats or tensors broadcastable to ``[B]``; ``log_prob``: ``[B]``.
 """
@@ -56,7 +66,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Literal
+from typing import Callable, Literal, Sequence
 
 import torch
 
@@ -124,7 +134,8 @@ def sde_step(
         prev_sample: a stored transition ``x_next``; when given, nothing is sampled and the
             log-prob of this sample under the (new) mean/std is returned (PPO ratio recomputation).
         noise: standard-normal noise ``[B, ...]`` to use instead of drawing it (seeded branching).
-        generator: generator for the draw when neither ``prev_sample`` nor ``noise`` is given.
+        generator: generator for the draw when neither ``prev_sample`` nor ``noise`` is given. A deterministic
+            step (``kind="ode"`` or ``eta == 0``) draws nothing and ignores ``noise``.
         reduce: ``"mean"`` (Flow-GRPO/DanceGRPO convention: average over the non-batch dims) or
             ``"sum"`` (the exact joint log-density of the step).
     """
@@ -168,11 +179,14 @@ def sde_step(
         std_dev_t = std
 
     if prev_sample is None:
-        if noise is None:
-            noise = randn(x32.shape, generator, x32.device)  # on the generator's device, then moved
-        elif noise.shape != x32.shape:
+        if noise is not None and noise.shape != x32.shape:
             raise ValueError(f"noise shape {tuple(noise.shape)} != sample shape {tuple(x32.shape)}")
-        prev_sample = mean + std * noise.float()
+        if kind == "ode" or eta == 0.0:  # deterministic: nothing drawn, no generator advanced
+            prev_sample = mean
+        else:
+            if noise is None:
+                noise = randn(x32.shape, generator, x32.device)  # on the generator's device, then moved
+            prev_sample = mean + std * noise.float()
     elif prev_sample.shape != x32.shape:
         raise ValueError(f"prev_sample shape {tuple(prev_sample.shape)} != sample shape {tuple(x32.shape)}")
 
@@ -229,3 +243,149 @@ def flow_sigmas(num_steps: int, shift: float = 1.0, device: torch.device | str =
         raise ValueError(f"shift must be > 0, got {shift}")
     s = torch.linspace(1.0, 0.0, num_steps + 1, device=device, dtype=torch.float32)
     return shift * s / (1 + (shift - 1) * s)
+
+
+# ---- the chain: a whole schedule of steps -------------------------------------------------------------------------
+@dataclass
+class ChainStep:
+    """One step ``x_i -> x_{i+1}`` of :func:`flow_chain` as it was computed (kept with ``keep=True``).
+
+    ``x``: ``[B, ...]`` the step's input as given; ``x_next``: ``[B, ...]`` float32; ``log_prob``: ``[B]`` float32
+    (0 on rows that took the ODE step); ``sde``: ``[B]`` bool, the rows that drew noise with ``std > 0``.
+    """
+
+    index: int
+    sigma: torch.Tensor  # 0-dim, the schedule's entry i
+    sigma_next: torch.Tensor  # 0-dim, entry i + 1
+    x: torch.Tensor
+    x_next: torch.Tensor
+    log_prob: torch.Tensor
+    sde: torch.Tensor
+
+    @property
+    def stochastic(self) -> bool:
+        """True when every row of the step drew noise (the step enters the policy loss)."""
+        return bool(self.sde.all())
+
+
+def chain_step(
+    v: torch.Tensor,
+    x: torch.Tensor,
+    sigma: float | torch.Tensor,
+    sigma_next: float | torch.Tensor,
+    *,
+    sde: bool | torch.Tensor = True,
+    kind: SDEKind = "flow_grpo",
+    eta: float = 0.7,
+    sigma_max: float | None = None,
+    noise: torch.Tensor | None = None,
+    generator: torch.Generator | None = None,
+    reduce: Literal["mean", "sum"] = "mean",
+) -> SDEStepOutput:
+    """One step of a chain: :func:`sde_step` of ``kind`` on the rows where ``sde`` (a bool, or ``[B]`` bool), the
+    deterministic ODE step ``x + v dt`` (log-prob 0) on the others.
+
+    Where only some rows are SDE, the two results are merged row by row (``mean``/``std`` included).
+    """
+    if isinstance(sde, bool) or sde.dim() == 0:
+        some = every = bool(sde)
+    else:
+        some, every = bool(sde.any()), bool(sde.all())
+    if not some:
+        return sde_step(v, x, sigma, sigma_next, kind="ode", eta=eta, sigma_max=sigma_max, reduce=reduce)
+    out = sde_step(v, x, sigma, sigma_next, kind=kind, eta=eta, sigma_max=sigma_max, noise=noise,
+                   generator=generator, reduce=reduce)
+    if every:
+        return out
+    ode = sde_step(v, x, sigma, sigma_next, kind="ode", eta=eta, sigma_max=sigma_max, reduce=reduce)
+    rows = sde.reshape(-1, *([1] * (x.dim() - 1)))
+
+    def pick(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+        return torch.where(rows if a.dim() > 1 else sde, a, b)
+
+    return SDEStepOutput(pick(out.prev_sample, ode.prev_sample), pick(out.log_prob, torch.zeros_like(out.log_prob)),
+                         pick(out.mean, ode.mean), pick(out.std, ode.std), pick(out.std_dev_t, ode.std_dev_t))
+
+
+def flow_chain(
+    velocity: Callable[[int, torch.Tensor], torch.Tensor],
+    x: torch.Tensor,
+    sigmas: torch.Tensor,
+    *,
+    kind: SDEKind = "flow_grpo",
+    eta: float = 0.7,
+    steps: Sequence[int] | None = None,
+    sde_mask: torch.Tensor | None = None,
+    noise: Callable[[int], torch.Tensor | None] | None = None,
+    generator: torch.Generator | None = None,
+    reduce: Literal["mean", "sum"] = "mean",
+    keep: bool = True,
+) -> tuple[torch.Tensor, list[ChainStep]]:
+    """Integrate ``x`` along the schedule ``sigmas [T+1]`` (``1 -> 0``): at each step ``i`` of ``steps`` (default
+    all ``T``) ``v_i = velocity(i, x_i)``, then :func:`chain_step` ``(v_i, x_i, sigmas[i], sigmas[i+1])``. Every
+    flow-matching sampler of the project is this loop (diffusion rollouts and evaluation, the action heads, the
+    video world model, the toy demo).
+
+    Hooks:
+        velocity: ``(i, x [B, ...]) -> v [B, ...]``, the model at ``sigmas[i]`` (the caller holds the conditioning).
+        sde_mask: which steps are SDE steps, ``[T]`` (one flag per step, e.g. :func:`mix_sde_mask`) or ``[B, T]``
+            (per row, e.g. one random step per action chunk); ``None``: every step. The rest are ODE steps.
+        noise: ``i -> [B, ...]`` the standard normal of step ``i`` (keyed noise), asked only on steps where some
+            row is SDE; ``None`` (or a hook returning ``None``): drawn from ``generator``.
+        keep: return the :class:`ChainStep` of every step (latents and log-probs, what a trainer recomputes);
+            ``False`` keeps nothing (evaluation, exploration).
+
+    ``sigma_max`` of the Flow-GRPO step is the schedule's ``sigmas[1]``. Returns ``(x_final [B, ...], steps)``.
+    """
+    sigma_max = float(sigmas[1]) if len(sigmas) > 1 else None
+    records: list[ChainStep] = []
+    for i in range(len(sigmas) - 1) if steps is None else steps:
+        v = velocity(i, x)
+        sde = True if sde_mask is None else sde_mask[..., i]
+        if isinstance(sde, torch.Tensor) and sde.dim() == 0:
+            sde = bool(sde)
+        some = sde if isinstance(sde, bool) else bool(sde.any())
+        eps = noise(i) if some and noise is not None else None
+        out = chain_step(v, x, sigmas[i], sigmas[i + 1], sde=sde, kind=kind, eta=eta, sigma_max=sigma_max,
+                         noise=eps, generator=generator, reduce=reduce)
+        if keep:
+            records.append(ChainStep(i, sigmas[i], sigmas[i + 1], x, out.prev_sample, out.log_prob, out.stochastic))
+        x = out.prev_sample
+    return x, records
+
+
+# ---- Mix: which steps are SDE ---------------------------------------------------------------------------------------
+def sliding_window(iteration: int, num_positions: int, window: int, stride: int = 1) -> list[int]:
+    """MixGRPO's sliding window (Li et al. 2025, "MixGRPO: Unlocking Flow-based GRPO Efficiency with Mixed ODE-SDE"):
+    positions ``[start, start + window)`` active at ``iteration``; the window advances one position every ``stride``
+    iterations and wraps around. The SDE window of :func:`mix_sde_mask`; BranchGRPO's depth pruning slides it over
+    tree depths (:func:`grpo.tree.tree_advantages`)."""
+    if not 1 <= window <= num_positions:
+        raise ValueError(f"window must be in [1, {num_positions}], got {window}")
+    if stride < 1:
+        raise ValueError(f"stride must be >= 1, got {stride}")
+    start = (iteration // stride) % (num_positions - window + 1)
+    return list(range(start, start + window))
+
+
+def mix_sde_mask(num_steps: int, iteration: int = 0, *, window: int = 0, stride: int = 1, sde_last_step: bool = False,
+                 force: Sequence[int] = ()) -> torch.Tensor:
+    """``[T]`` bool on the CPU: which of ``T = num_steps`` steps draw SDE noise at ``iteration`` (the rest are ODE
+    steps: no noise, no log-prob, not trained).
+
+    * default: every step but the last (``sigma -> 0``: its noise would stay in the sample) unless ``sde_last_step``;
+    * MixGRPO / BranchGRPO-Mix (``window > 0``): only the ``window`` consecutive steps of :func:`sliding_window`
+      over those steps, advancing one step every ``stride`` iterations;
+    * ``force``: steps that are SDE whatever the window says (BranchGRPO's split steps: siblings must diverge).
+    """
+    mask = torch.ones(num_steps, dtype=torch.bool, device="cpu")
+    last_is_ode = not sde_last_step and num_steps > 1
+    if last_is_ode:
+        mask[-1] = False
+    if window:
+        positions = num_steps - 1 if last_is_ode else num_steps
+        mask[:] = False
+        mask[sliding_window(iteration, positions, min(window, positions), stride)] = True
+    for s in force:
+        mask[s] = True
+    return mask

@@ -25,6 +25,10 @@ elements where ``mask`` is True (``"token_mean"``), or per sample first and then
 * ``k3_kl(logp_new, logp_ref)``: Schulman's unbiased, positive estimator ``exp(d) - d - 1``,
   ``d = logp_ref - logp_new`` (used by GRPO, Shao et al. 2024, Eq. 4).
 
+:func:`reference_kl` is the one place that choice is made (every trainer calls it): ``kl_type`` ``"flow"`` /
+``"flow_exact"`` on SDE steps (those that carry ``std_dev_t``), ``k3`` otherwise (``kl_type="k3"``, or a head
+without SDE steps such as a Gaussian action head).
+
 Shapes: ``logp_new``, ``logp_old``, ``mask``, ``kl``: ``[B, T]`` (or ``[B]``); ``advantages``: ``[B]`` or
 ``[B, T]`` (broadcast over ``T``).
 """
@@ -135,3 +139,22 @@ def flow_kl_scale(kl_type: str, std: torch.Tensor, std_dev_t: torch.Tensor | Non
     if kl_type != "flow":
         raise ValueError(f"flow_kl_scale: kl_type must be 'flow' or 'flow_exact', got {kl_type!r}")
     return std_dev_t
+
+
+def reference_kl(kl_type: str, logp: torch.Tensor, ref_logp: torch.Tensor, mean: torch.Tensor | None = None,
+                 ref_mean: torch.Tensor | None = None, std: torch.Tensor | None = None,
+                 std_dev_t: torch.Tensor | None = None) -> torch.Tensor:
+    """The per-token KL to the reference policy that ``GRPOConfig.kl_type`` names, shaped like ``logp [*L]``.
+
+    ``kl_type="k3"``, or no ``std_dev_t`` (the tokens are not SDE steps, e.g. a Gaussian action head):
+    :func:`k3_kl` ``(logp, ref_logp)``. Otherwise (``"flow"`` / ``"flow_exact"``) :func:`flow_kl` on the Gaussian
+    means ``mean``, ``ref_mean [*L, ...]`` with the divisor :func:`flow_kl_scale` picks from ``std`` / ``std_dev_t``
+    (``[*L, 1, ..., 1]``), averaged over the dims after ``*L``.
+    """
+    if kl_type == "k3" or std_dev_t is None:
+        return k3_kl(logp, ref_logp)
+    if mean is None or ref_mean is None or std is None:
+        raise ValueError(f"kl_type={kl_type!r} needs the Gaussian means and std of both policies' steps")
+    n = logp.dim()
+    scale = flow_kl_scale(kl_type, std, std_dev_t)
+    return flow_kl(mean.flatten(0, n - 1), ref_mean.flatten(0, n - 1), scale.flatten(0, n - 1)).reshape(logp.shape)

@@ -23,7 +23,7 @@ child's own noise draw. Nodes are stored in breadth-first order; leaves are the 
   The reference (``compute_hierarchical_advantages_by_depth``) uses torch's unbiased std, ``eps = 1e-8``, and
   sets a depth's advantages to 0 when ``std_d < 1e-6`` (and for a lone node).
 * Pruning cuts *backward passes only* (the forward rollout is unchanged): width pruning keeps a subset of
-  the leaves for the loss; depth pruning keeps a sliding window of depths (:func:`grpo.mix.sliding_window`).
+  the leaves for the loss; depth pruning keeps a sliding window of depths (:func:`grpo.flow_sde.sliding_window`).
 
 :func:`tree_advantages` is BranchGRPO's whole credit in one call (fusion, depth-wise normalization, the options
 below, pruning masks, the advantage clip).
@@ -37,7 +37,7 @@ from typing import Literal, Sequence
 import torch
 
 from .advantages import clip_advantages
-from .mix import sliding_window
+from .flow_sde import sliding_window
 
 Fusion = Literal["mean", "path_prob"]
 DepthNorm = Literal["reference", "population"]
@@ -384,7 +384,7 @@ def tree_advantages(
 
     Pruning (BranchGRPO Sec. 3.4; cuts backward passes only): ``width_prune_mode`` / ``prune_k`` select leaves
     (:func:`width_prune`), ``depth_window > 0`` trains only a window of consecutive depths that slides by one
-    every ``depth_stride`` iterations (:func:`grpo.mix.sliding_window`).
+    every ``depth_stride`` iterations (:func:`grpo.flow_sde.sliding_window`).
 
     ``present [P, N]`` bool (default: every node): the credit of a *pruned* tree per prompt, a subtree holding some
     of the leaves and their paths (:func:`subtree_of_leaves`; what a tree-x-pool rollout regenerates): everything

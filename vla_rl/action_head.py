@@ -15,9 +15,9 @@ Flow-matching head (pi0, Black et al. 2024, Sec. IV; rectified-flow convention o
     a_sigma = (1 - sigma) a + sigma eps,   eps ~ N(0, I),   sigma ~ Beta(1.5, 1)   (pi0 emphasizes noisy levels)
     L_FM    = || v_theta(a_sigma, sigma, ctx) - (eps - a) ||^2
 
-Sampling integrates ``sigma: 1 -> 0`` in ``T`` steps. For RL each step can be made a Gaussian SDE step
-``x_{t+1} ~ N(mu_theta(x_t), std_t^2)`` by :func:`grpo.flow_sde.sde_step` -- the very function the diffusion
-frontend uses -- whose log-prob is exact. ``noise_mode="all"`` makes every step stochastic (Flow-GRPO
+Sampling integrates ``sigma: 1 -> 0`` in ``T`` steps (:func:`grpo.flow_sde.flow_chain`). For RL each step can be made
+a Gaussian SDE step ``x_{t+1} ~ N(mu_theta(x_t), std_t^2)`` by :func:`grpo.flow_sde.sde_step` -- the very chain and
+step the diffusion frontend uses -- whose log-prob is exact. ``noise_mode="all"`` makes every step stochastic (Flow-GRPO
 style); ``noise_mode="one"`` draws one step index ``j ~ U{0..T-1}`` per chunk and keeps the others
 deterministic ODE steps (RLinf's recipe for pi0, Zang et al. 2025 "RLinf-VLA"), so the chunk's log-prob is
 the single step's Gaussian log-density. ``eta`` sets the noise level.
@@ -41,7 +41,7 @@ import torch
 from torch import nn
 
 from grpo.device import rand, randint, randn
-from grpo.flow_sde import SDEKind, flow_sigmas, gaussian_log_prob, sde_step
+from grpo.flow_sde import SDEKind, flow_chain, flow_sigmas, gaussian_log_prob, sde_step
 
 NoiseMode = Literal["all", "one"]
 # one generator for the whole batch, or one per row (row i's draws then depend on generator[i] alone, never on
@@ -195,25 +195,20 @@ class FlowMatchingActionHead(nn.Module):
         its initial noise, its step index (``noise_mode="one"``) and one noise per step from its own generator."""
         b, dev = ctx.shape[0], ctx.device
         shape = (b, self.chunk_size, self.action_dim)
-        per_row = _per_row(generator, b)
         x = _randn(shape, generator, dev)
         step_mask = self._step_mask(b, stochastic, generator, dev)
-        chain, logps = [x], []
-        for t in range(self.cfg.num_steps):
-            s, sn = self.sigmas[t], self.sigmas[t + 1]
-            v = self.velocity(x, s.expand(b), ctx)
-            m = step_mask[:, t]
-            if m.any() or (per_row and stochastic):  # per-row streams advance alike whatever the other rows do
-                noise = _randn(shape, generator, dev)
-                out = sde_step(v, x, s, sn, noise=noise, **self._sde_kwargs())
-                x = torch.where(m[:, None, None], out.prev_sample, x + v * (sn - s))
-                logps.append(torch.where(m, out.log_prob, torch.zeros_like(out.log_prob)))
-            else:
-                x = x + v * (sn - s)
-                logps.append(torch.zeros(b, device=dev))
-            chain.append(x)
-        return HeadSample(actions=x, record={"chain": torch.stack(chain, 1), "step_mask": step_mask},
-                          logp=torch.stack(logps, 1), step_mask=step_mask)
+        # one noise per step where a row is stochastic, drawn in step order; per-row streams draw on every step, so
+        # row i's draws never depend on what the other rows do
+        every = _per_row(generator, b) and stochastic
+        noise = [_randn(shape, generator, dev) if every or bool(step_mask[:, t].any()) else None
+                 for t in range(self.cfg.num_steps)]
+        kw = self._sde_kwargs()
+        final, steps = flow_chain(lambda t, z: self.velocity(z, self.sigmas[t].expand(b), ctx), x, self.sigmas,
+                                  kind=kw["kind"], eta=kw["eta"], reduce=kw["reduce"], sde_mask=step_mask,
+                                  noise=noise.__getitem__)
+        return HeadSample(actions=final, record={"chain": torch.stack([x] + [c.x_next for c in steps], 1),
+                                                 "step_mask": step_mask},
+                          logp=torch.stack([c.log_prob for c in steps], 1), step_mask=step_mask)
 
     def log_prob(self, ctx: torch.Tensor, record: dict[str, torch.Tensor]) -> HeadLogProb:
         """Recompute the log-prob of every stored transition ``chain[:, t] -> chain[:, t+1]`` at once.

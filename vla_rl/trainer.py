@@ -100,7 +100,7 @@ from grpo.distributed import (
 )
 from grpo.fsdp import copy_full_parameters, full_optimizer_state_dict, load_full_optimizer_state_dict, shard_submodules
 from grpo.loop import Phase, StopRun, no_phase, resume_latest, run_loop
-from grpo.loss import clipped_pg_loss, flow_kl, flow_kl_scale, k3_kl
+from grpo.loss import clipped_pg_loss, reference_kl
 from grpo.metrics import MetricsLogger
 from grpo.monitors import HackingAlarm, RewardHackingError
 from grpo.onpolicy import OnPolicyGap, check_onpolicy
@@ -530,12 +530,7 @@ class VLARLTrainer:
         if g.kl_coef > 0 and self.reference is not None:
             with torch.no_grad():
                 ref = self.reference.chunk_log_prob(obs, rec)
-            if g.kl_type != "k3" and self.policy.cfg.head == "flow":
-                s = lp.logp.shape
-                scale = flow_kl_scale(g.kl_type, lp.std, lp.std_dev_t)
-                kl = flow_kl(lp.mean.flatten(0, 1), ref.mean.flatten(0, 1), scale.flatten(0, 1)).reshape(s)
-            else:
-                kl = k3_kl(lp.logp, ref.logp)
+            kl = reference_kl(g.kl_type, lp.logp, ref.logp, lp.mean, ref.mean, lp.std, lp.std_dev_t)
         return clipped_pg_loss(lp.logp, batch.old_logp[mb].to(dev), adv.to(dev), batch.step_mask[mb].to(dev),
                                g.clip_low,
                                g.clip_high, kl, g.kl_coef, g.loss_reduction)

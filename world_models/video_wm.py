@@ -17,7 +17,7 @@
   or, by default (``prediction="x0"``), the same path with the network predicting ``x_0`` (``L = E ||
   x0_theta - x_0||^2``, ``v = (x_s - x0_theta) / s``), which a tiny CPU-sized denoiser learns much faster.
 
-  and sampled with ``grpo.flow_sde.sde_step`` (ODE by default; SDE when the model itself is RL-trained).
+  and sampled with ``grpo.flow_sde.flow_chain`` (ODE by default; SDE when the model itself is RL-trained).
 * **State**: a reward head on the frames and actions predicts, per future step, the logit of
   ``success`` (the task's own success test in the simulator). It is trained on successes, near-successes
   and failures so its success prediction is calibrated, and at inference it reads the *predicted* frames,
@@ -45,7 +45,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from grpo.device import module_device, rand, randint, randn
-from grpo.flow_sde import flow_sigmas, sde_step
+from grpo.flow_sde import flow_chain, flow_sigmas
 
 from .windows import FrameBatch, FrameSamples, WindowBatch, WindowSet, instruction_features
 
@@ -341,11 +341,8 @@ class VideoWorldModel(nn.Module):
         x = randn(shape, generator, ctx.device) if noise is None else noise.float()
         sig = flow_sigmas(steps or c.sampling_steps, device=ctx.device)
         # zero-variance steps draw nothing: a generator serves the initial noise only, so ``noise`` can stand in for it
-        deterministic = sde == "ode" or eta == 0
-        for i in range(len(sig) - 1):
-            v = self.velocity(x, sig[i].expand(b), ctx, actions, tokens)
-            x = sde_step(v, x, sig[i], sig[i + 1], kind=sde, eta=eta, sigma_max=float(sig[1]), generator=generator,  # type: ignore[arg-type]
-                         noise=torch.zeros_like(x) if deterministic else None).prev_sample
+        x, _ = flow_chain(lambda i, z: self.velocity(z, sig[i].expand(b), ctx, actions, tokens), x, sig,
+                          kind=sde, eta=eta, generator=generator, keep=False)  # type: ignore[arg-type]
         return (context[:, -1:].float() + x.permute(0, 2, 1, 3, 4) / 2).clamp(0, 1)
 
     @torch.no_grad()

@@ -5,7 +5,7 @@ import torch
 
 from diffusion_rl.adapters import cond_select
 from diffusion_rl.branch import BranchConfig, tree_credit, tree_rollout
-from diffusion_rl.sampling import SamplerConfig, flat_rollout, guided_velocity, sde_step_mask
+from diffusion_rl.sampling import SamplerConfig, flat_rollout, guided_velocity
 from grpo.config import ConfigError, build_config
 from grpo.flow_sde import flow_sigmas, sde_step
 from grpo.loss import clipped_pg_loss
@@ -43,9 +43,9 @@ def test_flat_rollout_logprob_recomputation_is_exact(sd3, sde, cfg_scale):
 
 def test_mix_window_slides():
     sc = SamplerConfig(num_steps=8, mix_window=2)
-    masks = [sde_step_mask(sc, it).nonzero().flatten().tolist() for it in range(3)]
+    masks = [sc.sde_mask(it).nonzero().flatten().tolist() for it in range(3)]
     assert masks == [[0, 1], [1, 2], [2, 3]]
-    assert sde_step_mask(sc, 0, force=(5,)).nonzero().flatten().tolist() == [0, 1, 5]
+    assert sc.sde_mask(0, force=(5,)).nonzero().flatten().tolist() == [0, 1, 5]
 
 
 def test_tree_rollout_structure_nfe_and_exactness(sd3):

@@ -3,7 +3,7 @@ import math
 import pytest
 import torch
 
-from grpo.loss import clipped_pg_loss, flow_kl, flow_kl_scale, k3_kl
+from grpo.loss import clipped_pg_loss, flow_kl, flow_kl_scale, k3_kl, reference_kl
 
 
 def test_clip_boundaries_values_and_gradients():
@@ -88,3 +88,34 @@ def test_flow_kl_default_scale_is_flow_grpos():
         torch.testing.assert_close(exact, by_hand / (s - sn), rtol=1e-5, atol=0)
     with pytest.raises(ValueError, match="kl_type"):
         flow_kl_scale("k4", new.std, new.std_dev_t)
+
+
+def test_reference_kl_is_the_one_kl_choice():
+    """``reference_kl`` picks Flow-GRPO's mean KL on SDE steps and k3 otherwise, over any leading token dims."""
+    from grpo.flow_sde import flow_sigmas, sde_step
+
+    g = torch.Generator().manual_seed(0)
+    sig = flow_sigmas(3)
+    x = torch.randn(2 * 3, 4, 5, generator=g)  # [B*S, K, A]: 2 chunks x 3 steps
+    s, sn = sig[:-1].repeat(2), sig[1:].repeat(2)
+    new = sde_step(torch.randn(6, 4, 5, generator=g), x, s, sn, eta=0.7, sigma_max=float(sig[1]),
+                   noise=torch.randn(6, 4, 5, generator=g))
+    ref = sde_step(torch.randn(6, 4, 5, generator=g), x, s, sn, eta=0.7, sigma_max=float(sig[1]),
+                   prev_sample=new.prev_sample)
+
+    def tok(t):  # [B*S, ...] -> [B, S, ...]
+        return t.reshape(2, 3, *t.shape[1:])
+
+    lp, rlp = tok(new.log_prob), tok(ref.log_prob)
+    for kind in ("flow", "flow_exact"):
+        got = reference_kl(kind, lp, rlp, tok(new.mean), tok(ref.mean), tok(new.std), tok(new.std_dev_t))
+        want = flow_kl(new.mean, ref.mean, flow_kl_scale(kind, new.std, new.std_dev_t)).reshape(2, 3)
+        assert got.shape == (2, 3) and torch.equal(got, want)
+    assert torch.equal(reference_kl("k3", lp, rlp, tok(new.mean), tok(ref.mean), tok(new.std), tok(new.std_dev_t)),
+                       k3_kl(lp, rlp))
+    # no std_dev_t (a Gaussian head's tokens are not SDE steps): k3 whatever kl_type says
+    assert torch.equal(reference_kl("flow", lp, rlp, tok(new.mean), tok(ref.mean), tok(new.std)), k3_kl(lp, rlp))
+    assert not torch.equal(reference_kl("flow", lp, rlp, tok(new.mean), tok(ref.mean), tok(new.std),
+                                        tok(new.std_dev_t)), k3_kl(lp, rlp))
+    with pytest.raises(ValueError, match="needs the Gaussian means"):
+        reference_kl("flow", lp, rlp, std_dev_t=tok(new.std_dev_t))

@@ -1,7 +1,7 @@
 import pytest
 import torch
 
-from grpo.mix import sliding_window
+from grpo.flow_sde import sliding_window
 from grpo.selection import select_per_group, select_subset
 from grpo.tree import RolloutTree, depth_advantages, fuse_rewards, tree_advantages, width_prune
 

@@ -12,7 +12,7 @@ The stochastic denoising chain (no LeRobot model code is copied). LeRobot's ``sa
 ``x_t``::
 
     v      = denoise_step(..., x_t, t_i)                         (the policy's velocity, [B, K, A_max])
-    x_next ~ N(mu(x_t, v), std_i^2)   via grpo.flow_sde.sde_step  (stochastic where step_mask[i], else the ODE step)
+    x_next ~ N(mu(x_t, v), std_i^2)   via grpo.flow_sde.chain_step  (stochastic where step_mask[i], else the ODE step)
     return (x_next - x_t) / dt                                     (LeRobot's Euler update then lands on x_next)
 
 The record keeps the chain ``[B, T + 1, K, A_max]`` (``chain[:, 0]`` is the initial noise, ``chain[:, i + 1]`` the
@@ -49,7 +49,7 @@ from typing import Any, Callable
 import torch
 from torch import nn
 
-from grpo.flow_sde import flow_sigmas, sde_step
+from grpo.flow_sde import chain_step, flow_sigmas, sde_step
 
 from ..action_head import Generators, HeadLogProb, HeadSample, _randint, _randn
 from ..policy import IMAGE_PREFIX, STATE_KEY, PolicyConfig
@@ -423,15 +423,13 @@ class LeRobotVLA(nn.Module):
             m = torch.full((b,), stochastic and self.cfg.flow.eta > 0, dtype=torch.bool, device=dev)
             if j is not None:
                 m &= j == i
-            s, sn = self.sigmas[i], self.sigmas[i + 1]
-            ode = x_t.float() + v.float() * (sn - s)
-            out = sde_step(v.float(), x_t.float(), s, sn, noise=_randn(tuple(x_t.shape), generator, dev),
-                           **self._sde_kwargs())
-            x_next = torch.where(m[:, None, None], out.prev_sample, ode)
-            chain.append(x_next.clone())
-            logps.append(torch.where(m, out.log_prob, torch.zeros_like(out.log_prob)))
+            # one step of the flow-SDE chain (LeRobot owns the loop): SDE rows where m, ODE rows elsewhere
+            out = chain_step(v.float(), x_t.float(), self.sigmas[i], self.sigmas[i + 1], sde=m,
+                             noise=_randn(tuple(x_t.shape), generator, dev), **self._sde_kwargs())
+            chain.append(out.prev_sample.clone())
+            logps.append(out.log_prob)
             masks.append(m)
-            return x_next
+            return out.prev_sample
 
         self._run(batch, noise, step)
         actions = self._post(chain[-1][..., : self.cfg.action_dim])
