@@ -187,30 +187,36 @@ def tiny_arch(name: str = "sd3.5-medium"):
         text_encoders={"text_encoder": clip(16, 768), "text_encoder_2": clip(32, 1280), "text_encoder_3": t5}, vae=vae)
 
 
-def random_sd3_pipeline(arch, max_len: int, device: torch.device):
-    """A ``StableDiffusion3Pipeline`` of ``arch`` with random weights, built on ``device`` in bf16 (no hub): the
-    denoiser, text encoders and VAE from the architecture's configs; word-level tokenizers (CLIP: 77 tokens, T5:
-    ``max_len``), so the sequence lengths are the real ones."""
+def random_modules(arch, denoiser: str, device: torch.device) -> tuple[torch.nn.Module, dict, torch.nn.Module]:
+    """The denoiser (``diffusers.<denoiser>``), text encoders and VAE of ``arch`` with random weights (seed 0), built on
+    ``device`` in bf16 from the architecture's configs (no hub): what the random SD3 / FLUX pipelines are made of."""
     import diffusers
     import transformers
-    from diffusers import FlowMatchEulerDiscreteScheduler, StableDiffusion3Pipeline
 
-    from diffusion_rl.tiny_models import make_tokenizer
-
-    words = " ".join(PROMPTS).split()
     torch.manual_seed(0)
     prev = torch.get_default_dtype()
     torch.set_default_dtype(torch.bfloat16)
     try:
         with torch.device(device):
-            tr = diffusers.SD3Transformer2DModel(**arch.config())
-            enc = {}
-            for name, (model_cls, cfg_cls, kw) in arch.text_encoders.items():
-                enc[name] = getattr(transformers, model_cls)(getattr(transformers, cfg_cls)(**kw))
-            cls, kw = arch.vae
-            vae = getattr(diffusers, cls)(**kw)
+            tr = getattr(diffusers, denoiser)(**arch.config())
+            enc = {n: getattr(transformers, m)(getattr(transformers, c)(**kw))
+                   for n, (m, c, kw) in arch.text_encoders.items()}
+            vae = getattr(diffusers, arch.vae[0])(**arch.vae[1])
     finally:
         torch.set_default_dtype(prev)
+    return tr, enc, vae
+
+
+def random_sd3_pipeline(arch, max_len: int, device: torch.device):
+    """A ``StableDiffusion3Pipeline`` of ``arch`` with random weights, built on ``device`` in bf16 (no hub): the
+    denoiser, text encoders and VAE from the architecture's configs; word-level tokenizers (CLIP: 77 tokens, T5:
+    ``max_len``), so the sequence lengths are the real ones."""
+    from diffusers import FlowMatchEulerDiscreteScheduler, StableDiffusion3Pipeline
+
+    from diffusion_rl.tiny_models import make_tokenizer
+
+    words = " ".join(PROMPTS).split()
+    tr, enc, vae = random_modules(arch, "SD3Transformer2DModel", device)
     return StableDiffusion3Pipeline(
         transformer=tr, scheduler=FlowMatchEulerDiscreteScheduler(shift=3.0), vae=vae,
         text_encoder=enc["text_encoder"], tokenizer=make_tokenizer(words, 77),
@@ -328,24 +334,12 @@ def strategy_nfe(cfg) -> float:
 
 def random_flux_pipeline(arch, max_len: int, device: torch.device):
     """FLUX.1-dev with random weights (as :func:`random_sd3_pipeline`): CLIP-L, T5-XXL, the 12 B denoiser, bf16."""
-    import diffusers
-    import transformers
     from diffusers import FlowMatchEulerDiscreteScheduler, FluxPipeline
 
     from diffusion_rl.tiny_models import make_tokenizer
 
     words = " ".join(PROMPTS).split()
-    torch.manual_seed(0)
-    prev = torch.get_default_dtype()
-    torch.set_default_dtype(torch.bfloat16)
-    try:
-        with torch.device(device):
-            tr = diffusers.FluxTransformer2DModel(**arch.config())
-            enc = {n: getattr(transformers, m)(getattr(transformers, c)(**kw))
-                   for n, (m, c, kw) in arch.text_encoders.items()}
-            vae = getattr(diffusers, arch.vae[0])(**arch.vae[1])
-    finally:
-        torch.set_default_dtype(prev)
+    tr, enc, vae = random_modules(arch, "FluxTransformer2DModel", device)
     return FluxPipeline(transformer=tr, scheduler=FlowMatchEulerDiscreteScheduler(shift=3.0), vae=vae,
                         text_encoder=enc["text_encoder"], tokenizer=make_tokenizer(words, 77),
                         text_encoder_2=enc["text_encoder_2"], tokenizer_2=make_tokenizer(words, max_len))

@@ -123,23 +123,35 @@ def tiny_flux_pipeline(words: Iterable[str] = (), seed: int = 0, hidden: int = 3
                         tokenizer=tok, text_encoder_2=tiny_t5(v, 32), tokenizer_2=make_tokenizer(words, max_length))
 
 
+def _tiny_wan_transformer(hidden: int, layers: int, z_dim: int):
+    """A tiny ``WanTransformer3DModel`` (2 heads, patch 1x2x2), random weights from the current torch seed."""
+    from diffusers import WanTransformer3DModel
+
+    heads = 2
+    return WanTransformer3DModel(patch_size=(1, 2, 2), num_attention_heads=heads, attention_head_dim=hidden // heads,
+                                 in_channels=z_dim, out_channels=z_dim, text_dim=32, freq_dim=32, ffn_dim=2 * hidden,
+                                 num_layers=layers, rope_max_seq_len=64)
+
+
+def _tiny_wan_vae(z_dim: int):
+    """A tiny ``AutoencoderKLWan`` (4x temporal, 8x spatial compression as the real one), random weights."""
+    from diffusers import AutoencoderKLWan
+
+    return AutoencoderKLWan(base_dim=8, z_dim=z_dim, dim_mult=[1, 1, 1, 1], num_res_blocks=1,
+                            temperal_downsample=[False, True, True], latents_mean=[0.0] * z_dim,
+                            latents_std=[1.0] * z_dim)
+
+
 def tiny_wan_pipeline(words: Iterable[str] = (), seed: int = 0, hidden: int = 32, layers: int = 1, z_dim: int = 4,
                       max_length: int = 16):
     """``WanPipeline`` with tiny components: UMT5 text encoder, ``WanTransformer3DModel``, ``AutoencoderKLWan``
     (4x temporal, 8x spatial compression as the real one)."""
-    from diffusers import AutoencoderKLWan, FlowMatchEulerDiscreteScheduler, WanPipeline, WanTransformer3DModel
+    from diffusers import FlowMatchEulerDiscreteScheduler, WanPipeline
 
     torch.manual_seed(seed)
     tok = make_tokenizer(words, max_length)
-    heads = 2
-    transformer = WanTransformer3DModel(patch_size=(1, 2, 2), num_attention_heads=heads,
-                                        attention_head_dim=hidden // heads,
-                                        in_channels=z_dim, out_channels=z_dim, text_dim=32, freq_dim=32,
-                                        ffn_dim=2 * hidden,
-                                        num_layers=layers, rope_max_seq_len=64)
-    vae = AutoencoderKLWan(base_dim=8, z_dim=z_dim, dim_mult=[1, 1, 1, 1], num_res_blocks=1,
-                           temperal_downsample=[False, True, True], latents_mean=[0.0] * z_dim,
-                           latents_std=[1.0] * z_dim)
+    transformer = _tiny_wan_transformer(hidden, layers, z_dim)
+    vae = _tiny_wan_vae(z_dim)
     return WanPipeline(tokenizer=tok, text_encoder=tiny_t5(len(tok), 32, umt5=True), transformer=transformer, vae=vae,
                        scheduler=FlowMatchEulerDiscreteScheduler(shift=1.0))
 
@@ -196,22 +208,15 @@ def tiny_wan22_pipeline(words: Iterable[str] = (), seed: int = 0, hidden: int = 
     """Wan 2.2 as ``WanPipeline`` ships it. ``two_experts`` (the A14B layout): ``transformer`` denoises the high-noise
     steps ``t >= boundary_ratio * 1000``, ``transformer_2`` the rest (two independently initialised experts).
     Otherwise the TI2V-5B layout: one transformer with per-token timesteps (``expand_timesteps``)."""
-    from diffusers import AutoencoderKLWan, FlowMatchEulerDiscreteScheduler, WanPipeline, WanTransformer3DModel
+    from diffusers import FlowMatchEulerDiscreteScheduler, WanPipeline
 
     torch.manual_seed(seed)
     tok = make_tokenizer(words, max_length)
-    heads = 2
 
     def expert():
-        return WanTransformer3DModel(patch_size=(1, 2, 2), num_attention_heads=heads,
-                                     attention_head_dim=hidden // heads,
-                                     in_channels=z_dim, out_channels=z_dim, text_dim=32, freq_dim=32,
-                                     ffn_dim=2 * hidden,
-                                     num_layers=layers, rope_max_seq_len=64)
+        return _tiny_wan_transformer(hidden, layers, z_dim)
 
-    vae = AutoencoderKLWan(base_dim=8, z_dim=z_dim, dim_mult=[1, 1, 1, 1], num_res_blocks=1,
-                           temperal_downsample=[False, True, True], latents_mean=[0.0] * z_dim,
-                           latents_std=[1.0] * z_dim)
+    vae = _tiny_wan_vae(z_dim)
     return WanPipeline(tokenizer=tok, text_encoder=tiny_t5(len(tok), 32, umt5=True), transformer=expert(),
                        transformer_2=expert() if two_experts else None, vae=vae,
                        scheduler=FlowMatchEulerDiscreteScheduler(shift=1.0),

@@ -87,16 +87,20 @@ def run_loop(step: Callable[[Phase], dict[str, float]], start: int, total: int, 
 
     last: dict[str, float] = {}
     stopped = error = None
+
+    def stop_on(e: StopRun, where: str, saved: str = "checkpoint") -> None:  # save the iterations done, say where
+        nonlocal stopped, error
+        stopped = error = str(e)
+        save()
+        if main:
+            print(f"stopped {where}: {e}; {saved} saved, rerun the command to resume", flush=True)
+
     with GracefulExit() as stop:
         for it in bar:
             try:
                 last = step(phase)
-            except StopRun as e:  # nothing of iteration it + 1 was applied: save the iterations done, stop
-                stopped = error = str(e)
-                save()
-                if main:
-                    print(f"stopped before iteration {it + 1} finished: {e}; checkpoint of iteration {it} saved, "
-                          "rerun the command to resume", flush=True)
+            except StopRun as e:  # nothing of iteration it + 1 was applied
+                stop_on(e, f"before iteration {it + 1} finished", f"checkpoint of iteration {it}")
                 break
             done = it + 1
             if postfix is not None:
@@ -111,12 +115,8 @@ def run_loop(step: Callable[[Phase], dict[str, float]], start: int, total: int, 
                 phase("eval")
                 try:
                     evaluate(done)
-                except StopRun as e:  # the iteration itself is complete: save it, stop
-                    stopped = error = str(e)
-                    save()
-                    if main:
-                        print(f"stopped in the evaluation after iteration {done}: {e}; checkpoint saved, rerun the "
-                              "command to resume", flush=True)
+                except StopRun as e:  # the iteration itself is complete
+                    stop_on(e, f"in the evaluation after iteration {done}")
                     break
             if done % save_every == 0 or (save_last and done == total):
                 save()

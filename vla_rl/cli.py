@@ -115,9 +115,8 @@ def cmd_eval(args: argparse.Namespace) -> int:
     from grpo.device import resolve_device
     from grpo.metrics import MetricsLogger
 
-    from .policy import SmallVLA, policy_config_from_dict
+    from .policy import policy_config_from_dict
     from .rollout import EnvPool, evaluate, tile_videos
-    from .tokenizer import WordTokenizer
     from .trainer import VLARLConfig
 
     _setup_threads()
@@ -149,19 +148,13 @@ def cmd_eval(args: argparse.Namespace) -> int:
     from .preflight import check_env_options
 
     check_env_options(cfg.env.tasks, cfg.env.kwargs, "env.kwargs")  # before the policy or any env is built
-    pcfg = policy_config_from_dict(st["policy_config"])
-    if pcfg.kind == "builtin":
-        policy = SmallVLA(pcfg, WordTokenizer(st["vocab"]))
-    elif ":" in pcfg.kind:  # a user's policy class (policy.kind: package.module:Class), built like SmallVLA
-        from grpo.plugins import resolve_policy_class
+    from .policies import make_policy
 
-        policy = resolve_policy_class(pcfg.kind)(pcfg, WordTokenizer(st["vocab"]))
-    else:  # a LeRobot policy: rebuilt by the factory in the run's directory (its tiny backbone, if any, is there)
-        from .policies import make_policy
-
-        ck = Path(st["__path__"]).resolve()
-        run_dir = next((p for p in [ck, *ck.parents] if (p / "checkpoints").is_dir()), Path(cfg.output_dir))
-        policy = make_policy(pcfg, workdir=run_dir)
+    # the policy rebuilt by the factory with the checkpoint's vocabulary, in the run's directory (a LeRobot policy's
+    # tiny backbone, if any, is there)
+    ck = Path(st["__path__"]).resolve()
+    run_dir = next((p for p in [ck, *ck.parents] if (p / "checkpoints").is_dir()), Path(cfg.output_dir))
+    policy = make_policy(policy_config_from_dict(st["policy_config"]), workdir=run_dir, vocabulary=st.get("vocab"))
     policy.load_state_dict(st["model"])  # the checkpoint's CPU tensors
     policy.to(resolve_device(cfg.device))
     policy.set_mixed_precision(cfg.dist.mixed_precision)

@@ -191,3 +191,60 @@ def test_std_dev_t_is_the_references_kl_scale():
     torch.testing.assert_close(dg.std_dev_t, torch.full_like(dg.std_dev_t, 0.7))
     ode = sde_step(v, x, 0.6, 0.5, kind="ode")
     assert torch.equal(ode.std_dev_t, torch.zeros_like(ode.std_dev_t))
+
+
+def test_flow_chain_is_the_loop_of_sde_and_ode_steps_per_row():
+    """``flow_chain`` with a per-row ``[B, T]`` mask equals the hand-written loop: ``sde_step`` on SDE rows with the
+    hooked noise, the Euler step ``x + v dt`` (log-prob 0) on the others; records keep every latent."""
+    from grpo.flow_sde import flow_chain
+
+    g = torch.Generator().manual_seed(3)
+    sig = flow_sigmas(4, shift=3.0)
+    w = torch.randn(5, 5, generator=g)
+    x0 = torch.randn(3, 5, generator=g)
+    eps = torch.randn(4, 3, 5, generator=g)
+    mask = torch.tensor([[1, 0, 1, 0], [1, 1, 1, 1], [0, 0, 0, 0]], dtype=torch.bool)
+
+    def vel(i, z):
+        return torch.tanh(z @ w) * float(sig[i])
+
+    final, steps = flow_chain(vel, x0, sig, kind="flow_grpo", eta=0.7, sde_mask=mask, noise=lambda i: eps[i])
+    x = x0
+    for i in range(4):
+        v = vel(i, x)
+        sde = sde_step(v, x, sig[i], sig[i + 1], kind="flow_grpo", eta=0.7, sigma_max=float(sig[1]), noise=eps[i])
+        ode = x + v * (sig[i + 1] - sig[i])
+        m = mask[:, i]
+        x_next = torch.where(m[:, None], sde.prev_sample, ode)
+        assert torch.equal(steps[i].x, x) and torch.equal(steps[i].x_next, x_next)
+        assert torch.equal(steps[i].log_prob, torch.where(m, sde.log_prob, torch.zeros(3)))
+        assert torch.equal(steps[i].sde, m) and steps[i].stochastic == bool(m.all())
+        x = x_next
+    assert torch.equal(final, x)
+    # one flag per step: the whole batch; keep=False keeps nothing
+    final2, none = flow_chain(vel, x0, sig, kind="flow_grpo", eta=0.7, sde_mask=torch.tensor([1, 0, 1, 0]).bool(),
+                              noise=lambda i: eps[i], keep=False)
+    assert none == [] and not torch.equal(final2, final)
+
+
+def test_deterministic_steps_draw_nothing():
+    g = torch.Generator().manual_seed(0)
+    state = g.get_state()
+    x, v = torch.randn(2, 3), torch.randn(2, 3)
+    for kind, eta in (("ode", 0.7), ("flow_grpo", 0.0)):
+        out = sde_step(v, x, 0.5, 0.25, kind=kind, eta=eta, generator=g)
+        assert torch.equal(out.prev_sample, x + v * (0.25 - 0.5)) and torch.equal(g.get_state(), state)
+    sde_step(v, x, 0.5, 0.25, kind="flow_grpo", eta=0.7, generator=g)
+    assert not torch.equal(g.get_state(), state)
+
+
+def test_mix_sde_mask_window_last_step_and_forced_splits():
+    from grpo.flow_sde import mix_sde_mask
+
+    assert mix_sde_mask(5).tolist() == [True, True, True, True, False]  # the last step (sigma -> 0) is ODE
+    assert mix_sde_mask(5, sde_last_step=True).all()
+    # MixGRPO: a window of 2 over the 4 SDE-able steps, one step per 2 iterations, wrapping around
+    assert [mix_sde_mask(5, it, window=2, stride=2).nonzero().flatten().tolist() for it in range(8)] == [
+        [0, 1], [0, 1], [1, 2], [1, 2], [2, 3], [2, 3], [0, 1], [0, 1]]
+    # BranchGRPO-Mix: split steps are SDE whatever the window says
+    assert mix_sde_mask(5, 0, window=1, force=(3,)).nonzero().flatten().tolist() == [0, 3]

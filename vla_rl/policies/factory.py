@@ -23,15 +23,17 @@ from .base import TrainablePolicy, check_policy
 
 
 def make_policy(cfg: PolicyConfig, instructions: Iterable[str] = (), pretrained: str | None = None,
-                workdir: str | Path = ".") -> TrainablePolicy:
-    """The policy ``cfg`` describes (module docstring); ``cfg.state_dim`` / ``action_dim`` must be resolved."""
+                workdir: str | Path = ".", vocabulary: list[str] | None = None) -> TrainablePolicy:
+    """The policy ``cfg`` describes (module docstring); ``cfg.state_dim`` / ``action_dim`` must be resolved.
+    ``vocabulary``: a trainer checkpoint's (:func:`~vla_rl.policies.base.policy_vocabulary`), for a policy that is
+    then given the checkpoint's weights (a word-tokenizer policy's embedding is sized by it)."""
     instructions = list(instructions)
     check_kind_type(cfg.kind, cfg.type)
     if cfg.kind == "builtin":
         from .builtin import build_builtin
 
-        return check_policy(build_builtin(cfg, instructions, pretrained))
-    if ":" in cfg.kind:  # a user's class (docs/EXTENDING.md): built like SmallVLA, (cfg, tokenizer)
+        return check_policy(build_builtin(cfg, instructions, pretrained, vocabulary))
+    if ":" in cfg.kind:  # a user's class (docs/EXTENDING.md): built like the built-in one, (cfg, tokenizer)
         from grpo.plugins import resolve_policy_class
 
         from ..tokenizer import WordTokenizer
@@ -39,7 +41,8 @@ def make_policy(cfg: PolicyConfig, instructions: Iterable[str] = (), pretrained:
         cls = resolve_policy_class(cfg.kind)
         if pretrained:
             return check_policy(cls.from_pretrained(pretrained, cfg))
-        return check_policy(cls(cfg, WordTokenizer.build(instructions)))
+        tok = WordTokenizer(vocabulary) if vocabulary is not None else WordTokenizer.build(instructions)
+        return check_policy(cls(cfg, tok))
     from .lerobot import LeRobotVLA, lerobot_classes
 
     lerobot_classes(cfg.type)  # this environment can build the type (one line if not), before anything is written
@@ -71,7 +74,7 @@ def make_policy(cfg: PolicyConfig, instructions: Iterable[str] = (), pretrained:
 
 
 def load_policy(path: str | Path, cfg: PolicyConfig | None = None) -> TrainablePolicy:
-    """A saved policy of either kind: a LeRobot layout (``config.json`` with a LeRobot ``type``) or a SmallVLA."""
+    """A saved policy of either kind: a LeRobot layout (``config.json`` with a LeRobot ``type``) or the built-in one."""
     p = Path(path)
     conf = p / "config.json"
     if conf.is_file() and json.loads(conf.read_text()).get("type") in POLICY_KINDS["lerobot"]:
