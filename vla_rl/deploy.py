@@ -335,7 +335,7 @@ def add_parser(sub) -> None:
                        "index_or_path: 0, width: 640, height: 480, fps: 30}}\". Checked against LeRobot's config class "
                        "before the policy loads or any hardware is touched. Default: --robot.type sims (the simulated "
                        "robot).")
-    d.add_argument("policy", help="a saved policy directory (LeRobot layout or a SmallVLA), e.g. runs/x/policy")
+    d.add_argument("policy", help="a saved policy directory (LeRobot layout or the built-in one), e.g. runs/x/policy")
     d.add_argument("--robot", default=None, metavar="TYPE", help="the same as --robot.type TYPE (the older spelling)")
     d.add_argument("--instruction", default="", help="the instruction given to the policy (needed for a real robot; "
                    "sims: default the task's own)")

@@ -37,8 +37,8 @@ def check_vla_inputs(cfg, writes: bool = True) -> None:
     if not writes:  # a dry run: a full recipe prints its cost on a machine without its weights and data
         return
     check_path_exists("sft.base_policy", cfg.sft.base_policy,
-                      "a SmallVLA directory (save_pretrained) or builtin:<name>")
-    check_path_exists("sft.init_policy", cfg.sft.init_policy, "a SmallVLA directory (save_pretrained)")
+                      "a saved policy directory (save_pretrained) or builtin:<name>")
+    check_path_exists("sft.init_policy", cfg.sft.init_policy, "a saved policy directory (save_pretrained)")
     check_path_exists("sft.demo_path", cfg.sft.demo_path, "an HDF5 demo file (vla-rl record-demos / libero-demos)")
     if cfg.sft.demo_path:
         check_demo_actions(cfg.sft.demo_path, cfg.env.tasks[0], cfg.env.kwargs)
@@ -76,8 +76,8 @@ def check_loop_inputs(cfg, writes: bool = True) -> None:
     check_env_options([cfg.data.task], dict(cfg.vla.env.kwargs, image_size=cfg.data.image_size), "vla.env.kwargs")
     if not writes:  # a dry run / --plan: values only
         return
-    check_path_exists("vla.sft.base_policy", cfg.vla.sft.base_policy, "a SmallVLA directory or builtin:<name>")
-    check_path_exists("vla.sft.init_policy", cfg.vla.sft.init_policy, "a SmallVLA directory (save_pretrained)")
+    check_path_exists("vla.sft.base_policy", cfg.vla.sft.base_policy, "a saved policy directory or builtin:<name>")
+    check_path_exists("vla.sft.init_policy", cfg.vla.sft.init_policy, "a saved policy directory (save_pretrained)")
     check_path_exists("vla.sft.demo_path", cfg.vla.sft.demo_path,
                       "an HDF5 demo file (vla-rl record-demos / libero-demos)")
     if cfg.vla.sft.demo_path:  # the loop's SFT runs on data.task

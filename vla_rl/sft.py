@@ -52,10 +52,10 @@ class SFTConfig:
     demo_path: str | None = None  # an existing HDF5 file; None: record with the scripted experts
     demo_seed_offset: int = 500_000  # demo initial states come from here on (disjoint from RL and eval seeds)
     log_every: int = 100  # SFT steps between log lines
-    init_policy: str | None = None  # a SmallVLA directory (save_pretrained) to start from; SFT is then skipped
-    # a pretrained SmallVLA (directory or "builtin:<name>") that SFT *fine-tunes* on the demos, keeping its
+    init_policy: str | None = None  # a saved policy directory (save_pretrained) to start from; SFT is then skipped
+    # a pretrained policy (directory or "builtin:<name>") that SFT *fine-tunes* on the demos, keeping its
     # vocabulary and state normalization (policy.* must describe the same architecture)
-    base_policy: str | None = None  # a pretrained SmallVLA (directory or builtin:<name>) that
+    base_policy: str | None = None  # a pretrained policy (directory or builtin:<name>) that
                                     # SFT fine-tunes on the demos
 
     def __post_init__(self) -> None:
