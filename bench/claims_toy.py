@@ -37,7 +37,7 @@ import torch  # noqa: E402
 from grpo.demo import ToyModelConfig, ToySamplerConfig, ToyVelocity, mode_centers, pretrain, rollout  # noqa: E402
 from grpo.distributed import keyed_generator  # noqa: E402
 from grpo.flow_sde import flow_sigmas, sde_step  # noqa: E402
-from grpo.loss import clipped_pg_loss, flow_kl, flow_kl_scale  # noqa: E402
+from grpo.loss import clipped_pg_loss, reference_kl  # noqa: E402
 from grpo.train_step import GRPOConfig, NonFiniteGuard, compute_advantages, guarded_step  # noqa: E402
 
 # reward(x[N,2], c[N], gen) -> (observed total r[N], components {name: [N]} or None, clean total q[N])
@@ -124,7 +124,8 @@ def train_arm(start: dict, grpo: GRPOConfig, reward: Reward, run: RunConfig, mod
         for _ in range(run.inner_epochs):
             st = sde_step(model(x_t, s, cc), x_t, s, s_next, kind=sampler.sde, eta=sampler.eta, sigma_max=smax,
                           prev_sample=x_next)
-            kl = flow_kl(st.mean, ref.mean, flow_kl_scale(grpo.kl_type, st.std, st.std_dev_t)).reshape(T, b).T
+            kl = reference_kl(grpo.kl_type, st.log_prob, ref.log_prob, st.mean, ref.mean, st.std,
+                              st.std_dev_t).reshape(T, b).T
             lo = clipped_pg_loss(st.log_prob.reshape(T, b).T, old_lp.T, adv.values, adv.mask[:, None], grpo.clip_low,
                                  grpo.clip_high, kl, grpo.kl_coef, grpo.loss_reduction)
             lo.loss.backward()

@@ -13,7 +13,7 @@ from diffusion_rl.branch import tree_rollout
 from diffusion_rl.pool_config import PUBLISHED_LOWP_SPEEDUP, PoolConfig
 from diffusion_rl.pool_rollout import QuantizedAdapterView
 from diffusion_rl.quant import QuantConfig, make_rollout_copy
-from diffusion_rl.sampling import SamplerConfig, sde_step_mask
+from diffusion_rl.sampling import SamplerConfig
 from diffusion_rl.tree_pool import expected_subtree_nfe, subtree_presence_probability, tree_pool_rollout
 from grpo.tree import RolloutTree, subtree_of_leaves, tree_advantages
 
@@ -292,7 +292,7 @@ def test_pruned_tree_pool_training_trains_fewer_rows_of_the_same_rollout(tmp_pat
     assert torch.equal(pr.strategy.last_pool.present, full.strategy.last_pool.present)
     assert s_pr["cost/nfe_policy"] == s_full["cost/nfe_policy"] and s_pr["cost/nfe_lowp"] == s_full["cost/nfe_lowp"]
     present = full.strategy.last_pool.present  # [P, N]
-    sde = sde_step_mask(pr.cfg.sampler, 0, force=tuple(tree.split_steps))  # the trained (stochastic) steps
+    sde = pr.cfg.sampler.sde_mask(0, force=tuple(tree.split_steps))  # the trained (stochastic) steps
 
     def rows(mask):  # a node's backward rows: its segment's stochastic steps; summed over the masked nodes
         return sum(int(sde[tree.nodes[n].start:tree.nodes[n].end].sum()) for p in range(mask.shape[0])
