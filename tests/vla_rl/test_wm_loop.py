@@ -91,7 +91,7 @@ def _same_history(a: list[dict], b: list[dict]) -> None:
                 assert x[k] == y[k] or (np.isnan(x[k]) and np.isnan(y[k])), (x["cycle"], k, x[k], y[k])
 
 
-def test_loop_resumes_after_the_last_completed_cycle(tmp_path):
+def test_loop_resumes_after_the_last_completed_cycle(tmp_path, capsys):
     """A loop stopped after cycle 1 (here: run with cycles=1) and run again with cycles=2 resumes from
     loop_state/step_000001 and reruns nothing before it; its history and metrics equal an uninterrupted cycles=2 run's.
     A cycle left half-done is redone from its start; a damaged state, or another config, is one line and is left as
@@ -116,22 +116,21 @@ def test_loop_resumes_after_the_last_completed_cycle(tmp_path):
 
     # another config: refused, one line, nothing written
     before = sorted(p.name for p in part.rglob("*"))
-    err = run_cli_loop([path, f"output_dir={part}", *TINY_LOOP, "cycles=3", "models.wm_steps=4"])
+    err = run_cli_loop([path, f"output_dir={part}", *TINY_LOOP, "cycles=3", "models.wm_steps=4"], capsys)
     assert err[0] == 2 and "refusing to resume" in err[1] and "models.wm_steps" in err[1] and err[1].count("\n") == 1
     # a damaged state: reported, left as it is
     st = part / "loop_state" / "step_000002" / "model_wm.safetensors"
     st.write_bytes(st.read_bytes()[:100])
-    err = run_cli_loop([path, f"output_dir={part}", *TINY_LOOP, "cycles=3"])
+    err = run_cli_loop([path, f"output_dir={part}", *TINY_LOOP, "cycles=3"], capsys)
     assert err[0] == 2 and "model_wm.safetensors" in err[1] and "left untouched" in err[1] and err[1].count("\n") == 1
     assert sorted(p.name for p in part.rglob("*")) == before and len(st.read_bytes()) == 100
 
 
-def run_cli_loop(args: list[str]) -> tuple[int, str]:
-    import subprocess
-    import sys
-
-    r = subprocess.run([sys.executable, "-m", "vla_rl.cli", "loop", *args], capture_output=True, text=True, timeout=300)
-    return r.returncode, r.stderr
+def run_cli_loop(args: list[str], capsys) -> tuple[int, str]:
+    """``vla-rl loop ARGS`` in this process: its exit code and its stderr."""
+    capsys.readouterr()
+    rc = cli_main(["loop", *args])
+    return rc, capsys.readouterr().err
 
 
 def test_loop_sigint_stops_at_a_stage_boundary_then_resumes(tmp_path):
