@@ -84,11 +84,11 @@ from grpo.fsdp import (
 from grpo.loop import Phase, StopRun, no_phase, resume_latest, run_loop
 from grpo.loss import clipped_pg_loss, reference_kl
 from grpo.metrics import MetricsLogger
+from grpo.minibatch import Minibatches
 from grpo.monitors import HackingAlarm, RewardHackingError
-from grpo.onpolicy import OnPolicyGap, check_onpolicy
 from grpo.retry import call_with_retry
 from grpo.runinfo import write_grid_captions
-from grpo.train_step import NonFiniteGuard
+from grpo.train_step import NonFiniteGuard, StepStats
 from grpo.update import DistributedUpdate, agree_on_skip
 from rewards import RewardBatch, build_reward
 from rewards.base import concat_outputs
@@ -110,7 +110,14 @@ class _Plan:
     idx: torch.Tensor  # positions in the record that are trained
     full: bool  # all rows of the record kept: the rollout's batch is reproduced exactly
     old: torch.Tensor | None = None
-    n_global: int = 0  # trained rows of this record over all ranks (FSDP: decides the dummy passes)
+
+    def __len__(self) -> int:  # rows trained here
+        return len(self.idx)
+
+
+def _scalar(v) -> float:
+    """A diagnostic as a float (a 0-dim tensor on the model's device, or a float)."""
+    return float(v.detach() if isinstance(v, torch.Tensor) else v)
 
 
 class DiffusionGRPOTrainer:
@@ -315,111 +322,78 @@ class DiffusionGRPOTrainer:
                   steps: set[int]) -> dict[str, float]:
         """Flow-GRPO's clipped surrogate on the SDE steps: per trained record, ``log pi_theta(x_{i+1} | x_i)``
         recomputed (``sde_step(prev_sample=)``), ratio to the rollout's ``log pi_old``, clipped loss + KL to the
-        LoRA-disabled reference, one guarded step per chunk; every rank weighted by its share of the chunk's global
-        rows (:class:`grpo.update.DistributedUpdate`)."""
-        g, sc, upd = self.cfg.grpo, self.cfg.sampler, self.upd
-        cond_all = self.adapter.encode_prompts(prompts)
-        # one plan per trained record, kept rows or not: every rank has the same records (same steps, same depths),
-        # so the chunks (optimizer steps) line up over ranks and world sizes
-        plans = []
-        for r in ro.records:
-            if not r.stochastic or r.step not in steps:
-                continue
-            k = keep_rows[r.rows]
-            plans.append(_Plan(r, torch.nonzero(k).flatten(), bool(k.all())))
+        LoRA-disabled reference, one guarded step per chunk of records (``train.updates_per_iter`` per epoch); the
+        loss is the mean over the chunk's (row, step) pairs on every rank (:class:`grpo.minibatch.Minibatches`)."""
+        g, cond = self.cfg.grpo, self.adapter.encode_prompts(prompts)
+        plans = [_Plan(r, torch.nonzero(keep_rows[r.rows]).flatten(), bool(keep_rows[r.rows].all()))
+                 for r in ro.records if r.stochastic and r.step in steps]  # the same records on every rank
         if not plans:
             return {"backward": 0, "nfe_train": 0}
-        n_chunks = min(self.cfg.train.updates_per_iter, len(plans))
-        chunks = [plans[i * len(plans) // n_chunks:(i + 1) * len(plans) // n_chunks] for i in range(n_chunks)]
-        # the loss is the mean over the chunk's global (row, step) pairs, whatever the world size
-        rows_global = upd.global_sum([sum(len(pl.idx) for pl in chunk) for chunk in chunks])
-        nfe_mult = 2 if sc.cfg_scale != 1.0 else 1
-        nfe, backward, gap = 0, 0, 0.0
-        onp = OnPolicyGap()
-        objective: list[float] = []
-        # old log-probs: exact rollout values where the batch is reproduced; otherwise a pre-update forward pass
-        # (a pass another rank runs in lockstep is run here too, on a stand-in row: upd.lockstep)
-        needs = [float(bool(len(pl.idx)) and not pl.full and ci > 0) for ci, chunk in enumerate(chunks) for pl in chunk]
-        others = upd.lockstep(needs, "max")
-        for pl, n in zip(plans, upd.lockstep([len(pl.idx) for pl in plans], "sum")):
-            pl.n_global = n
-        k = 0
-        for ci, chunk in enumerate(chunks):
-            for pl in chunk:
-                need, other = needs[k], others[k]
-                k += 1
-                if not len(pl.idx):
-                    if other:
-                        self._logp(self._dummy(pl), cond_all, grad=False)
-                    continue
-                if pl.full:
-                    pl.old = pl.rec.log_prob
-                    if other:
-                        self._logp(self._dummy(pl), cond_all, grad=False)
-                elif need:
-                    pl.old = self._logp(pl, cond_all, grad=False).log_prob
-                    nfe += len(pl.idx) * nfe_mult
-        stats: dict[str, list[float]] = {
-            k: [] for k in ("loss", "kl", "clip_frac", "approx_kl", "ratio_mean", "grad_norm")}
+        n = min(self.cfg.train.updates_per_iter, len(plans))
+        chunks = [plans[i * len(plans) // n:(i + 1) * len(plans) // n] for i in range(n)]
+        batches = Minibatches(self.upd, lambda pl: (float(len(pl)),), lambda pl: self._dummy_loss(pl, cond), exact=True)
+        nfe, backward, objective, nfe_row = 0, 0, [], 2 if self.cfg.sampler.cfg_scale != 1.0 else 1
+        stats: dict[str, list[float]] = {k: [] for k in ("loss", "kl", "clip_frac", "approx_kl", "ratio_mean")}
+        grad_norms: list[float] = []
+        nfe += self._old_logps(chunks, batches, cond) * nfe_row
         self.adapter.train(True)
         for epoch in range(self.cfg.train.inner_epochs):
-            for ci, chunk in enumerate(chunks):
-                if rows_global[ci] == 0:  # everything pruned on every rank: no update
-                    continue
-                chunk_obj = 0.0
-                for pl in chunk:
-                    if not len(pl.idx):  # others may train this record: the same passes, weight 0
-                        upd.zero_weight_pass(lambda: self._dummy_loss(pl, cond_all), pl.n_global > 0)
-                        continue
-                    out = self._logp(pl, cond_all, grad=True)
-                    nfe += len(pl.idx) * nfe_mult
-                    if pl.old is None:  # first update of the iteration, pruned batch: own pre-update value
+            for step in batches.steps(chunks, epoch):
+                objective.append(0.0)
+                for mb in step:
+                    pl = mb.item
+                    out = self._logp(pl, cond, grad=True)
+                    if pl.old is None:  # the first update of the iteration, pruned batch: its own pre-update value
                         pl.old = out.log_prob.detach()
-                    if pl.full and epoch == 0 and ci == 0:  # before the first update: must be exactly 0
-                        gap = max(gap, float((out.log_prob.detach() - pl.rec.log_prob[pl.idx]).abs().max()))
-                    if epoch == 0 and ci == 0:  # on-policy self-check (grpo.onpolicy): the rollout's own values
-                        onp.add(out.log_prob, pl.rec.log_prob[pl.idx])
-                    old = pl.old  # full record: idx covers every row in order
+                    if mb.first:  # on-policy self-check: exactly 0 where the batch is the rollout's (grpo.onpolicy)
+                        batches.onpolicy.add(out.log_prob, pl.rec.log_prob[pl.idx], exact=pl.full)
                     kl = None
                     if g.kl_coef > 0:
                         with self.adapter.reference():
-                            ref = self._logp(pl, cond_all, grad=False)
-                        nfe += len(pl.idx) * nfe_mult
+                            ref = self._logp(pl, cond, grad=False)
+                        nfe += len(pl) * nfe_row
                         kl = reference_kl(g.kl_type, out.log_prob, ref.log_prob, out.mean, ref.mean, out.std,
                                           out.std_dev_t)
-                    adv = adv_rows[pl.rec.rows[pl.idx]]
-                    lo = clipped_pg_loss(out.log_prob, old, adv, None, g.clip_low, g.clip_high, kl, g.kl_coef,
-                                         g.loss_reduction)
-                    upd.backward(lo.loss, len(pl.idx), rows_global[ci])
-                    chunk_obj += float(lo.loss.detach()) * (len(pl.idx) / rows_global[ci])
-                    backward += len(pl.idx)
-                    for k in ("kl", "clip_frac", "approx_kl", "ratio_mean"):
-                        v = getattr(lo, k)  # a 0-dim tensor on the model's device, or a float
-                        stats[k].append(float(v.detach() if isinstance(v, torch.Tensor) else v))
-                    stats["loss"].append(float(lo.loss.detach()))
-                objective.append(chunk_obj)
-                self._optimizer_step(stats)
+                    lo = clipped_pg_loss(out.log_prob, pl.old, adv_rows[pl.rec.rows[pl.idx]], None, g.clip_low,
+                                         g.clip_high, kl, g.kl_coef, g.loss_reduction)
+                    mb.backward(lo.loss)
+                    nfe, backward = nfe + len(pl) * nfe_row, backward + len(pl)
+                    objective[-1] += float(lo.loss.detach()) * mb.share
+                    for k, v in stats.items():
+                        v.append(_scalar(lo.loss if k == "loss" else getattr(lo, k)))
+                self._note_step(step.apply(), grad_norms)
         self.adapter.train(False)
         self._ema_update()
-        out = {f"loss/{k}" if k != "grad_norm" else k: sum(v) / max(1, len(v)) for k, v in stats.items()}
-        # diagnostics: means over ranks (the objective: summed, it is already globally weighted); costs: summed
-        keys = [k for k in out if k != "grad_norm"]
-        out.update(zip(keys, upd.mean_over_ranks([out[k] for k in keys])))
-        objective = upd.global_sum(objective)
-        backward, nfe = upd.global_sum([backward, nfe])
-        out.update({"backward": backward, "nfe_train": nfe, "logp_recompute_gap": upd.global_max([gap])[0],
-                    "loss/objective": sum(objective) / max(1, len(objective))})
-        out.update(self._onpolicy(onp))
-        return out
+        return self._pg_scalars(batches, stats, grad_norms, objective, backward, nfe)
 
-    def _onpolicy(self, onp: OnPolicyGap) -> dict[str, float]:
-        """The iteration's on-policy gap over ranks (:mod:`grpo.onpolicy`), warned about or stopped on per
-        ``train.onpolicy_tol`` / ``train.onpolicy_action``."""
-        tc = self.cfg.train
-        sc = onp.scalars(self.upd.global_sum, self.upd.global_max)
-        check_onpolicy(sc, tc.onpolicy_tol, tc.onpolicy_action, self.iteration + 1, "train.onpolicy_tol",
-                       say=print if self.dist.is_main else (lambda m: None))
-        return sc
+    def _old_logps(self, chunks: list[list[_Plan]], batches: Minibatches, cond) -> int:
+        """Each plan's ``old`` log-probs: the rollout's where its batch is reproduced (all rows kept), else a no-grad
+        pre-update pass for chunks after the first (the first chunk's live pass is pre-update: ``old`` stays None until
+        then). Returns the rows computed."""
+        later = [bool(len(pl)) and not pl.full and ci > 0 for ci, chunk in enumerate(chunks) for pl in chunk]
+        plans = [pl for chunk in chunks for pl in chunk]
+        for pl in plans:
+            pl.old = pl.rec.log_prob if pl.full else None
+        rows = 0
+        for pl in batches.no_grad(plans, later, lambda pl: self._logp(self._dummy(pl), cond, grad=False)):
+            pl.old = self._logp(pl, cond, grad=False).log_prob
+            rows += len(pl)
+        return rows
+
+    def _pg_scalars(self, batches: Minibatches, stats: dict[str, list[float]], grad_norms: list[float],
+                    objective: list[float], backward: int, nfe: int) -> dict[str, float]:
+        """The update's scalars: per-pass diagnostics averaged (then over ranks), the globally weighted objective per
+        step summed over ranks, costs summed, ``grad_norm`` per step, and the on-policy check."""
+        out = {f"loss/{k}": sum(v) / max(1, len(v)) for k, v in stats.items()}
+        out = dict(zip(out, batches.mean_over_ranks(list(out.values()))))
+        out["grad_norm"] = sum(grad_norms) / max(1, len(grad_norms))
+        objective = batches.sum_over_ranks(objective)
+        backward, nfe = batches.sum_over_ranks([backward, nfe])
+        out.update({"backward": backward, "nfe_train": nfe, "loss/objective": sum(objective) / max(1, len(objective))})
+        tc = self.cfg.train  # the on-policy self-check (grpo.onpolicy), warned about or stopped on
+        out.update(batches.check_onpolicy(tc.onpolicy_tol, tc.onpolicy_action, self.iteration + 1,
+                                          "train.onpolicy_tol"))
+        return out
 
     def update_nft(self, ro: Rollout, prompts: list[str], adv_rows: torch.Tensor,
                    keep_rows: torch.Tensor) -> dict[str, float]:
@@ -483,7 +457,7 @@ class DiffusionGRPOTrainer:
                     stats["loss"].append(float(lo.loss.detach()))
                     stats["positive"].append(float(lo.positive.detach().mean()))
                     stats["negative"].append(float(lo.negative.detach().mean()))
-                self._optimizer_step(stats)
+                self._note_step(self.upd.step(), stats["grad_norm"])
         self.adapter.train(False)
         self._ema_update()
         out = {f"loss/nft_{k}" if k != "grad_norm" else k: sum(v) / max(1, len(v)) for k, v in stats.items()}
@@ -504,10 +478,9 @@ class DiffusionGRPOTrainer:
                 self._logp(dummy, cond_all, grad=False)
         return out.log_prob.sum()
 
-    def _optimizer_step(self, stats: dict[str, list[float]]) -> None:
-        """One guarded step across ranks (skipped, and said, on a non-finite loss/grad on any rank)."""
-        st = self.upd.step()
-        stats["grad_norm"].append(st.grad_norm)
+    def _note_step(self, st: StepStats, grad_norms: list[float]) -> None:
+        """Keep a guarded step's gradient norm; say when it was skipped (a non-finite loss/grad on any rank)."""
+        grad_norms.append(st.grad_norm)
         if st.skipped:
             print(f"iteration {self.iteration}: update skipped ({st.reason})")
 

@@ -53,10 +53,18 @@ class OnPolicyGap:
     count: int = 0
     nonfinite: int = 0
     seen: bool = field(default=False)
+    track_exact: bool = False  # also report ``logp_recompute_gap`` (see :meth:`add`'s ``exact``)
+    exact_max_abs: float = 0.0
 
-    def add(self, logp_train: torch.Tensor, logp_rollout: torch.Tensor, mask: torch.Tensor | None = None) -> None:
+    def add(self, logp_train: torch.Tensor, logp_rollout: torch.Tensor, mask: torch.Tensor | None = None,
+            exact: bool = False) -> None:
         """Compare ``logp_train`` (any shape, e.g. ``[B]`` diffusion rows or ``[B, T]`` VLA tokens) with the stored
-        ``logp_rollout`` (same shape); ``mask`` (bool, broadcastable) selects the elements that count."""
+        ``logp_rollout`` (same shape); ``mask`` (bool, broadcastable) selects the elements that count. ``exact``: the
+        training batch reproduces the rollout's (same rows, same order), so the gap must be exactly 0; its maximum is
+        also kept, in the log-probs' own precision, as ``logp_recompute_gap``."""
+        if exact:
+            gap = (logp_train.detach() - logp_rollout.detach().to(logp_train.device)).abs().max()
+            self.exact_max_abs = max(self.exact_max_abs, float(gap))
         d = (logp_train.detach().double() - logp_rollout.detach().to(logp_train.device).double())
         if mask is not None:
             d = d[mask.to(d.device).bool().expand_as(d)]
@@ -79,14 +87,15 @@ class OnPolicyGap:
         """The iteration's ``onpolicy/*`` scalars, reduced over ranks with the given collectives (every rank calls
         them: ``DistributedUpdate.global_sum`` / ``global_max``); {} when nothing was checked on any rank."""
         s, n, nf = self.sum_abs, float(self.count), float(self.nonfinite)
-        m, r, seen = self.max_abs, self.max_ratio_dev, float(self.seen)
+        m, r, seen, exact = self.max_abs, self.max_ratio_dev, float(self.seen), self.exact_max_abs
         if global_sum is not None:
             s, n, nf = global_sum([s, n, nf])
         if global_max is not None:
-            m, r, seen = global_max([m, r, seen])
+            m, r, seen, exact = global_max([m, r, seen, exact])
+        gap = {"logp_recompute_gap": exact} if self.track_exact else {}
         if not seen:
-            return {}
-        out = {"onpolicy/max_abs_dlogp": m, "onpolicy/mean_abs_dlogp": s / n if n else 0.0,
+            return gap
+        out = {**gap, "onpolicy/max_abs_dlogp": m, "onpolicy/mean_abs_dlogp": s / n if n else 0.0,
                "onpolicy/max_ratio_dev": r, "onpolicy/checked": n}
         if nf:
             out["onpolicy/nonfinite"] = nf

@@ -102,8 +102,9 @@ from grpo.fsdp import copy_full_parameters, full_optimizer_state_dict, load_full
 from grpo.loop import Phase, StopRun, no_phase, resume_latest, run_loop
 from grpo.loss import clipped_pg_loss, reference_kl
 from grpo.metrics import MetricsLogger
+from grpo.minibatch import Minibatches, local_index, local_minibatches
 from grpo.monitors import HackingAlarm, RewardHackingError
-from grpo.onpolicy import OnPolicyGap, check_onpolicy
+from grpo.onpolicy import OnPolicyGap
 from grpo.train_step import NonFiniteGuard, compute_advantages
 from grpo.update import DistributedUpdate, agree_on_skip
 from rewards.base import RewardBatch, RewardOutput
@@ -118,6 +119,11 @@ from .policy import batch_to
 from .rollout import EnvPool, EpisodeSpec, EvalResult, RolloutBatch, evaluate, run_episodes, tile_videos
 from .sft import train_sft
 from .srpo_encoders import build_trajectory_encoder
+
+
+def _scalar(v) -> float:
+    """A diagnostic as a float (a 0-dim tensor on the policy's device, or a float)."""
+    return float(v.detach() if isinstance(v, torch.Tensor) else v)
 
 
 def cost_per_iteration(cfg: VLARLConfig) -> dict[str, int]:
@@ -462,9 +468,7 @@ class VLARLTrainer:
         episodes, the first being global episode ``first_episode``."""
         g, cfg = self.cfg.grpo, self.cfg.rl
         gid, ep_of_global = self.global_rows(batch, first_episode)
-        # global -> local row (-1: elsewhere)
-        local_of = torch.full((ep_of_global.numel(),), -1, dtype=torch.long, device="cpu")
-        local_of[gid] = torch.arange(gid.numel(), device="cpu")
+        local_of = local_index(gid, ep_of_global.numel())
         row_adv = adv[ep_of_global]  # [M_global]
         rows = torch.nonzero(keep[ep_of_global]).flatten()
         if rows.numel() == 0 or (g.kl_coef == 0 and not bool((row_adv[rows] != 0).any())):
@@ -472,49 +476,41 @@ class VLARLTrainer:
             return {"loss/rows": 0.0}
         mask = batch.step_mask.bool()
         gen = keyed_generator(self.cfg.seed, it, 99)
-        stats: dict[str, list[float]] = {k: [] for k in ("loss", "clip_frac", "approx_kl", "ratio", "grad_norm", "kl")}
-        model, upd = self.train_policy, self.upd  # the FSDP-sharded copy under dist.strategy=fsdp, else the policy
+        model = self.train_policy  # the FSDP-sharded copy under dist.strategy=fsdp, else the policy
         model.zero_grad(set_to_none=True)  # SFT's last gradients must not leak into the first RL step
         model.train()
-
-        def den_of(m: torch.Tensor) -> float:  # the loss denominator of rows m: tokens or samples
-            return float(mask[m].sum()) if g.loss_reduction == "token_mean" else float(mask[m].any(1).sum())
-        onp = OnPolicyGap()  # on-policy self-check on the first minibatch, before the first step (grpo.onpolicy)
+        # each micro-batch's loss is weighted by its share of the global minibatch's denominator (tokens or samples);
+        # the diagnostics by its share of the global minibatch's tokens
+        batches = Minibatches(self.upd, lambda m: (self._loss_den(mask[m]), float(mask[m].sum())),
+                              lambda m: self._minibatch_loss(batch, m.new_zeros(1), row_adv[gid[:1]]).loss)
+        stats: dict[str, list[float]] = {k: [] for k in ("loss", "clip_frac", "approx_kl", "ratio", "kl", "grad_norm")}
         for epoch in range(cfg.inner_epochs):
-            perm = rows[torch.randperm(rows.numel(), generator=gen, device="cpu")]
-            mbs = [loc[loc >= 0] for loc in (local_of[mb] for mb in perm.split(cfg.minibatch_size))]  # local rows
-            # loss denominators of the global minibatches (tokens or samples): each (micro-)batch's loss is weighted
-            # by its share of them, so the step is that of the mean over the global minibatch
-            den = upd.global_sum([den_of(mb) for mb in mbs] + [float(mask[mb].sum()) for mb in mbs])
-            global_den, global_tok = den[:len(mbs)], den[len(mbs):]
-            for j, mb in enumerate(mbs):
-                diag = [0.0] * 5  # global loss and token-weighted clip_frac, approx_kl, ratio, kl
-                # gradient accumulation: rl.grad_accum micro-batches of this rank's rows, one backward each, one step
-                for micro in (mb.tensor_split(cfg.grad_accum) if cfg.grad_accum > 1 else (mb,)):
-                    if micro.numel() == 0:  # the other ranks' passes on a stand-in row, weight 0 (FSDP)
-                        upd.zero_weight_pass(lambda: self._minibatch_loss(batch, mb.new_zeros(1),
-                                                                          row_adv[gid[:1]]).loss)
-                        continue
-                    out = self._minibatch_loss(batch, micro, row_adv[gid[micro]],
-                                               onp if epoch == 0 and j == 0 else None)
-                    upd.backward(out.loss, den_of(micro), global_den[j])
-                    share = den_of(micro) / global_den[j] if global_den[j] > 0 else 1.0
-                    w = float(mask[micro].sum()) / max(global_tok[j], 1.0)
-                    d = [float(out.loss.detach()) * share] + [
-                        float(v.detach() if isinstance(v, torch.Tensor) else v) * w
-                        for v in (out.clip_frac, out.approx_kl, out.ratio_mean, out.kl)]
-                    diag = [a + b for a, b in zip(diag, d)]
-                diag = upd.global_sum(diag)
-                st = upd.step()
-                for k, v in zip(("loss", "clip_frac", "approx_kl", "ratio", "kl", "grad_norm"), diag + [st.grad_norm]):
+            perm = rows[torch.randperm(rows.numel(), generator=gen, device="cpu")]  # the same on every rank
+            mbs = local_minibatches(perm, cfg.minibatch_size, local_of)
+            # rl.grad_accum micro-batches of this rank's rows of each minibatch, one backward each, one step
+            for step in batches.steps([mb.tensor_split(cfg.grad_accum) if cfg.grad_accum > 1 else (mb,)
+                                       for mb in mbs], epoch):
+                diag = [0.0] * 5  # the minibatch's loss and token-weighted clip_frac, approx_kl, ratio, kl
+                for micro in step:
+                    out = self._minibatch_loss(batch, micro.item, row_adv[gid[micro.item]],
+                                               batches.onpolicy if micro.first else None)
+                    micro.backward(out.loss)
+                    w = micro.weights[1] / max(micro.totals[1], 1.0)
+                    diag = [a + b for a, b in zip(diag, [float(out.loss.detach()) * micro.share] + [
+                        _scalar(v) * w for v in (out.clip_frac, out.approx_kl, out.ratio_mean, out.kl)])]
+                diag = batches.sum_over_ranks(diag) + [step.apply().grad_norm]
+                for k, v in zip(stats, diag):
                     stats[k].append(float(v))
         model.eval()
         self._sync_replica()
-        onp_scal = onp.scalars(upd.global_sum, upd.global_max)
-        check_onpolicy(onp_scal, cfg.onpolicy_tol, cfg.onpolicy_action, it + 1, "rl.onpolicy_tol",
-                       say=print if self.dist.is_main else (lambda m: None))
+        onp_scal = batches.check_onpolicy(cfg.onpolicy_tol, cfg.onpolicy_action, it + 1, "rl.onpolicy_tol")
         return {**{f"loss/{k}": float(np.mean(v)) for k, v in stats.items() if v}, "loss/rows": float(rows.numel()),
                 **onp_scal}
+
+    def _loss_den(self, mask: torch.Tensor) -> float:
+        """The loss denominator of decision points with step mask ``mask [m, S]``: tokens or samples
+        (``grpo.loss_reduction``)."""
+        return float(mask.sum()) if self.cfg.grpo.loss_reduction == "token_mean" else float(mask.any(1).sum())
 
     def _minibatch_loss(self, batch: RolloutBatch, mb: torch.Tensor, adv: torch.Tensor, onp: OnPolicyGap | None = None):
         """``clipped_pg_loss`` (+ KL) over this rank's decision points ``mb`` (local row indices), advantages
