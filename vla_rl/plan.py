@@ -2,8 +2,9 @@
 of the World-VLA-Loop's models, computed on the meta device and fake tensors (:mod:`grpo.fake_trace`), the way
 ``diffusion-rl train --dry-run --plan`` plans a denoiser. Nothing is loaded, allocated or written.
 
-VLA (``vla-rl train``). The built-in policy (:class:`vla_rl.policy.SmallVLA`) is built on the meta device with the
-recipe's policy config; its state / action sizes and an instruction come from one reset of the first task's
+VLA (``vla-rl train``). The built-in policy (or a user's class) says what to trace itself
+(``plan_passes``, e.g. :meth:`vla_rl.policy.SmallVLA.plan_passes`) and is built on the meta device with the recipe's
+policy config; its state / action sizes and an instruction come from one reset of the first task's
 simulator (the trainer's own probe; when that simulator is not installed, the size is said to be assumed). Two passes
 are traced: the rollout (the fused context and one velocity call of the flow head, no grad, for all of an iteration's
 episodes at once, as the vectorized rollout calls it) and one training minibatch (``chunk_log_prob`` of
@@ -94,77 +95,29 @@ def probe_task(env_cfg) -> tuple[str, int, int, str]:
         return "pick up the object", 9, 7, f"assumed state 9 / action 7 ({type(e).__name__} probing {env_cfg.tasks[0]})"
 
 
-def _builtin_batch(pcfg, rows: int, instruction: str) -> dict:
-    from .policy import IMAGE_PREFIX, STATE_KEY
-
-    b: dict = {"task": [instruction] * rows}
-    if pcfg.use_images:
-        for cam in pcfg.cameras:
-            b[IMAGE_PREFIX + cam] = torch.rand(rows, 3, pcfg.image_size, pcfg.image_size)
-    if pcfg.use_state:
-        b[STATE_KEY] = torch.randn(rows, pcfg.state_dim)
-    return b
-
-
 def plan_builtin(cfg) -> PolicyPlan:
-    """The built-in :class:`vla_rl.policy.SmallVLA` of the recipe: a rollout call and a training minibatch traced."""
+    """The recipe's policy of ``policy.kind: builtin`` (or a user's class): the passes it describes itself
+    (``plan_passes``, the policy protocol's planning hook) traced, a rollout call and a training minibatch."""
     import copy
 
-    from .policy import SmallVLA
-    from .tokenizer import WordTokenizer
+    from .policies.factory import policy_class
 
     text, sdim, adim, how = probe_task(cfg.env)
     pcfg = copy.deepcopy(cfg.policy)
     pcfg.state_dim, pcfg.action_dim = pcfg.state_dim or sdim, pcfg.action_dim or adim
-    words = sorted({w for t in [text] for w in t.lower().split()})
-
-    def build():
-        with torch.device("meta"):
-            m = SmallVLA(pcfg, WordTokenizer.build([" ".join(words)]))
-        if hasattr(m.head, "sigmas"):  # the flow head reads float(sigmas[1]) (Flow-GRPO's sigma_max): a value, not a
-            from grpo.flow_sde import flow_sigmas  # shape, so give it from the schedule the head was built with
-
-            kw = dict(kind=m.head.cfg.sde_kind, eta=m.head.cfg.eta,
-                      sigma_max=float(flow_sigmas(m.head.cfg.num_steps)[1]),
-                      reduce=m.head.cfg.logprob_reduce)
-            m.head._sde_kwargs = lambda: dict(kw)
-        return m
-
-    m = build()
-    n = sum(p.numel() for p in m.parameters())
-    t = sum(p.numel() for p in m.parameters() if p.requires_grad)
+    cls = policy_class(pcfg)
+    if not callable(getattr(cls, "plan_passes", None)):
+        raise ValueError(f"policy.kind={pcfg.kind!r}: {cls.__name__} has no plan_passes(cfg, instruction, "
+                         "rollout_rows, train_rows) classmethod, so --plan cannot trace it (see "
+                         "vla_rl.policy.SmallVLA.plan_passes)")
     episodes, _ = episodes_and_calls(cfg)
     mb = cfg.rl.minibatch_size
-    flow = pcfg.head == "flow"
-
-    def rollout(pol, x):
-        ctx = pol.context(x["batch"])
-        if flow:
-            pol.head.velocity(x["a"], x["s"], ctx)
-        else:
-            pol.head.mean(ctx)
-
-    def roll_inputs(pol):
-        return {"batch": _builtin_batch(pcfg, episodes, text),
-                "a": torch.randn(episodes, pcfg.chunk_size, pcfg.action_dim),
-                "s": torch.full((episodes,), 0.5)}
-
-    def train_inputs(pol):
-        rec = {"step_mask": torch.ones(mb, pcfg.flow.num_steps if flow else 1, dtype=torch.bool)}
-        if flow:
-            rec["chain"] = torch.randn(mb, pcfg.flow.num_steps + 1, pcfg.chunk_size, pcfg.action_dim)
-        else:
-            rec["actions"] = torch.randn(mb, pcfg.chunk_size, pcfg.action_dim)
-        return {"batch": _builtin_batch(pcfg, mb, text), "record": rec}
-
-    def train(pol, x):
-        pol.train()
-        lp = pol.chunk_log_prob(x["batch"], x["record"]).logp
-        (-lp.sum(1).mean()).backward()
-
-    return PolicyPlan(f"built-in SmallVLA ({pcfg.head} head)", n, t,
-                      trace_pass(build, roll_inputs, rollout, grad=False),
-                      episodes, trace_pass(build, train_inputs, train), mb, pcfg.flow.num_steps if flow else 1,
+    pp = cls.plan_passes(pcfg, text, episodes, mb)
+    m = pp["build"]()
+    n = sum(p.numel() for p in m.parameters())
+    t = sum(p.numel() for p in m.parameters() if p.requires_grad)
+    return PolicyPlan(pp["label"], n, t, trace_pass(pp["build"], pp["rollout_inputs"], pp["rollout"], grad=False),
+                      episodes, trace_pass(pp["build"], pp["train_inputs"], pp["train"]), mb, pp["calls_per_step"],
                       [f"state/action dims {pcfg.state_dim}/{pcfg.action_dim}: {how}"])
 
 

@@ -324,6 +324,64 @@ class SmallVLA(nn.Module):
         return path
 
     @classmethod
+    def plan_passes(cls, cfg: PolicyConfig, instruction: str, rollout_rows: int, train_rows: int) -> dict[str, Any]:
+        """What ``vla-rl train --plan`` traces of this policy on the meta device (:mod:`vla_rl.plan`, the policy
+        protocol's planning hook): ``build() -> policy`` from ``cfg`` (dims resolved); the rollout pass
+        ``rollout(policy, rollout_inputs(policy))`` (the fused context and one head call, no grad, for
+        ``rollout_rows`` episodes at once); the training pass ``train(policy, train_inputs(policy))``
+        (``chunk_log_prob`` of ``train_rows`` stored chunks + backward of ``-logp``); ``calls_per_step``, head calls
+        per policy call (the flow steps); and a ``label``."""
+        flow = cfg.head == "flow"
+        steps = cfg.flow.num_steps if flow else 1
+
+        def build() -> "SmallVLA":
+            with torch.device("meta"):
+                m = cls(cfg, WordTokenizer.build([" ".join(sorted(set(instruction.lower().split())))]))
+            if flow:  # the flow head reads float(sigmas[1]) (Flow-GRPO's sigma_max): a value, not a shape, so give it
+                from grpo.flow_sde import flow_sigmas  # from the schedule the head was built with
+
+                kw = dict(kind=m.head.cfg.sde_kind, eta=m.head.cfg.eta,
+                          sigma_max=float(flow_sigmas(m.head.cfg.num_steps)[1]), reduce=m.head.cfg.logprob_reduce)
+                m.head._sde_kwargs = lambda: dict(kw)
+            return m
+
+        def batch(rows: int) -> dict:
+            b: dict = {"task": [instruction] * rows}
+            if cfg.use_images:
+                for cam in cfg.cameras:
+                    b[IMAGE_PREFIX + cam] = torch.rand(rows, 3, cfg.image_size, cfg.image_size)
+            if cfg.use_state:
+                b[STATE_KEY] = torch.randn(rows, cfg.state_dim)
+            return b
+
+        def rollout(pol: "SmallVLA", x: dict) -> None:
+            ctx = pol.context(x["batch"])
+            if flow:
+                pol.head.velocity(x["a"], x["s"], ctx)
+            else:
+                pol.head.mean(ctx)
+
+        def rollout_inputs(pol: "SmallVLA") -> dict:
+            return {"batch": batch(rollout_rows), "a": torch.randn(rollout_rows, cfg.chunk_size, cfg.action_dim),
+                    "s": torch.full((rollout_rows,), 0.5)}
+
+        def train_inputs(pol: "SmallVLA") -> dict:
+            rec = {"step_mask": torch.ones(train_rows, steps, dtype=torch.bool)}
+            if flow:
+                rec["chain"] = torch.randn(train_rows, steps + 1, cfg.chunk_size, cfg.action_dim)
+            else:
+                rec["actions"] = torch.randn(train_rows, cfg.chunk_size, cfg.action_dim)
+            return {"batch": batch(train_rows), "record": rec}
+
+        def train(pol: "SmallVLA", x: dict) -> None:
+            pol.train()
+            lp = pol.chunk_log_prob(x["batch"], x["record"]).logp
+            (-lp.sum(1).mean()).backward()
+
+        return dict(label=f"built-in SmallVLA ({cfg.head} head)", build=build, rollout=rollout,
+                    rollout_inputs=rollout_inputs, train=train, train_inputs=train_inputs, calls_per_step=steps)
+
+    @classmethod
     def from_pretrained(cls, path: str | Path, cfg: PolicyConfig | None = None) -> "SmallVLA":
         """Load a :meth:`save_pretrained` directory, or ``"builtin:<name>"`` (shipped in ``vla_rl/assets``).
 

@@ -157,3 +157,23 @@ def test_plan_bad_input(tmp_path, capsys):
     err = capsys.readouterr().err.strip()
     assert "--gpu-mem > 0 (got 0.0)" in err and len(err.splitlines()) == 1
     assert not out_dir.exists()  # nothing written
+
+
+def test_the_policy_class_describes_its_own_plan(monkeypatch):
+    """``--plan`` asks the policy class for its passes (``plan_passes``); a class without one gets one clear error."""
+    from vla_rl.plan import plan_builtin
+    from vla_rl.policies import factory
+    from vla_rl.policy import SmallVLA
+
+    cfg = load_config(VLARLConfig, "configs/vla/tabletop_reach_one.yaml", ["rl.minibatch_size=8"])
+    p = plan_builtin(cfg)
+    assert p.name == "built-in SmallVLA (flow head)" and p.flow_steps == cfg.policy.flow.num_steps
+    assert p.train_rows == 8 and p.params == p.trainable > 0
+    assert p.train.flops / p.train_rows > p.rollout.flops / p.rollout_rows > 0  # T steps + backward vs one call
+
+    class NoPlan(SmallVLA):
+        plan_passes = None
+
+    monkeypatch.setattr(factory, "policy_class", lambda pcfg: NoPlan)
+    with pytest.raises(ValueError, match="NoPlan has no plan_passes"):
+        plan_builtin(cfg)

@@ -73,6 +73,23 @@ def make_policy(cfg: PolicyConfig, instructions: Iterable[str] = (), pretrained:
     return check_policy(LeRobotVLA.build(cfg, overrides))
 
 
+def policy_class(cfg: PolicyConfig) -> type:
+    """The class ``policy.kind`` names without building it: the built-in ``SmallVLA``, a user's ``module:Class``, or
+    LeRobot's wrapper ``LeRobotVLA`` (needs LeRobot installed)."""
+    check_kind_type(cfg.kind, cfg.type)
+    if cfg.kind == "builtin":
+        from ..policy import SmallVLA
+
+        return SmallVLA
+    if ":" in cfg.kind:
+        from grpo.plugins import resolve_policy_class
+
+        return resolve_policy_class(cfg.kind)
+    from .lerobot import LeRobotVLA
+
+    return LeRobotVLA
+
+
 def load_policy(path: str | Path, cfg: PolicyConfig | None = None) -> TrainablePolicy:
     """A saved policy of either kind: a LeRobot layout (``config.json`` with a LeRobot ``type``) or the built-in one."""
     p = Path(path)
