@@ -27,11 +27,11 @@ RECIPES = {"sd35m_pickscore": ("sd3.5-medium", 0.12), "sd35l_pickscore": ("sd3.5
 @pytest.mark.parametrize("recipe", sorted(RECIPES))
 def test_plan_on_every_full_size_recipe(recipe, capsys):
     name, tol = RECIPES[recipe]
-    t0 = time.time()
+    t0 = time.process_time()  # CPU time of this process: the promise holds on a loaded box too
     # the plan reads no prompt: a recipe whose prompt file is absent still plans (issue 36)
     assert main(["train", f"configs/diffusion/{recipe}.yaml", "prompts.file=/nonexistent/prompts.txt", "--dry-run",
                  "--plan"]) == 0
-    took = time.time() - t0
+    took = time.process_time() - t0
     out = capsys.readouterr().out
     arch = ARCHS[name]
     n = count_params(build_meta_transformer(arch))

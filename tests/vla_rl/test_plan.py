@@ -37,9 +37,9 @@ def _smolvla_hand_count() -> tuple[int, int]:
 
 
 def test_smolvla_plan_counts_the_published_size(capsys):
-    t0 = time.time()
+    t0 = time.process_time()  # CPU time of this process: the promise holds on a loaded box too
     assert main(["train", "configs/vla/smolvla_reach_one.yaml", "--plan"]) == 0
-    took = time.time() - t0
+    took = time.process_time() - t0
     out = capsys.readouterr().out
     total, trained = _smolvla_hand_count()
     assert f"parameters (meta device): {total / 1e6:.3f} M, trained {trained / 1e6:.3f} M" in out
