@@ -33,7 +33,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from grpo.cli import ArgumentParser, add_config_help, parse_args, run_command
+from grpo.cli import ArgumentParser, add_config_command, parse_args, run_command
 from grpo.config import dump_config, load_config
 from grpo.loop import StopRun
 from grpo.monitors import RewardHackingError
@@ -80,11 +80,10 @@ def main(argv: list[str] | None = None) -> int:
     ap = ArgumentParser(prog="diffusion-rl", description=__doc__.split("\n\n")[0],
                         formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = ap.add_subparsers(dest="cmd", required=True)
-    t = sub.add_parser("train", help="train from a YAML config")
-    add_config_help(t, lambda: __import__("diffusion_rl.config", fromlist=["DiffusionRLConfig"]).DiffusionRLConfig)
-    t.add_argument("config")
-    t.add_argument("overrides", nargs="*", help="key=value overrides, e.g. train.lr=1e-4")
-    t.add_argument("--dry-run", action="store_true", help="print the resolved config and cost per iteration")
+    t = add_config_command(sub, "train",
+                           lambda: __import__("diffusion_rl.config", fromlist=["DiffusionRLConfig"]).DiffusionRLConfig,
+                           overrides="train.lr=1e-4", dry_run="print the resolved config and cost per iteration",
+                           help="train from a YAML config")
     t.add_argument("--plan", action="store_true",
                    help="with --dry-run: memory per GPU (DDP/FSDP), FLOPs and s/iter of the "
                    "full-size architecture, traced on fake tensors without loading weights (diffusion_rl.plan)")
@@ -113,13 +112,12 @@ def main(argv: list[str] | None = None) -> int:
     s.add_argument("--init", default=None, help="continue training a saved shapes pipeline directory")
     s.add_argument("--save-every", type=int, default=500,
                    help="steps between resumable checkpoints in OUT.ckpt (0: none)")
-    y = sub.add_parser("toy", help="the core's toy GRPO run (grpo.demo: a 2-D flow model, ~20 s of CPU)",
+    add_config_command(sub, "toy", lambda: __import__("grpo.demo", fromlist=["ToyConfig"]).ToyConfig,
+                       config=dict(nargs="?", default=None, help="a ToyConfig YAML (e.g. configs/grpo/toy_flow.yaml)"),
+                       overrides="train.iterations=10", dry_run="print the resolved config and the cost per iteration",
+                       help="the core's toy GRPO run (grpo.demo: a 2-D flow model, ~20 s of CPU)",
                        description="The core's tiny GRPO run end to end (grpo.demo): a conditional flow-matching model "
                        "on 2-D points, pretrained on a ring of modes, then GRPO towards each prompt's mode.")
-    add_config_help(y, lambda: __import__("grpo.demo", fromlist=["ToyConfig"]).ToyConfig)
-    y.add_argument("config", nargs="?", default=None, help="a ToyConfig YAML (e.g. configs/grpo/toy_flow.yaml)")
-    y.add_argument("overrides", nargs="*", help="key=value overrides, e.g. train.iterations=10")
-    y.add_argument("--dry-run", action="store_true", help="print the resolved config and the cost per iteration")
     x = sub.add_parser("export", help="write a run's LoRA in the diffusers format (pipe.load_lora_weights(OUT))")
     x.add_argument("run_dir", help="a run directory, its checkpoints/ folder, or one step_* checkpoint")
     x.add_argument("out")

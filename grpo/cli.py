@@ -63,6 +63,20 @@ def add_config_help(parser: argparse.ArgumentParser, config_class: Callable[[], 
                         help="list every config key with its type, default and a one-line description, then exit")
 
 
+def add_config_command(sub, name: str, config_class: Callable[[], type], *, overrides: str, dry_run: str,
+                       config: dict | None = None, **parser_kw) -> argparse.ArgumentParser:
+    """The subcommand every YAML-driven job has, ``name CONFIG [key=value ...] [--dry-run] [--help-config]``:
+    ``sub.add_parser(name, **parser_kw)`` with :func:`add_config_help`, the ``config`` positional (``config``: its
+    extra arguments, e.g. ``help``, ``nargs``), the ``overrides`` (``overrides``: an example) and ``--dry-run``
+    (``dry_run``: its help). Returns the parser for the job's own options."""
+    p = sub.add_parser(name, **parser_kw)
+    add_config_help(p, config_class)
+    p.add_argument("config", **(config or {}))
+    p.add_argument("overrides", nargs="*", help=f"key=value overrides, e.g. {overrides}")
+    p.add_argument("--dry-run", action="store_true", help=dry_run)
+    return p
+
+
 OPTIONAL_PACKAGES = {  # top-level module -> how this project installs it (a command that needs one says so)
     "lerobot": "make lerobot, then run .venv-lerobot/bin/vla-rl (docs/LEROBOT.md)",
     "libero": "make install (python -m sims.libero_adapter setup; docs/LIBERO.md)",

@@ -28,7 +28,7 @@ import os
 import sys
 from pathlib import Path
 
-from grpo.cli import ArgumentParser, add_config_help, parse_args, run_command
+from grpo.cli import ArgumentParser, add_config_command, parse_args, run_command
 from grpo.preflight import (
     check_flags,
     check_new_output,
@@ -308,11 +308,9 @@ def main(argv: list[str] | None = None) -> int:
     quiet_third_party_warnings()
     p = ArgumentParser(prog="vla-rl", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = p.add_subparsers(dest="cmd", required=True)
-    t = sub.add_parser("train", help="SFT on a few demos, then GRPO (per the config)")
-    add_config_help(t, lambda: __import__("vla_rl.config", fromlist=["VLARLConfig"]).VLARLConfig)
-    t.add_argument("config")
-    t.add_argument("overrides", nargs="*", help="key=value overrides, e.g. rl.iterations=10")
-    t.add_argument("--dry-run", action="store_true", help="print the resolved config and the cost per iteration")
+    t = add_config_command(sub, "train", lambda: __import__("vla_rl.config", fromlist=["VLARLConfig"]).VLARLConfig,
+                           overrides="rl.iterations=10", dry_run="print the resolved config and the cost per iteration",
+                           help="SFT on a few demos, then GRPO (per the config)")
     _add_plan_args(t)
     e = sub.add_parser("eval", help="evaluate the latest checkpoint of a run on held-out initial states")
     e.add_argument("checkpoint", help="a run directory, its checkpoints/ folder, or one step_* checkpoint")
@@ -320,14 +318,14 @@ def main(argv: list[str] | None = None) -> int:
     e.add_argument("--video", action="store_true", help="also write a video of the first episodes")
     e.add_argument("--device", default="auto",
                    help="where the policy runs: auto (cuda if available), cpu, cuda, cuda:<i>")
-    lp = sub.add_parser("loop", help="World-VLA-Loop: world model from sim data, GRPO of the VLA inside it, repeat",
-                        description="World-VLA-Loop (vla_rl.wm_loop): train the world model on simulator data, RL the "
-                        "VLA inside it, check the policy in the real simulator, add its failures and near-successes to "
-                        "the data, fine-tune, repeat. Outputs: <output_dir>/history.json, metrics.jsonl, cycle_<c>/.")
-    add_config_help(lp, lambda: __import__("vla_rl.wm_loop", fromlist=["LoopConfig"]).LoopConfig)
-    lp.add_argument("config", help="a loop YAML (e.g. configs/world_models/loop_reach_one.yaml)")
-    lp.add_argument("overrides", nargs="*", help="key=value overrides, e.g. cycles=2 vla.rl.lr=5e-4")
-    lp.add_argument("--dry-run", action="store_true", help="print the resolved config and exit")
+    lp = add_config_command(sub, "loop", lambda: __import__("vla_rl.wm_loop", fromlist=["LoopConfig"]).LoopConfig,
+                            config=dict(help="a loop YAML (e.g. configs/world_models/loop_reach_one.yaml)"),
+                            overrides="cycles=2 vla.rl.lr=5e-4", dry_run="print the resolved config and exit",
+                            help="World-VLA-Loop: world model from sim data, GRPO of the VLA inside it, repeat",
+                            description="World-VLA-Loop (vla_rl.wm_loop): train the world model on simulator data, RL "
+                            "the VLA inside it, check the policy in the real simulator, add its failures and "
+                            "near-successes to the data, fine-tune, repeat. Outputs: <output_dir>/history.json, "
+                            "metrics.jsonl, cycle_<c>/.")
     _add_plan_args(lp)
     d = sub.add_parser("record-demos", help="record scripted-expert demos of a sims task to robomimic-style HDF5")
     d.add_argument("task", help="e.g. tabletop/pick_place")
@@ -359,17 +357,17 @@ def main(argv: list[str] | None = None) -> int:
                     help="re-run each demo in sims' LIBERO env and store what it renders "
                     "(successes only) instead of copying the stored frames")
     lb.add_argument("--image-size", type=int, default=None, help="with --replay: the env's image size")
-    fe = sub.add_parser("fit-encoder", help="train SRPO's progress encoder (srpo.encoder=progress) from demos and "
-                        "scripted episodes; writes one .safetensors file",
-                        description="Train SRPO's progress encoder (world_models.progress_encoder): per frame, the "
-                        "fraction of the episode still to go, learned from successful demos / scripted-expert episodes "
-                        "(no simulator progress labels). Use the file with srpo.encoder=progress "
-                        "srpo.encoder_path=FILE.")
-    add_config_help(fe, lambda: __import__("world_models.progress_encoder",
-                                           fromlist=["FitEncoderConfig"]).FitEncoderConfig)
-    fe.add_argument("config", help="a fit-encoder YAML (e.g. configs/vla/fit_progress_encoder.yaml)")
-    fe.add_argument("overrides", nargs="*", help="key=value overrides, e.g. train.steps=200 output=enc.safetensors")
-    fe.add_argument("--dry-run", action="store_true", help="print the resolved config and exit")
+    fe = add_config_command(sub, "fit-encoder", lambda: __import__("world_models.progress_encoder",
+                                                                   fromlist=["FitEncoderConfig"]).FitEncoderConfig,
+                            config=dict(help="a fit-encoder YAML (e.g. configs/vla/fit_progress_encoder.yaml)"),
+                            overrides="train.steps=200 output=enc.safetensors",
+                            dry_run="print the resolved config and exit",
+                            help="train SRPO's progress encoder (srpo.encoder=progress) from demos and scripted "
+                            "episodes; writes one .safetensors file",
+                            description="Train SRPO's progress encoder (world_models.progress_encoder): per frame, the "
+                            "fraction of the episode still to go, learned from successful demos / scripted-expert "
+                            "episodes (no simulator progress labels). Use the file with srpo.encoder=progress "
+                            "srpo.encoder_path=FILE.")
     fe.add_argument("--force", action="store_true", help="replace an existing output file (refused otherwise)")
     from grpo.report import add_report_command, run_report
 
