@@ -253,6 +253,21 @@ class SD3Adapter(DiffusionAdapter):
         return (vae.decode(lat, return_dict=False)[0].float() / 2 + 0.5).clamp(0, 1)
 
 
+def packed_latent_shape(family: str, f: int, cfg, in_channels: int, hint: str = "") -> tuple[int, int, int]:
+    """``(C, h, w)`` of a denoiser that packs 2x2 latent patches (FLUX, Qwen-Image): ``in_channels / 4`` channels at
+    the image size over the VAE factor ``f``; an odd latent side is refused with one line (``hint``: what to use)."""
+    h, w = cfg.height // f, cfg.width // f
+    if h % 2 or w % 2:
+        raise ValueError(f"{family} packs 2x2 latent patches: latent size {h}x{w} (image {cfg.height}x{cfg.width}) "
+                         f"must be even{hint}")
+    return (in_channels // 4, h, w)
+
+
+def unpack_latents(out: torch.Tensor, b: int, c: int, h: int, w: int) -> torch.Tensor:
+    """Packed tokens ``[B, hw/4, 4C]`` (the first ``hw/4``) back to latents ``[B, C, h, w]``, float32."""
+    return out[:, :h * w // 4].reshape(b, h // 2, w // 2, c, 2, 2).permute(0, 3, 1, 4, 2, 5).reshape(b, c, h, w).float()
+
+
 class FluxAdapter(DiffusionAdapter):
     """FLUX.1 (Black Forest Labs). Latents are kept unpacked ``[B, C, h, w]``; packing into 2x2 patches
     ``[B, hw/4, 4C]`` (and the positional ids) happens inside :meth:`velocity`, as ``FluxPipeline`` does."""
@@ -266,30 +281,28 @@ class FluxAdapter(DiffusionAdapter):
 
     @property
     def latent_shape(self):
-        f = _vae_factor(self.pipe.vae)
-        h, w = self.cfg.height // f, self.cfg.width // f
-        if h % 2 or w % 2:
-            raise ValueError(f"FLUX packs 2x2 latent patches: latent size {h}x{w} (image {self.cfg.height}x"
-                             f"{self.cfg.width}) must be even")
-        return (self.transformer.config.in_channels // 4, h, w)
+        return packed_latent_shape("FLUX", _vae_factor(self.pipe.vae), self.cfg, self.transformer.config.in_channels)
 
     def velocity(self, latents, sigma, cond):
         from diffusers import FluxPipeline
 
         b, c, h, w = latents.shape
-        sigma = torch.as_tensor(sigma, dtype=torch.float32, device=latents.device).expand(b)
         packed = FluxPipeline._pack_latents(latents.to(self.dtype), b, c, h, w)
         img_ids = FluxPipeline._prepare_latent_image_ids(b, h // 2, w // 2, latents.device, self.dtype)
-        txt_ids = torch.zeros(cond["prompt_embeds"].shape[1], 3, device=latents.device, dtype=self.dtype)
+        return unpack_latents(self._denoise(packed, img_ids, sigma, cond, b), b, c, h, w)
+
+    def _denoise(self, hidden: torch.Tensor, img_ids: torch.Tensor, sigma, cond, b: int) -> torch.Tensor:
+        """The FLUX transformer on packed tokens ``hidden [B, N, 4C]`` at ``sigma [B]``: text ids, the guidance
+        embedding (distilled-guidance checkpoints) and the prompt's conditioning; returns ``[B, N, 4C]``."""
+        dev = hidden.device
+        sigma = torch.as_tensor(sigma, dtype=torch.float32, device=dev).expand(b)
+        txt_ids = torch.zeros(cond["prompt_embeds"].shape[1], 3, device=dev, dtype=self.dtype)
         guidance = None
         if self.transformer.config.guidance_embeds:
-            guidance = torch.full((b,), self.cfg.guidance, device=latents.device, dtype=torch.float32)
-        out = self.transformer(hidden_states=packed, timestep=sigma.to(self.dtype), guidance=guidance,
-                               pooled_projections=cond["pooled"], encoder_hidden_states=cond["prompt_embeds"],
-                               txt_ids=txt_ids, img_ids=img_ids, return_dict=False)[0]
-        # unpack [B, hw/4, 4C] -> [B, C, h, w]
-        out = out.view(b, h // 2, w // 2, c, 2, 2).permute(0, 3, 1, 4, 2, 5).reshape(b, c, h, w)
-        return out.float()
+            guidance = torch.full((b,), self.cfg.guidance, device=dev, dtype=torch.float32)
+        return self.transformer(hidden_states=hidden, timestep=sigma.to(self.dtype), guidance=guidance,
+                                pooled_projections=cond["pooled"], encoder_hidden_states=cond["prompt_embeds"],
+                                txt_ids=txt_ids, img_ids=img_ids, return_dict=False)[0]
 
     @torch.no_grad()
     def decode(self, latents):

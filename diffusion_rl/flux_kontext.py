@@ -17,7 +17,7 @@ from pathlib import Path
 
 import torch
 
-from .adapters import FluxAdapter
+from .adapters import FluxAdapter, unpack_latents
 
 SEPARATOR = " | "
 
@@ -57,17 +57,9 @@ class FluxKontextAdapter(FluxAdapter):
         b, c, h, w = latents.shape
         ref = cond["image_latents"]
         rh, rw = ref.shape[-2:]
-        sigma = torch.as_tensor(sigma, dtype=torch.float32, device=latents.device).expand(b)
         packed = P._pack_latents(latents.to(self.dtype), b, c, h, w)
         hidden = torch.cat([packed, P._pack_latents(ref.to(self.dtype), b, c, rh, rw)], dim=1)
         ref_ids = P._prepare_latent_image_ids(b, rh // 2, rw // 2, latents.device, self.dtype)
         ref_ids[..., 0] = 1
         img_ids = torch.cat([P._prepare_latent_image_ids(b, h // 2, w // 2, latents.device, self.dtype), ref_ids])
-        txt_ids = torch.zeros(cond["prompt_embeds"].shape[1], 3, device=latents.device, dtype=self.dtype)
-        guidance = None
-        if self.transformer.config.guidance_embeds:
-            guidance = torch.full((b,), self.cfg.guidance, device=latents.device, dtype=torch.float32)
-        out = self.transformer(hidden_states=hidden, timestep=sigma.to(self.dtype), guidance=guidance,
-                               pooled_projections=cond["pooled"], encoder_hidden_states=cond["prompt_embeds"],
-                               txt_ids=txt_ids, img_ids=img_ids, return_dict=False)[0][:, :packed.shape[1]]
-        return out.view(b, h // 2, w // 2, c, 2, 2).permute(0, 3, 1, 4, 2, 5).reshape(b, c, h, w).float()
+        return unpack_latents(self._denoise(hidden, img_ids, sigma, cond, b), b, c, h, w)  # the target's tokens

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import torch
 
-from .adapters import DiffusionAdapter
+from .adapters import DiffusionAdapter, packed_latent_shape, unpack_latents
 
 
 class QwenImageAdapter(DiffusionAdapter):
@@ -33,11 +33,8 @@ class QwenImageAdapter(DiffusionAdapter):
     @property
     def latent_shape(self):
         f = 2 ** len(self.pipe.vae.temperal_downsample)
-        h, w = self.cfg.height // f, self.cfg.width // f
-        if h % 2 or w % 2:
-            raise ValueError(f"Qwen-Image packs 2x2 latent patches: latent size {h}x{w} (image {self.cfg.height}x"
-                             f"{self.cfg.width}) must be even (image sides multiples of {2 * f})")
-        return (self.transformer.config.in_channels // 4, h, w)
+        return packed_latent_shape("Qwen-Image", f, self.cfg, self.transformer.config.in_channels,
+                                   f" (image sides multiples of {2 * f})")
 
     def velocity(self, latents, sigma, cond):
         from diffusers import QwenImagePipeline
@@ -51,7 +48,7 @@ class QwenImageAdapter(DiffusionAdapter):
                                encoder_hidden_states_mask=torch.ones(pe.shape[:2], dtype=torch.long, device=pe.device),
                                img_shapes=[[(1, h // 2, w // 2)]] * b, txt_seq_lens=[pe.shape[1]] * b,
                                return_dict=False)[0]
-        return out.view(b, h // 2, w // 2, c, 2, 2).permute(0, 3, 1, 4, 2, 5).reshape(b, c, h, w).float()
+        return unpack_latents(out, b, c, h, w)
 
     @torch.no_grad()
     def decode(self, latents):
