@@ -27,7 +27,8 @@ def test_progress_bench_small(tmp_path, capsys):
 
 
 @pytest.mark.parametrize("argv", [["--tasks", "nosuch"], ["--encoders", "clip"], ["--groups", "0"],
-                                  ["--dinov2", "/no/such/dir"]])
+                                  ["--dinov2", "/no/such/dir"], ["--policy-per-task", "-1"],
+                                  ["--policy-failures", "maybe"]])
 def test_progress_bench_bad_arguments(argv, capsys):
     mod = load_bench("bench_progress")
     with pytest.raises(SystemExit) as e:

@@ -1,0 +1,211 @@
+"""SRPO where a binary reward gives little signal: most groups all-fail (issue 32, item 4).
+
+The regime: ``configs/vla/tabletop_reach_one_progress.yaml`` (the base VLA ``builtin:tabletop_base``, pretrained on
+the other tabletop tasks, fine-tuned on reach_one) with **one** demo instead of five, which leaves the SFT start at
+~0.1 held-out success (0.125 on the validation states 1000000+ for seed 0, where the regime was chosen), so that with
+8 episodes per group most groups have no success. A binary reward gives such a group all-zero advantages; SRPO
+grades its failures by latent distance to the batch's other successes of the task (SRPO's own ``task`` rule). Arms,
+each a fresh ``python -m vla_rl.cli train`` process of that file, same ``seed`` per pair (so the same SFT start:
+equal success after SFT, checked here):
+
+* ``srpo_progress``     SRPO with the learned ``progress`` encoder (``vla-rl fit-encoder
+                         configs/vla/fit_progress_encoder.yaml``, fitted once into OUT, never on reach_one) and the
+                         all-failure groups kept (``rl.success_band=[-0.5,1.0]``: every group but the all-success ones);
+* ``binary``            ``rl.reward=binary``, the recipe's band (only mixed groups train: DAPO's dynamic sampling, the
+                         strongest binary setting; an all-failure group's advantages are 0 under a binary reward
+                         anyway);
+* ``srpo_random_conv``  as ``srpo_progress`` with ``srpo.encoder=random_conv`` (the untrained encoder).
+
+Common overrides (:data:`COMMON`): ``sft.demos_per_task=1``, ``rl.eval_split=test`` (every evaluation, the curve's
+points included, runs on the *test* initial states ``rl.test_seed_offset + i`` = 5000000+, which nothing here was
+chosen on; nothing stops early), 64 evaluation states, ``rl.iterations`` / ``rl.eval_every`` from the flags (the
+cosine lr decays over the run's own length). Reported: every run's curve, mean +- SE per arm and evaluation point,
+the paired differences srpo_progress - binary and srpo_progress - srpo_random_conv per point and of the curve's mean
+over the RL points, training environment steps per run (the real-simulator interaction), mean rollout success and
+groups kept per iteration, walls. ``--reuse`` reads finished runs of the same config (``run_info.json``) instead of
+rerunning them.
+
+    python bench/bench_srpo_regime.py --seeds 5 --iterations 20 --eval-every 5 --jobs 2 --out runs/bench_srpo_regime
+    python bench/bench_srpo_regime.py --small --out /tmp/x    # seconds: the test's mode
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(ROOT))
+
+from bench_srpo_vs_binary import IGNORED, SMALL, _curve_str, _wall_from_metrics, eval_curve  # noqa: E402
+from claims_toy import fmt, mean_se  # noqa: E402
+
+CONFIG = "configs/vla/tabletop_reach_one_progress.yaml"
+FIT_CONFIG = "configs/vla/fit_progress_encoder.yaml"
+KEEP = "rl.success_band=[-0.5,1.0]"
+ARMS = {"srpo_progress": [KEEP], "binary": ["rl.reward=binary"],
+        "srpo_random_conv": [KEEP, "srpo.encoder=random_conv", "srpo.encoder_path=null"]}
+COMMON = ["sft.demos_per_task=1", "rl.eval_split=test", "rl.eval_episodes=64", "rl.num_videos=0", "log.backends=[]"]
+SMALL_FIT = ["data.expert_per_task=2", "data.play_per_task=1", "data.expert_tasks=[tabletop/reach]", "train.steps=3",
+             "train.batch_episodes=2"]
+
+
+def arm_args(arm: str, encoder: Path, extra: list[str]) -> list[str]:
+    """The overrides of ``arm`` (the progress encoder's path first, so an arm may clear it)."""
+    return [f"srpo.encoder_path={encoder}", *COMMON, *ARMS[arm], *extra]
+
+
+def expected_config(args: list[str], seed: int) -> dict:
+    """The resolved config (as ``run_info.json`` stores it) of CONFIG with ``args`` at ``seed``, without IGNORED."""
+    from grpo.config import config_to_dict, load_config
+    from vla_rl.config import VLARLConfig
+
+    cfg = config_to_dict(load_config(VLARLConfig, str(ROOT / CONFIG), [f"seed={seed}", *args]))
+    return {k: v for k, v in cfg.items() if k not in IGNORED}
+
+
+def _env() -> dict:
+    return {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "PYTHONPATH": str(ROOT)}
+
+
+def fit_encoder(out: Path, small: bool, reuse: bool) -> Path:
+    """``vla-rl fit-encoder FIT_CONFIG`` into ``out/encoder.safetensors`` (seed 0; read back with ``reuse``)."""
+    path = out / "encoder.safetensors"
+    if reuse and path.is_file():
+        print(f"  encoder: reused {path}", flush=True)
+        return path
+    cmd = [sys.executable, "-m", "vla_rl.cli", "fit-encoder", FIT_CONFIG, f"output={path}",
+           *(SMALL_FIT if small else [])]
+    t = time.time()
+    res = subprocess.run(cmd, cwd=ROOT, env=_env(), capture_output=True, text=True)
+    if res.returncode != 0:
+        raise RuntimeError(f"fit-encoder failed (exit {res.returncode}): {res.stderr.strip().splitlines()[-1:]}")
+    print(f"  encoder: {path} ({time.time() - t:.0f}s)", flush=True)
+    return path
+
+
+def run_arm(arm: str, seed: int, out: Path, encoder: Path, extra: list[str], reuse: bool) -> dict:
+    """One training run in a fresh process (or a finished one of the same config read back); curve, wall, episodes."""
+    run_dir = out / f"{arm}_seed{seed}"
+    args = arm_args(arm, encoder, extra)
+    want = expected_config(args, seed)
+    info, metrics = run_dir / "run_info.json", run_dir / "metrics.jsonl"
+    if reuse and info.is_file() and metrics.is_file():
+        got = {k: v for k, v in json.loads(info.read_text())["config"].items() if k not in IGNORED}
+        curve = eval_curve(metrics)
+        if json.dumps(got, sort_keys=True) == json.dumps(want, sort_keys=True) and want["rl"]["iterations"] in curve:
+            print(f"  {arm} seed {seed}: reused {run_dir}: " + _curve_str(curve), flush=True)
+            return {"curve": curve, "wall_s": _wall_from_metrics(metrics),
+                    "episodes": _train_episodes(metrics), "reused": True}
+    cmd = [sys.executable, "-m", "vla_rl.cli", "train", CONFIG, f"seed={seed}", f"output_dir={run_dir}", "resume=false",
+           *args]
+    t = time.time()
+    res = subprocess.run(cmd, cwd=ROOT, env=_env(), capture_output=True, text=True)
+    wall = time.time() - t
+    if res.returncode != 0:
+        raise RuntimeError(f"{arm} seed {seed} failed (exit {res.returncode}): {res.stderr.strip().splitlines()[-1:]}")
+    curve = eval_curve(metrics)
+    print(f"  {arm} seed {seed}: {_curve_str(curve)}, {wall:.0f}s", flush=True)
+    return {"curve": curve, "wall_s": wall, "episodes": _train_episodes(metrics), "reused": False}
+
+
+def _train_episodes(metrics: Path) -> dict:
+    """The run's training rollouts from ``metrics.jsonl``: environment steps simulated (the real-simulator
+    interaction), mean rollout success and mean groups kept per iteration."""
+    recs = [json.loads(line) for line in metrics.read_text().splitlines()]
+    recs = [r for r in recs if "rollout/env_steps" in r]
+    n = max(len(recs), 1)
+    return {"env_steps": int(sum(r["rollout/env_steps"] for r in recs)),
+            "rollout_success": sum(r["rollout/success_rate"] for r in recs) / n,
+            "groups_kept": sum(r["rollout/groups_kept"] for r in recs) / n}
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--small", action="store_true", help="seconds-long smoke mode (the test's)")
+    ap.add_argument("--seeds", type=int, default=5, help="training seeds per arm (0 .. seeds-1)")
+    ap.add_argument("--jobs", type=int, default=2, help="runs at once (one core each)")
+    ap.add_argument("--iterations", type=int, default=20, help="rl.iterations of every arm")
+    ap.add_argument("--eval-every", type=int, default=5, help="rl.eval_every: iterations between test evaluations")
+    ap.add_argument("--out", default="runs/bench_srpo_regime", help="where the runs write (OUT/<arm>_seed<S>)")
+    ap.add_argument("--reuse", action="store_true", help="read finished runs of the same config instead of rerunning")
+    args = ap.parse_args(argv)
+    if args.seeds < 1 or args.jobs < 1 or args.iterations < 1 or args.eval_every < 0:
+        print(f"error: need --seeds >= 1, --jobs >= 1, --iterations >= 1 and --eval-every >= 0, got {args.seeds}, "
+              f"{args.jobs}, {args.iterations} and {args.eval_every}", file=sys.stderr)
+        return 2
+    out = Path(args.out).resolve()
+    out.mkdir(parents=True, exist_ok=True)
+    extra = ((SMALL if args.small else []) + [f"rl.iterations={args.iterations}", f"rl.eval_every={args.eval_every}"]
+             + (["rl.eval_episodes=2"] if args.small else []))
+    seeds = list(range(args.seeds))
+    from grpo.config import load_config
+    from vla_rl.config import VLARLConfig
+
+    split = load_config(VLARLConfig, str(ROOT / CONFIG), [*COMMON, *extra]).rl.split_line()
+    print(f"SRPO regime: {CONFIG} {' '.join(COMMON + extra)}, seeds {seeds}, {args.jobs} at once\n{split}")
+    t0 = time.time()
+    jobs = [(arm, s) for s in seeds for arm in ARMS]
+    try:
+        encoder = fit_encoder(out, args.small, args.reuse)
+        with ThreadPoolExecutor(args.jobs) as ex:
+            results = dict(zip(jobs, ex.map(lambda j: run_arm(j[0], j[1], out, encoder, extra, args.reuse), jobs)))
+    except RuntimeError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 1
+    for s in seeds:  # the same SFT start in every arm of a seed
+        starts = {arm: results[arm, s]["curve"].get(0) for arm in ARMS}
+        if len(set(starts.values())) != 1:
+            print(f"error: seed {s}: the arms start RL from different SFT policies (test success {starts})",
+                  file=sys.stderr)
+            return 1
+    report(results, seeds)
+    print(f"total {time.time() - t0:.0f}s")
+    return 0
+
+
+def report(results: dict, seeds: list[int]) -> None:
+    """Print the per-run curves, the per-arm means and the paired differences (markdown tables)."""
+    points = sorted(set.intersection(*(set(r["curve"]) for r in results.values())))
+    rl_points = [p for p in points if p > 0]
+    print("\ntest success per run (iteration 0: after SFT)")
+    print("| arm | seed | " + " | ".join(f"@{p}" for p in points)
+          + " | training env steps | rollout success | groups kept / it | wall s |")
+    print("|---|---|" + "---|" * (len(points) + 4))
+    for arm in ARMS:
+        for s in seeds:
+            r = results[arm, s]
+            print(f"| {arm} | {s} | " + " | ".join(f"{r['curve'][p]:.3f}" for p in points)
+                  + f" | {r['episodes']['env_steps']} | {r['episodes']['rollout_success']:.3f} | "
+                  f"{r['episodes']['groups_kept']:.1f} | {r['wall_s']:.0f}{' (reused)' if r['reused'] else ''} |")
+    print(f"\nmean +- SE over {len(seeds)} seeds")
+    print("| arm | " + " | ".join(f"@{p}" for p in points) + " | mean over RL points | wall s |")
+    print("|---|" + "---|" * (len(points) + 2))
+    auc = {arm: [sum(results[arm, s]["curve"][p] for p in rl_points) / max(len(rl_points), 1) for s in seeds]
+           for arm in ARMS}
+    for arm in ARMS:
+        print(f"| {arm} | " + " | ".join(fmt([results[arm, s]["curve"][p] for s in seeds]) for p in points)
+              + f" | {fmt(auc[arm])} | {fmt([results[arm, s]['wall_s'] for s in seeds], 0)} |")
+    last = points[-1]
+    for other in ("binary", "srpo_random_conv"):
+        diff = {p: [results["srpo_progress", s]["curve"][p] - results[other, s]["curve"][p] for s in seeds]
+                for p in points}
+        print(f"| srpo_progress - {other} (paired) | " + " | ".join(fmt(diff[p]) for p in points)
+              + f" | {fmt([a - b for a, b in zip(auc['srpo_progress'], auc[other])])} | |")
+    for other in ("binary", "srpo_random_conv"):
+        d = [results["srpo_progress", s]["curve"][last] - results[other, s]["curve"][last] for s in seeds]
+        m, se = mean_se(d)
+        verdict = "holds" if len(d) > 1 and m > 2 * se else "does not hold"
+        print(f"final (@{last}) srpo_progress - {other}, paired: {m:+.3f} +- {se:.3f} (ahead in "
+              f"{sum(x > 0 for x in d)} of {len(d)} seeds; > 2 SE: {verdict})")
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,54 @@
+"""bench/bench_srpo_regime.py (issue 32, item 4) runs end to end in its --small mode: the progress encoder fitted
+once, the three arms from one SFT start, every evaluation on the test split, the per-run curves with the training
+interaction, mean +- SE per arm and both paired differences with the 2-SE verdict; --reuse reads the finished runs
+back (the same numbers); bad arguments exit 2 with one line and write nothing."""
+
+import json
+
+import pytest
+
+from .benchutil import load_bench, markdown_table
+
+
+@pytest.mark.slow  # one tiny encoder fit and three tiny VLA trainings in subprocesses, ~40-90 s
+def test_small_runs_three_arms_on_test_states_and_reuse_reads_them_back(capsys, tmp_path):
+    mod = load_bench("bench_srpo_regime")
+    runs = tmp_path / "runs"
+    args = ["--small", "--seeds", "1", "--iterations", "1", "--eval-every", "1", "--out", str(runs)]
+    assert mod.main(args) == 0
+    out = capsys.readouterr().out
+    assert "evaluation split: test initial states 5000000..5000001" in out
+    per_run = {(r[0], r[1]): r for r in markdown_table(out, "| arm | seed |")}
+    assert set(per_run) == {("srpo_progress", "0"), ("binary", "0"), ("srpo_random_conv", "0")}
+    assert len({r[2] for r in per_run.values()}) == 1  # @0: the same SFT policy's test success in every arm
+    assert all(int(r[4]) > 0 for r in per_run.values())  # training env steps were simulated
+    arms = {r[0] for r in markdown_table(out, "| arm | @0")}
+    assert arms == {"srpo_progress", "binary", "srpo_random_conv", "srpo_progress - binary (paired)",
+                    "srpo_progress - srpo_random_conv (paired)"}
+    assert "final (@1) srpo_progress - binary, paired:" in out and "> 2 SE: does not hold" in out
+    cfgs = {arm: json.loads((runs / f"{arm}_seed0" / "run_info.json").read_text())["config"] for arm in mod.ARMS}
+    assert all(c["rl"]["eval_split"] == "test" and c["sft"]["demos_per_task"] == 1 for c in cfgs.values())
+    assert cfgs["srpo_progress"]["srpo"]["encoder"] == "progress" and cfgs["binary"]["rl"]["reward"] == "binary"
+    assert cfgs["srpo_progress"]["srpo"]["encoder_path"] == str(runs.resolve() / "encoder.safetensors")
+    assert cfgs["srpo_random_conv"]["srpo"]["encoder"] == "random_conv"
+    full = {arm: mod.expected_config(mod.arm_args(arm, runs / "e.safetensors", []), 0) for arm in mod.ARMS}
+    # outside --small (whose tiny band keeps every group in every arm): SRPO arms keep the all-failure groups,
+    # binary trains on mixed groups only (the recipe's band)
+    assert [list(full[a]["rl"]["success_band"]) for a in mod.ARMS] == [[-0.5, 1.0], [0.0, 1.0], [-0.5, 1.0]]
+
+    assert mod.main([*args, "--reuse"]) == 0
+    again = capsys.readouterr().out
+    assert again.count("reused") >= 7  # the encoder and three runs, three table cells
+    assert {(r[0], r[1]): r[2:4] for r in markdown_table(again, "| arm | seed |")} == \
+        {k: r[2:4] for k, r in per_run.items()}
+
+
+@pytest.mark.parametrize("args, word", [(["--seeds", "0"], "--seeds"), (["--jobs", "0"], "--jobs"),
+                                        (["--iterations", "0"], "--iterations"),
+                                        (["--eval-every", "-1"], "--eval-every")])
+def test_bad_arguments_exit_2_with_one_line(capsys, tmp_path, args, word):
+    mod = load_bench("bench_srpo_regime")
+    assert mod.main(["--small", *args, "--out", str(tmp_path / "o")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert word in err and "\n" not in err
+    assert not (tmp_path / "o").exists()  # nothing written
