@@ -8,12 +8,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from grpo.config import require_at_least, require_positive
+from grpo.config import free_on_resume, require_at_least
 from grpo.fsdp import DistConfig
 from grpo.monitors import MonitorConfig
-from grpo.onpolicy import Action, validate
 from grpo.trackers import LogConfig
 from grpo.train_step import GRPOConfig
+from grpo.trainer_base import LoopConfig
 from rewards.remote import RemoteRewardConfig, build_remote_reward, is_url
 
 from .adapters import ModelConfig
@@ -29,9 +29,9 @@ class RewardConfig:
                                    # reward server's address http://HOST:PORT (diffusion-rl serve-reward)
     kwargs: dict[str, Any] = field(default_factory=dict)  # keyword arguments of the reward's constructor (a reward
                                                           # server: checked against its serve-reward --kwargs)
-    retries: int = 2  # extra attempts when the reward raises (then the run stops, naming the batch's prompts); a
-                      # server's requests retry by reward.remote.retries
-    retry_backoff_s: float = 0.5  # seconds before the first retry (doubled per retry)
+    retries: int = free_on_resume("extra attempts when the reward raises (then the run stops, naming the batch's "
+                                  "prompts); a server's requests retry by reward.remote.retries", default=2)
+    retry_backoff_s: float = free_on_resume("seconds before the first retry (doubled per retry)", default=0.5)
     remote: RemoteRewardConfig = field(  # the reward server (rewards.remote): used when reward.name or
         # reward.remote.url is http://HOST:PORT
         default_factory=RemoteRewardConfig)
@@ -53,21 +53,18 @@ class RewardConfig:
 
 
 @dataclass
-class TrainConfig:
-    iterations: int = 40  # RL iterations (rollout -> reward -> advantages -> update)
+class TrainConfig(LoopConfig):
+    """The loop (:class:`grpo.trainer_base.LoopConfig`: iterations, lr and its schedule, inner epochs, cadence,
+    on-policy check) and diffusion-rl's own settings."""
+
     prompts_per_iter: int = 2  # prompts per iteration (flat: each gets grpo.group_size samples; tree: one tree each)
-    lr: float = 3e-4  # AdamW learning rate of the trainable (LoRA) weights
     weight_decay: float = 0.0  # AdamW weight decay
-    inner_epochs: int = 1  # passes over the iteration's rollouts
     updates_per_iter: int = 1  # optimizer steps per epoch (the trained steps are split into this many chunks)
     ema_decay: float = 0.0  # > 0: keep an EMA of the trainable weights, used for evaluation
     use_tracker: bool = False  # per-prompt stat tracker (DDPO/Flow-GRPO) instead of per-batch groups
     tracker_buffer: int = 32  # rewards kept per prompt by the stat tracker
     tracker_min_count: int = 16  # rewards a prompt needs before its own statistics are used (else the batch's)
-    eval_every: int = 0  # 0: evaluate before and after only
     eval_steps: int = 10  # ODE steps of the evaluation sampler
-    save_every: int = 10  # iterations between checkpoints
-    keep_last: int = 2  # checkpoints kept on disk
     log_images: bool = True  # write before/after evaluation image grids
     # the objective: "grpo" (clipped policy gradient on the SDE step log-probs, grpo.loss) or "nft" (DiffusionNFT,
     # grpo.nft_loss: flow-matching regression on the final samples, re-noised at nft_timesteps logit-normal times per
@@ -76,19 +73,14 @@ class TrainConfig:
     nft_beta: float = 1.0  # DiffusionNFT's beta: how far the implicit positive/negative policies
                            # move from the old velocity
     nft_timesteps: int = 2  # re-noising times per final sample and iteration (split over updates_per_iter chunks)
-    onpolicy_tol: float = 1e-4  # on-policy self-check (grpo.onpolicy): max |log pi_train - log pi_rollout|
-                                # allowed before the first update
-    onpolicy_action: Action = "warn"  # warn | stop | off: what the run does when the on-policy gap exceeds onpolicy_tol
 
     def __post_init__(self) -> None:
-        validate(self.onpolicy_tol, "train.onpolicy")
+        super().__post_init__()
         if self.nft_beta <= 0 or self.nft_timesteps < 1:
             raise ValueError(f"train.nft_beta must be > 0 and train.nft_timesteps >= 1, got {self.nft_beta}, "
                              f"{self.nft_timesteps}")
-        require_at_least("train", self, iterations=0, prompts_per_iter=1, inner_epochs=1, updates_per_iter=1,
-                         weight_decay=0.0, ema_decay=0.0, eval_every=0, eval_steps=1, save_every=1, keep_last=1,
-                         tracker_buffer=1, tracker_min_count=1)
-        require_positive("train", self, "lr")
+        require_at_least("train", self, prompts_per_iter=1, updates_per_iter=1, weight_decay=0.0, ema_decay=0.0,
+                         eval_steps=1, tracker_buffer=1, tracker_min_count=1)
         if self.ema_decay >= 1:
             raise ValueError(f"train.ema_decay must be < 1 (0 turns the EMA off), got {self.ema_decay}")
 
@@ -97,7 +89,7 @@ class TrainConfig:
 class DiffusionRLConfig:
     seed: int = 0  # seeds prompts, noise and initial weights (a run is reproducible from it)
     output_dir: str = "runs/diffusion"  # where checkpoints, metrics.jsonl, TensorBoard and images go
-    resume: bool = True  # continue from output_dir's latest checkpoint when there is one
+    resume: bool = free_on_resume("continue from output_dir's latest checkpoint when there is one", default=True)
     model: ModelConfig = field(default_factory=ModelConfig)  # the denoiser, its weights, precision and LoRA
     sampler: SamplerConfig = field(default_factory=SamplerConfig)  # the denoising schedule and SDE used for rollouts
     branch: BranchConfig = field(default_factory=BranchConfig)  # BranchGRPO tree rollouts
@@ -109,7 +101,8 @@ class DiffusionRLConfig:
     reward: RewardConfig = field(default_factory=RewardConfig)  # the reward model or verifier
     prompts: PromptConfig = field(default_factory=PromptConfig)  # the training / evaluation prompt source
     pool: PoolConfig = field(default_factory=PoolConfig)  # enabled: pool-then-train (diffusion_rl.pool_rollout)
-    dist: DistConfig = field(default_factory=DistConfig)  # ddp (replicas) or fsdp (sharded denoiser), grpo.fsdp
+    dist: DistConfig = free_on_resume("ddp (replicas) or fsdp (sharded denoiser), grpo.fsdp",
+                                      default_factory=DistConfig)
     log: LogConfig = field(default_factory=LogConfig)  # trackers besides metrics.jsonl: tensorboard, wandb,
                                                        # mlflow, trackio (grpo.trackers)
     eval: MonitorConfig = field(default_factory=MonitorConfig)  # gold monitors on evaluation samples (colour_variance,

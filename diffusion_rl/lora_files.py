@@ -82,6 +82,24 @@ def write_diffusers_lora(out: str | Path, trainable: dict[str, torch.Tensor], lo
     return {c: len(d) for c, d in experts.items()}
 
 
+def checkpoint_lora_files(weights: dict[str, torch.Tensor], model, pipe) -> dict:
+    """A checkpoint's LoRA in diffusers' format (what ``diffusion-rl export`` writes: the EMA weights when the run keeps
+    them, else the live ones), as ``{file name: writer(directory)}`` for :func:`grpo.checkpoint.save_checkpoint`'s
+    ``files``, so ``pipe.load_lora_weights(<checkpoint dir>)`` loads the trained adapter (Wan 2.2 A14B: one file per
+    expert). ``model``: the run's ``model:`` config. Empty for a run whose trainable weights are not all LoRA matrices
+    (no LoRA file can hold them) or whose ``pipe`` is not a diffusers pipeline (e.g. EVA's world model,
+    diffusion_rl.align_world_model)."""
+    if not (model.lora.enabled and is_lora_state(weights) and callable(getattr(pipe, "load_lora_weights", None))):
+        return {}
+    parts = split_experts(weights)
+
+    def writer(comp: str):
+        sub = weights if len(parts) == 1 else {f"{comp}.{k}": v for k, v in parts[comp].items()}
+        return lambda d: write_diffusers_lora(d, sub, model.lora, model.kind)
+
+    return {EXPERT_FILES[c]: writer(c) for c in parts}
+
+
 def canonical_header(path: Path) -> None:
     """Rewrite a safetensors file's JSON header with sorted keys (space-padded to 8 bytes, as the format asks), so the
     same weights give the same bytes: safetensors writes its ``__metadata__`` entries in hash order, which differs

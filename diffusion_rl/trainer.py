@@ -12,8 +12,8 @@ One iteration (:meth:`DiffusionGRPOTrainer.step`; the loop around it is :func:`g
               tracker); tree: fused node rewards -> depth-wise advantages, width/depth pruning (BranchGRPO Eq. 7)
     update    for every trained (row, step): log pi_theta(x_{i+1} | x_i) recomputed (grpo.flow_sde.sde_step with
               prev_sample), clipped surrogate + KL to the LoRA-disabled reference (grpo.loss), guarded step; the
-              part that spans processes (loss scaling, FSDP's zero-weight passes, all-reduce, agreeing on a skip) is
-              grpo.update.DistributedUpdate
+              part that spans processes (loss weights, FSDP's zero-weight passes, all-reduce, agreeing on a skip) is
+              grpo.minibatch.Minibatches over grpo.update.DistributedUpdate
 
 Exactness of the PPO ratio before the first update: a record's rows are recomputed as ONE call in the rollout's
 order, so the stored rollout log-prob is bit-identical to the recomputation. Where pruning drops rows from a
@@ -59,17 +59,12 @@ from typing import Any, Callable
 import torch
 
 from grpo.checkpoint import (
-    best_record,
     capture_rng_state,
-    improves,
-    load_checkpoint,
     random_state_from_json,
     random_state_to_json,
     restore_rng_state,
-    save_best,
-    save_checkpoint,
 )
-from grpo.config import check_resume_config, config_to_dict
+from grpo.config import config_to_dict
 from grpo.distributed import all_reduce_floats, any_rank, barrier, gather_cpu, init_distributed, keyed_generator
 from grpo.flow_sde import flow_sigmas, sde_step
 from grpo.fsdp import (
@@ -89,6 +84,7 @@ from grpo.monitors import HackingAlarm, RewardHackingError
 from grpo.retry import call_with_retry
 from grpo.runinfo import write_grid_captions
 from grpo.train_step import NonFiniteGuard, StepStats
+from grpo.trainer_base import TrainerBase
 from grpo.update import DistributedUpdate, agree_on_skip
 from rewards import RewardBatch, build_reward
 from rewards.base import concat_outputs
@@ -97,6 +93,7 @@ from rewards.remote import RemoteRewardError, build_remote_reward
 
 from .adapters import Cond, DiffusionAdapter, build_adapter, cond_select
 from .config import DiffusionRLConfig
+from .lora_files import checkpoint_lora_files
 from .prompts import PromptSource
 from .sampling import STREAM_TIMESTEPS, Rollout, concat_rollouts, guided_velocity, keyed_noise, ode_sample
 from .strategies import check_strategy, make_strategy, projected_gpu_units
@@ -120,7 +117,7 @@ def _scalar(v) -> float:
     return float(v.detach() if isinstance(v, torch.Tensor) else v)
 
 
-class DiffusionGRPOTrainer:
+class DiffusionGRPOTrainer(TrainerBase):
     """Flat GRPO or BranchGRPO on any :class:`DiffusionAdapter` (see module docstring).
 
     ``reward_fn`` overrides ``cfg.reward`` with any callable ``batch -> object with .total [B]`` (and optional
@@ -134,7 +131,7 @@ class DiffusionGRPOTrainer:
             raise ValueError(f"dist.mixed_precision={cfg.dist.mixed_precision!r} is not used by diffusion-rl train: "
                              "set model.dtype (e.g. model.dtype=bf16: bf16 base weights, fp32 LoRA weights and "
                              "log-probs) and leave dist.mixed_precision=fp32")
-        self.cfg = cfg
+        self.cfg, self.loop = cfg, cfg.train
         # device=cpu on a CUDA machine: gloo, which reduces CPU tensors (the default there, NCCL, cannot)
         self.dist = init_distributed("gloo") if cfg.model.device == "cpu" else init_distributed()
         torch.manual_seed(cfg.seed)
@@ -402,15 +399,16 @@ class DiffusionGRPOTrainer:
         update (one no-grad pass). The draws are keyed by (seed, iteration, global row), like the rollout noise."""
         from grpo.nft_loss import nft_loss, optimality_probability
 
-        tc, g, sc, upd = self.cfg.train, self.cfg.grpo, self.cfg.sampler, self.upd
+        tc, g, sc = self.cfg.train, self.cfg.grpo, self.cfg.sampler
         rows = ro.final_rows
         idx = torch.nonzero(keep_rows[rows]).flatten()
         n_local = len(idx)
-        n_global = upd.global_sum([n_local])[0]
-        if n_global == 0:
+        # every pass (re-noising time j) weighs this rank's rows; the mean over the chunk's times and global rows
+        batches = Minibatches(self.upd, lambda j: (float(n_local),), lambda j: loss_at(j).loss, size=lambda j: n_local)
+        if batches.rows_anywhere(n_local) == 0:
             return {"backward": 0, "nfe_train": 0}
         if n_local == 0:  # no rows here: stand-in rows that run the other ranks' passes with weight 0 (FSDP), or none
-            idx = torch.zeros(upd.stand_in_rows, dtype=torch.long, device="cpu")
+            idx = torch.zeros(batches.stand_in_rows, dtype=torch.long, device="cpu")
         m = len(idx)  # rows computed here (n_local, or the stand-in's)
         T = tc.nft_timesteps
         dev = self.adapter.device
@@ -431,6 +429,11 @@ class DiffusionGRPOTrainer:
             shape = (-1,) + (1,) * (x0.dim() - 1)
             return (1 - t.view(shape)) * x0 + t.view(shape) * eps, t, eps - x0
 
+        def loss_at(j):
+            xt, t, target = noised(j)
+            v = guided_velocity(self.adapter, xt, t, cond, uncond, sc.cfg_scale)
+            return nft_loss(v, v_old[j], target, r, tc.nft_beta)
+
         nfe, backward = 0, 0
         v_old = {}
         if m:
@@ -441,27 +444,20 @@ class DiffusionGRPOTrainer:
                     nfe += n_local * nfe_mult
         stats: dict[str, list[float]] = {k: [] for k in ("loss", "positive", "negative", "grad_norm")}
         self.adapter.train(True)
-        for _epoch in range(tc.inner_epochs):
-            for chunk in chunks:
-                for j in chunk if m else ():
-                    xt, t, target = noised(j)
-                    v = guided_velocity(self.adapter, xt, t, cond, uncond, sc.cfg_scale)
-                    nfe += n_local * nfe_mult
-                    lo = nft_loss(v, v_old[j], target, r, tc.nft_beta)
-                    if n_local == 0:
-                        upd.zero_weight_pass(lambda: lo.loss)
-                        continue
-                    # the mean over the chunk's timesteps and the global rows
-                    upd.backward(lo.loss, n_local, n_global * len(chunk))
-                    backward += n_local
+        for epoch in range(tc.inner_epochs):
+            for step in batches.steps(chunks, epoch):
+                for mb in step:
+                    lo = loss_at(mb.item)
+                    mb.backward(lo.loss)
+                    nfe, backward = nfe + n_local * nfe_mult, backward + n_local
                     stats["loss"].append(float(lo.loss.detach()))
                     stats["positive"].append(float(lo.positive.detach().mean()))
                     stats["negative"].append(float(lo.negative.detach().mean()))
-                self._note_step(self.upd.step(), stats["grad_norm"])
+                self._note_step(step.apply(), stats["grad_norm"])
         self.adapter.train(False)
         self._ema_update()
         out = {f"loss/nft_{k}" if k != "grad_norm" else k: sum(v) / max(1, len(v)) for k, v in stats.items()}
-        backward, nfe = upd.global_sum([backward, nfe])
+        backward, nfe = batches.sum_over_ranks([backward, nfe])
         out.update({"backward": backward, "nfe_train": nfe})
         return out
 
@@ -542,73 +538,37 @@ class DiffusionGRPOTrainer:
             self.save()
             raise
 
-    # ---- checkpoints --------------------------------------------------------------------------
-    def keep_best(self, value: float) -> Path | None:
-        """After an evaluation (every rank calls it): when rank 0's ``value`` of ``eval/reward`` beats the best so far,
-        save this iteration as ``checkpoints/best`` (grpo.checkpoint.save_best) beside the latest."""
-        value = all_reduce_floats([value if self.dist.is_main else float("-inf")], "max")[0]
-        if not improves(self.best, value):
+    # ---- checkpoints (grpo.trainer_base.TrainerBase: save, load, keep_best) -------------------------------------
+    @property
+    def last_iteration(self) -> dict[str, torch.Tensor] | None:
+        """The last iteration's global credit (checkpointed for diagnostics and tests)."""
+        if self.last_advantages is None:
             return None
-        self.best = best_record("eval/reward", value, self.iteration)
-        return self.save(best=True)
+        return {"advantages": self.last_advantages, "rewards": self.last_rewards}
 
-    def save(self, best: bool = False) -> Path | None:
-        """Rank 0 writes the checkpoint (nothing in it depends on the world size), then every rank waits for it;
-        ``best``: as ``checkpoints/best`` (record ``self.best``) instead of the next ``step_*``.
-        FSDP: every rank first takes part in gathering the full trainable weights, optimizer state and EMA."""
-        path = None
+    def state_dict(self) -> dict[str, Any] | None:
+        """The trainable (LoRA) weights, optimizer, EMA, strategy state (the stat tracker), sampling generators and
+        counters; rank 0's, with the diffusers LoRA file (``__files__``). FSDP: every rank takes part in gathering the
+        full trainable weights, optimizer state and EMA."""
         if self.fsdp:
             tr = self.adapter.transformer
             trainable, optim = full_trainable_state_dict(tr), full_optimizer_state_dict(tr, self.optimizer)
             ema = {k: full_tensor(v).cpu() for k, v in self.ema.items()} if self.ema is not None else None
-        else:
-            trainable, optim = (self.adapter.trainable_state_dict(), self.optimizer.state_dict()) if self.dist.is_main \
-                else (None, None)
-            ema = {k: v.clone() for k, v in self.ema.items()} if self.ema is not None and self.dist.is_main else None
-        if self.dist.is_main:
-            state = {"trainable": trainable, "optimizer": optim,
-                     "tracker": self.strategy.state_dict(), "guard": self.guard.state_dict(),
-                     "rng": capture_rng_state(), "generator": self.gen.get_state(),
-                     "data_rng": random_state_to_json(self.rng.getstate()), "iteration": self.iteration,
-                     "eval_before": self.eval_before, "best": self.best, "alarm": self.alarm.state_dict(),
-                     "config": config_to_dict(self.cfg)}
-            if ema is not None:
-                state["ema"] = ema
-            if self.last_advantages is not None:  # the last iteration's global credit (diagnostics, tests)
-                state["last_iteration"] = {"advantages": self.last_advantages, "rewards": self.last_rewards}
-            files = self._lora_files(ema if ema is not None else trainable)
-            path = (save_best(self.out / "checkpoints", self.iteration, state, self.best, files=files) if best else
-                    save_checkpoint(self.out / "checkpoints", self.iteration, state, keep_last=self.cfg.train.keep_last,
-                                    files=files))
-        barrier()
-        return path
+        elif self.dist.is_main:
+            trainable, optim = self.adapter.trainable_state_dict(), self.optimizer.state_dict()
+            ema = {k: v.clone() for k, v in self.ema.items()} if self.ema is not None else None
+        if not self.dist.is_main:
+            return None
+        state = {"trainable": trainable, "optimizer": optim, "tracker": self.strategy.state_dict(),
+                 "generator": self.gen.get_state(), "data_rng": random_state_to_json(self.rng.getstate()),
+                 "iteration": self.iteration, "eval_before": self.eval_before, "best": self.best,
+                 "__files__": checkpoint_lora_files(ema if ema is not None else trainable, self.cfg.model,
+                                                    self.adapter.pipe)}
+        if ema is not None:
+            state["ema"] = ema
+        return state
 
-    def _lora_files(self, weights: dict[str, torch.Tensor]) -> dict:
-        """The checkpoint's LoRA in diffusers' format (what ``diffusion-rl export`` writes: the EMA weights when the run
-        keeps them, else the live ones), so ``pipe.load_lora_weights(<checkpoint dir>)`` loads the trained adapter
-        (:func:`diffusion_rl.lora_files.write_diffusers_lora`; Wan 2.2 A14B: one file per expert). None for a run
-        whose trainable weights are not all LoRA matrices (no LoRA file can hold them) or whose model is not a
-        diffusers pipeline."""
-        from .lora_files import EXPERT_FILES, is_lora_state, split_experts, write_diffusers_lora
-
-        if not (self.cfg.model.lora.enabled and is_lora_state(weights)
-                and callable(getattr(self.adapter.pipe, "load_lora_weights", None))):
-            # no LoRA, or no diffusers pipeline to load one (e.g. EVA's world model, diffusion_rl.align_world_model)
-            return {}
-        mc, parts = self.cfg.model, split_experts(weights)
-
-        def writer(comp: str):
-            sub = weights if len(parts) == 1 else {f"{comp}.{k}": v for k, v in parts[comp].items()}
-            return lambda d: write_diffusers_lora(d, sub, mc.lora, mc.kind)
-
-        return {EXPERT_FILES[c]: writer(c) for c in parts}
-
-    def load(self, path: str | Path, check_config: bool = True) -> None:
-        state = load_checkpoint(path)
-        if check_config:
-            check_resume_config(state["config"], self.cfg, state["__path__"],
-                                ignore=("train.iterations", "resume", "train.eval_every", "train.save_every",
-                                        "reward.retries", "reward.retry_backoff_s", "dist"))
+    def load_state_dict(self, state: dict[str, Any]) -> None:
         if self.fsdp:  # a full state dict (saved by any world size, either strategy) sharded onto this rank
             load_full_trainable_state_dict(self.adapter.transformer, state["trainable"])
             load_full_optimizer_state_dict(self.adapter.transformer, self.optimizer, state["optimizer"])
@@ -616,8 +576,6 @@ class DiffusionGRPOTrainer:
             self.adapter.load_trainable_state_dict(state["trainable"])
             self.optimizer.load_state_dict(state["optimizer"])
         self.strategy.load_state_dict(state.get("tracker"))
-        self.guard.load_state_dict(state["guard"])
-        restore_rng_state(state["rng"])
         self.gen.set_state(state["generator"])
         if "data_rng" in state:
             self.rng.setstate(random_state_from_json(state["data_rng"]))
@@ -628,8 +586,9 @@ class DiffusionGRPOTrainer:
             self.ema = {k: shard_like(v.clone(), like[k]) for k, v in state["ema"].items()}
         self.iteration = int(state["iteration"])
         self.eval_before = state.get("eval_before")
-        self.alarm.load_state_dict(state.get("alarm"))  # the reward-hacking alarm's history of evaluations
         self.best = state.get("best")
+
+    def after_load(self, state: dict[str, Any]) -> None:
         self.strategy.after_load()
 
     # ---- the loop -----------------------------------------------------------------------------
@@ -661,6 +620,7 @@ class DiffusionGRPOTrainer:
         self.guard.check("log_prob", logps)
         all_rewards = gather_cpu(rewards)
         self.last_rewards = all_rewards
+        self.set_lr(self.iteration)  # train.lr_schedule's value for this iteration's update
         # one rank's NaN skips the update everywhere
         if not agree_on_skip(self.guard, "non-finite reward or log-prob on another rank"):
             adv, keep = self.credit(ro, prompts, rewards, components)

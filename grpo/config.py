@@ -440,13 +440,50 @@ def config_diff(a: dict, b: dict, prefix: str = "") -> list[str]:
     return out
 
 
+RESUME_FREE = {"resume": "free"}  # field metadata: a key that may change on resume (length, cadence, placement)
+
+
+def free_on_resume(help: str, **kwargs: Any) -> Any:
+    """``dataclasses.field(**kwargs)`` of a config key that may change when a run resumes (:data:`RESUME_FREE`), with
+    its one-line ``help``."""
+    return dataclasses.field(metadata={**RESUME_FREE, "help": help}, **kwargs)
+
+
+def resume_free_keys(cls: type, prefix: str = "") -> tuple[str, ...]:
+    """The dotted keys of config ``cls`` (nested sections included) whose field metadata marks them free on resume
+    (:data:`RESUME_FREE`: iterations, evaluation / checkpoint cadence, the device, the process layout, ...)."""
+    out: list[str] = []
+    hints = get_type_hints(cls)
+    for f in dataclasses.fields(cls):
+        full = f"{prefix}.{f.name}" if prefix else f.name
+        if f.metadata.get("resume") == "free":
+            out.append(full)
+        elif dataclasses.is_dataclass(hints[f.name]):
+            out += resume_free_keys(hints[f.name], full)
+    return tuple(out)
+
+
+def _defaults(cls: type) -> dict:
+    """The defaults of config ``cls`` as :func:`config_to_dict` writes them (fields without a default left out)."""
+    out = {}
+    for f in dataclasses.fields(cls):
+        if f.default is not dataclasses.MISSING:
+            out[f.name] = config_to_dict(f.default)
+        elif f.default_factory is not dataclasses.MISSING:
+            out[f.name] = config_to_dict(f.default_factory())
+    return out
+
+
 def check_resume_config(saved: dict, cfg: Any, source: str, ignore: tuple[str, ...] = ("resume",)) -> None:
     """Refuse to resume a run under a different config: raise ``ValueError`` (one line) listing every differing key,
-    except those starting with one of ``ignore`` (iteration counts, logging cadence, ...), ``output_dir`` (a run
-    directory that was moved or copied resumes where it is), ``log`` (the trackers: a tracker added on resume) and
-    those that ``cfg.inactive_keys()`` names (a run saved before such a key was refused may still hold it)."""
+    except those starting with one of ``ignore`` or marked free on resume in the config's field metadata
+    (:func:`resume_free_keys`: iteration counts, cadence, ...), ``output_dir`` (a run directory that was moved or
+    copied resumes where it is), ``log`` (the trackers: a tracker added on resume) and those that
+    ``cfg.inactive_keys()`` names (a run saved before such a key was refused may still hold it). A key the saved
+    config lacks (added to the code since) counts as its default."""
     inactive = tuple(getattr(cfg, "inactive_keys", dict)())  # keys the mode ignores cannot change the run
-    skip = (*ignore, "output_dir:", "log:", "log.")  # where metrics go never changes the run
+    skip = (*ignore, *resume_free_keys(type(cfg)), "output_dir:", "log:", "log.")  # where metrics go never changes it
+    saved = merge_dicts(_defaults(type(cfg)), saved)
     diff = [d for d in config_diff(saved, config_to_dict(cfg))
             if not d.startswith(skip) and not any(d.startswith((k + ":", k + ".")) for k in inactive)]
     if diff:
@@ -460,7 +497,8 @@ def dump_config(cfg: Any) -> str:
 
 __all__ = ["ConfigError", "load_config", "build_config", "merge_dicts", "parse_overrides", "given_keys",
            "check_inactive_keys", "field_help", "fields_without_help", "config_help", "format_config_help",
-           "config_to_dict", "config_diff", "check_resume_config", "dump_config", "resolve_builtin"]
+           "config_to_dict", "config_diff", "check_resume_config", "dump_config", "resolve_builtin", "RESUME_FREE",
+           "free_on_resume", "resume_free_keys"]
 
 
 def resolve_builtin(path: str, assets: Path, key: str) -> Path:

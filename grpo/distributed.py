@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
-from typing import Callable
+from typing import Any, Callable
 
 import torch
 import torch.distributed as dist
@@ -189,3 +189,33 @@ def keyed_randn(shape: tuple[int, ...], seed: int, iteration: int, indices: rang
 def barrier() -> None:
     if dist_info().world_size > 1:
         dist.barrier()
+
+
+def broadcast_object(obj: Any) -> Any:
+    """Rank 0's ``obj`` (picklable) on every rank; ``obj`` itself in one process."""
+    if dist_info().world_size == 1:
+        return obj
+    box = [obj]
+    dist.broadcast_object_list(box, src=0)
+    return box[0]
+
+
+def broadcast_module(module: torch.nn.Module) -> None:
+    """Rank 0's parameters and buffers (e.g. a normalization fitted on rank 0) loaded on every rank."""
+    if dist_info().world_size == 1:
+        return
+    main = dist_info().is_main
+    module.load_state_dict(broadcast_object({k: v.cpu() for k, v in module.state_dict().items()} if main else None))
+
+
+def check_in_sync(module: torch.nn.Module, where: str) -> None:
+    """Raise if the ranks' weights of ``module`` differ (replicas must be bit-identical: the same start, the same
+    averaged gradients); a checksum per tensor is compared over ranks."""
+    if dist_info().world_size == 1:
+        return
+    sums = torch.stack([v.detach().double().sum() for v in module.state_dict().values()])  # [tensors]
+    every = gather_cpu(sums[None]).double()  # [world, tensors]
+    diff = float((every - every[0]).abs().max())
+    if diff != 0.0:
+        raise RuntimeError(f"the ranks' weights differ {where} (max checksum difference {diff:.3g}); every rank must "
+                           "start from rank 0's weights and apply the same averaged gradients")

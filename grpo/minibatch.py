@@ -137,6 +137,15 @@ class Minibatches:
             elif a:
                 stand_in(item)
 
+    def rows_anywhere(self, rows: float) -> float:
+        """This rank's ``rows`` summed over ranks (0: nothing to train on any rank)."""
+        return self.upd.global_sum([rows])[0]
+
+    @property
+    def stand_in_rows(self) -> int:
+        """Rows a rank with none of its own computes anyway: 1 under FSDP (its zero-weight passes), else 0."""
+        return self.upd.stand_in_rows
+
     def sum_over_ranks(self, values: list[float]) -> list[float]:
         """Element-wise sums over ranks of per-rank diagnostics already weighted by their global share."""
         return self.upd.global_sum(values)

@@ -48,7 +48,8 @@ def _setup_threads() -> None:
 def cmd_train(args: argparse.Namespace) -> int:
     from grpo.config import ConfigError, dump_config, load_config
 
-    from .trainer import VLARLConfig, VLARLTrainer, cost_per_iteration
+    from .rollout import cost_per_iteration
+    from .trainer import VLARLConfig, VLARLTrainer
 
     try:
         cfg = load_config(VLARLConfig, args.config, args.overrides)

@@ -5,17 +5,16 @@
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from grpo.config import require_at_least
+from grpo.config import free_on_resume, require_at_least
 from grpo.device import check_device_name
 from grpo.fsdp import DistConfig
 from grpo.monitors import MonitorConfig
-from grpo.onpolicy import Action, validate
 from grpo.trackers import LogConfig
 from grpo.train_step import GRPOConfig
+from grpo.trainer_base import LoopConfig
 from rewards.remote import RemoteRewardConfig, build_remote_reward, is_url
 from rewards.srpo import SRPOConfig
 
@@ -52,15 +51,18 @@ class EnvConfig:
 
 
 @dataclass
-class RLConfig:
-    iterations: int = 30  # RL iterations (rollout -> reward -> advantages -> update)
-    groups_per_task: int = 4  # initial states per task per iteration
-    lr: float = 3e-4  # AdamW learning rate in the RL phase (the peak when rl.lr_schedule decays it)
-    lr_schedule: Literal["constant", "linear", "cosine"] = "constant"  # constant | linear | cosine: the RL lr over
-                                                                       # iterations, from rl.lr down to rl.lr *
-                                                                       # rl.lr_min_ratio at rl.iterations
-    lr_min_ratio: float = 0.1  # the decayed lr's floor as a fraction of rl.lr (linear / cosine), in [0, 1]
+class RLConfig(LoopConfig):
+    """The loop (:class:`grpo.trainer_base.LoopConfig`: iterations, lr and its schedule, inner epochs, cadence,
+    on-policy check) and the RL phase's own settings: groups, reward, evaluation."""
+
+    section = "rl"
+
+    iterations: int = free_on_resume("RL iterations (rollout -> reward -> advantages -> update)", default=30)
     inner_epochs: int = 2  # passes over the iteration's decision points
+    eval_every: int = free_on_resume("iterations between held-out evaluations (0: before and after only)",
+                                     default=10)
+    save_every: int = free_on_resume("iterations between checkpoints", default=5)
+    groups_per_task: int = 4  # initial states per task per iteration
     minibatch_size: int = 256  # decision points per optimizer step
     reward: str = "srpo"  # srpo (latent progress for failures), binary (success only), or a reward server's address
                           # http://HOST:PORT (vla-rl serve-reward; it gets the episodes' videos and metadata)
@@ -78,17 +80,12 @@ class RLConfig:
     eval_seed_offset: int = 1_000_000  # the validation initial states start here (disjoint from training)
     test_seed_offset: int = 5_000_000  # the test initial states start here (disjoint from training and validation)
     eval_episodes: int = 32  # held-out initial states per task (of the rl.eval_split split)
-    eval_every: int = 10  # iterations between held-out evaluations (0: before and after only)
-    num_videos: int = 4  # evaluation episodes saved as videos
-    save_every: int = 5  # iterations between checkpoints
-    keep_last: int = 2  # checkpoints kept on disk
-    grad_accum: int = 1  # micro-batches per minibatch (per rank): one optimizer step per minibatch, the same update
-    onpolicy_tol: float = 1e-4  # on-policy self-check (grpo.onpolicy): max |log pi_train - log pi_rollout|
-                                # allowed before the first update
-    onpolicy_action: Action = "warn"  # warn | stop | off: what the run does when the on-policy gap exceeds onpolicy_tol
+    num_videos: int = free_on_resume("evaluation episodes saved as videos", default=4)
+    grad_accum: int = free_on_resume("micro-batches per minibatch (per rank): one optimizer step per minibatch, the "
+                                     "same update", default=1)
 
     def __post_init__(self) -> None:
-        validate(self.onpolicy_tol, "rl.onpolicy")
+        super().__post_init__()
         if self.reward not in ("binary", "srpo") and not is_url(self.reward):
             raise ValueError(f"rl.reward={self.reward!r}: expected binary, srpo or a reward server http://HOST:PORT")
         if self.remote.url:
@@ -99,9 +96,8 @@ class RLConfig:
         lo, hi = self.success_band
         if not lo < hi:
             raise ValueError(f"rl.success_band must be (low, high) with low < high, got {self.success_band}")
-        require_at_least("rl", self, iterations=0, groups_per_task=1, inner_epochs=1, minibatch_size=1,
-                         train_seed_range=1, eval_seed_offset=0, eval_episodes=1, eval_every=0, num_videos=0,
-                         save_every=1, keep_last=1, test_seed_offset=0)
+        require_at_least("rl", self, groups_per_task=1, minibatch_size=1, train_seed_range=1, eval_seed_offset=0,
+                         eval_episodes=1, num_videos=0, test_seed_offset=0)
         for name, off in (("eval_seed_offset", self.eval_seed_offset), ("test_seed_offset", self.test_seed_offset)):
             if off < self.train_seed_range:
                 raise ValueError(f"rl.{name}={off}: expected >= rl.train_seed_range={self.train_seed_range} (held-out "
@@ -111,6 +107,8 @@ class RLConfig:
             raise ValueError(f"rl.eval_seed_offset={self.eval_seed_offset} and rl.test_seed_offset="
                              f"{self.test_seed_offset}: the validation and test states overlap for rl.eval_episodes="
                              f"{self.eval_episodes} (expected offsets at least that far apart)")
+        if self.grad_accum < 1:
+            raise ValueError(f"rl.grad_accum must be >= 1 (micro-batches per minibatch), got {self.grad_accum}")
 
     def heldout_seeds(self, n: int | None = None) -> list[int]:
         """The ``n`` (default ``eval_episodes``) initial-state seeds of the ``eval_split`` split, per task."""
@@ -123,35 +121,13 @@ class RLConfig:
         return (f"evaluation split: {self.eval_split} initial states {seeds[0]}..{seeds[-1]} ({len(seeds)} per task; "
                 f"validation from rl.eval_seed_offset={self.eval_seed_offset}, test from "
                 f"rl.test_seed_offset={self.test_seed_offset})")
-        if self.grad_accum < 1:
-            raise ValueError(f"rl.grad_accum must be >= 1 (micro-batches per minibatch), got {self.grad_accum}")
-        if not self.lr > 0:
-            raise ValueError(f"rl.lr must be > 0, got {self.lr}")
-        if not 0.0 <= self.lr_min_ratio <= 1.0:
-            raise ValueError("rl.lr_min_ratio must be in [0, 1] (the floor as a fraction of rl.lr), got "
-                             f"{self.lr_min_ratio}")
-
-    def lr_at(self, it: int) -> float:
-        """The RL learning rate of the update of iteration ``it`` (0-based), a function of ``it`` alone (so a resumed
-        run applies the same rates as an uninterrupted one). With ``t = min(it / rl.iterations, 1)`` and
-        ``m = rl.lr_min_ratio``: constant ``lr``; linear ``lr * (1 - (1 - m) t)``; cosine
-        ``lr * (m + (1 - m) (1 + cos(pi t)) / 2)`` (SGDR's annealing, Loshchilov & Hutter 2017, eq. 5, one cycle, no
-        warm-up; the decays of TRL's / transformers' ``get_linear_schedule_with_warmup`` and
-        ``get_cosine_schedule_with_warmup``, floored at ``m``)."""
-        if self.lr_schedule == "constant" or self.iterations <= 0:
-            return self.lr
-        t = min(max(it, 0) / self.iterations, 1.0)
-        m = self.lr_min_ratio
-        frac = (1.0 - (1.0 - m) * t if self.lr_schedule == "linear"
-                else m + (1.0 - m) * 0.5 * (1.0 + math.cos(math.pi * t)))
-        return self.lr * frac
 
 
 @dataclass
 class VLARLConfig:
     seed: int = 0  # seeds demos, initial states, noise and weights (reproducible from it)
     output_dir: str = "runs/vla_rl"  # where checkpoints, metrics.jsonl, TensorBoard and videos go
-    resume: bool = True  # continue from output_dir's latest checkpoint when there is one
+    resume: bool = free_on_resume("continue from output_dir's latest checkpoint when there is one", default=True)
     env: EnvConfig = field(default_factory=EnvConfig)  # the simulator tasks and episode length
     policy: PolicyConfig = field(default_factory=PolicyConfig)  # the policy architecture (built-in small VLA)
     sft: SFTConfig = field(default_factory=SFTConfig)  # the supervised warm-up on demos before RL
@@ -160,12 +136,14 @@ class VLARLConfig:
     grpo: GRPOConfig = field(default_factory=lambda: GRPOConfig(group_size=8, clip_low=0.2, clip_high=0.28,
                                                                 adv_clip=None),
                              metadata={"help": "advantages, clipped loss and KL (shared with diffusion-rl)"})
-    dist: DistConfig = field(default_factory=DistConfig)  # ddp (replicas) or fsdp (sharded training copy), grpo.fsdp
+    dist: DistConfig = free_on_resume("ddp (replicas) or fsdp (sharded training copy), grpo.fsdp",
+                                      default_factory=DistConfig)
     log: LogConfig = field(default_factory=LogConfig)  # trackers besides metrics.jsonl: tensorboard, wandb,
                                                        # mlflow, trackio (grpo.trackers)
     eval: MonitorConfig = field(default_factory=MonitorConfig)  # the reward-hacking alarm: training reward rising while
                                                                 # held-out real success falls (monitors stays [])
-    device: str = "auto"  # auto (cuda if available, else cpu; each rank's own GPU under torchrun), cpu, cuda, cuda:<i>
+    device: str = free_on_resume("auto (cuda if available, else cpu; each rank's own GPU under torchrun), cpu, cuda, "
+                                 "cuda:<i>", default="auto")
 
     def __post_init__(self) -> None:
         # the name only (a GPU config loads and dry-runs anywhere); the trainer resolves it after torch.distributed

@@ -69,8 +69,8 @@ class PolicyPlan:
 
 
 def episodes_and_calls(cfg) -> tuple[int, int]:
-    """An iteration's episodes and policy calls (vla_rl.trainer.cost_per_iteration's upper bounds)."""
-    from .trainer import cost_per_iteration
+    """An iteration's episodes and policy calls (vla_rl.rollout.cost_per_iteration's upper bounds)."""
+    from .rollout import cost_per_iteration
 
     c = cost_per_iteration(cfg)
     return c["episodes"], c["policy_calls"]

@@ -25,9 +25,10 @@ kept on the CPU (observations, records, log-probs, masks, indices): the update m
 
 from __future__ import annotations
 
+import math
 import warnings
 from dataclasses import dataclass, field
-from typing import Any, Sequence
+from typing import TYPE_CHECKING, Any, Sequence
 
 import numpy as np
 import torch
@@ -36,6 +37,9 @@ from grpo.device import device_of
 from grpo.distributed import keyed_generator
 
 from .policy import IMAGE_PREFIX, STATE_KEY, batch_to
+
+if TYPE_CHECKING:
+    from .config import VLARLConfig
 
 
 @dataclass
@@ -292,3 +296,33 @@ def tile_videos(videos: Sequence[Sequence[np.ndarray]], ncol: int = 4) -> torch.
         row += [[np.zeros_like(row[0][0])] * t] * (ncol - len(row))
         rows.append(np.stack([np.concatenate([v[i] for v in row], axis=1) for i in range(t)]))
     return frames_to_video(list(np.concatenate(rows, axis=1)))
+
+
+def cost_per_iteration(cfg: VLARLConfig) -> dict[str, int]:
+    """Upper bounds per RL iteration: env steps, policy calls, NFE (network evaluations), backward passes."""
+    episodes = len(cfg.env.tasks) * cfg.rl.groups_per_task * cfg.grpo.group_size
+    calls = episodes * math.ceil(cfg.env.max_episode_steps / cfg.policy.n_action_steps)
+    per_call = cfg.policy.flow.num_steps if cfg.policy.head == "flow" else 1
+    return {"episodes": episodes, "env_steps": episodes * cfg.env.max_episode_steps, "policy_calls": calls,
+            "nfe_rollout": calls * per_call, "nfe_update": cfg.rl.inner_epochs * calls * per_call,
+            "backward_passes": cfg.rl.inner_epochs * math.ceil(calls / cfg.rl.minibatch_size) * cfg.rl.grad_accum}
+
+
+def video_name(episodes) -> str:
+    """A rollout video's file-name part naming its tasks and outcomes, e.g. ``tabletop-reach_one__3of4_success``."""
+    tasks = "+".join(dict.fromkeys(e.spec.env_name.replace("/", "-") for e in episodes))
+    return f"{tasks}__{sum(bool(e.success) for e in episodes)}of{len(episodes)}_success"
+
+
+def probe_envs(pool: EnvPool, tasks: list[str]) -> tuple[dict[str, str], int, int]:
+    """Reset one env per task: instructions, state dim, action dim."""
+    instructions, dims = {}, set()
+    for name in tasks:
+        env = pool.get(name, 1)[0]
+        obs, _ = env.reset(seed=0, options={"init_seed": 0})
+        instructions[name] = obs["instruction"]
+        dims.add((int(np.asarray(obs["state"]).shape[-1]), int(env.action_space.shape[0])))
+    if len(dims) != 1:
+        raise ValueError(f"tasks {tasks} have different (state_dim, action_dim): {sorted(dims)}; train them separately")
+    state_dim, action_dim = dims.pop()
+    return instructions, state_dim, action_dim

@@ -14,8 +14,8 @@ One RL iteration (:meth:`VLARLTrainer.step`; the loop around it is :func:`grpo.l
     update:      at lr rl.lr_at(it) (rl.lr_schedule: constant, or a linear / cosine decay to rl.lr * rl.lr_min_ratio),
                  inner_epochs x minibatches of decision points: recompute log-probs of the stored chunk
                  records, grpo.loss.clipped_pg_loss (asymmetric clip), no KL by default; the part that spans
-                 processes (loss scaling, FSDP's zero-weight passes, all-reduce, agreeing on a skip) is
-                 grpo.update.DistributedUpdate
+                 processes (loss weights, FSDP's zero-weight passes, all-reduce, agreeing on a skip) is
+                 grpo.minibatch.Minibatches over grpo.update.DistributedUpdate
 
 The episode's advantage is shared by all its decision points and all their stochastic denoising steps
 ("tokens"). Evaluation runs the deterministic policy (ODE / Gaussian mean) on held-out initial states
@@ -68,31 +68,27 @@ Scale-out (``torchrun`` / ``accelerate launch``, one process per device, gloo or
 from __future__ import annotations
 
 import copy
-import math
 import time
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import torch
-import torch.distributed as tdist
 from tqdm.auto import tqdm
 
 from grpo.checkpoint import (
-    best_record,
     capture_rng_state,
-    improves,
-    load_checkpoint,
     restore_rng_state,
-    save_best,
-    save_checkpoint,
 )
-from grpo.config import check_resume_config, config_to_dict
+from grpo.config import config_to_dict
 from grpo.device import resolve_device
 from grpo.distributed import (
     all_reduce_floats,
     any_rank,
     barrier,
+    broadcast_module,
+    broadcast_object,
+    check_in_sync,
     gather_cpu,
     init_distributed,
     keyed_generator,
@@ -105,7 +101,8 @@ from grpo.metrics import MetricsLogger
 from grpo.minibatch import Minibatches, local_index, local_minibatches
 from grpo.monitors import HackingAlarm, RewardHackingError
 from grpo.onpolicy import OnPolicyGap
-from grpo.train_step import NonFiniteGuard, compute_advantages
+from grpo.train_step import NonFiniteGuard
+from grpo.trainer_base import TrainerBase
 from grpo.update import DistributedUpdate, agree_on_skip
 from rewards.base import RewardBatch, RewardOutput
 from rewards.remote import RemoteRewardError, build_remote_reward, check_served, is_url
@@ -113,10 +110,21 @@ from rewards.srpo import SRPOReward
 from rewards.success import episode_metadata, success_reward
 
 from .config import VLARLConfig
+from .credit import episode_advantages, group_keep_mask, spearman
 from .policies import TrainablePolicy, make_policy
 from .policies.base import policy_vocabulary, restore_vocabulary
 from .policy import batch_to
-from .rollout import EnvPool, EpisodeSpec, EvalResult, RolloutBatch, evaluate, run_episodes, tile_videos
+from .rollout import (
+    EnvPool,
+    EpisodeSpec,
+    EvalResult,
+    RolloutBatch,
+    evaluate,
+    probe_envs,
+    run_episodes,
+    tile_videos,
+    video_name,
+)
 from .sft import train_sft
 from .srpo_encoders import build_trajectory_encoder
 
@@ -126,61 +134,11 @@ def _scalar(v) -> float:
     return float(v.detach() if isinstance(v, torch.Tensor) else v)
 
 
-def cost_per_iteration(cfg: VLARLConfig) -> dict[str, int]:
-    """Upper bounds per RL iteration: env steps, policy calls, NFE (network evaluations), backward passes."""
-    episodes = len(cfg.env.tasks) * cfg.rl.groups_per_task * cfg.grpo.group_size
-    calls = episodes * math.ceil(cfg.env.max_episode_steps / cfg.policy.n_action_steps)
-    per_call = cfg.policy.flow.num_steps if cfg.policy.head == "flow" else 1
-    return {"episodes": episodes, "env_steps": episodes * cfg.env.max_episode_steps, "policy_calls": calls,
-            "nfe_rollout": calls * per_call, "nfe_update": cfg.rl.inner_epochs * calls * per_call,
-            "backward_passes": cfg.rl.inner_epochs * math.ceil(calls / cfg.rl.minibatch_size) * cfg.rl.grad_accum}
+class VLARLTrainer(TrainerBase):
+    """SFT on a few demos, then GRPO (+SRPO) over environment groups (module docstring)."""
 
+    best_metric = "eval/success_rate"
 
-def group_keep_mask(success: torch.Tensor, group_ids: torch.Tensor,
-                    band: tuple[float, float]) -> tuple[torch.Tensor, int]:
-    """Dynamic sampling: ``[N]`` bool, True for episodes whose group's success rate lies strictly inside ``band``;
-    returns ``(mask, number of kept groups)``. The default band (0, 1) drops all-fail and all-success groups."""
-    keep = torch.zeros_like(success, dtype=torch.bool)
-    kept = 0
-    for g in torch.unique(group_ids):
-        m = group_ids == g
-        rate = float(success[m].float().mean())
-        if band[0] < rate < band[1]:
-            keep |= m
-            kept += 1
-    return keep, kept
-
-
-def video_name(episodes) -> str:
-    """A rollout video's file-name part naming its tasks and outcomes, e.g. ``tabletop-reach_one__3of4_success``."""
-    tasks = "+".join(dict.fromkeys(e.spec.env_name.replace("/", "-") for e in episodes))
-    return f"{tasks}__{sum(bool(e.success) for e in episodes)}of{len(episodes)}_success"
-
-
-def spearman(a: torch.Tensor, b: torch.Tensor) -> float:
-    """Rank correlation of two ``[N]`` tensors (average ranks for ties); 0 when either is constant."""
-    from scipy.stats import spearmanr
-
-    if a.unique().numel() < 2 or b.unique().numel() < 2:
-        return 0.0
-    return float(spearmanr(a.numpy(), b.numpy()).statistic)
-
-
-def probe_envs(pool: EnvPool, tasks: list[str]) -> tuple[dict[str, str], int, int]:
-    """Reset one env per task: instructions, state dim, action dim."""
-    instructions, dims = {}, set()
-    for name in tasks:
-        env = pool.get(name, 1)[0]
-        obs, _ = env.reset(seed=0, options={"init_seed": 0})
-        instructions[name] = obs["instruction"]
-        dims.add((int(np.asarray(obs["state"]).shape[-1]), int(env.action_space.shape[0])))
-    if len(dims) != 1:
-        raise ValueError(f"tasks {tasks} have different (state_dim, action_dim): {sorted(dims)}; train them separately")
-    state_dim, action_dim = dims.pop()
-    return instructions, state_dim, action_dim
-
-
-class VLARLTrainer:
     def __init__(self, cfg: VLARLConfig, quiet: bool = False):
         # device=cpu on a CUDA machine: gloo, which reduces CPU tensors (the default there, NCCL, cannot)
         self.dist = init_distributed("gloo") if cfg.device == "cpu" else init_distributed()
@@ -195,11 +153,10 @@ class VLARLTrainer:
                              f"{cfg.rl.groups_per_task} x grpo.group_size {cfg.grpo.group_size}) do not split evenly "
                              f"over {ws} processes; change rl.groups_per_task or grpo.group_size, or the number of "
                              "processes")
-        self.cfg = cfg
+        self.cfg, self.loop = cfg, cfg.rl
         self.quiet = quiet or not self.dist.is_main
         self.last_iteration: dict[str, torch.Tensor] | None = None  # global credit of the last iteration (checkpointed)
         self.out = Path(cfg.output_dir)
-        self.ckpt_dir = self.out / "checkpoints"
         torch.manual_seed(cfg.seed)
         self.pool = EnvPool(cfg.env.kwargs, cfg.env.video_camera)
         self.instructions, sd, ad = self.probe()  # (vla_rl.robot_loop's trainer probes its robot instead)
@@ -252,91 +209,48 @@ class VLARLTrainer:
         if not self.quiet:
             tqdm.write(" ".join(str(x) for x in a))
 
-    # ---- collectives (no-ops in one process) ---------------------------------------------------
-    def _broadcast_obj(self, obj: Any) -> Any:
-        """Rank 0's ``obj`` on every rank (picklable objects)."""
-        if self.dist.world_size == 1:
-            return obj
-        box = [obj]
-        tdist.broadcast_object_list(box, src=0)
-        return box[0]
+    # ---- checkpoints (grpo.trainer_base.TrainerBase: save, load, keep_best) -------------------------------------
+    @property
+    def iteration(self) -> int:
+        return int(self.state["iteration"])
 
-    def _broadcast_weights(self) -> None:
-        """Rank 0's parameters and buffers (e.g. the state normalization set by SFT) on every rank."""
-        if self.dist.world_size == 1:
-            return
-        sd = self._broadcast_obj({k: v.cpu() for k, v in self.policy.state_dict().items()} if self.dist.is_main
-                                 else None)
-        self.policy.load_state_dict(sd)
+    @property
+    def best(self) -> dict[str, Any] | None:
+        """The record of ``checkpoints/best`` (kept in ``state``, the trainer's checkpointed counters)."""
+        return self.state.get("best")
 
-    def check_in_sync(self, where: str) -> None:
-        """Raise if the ranks' weights differ (they must be bit-identical: same start, same averaged gradients)."""
-        if self.dist.world_size == 1:
-            return
-        sums = torch.stack([v.detach().double().sum() for v in self.policy.state_dict().values()])  # [tensors]
-        every = gather_cpu(sums[None]).double()  # [world, tensors]
-        diff = float((every - every[0]).abs().max())
-        if diff != 0.0:
-            raise RuntimeError(f"the ranks' policy weights differ {where} (max checksum difference {diff:.3g}); every "
-                               "rank must start RL from rank 0's weights and apply the same averaged gradients")
+    @best.setter
+    def best(self, record: dict[str, Any] | None) -> None:
+        self.state["best"] = record
 
-    # ---- bookkeeping ---------------------------------------------------------------------------
-    def keep_best(self, value: float) -> Path | None:
-        """After an evaluation (every rank calls it, with the broadcast value): when held-out ``eval/success_rate``
-        beats the best so far, save this iteration as ``checkpoints/best`` (grpo.checkpoint.save_best)."""
-        if not improves(self.state.get("best"), value):
-            return None
-        self.state["best"] = best_record("eval/success_rate", value, int(self.state["iteration"]))
-        return self.save(best=True)
-
-    def save(self, best: bool = False) -> Path | None:
-        """Rank 0 writes the checkpoint (nothing in it depends on the world size), then every rank waits for it;
-        ``best``: as ``checkpoints/best`` (record ``state["best"]``) instead of the next ``step_*``."""
-        path = None
+    def state_dict(self) -> dict[str, Any] | None:
+        """The policy's weights, vocabulary and config, the optimizer and ``state`` (iteration, SFT, evaluations, best);
+        rank 0's. FSDP: the optimizer state is gathered FULL (a collective; the unsharded ``state_dict()`` format);
+        the weights are the full replica's, equal to the shards (``_sync_replica`` after every update)."""
         sharded = self.train_policy is not self.policy
-        # FSDP: the optimizer state is gathered FULL onto rank 0 (a collective; the unsharded optimizer.state_dict()
-        # format); the weights are the full replica's, equal to the shards (``_sync_replica`` after every update)
         optim = full_optimizer_state_dict(self.train_policy, self.optimizer) if sharded else None
-        if self.dist.is_main:
-            state = {
-                "model": self.policy.state_dict(),
-                "optimizer": optim if sharded else self.optimizer.state_dict(), "guard": self.guard.state_dict(),
-                "rng": capture_rng_state(), "trainer": self.state,
-                "vocab": policy_vocabulary(self.policy),
-                "policy_config": config_to_dict(self.policy.cfg), "config": config_to_dict(self.cfg),
-                "alarm": self.alarm.state_dict(),
-            }
-            if self.last_iteration is not None:  # the last iteration's global credit (diagnostics, tests)
-                state["last_iteration"] = self.last_iteration
-            it = int(self.state["iteration"])
-            path = (save_best(self.ckpt_dir, it, state, self.state["best"]) if best
-                    else save_checkpoint(self.ckpt_dir, it, state, keep_last=self.cfg.rl.keep_last))
-        barrier()
-        return path
+        if not self.dist.is_main:
+            return None
+        return {"model": self.policy.state_dict(), "optimizer": optim if sharded else self.optimizer.state_dict(),
+                "trainer": self.state, "vocab": policy_vocabulary(self.policy),
+                "policy_config": config_to_dict(self.policy.cfg)}
 
     def maybe_resume(self) -> bool:
         """Load the latest checkpoint of ``output_dir`` when ``resume`` is on; whether one was loaded."""
         return resume_latest(self.ckpt_dir, self.cfg.resume, self.load) is not None
 
-    def load(self, latest: Path) -> None:
-        # read on the CPU (the RNG states must be CPU tensors); load_state_dict copies the weights and the optimizer
-        # state onto the policy's device, so a run resumes on any device
-        st = load_checkpoint(latest, map_location="cpu")
-        check_resume_config(st["config"], self.cfg, str(latest),
-                            ignore=("rl.iterations", "resume", "rl.eval_every", "rl.save_every", "rl.num_videos",
-                                    "rl.grad_accum", "dist", "device"))
+    def load_state_dict(self, st: dict[str, Any]) -> None:
+        # load_state_dict copies the weights and the optimizer state onto the policy's device: a run resumes anywhere
         restore_vocabulary(self.policy, st.get("vocab"))
         self.policy.load_state_dict(st["model"])
         self.optimizer.load_state_dict(st["optimizer"])  # full state; ``_shard`` shards it under FSDP
-        self.guard.load_state_dict(st["guard"])
-        self.alarm.load_state_dict(st.get("alarm"))  # the reward-hacking alarm's history of evaluations
-        restore_rng_state(st["rng"])
         self.state = st["trainer"]
         before = st["config"].get("rl", {})
         if self.cfg.rl.lr_schedule != "constant" and before.get("iterations") != self.cfg.rl.iterations:
             self._print(f"note: rl.iterations {before.get('iterations')} -> {self.cfg.rl.iterations} on resume: the "
                         f"{self.cfg.rl.lr_schedule} lr schedule now decays over {self.cfg.rl.iterations} iterations")
-        self._print(f"resumed from {latest} (iteration {self.state['iteration']}, sft_done={self.state['sft_done']})")
+        self._print(f"resumed from {st.get('__path__')} (iteration {self.state['iteration']}, "
+                    f"sft_done={self.state['sft_done']})")
 
     # ---- stages --------------------------------------------------------------------------------
     def load_demos(self):
@@ -578,7 +492,7 @@ class VLARLTrainer:
                 self.run_eval(tag, step, videos)
             except RewardHackingError as e:
                 stop = str(e)
-        self.state["eval"], stop = self._broadcast_obj((self.state["eval"], stop))
+        self.state["eval"], stop = broadcast_object((self.state["eval"], stop))
         self.keep_best(self.state["eval"][tag]["success_rate"])
         if stop is not None:
             raise RewardHackingError(stop)
@@ -618,7 +532,7 @@ class VLARLTrainer:
             kept = 0
         scal["skipped_updates"] = self.guard.total_skipped
         adv = torch.zeros(len(specs), device="cpu")
-        scal["rl/lr"] = self._set_lr(it)
+        scal["rl/lr"] = self.set_lr(it)  # rl.lr_schedule's value for this iteration's update
         if kept > 0:
             adv, keep = self.advantages(rew, gids, keep)
             phase("update")
@@ -633,14 +547,6 @@ class VLARLTrainer:
         if self.logger is not None:
             self.logger.log(it + 1, scal)
         return scal
-
-    def _set_lr(self, it: int) -> float:
-        """Set the optimizer's lr for iteration ``it``'s update to ``rl.lr_schedule``'s value (:meth:`RLConfig.lr_at`,
-        a function of ``it`` alone, so a resumed run applies the same rates as an uninterrupted one); returns it."""
-        lr = self.cfg.rl.lr_at(it)
-        for group in self.optimizer.param_groups:
-            group["lr"] = lr
-        return lr
 
     def _rollout_scalars(self, batch: RolloutBatch, specs: list[EpisodeSpec], rew, succ: torch.Tensor, kept: int,
                          t_roll: float, t_rew: float) -> dict[str, float]:
@@ -675,16 +581,8 @@ class VLARLTrainer:
         return not agree_on_skip(self.guard, "non-finite rollout log-prob on another rank")
 
     def advantages(self, rew, gids: torch.Tensor, keep: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """``(adv [E], keep [E])``: GRPO advantages over the kept groups' episodes (0 elsewhere, and where the
-        advantage's own mask drops a row, which ``keep`` then drops too)."""
-        adv = torch.zeros(len(gids), device="cpu")
-        idx = torch.nonzero(keep).flatten()
-        comps = {k: v[idx] for k, v in rew.components.items()}
-        a = compute_advantages(self.cfg.grpo, rew.total[idx], gids[idx], comps)
-        adv[idx] = torch.where(a.mask, a.values, torch.zeros_like(a.values))
-        keep = keep.clone()
-        keep[idx] &= a.mask
-        return adv, keep
+        """``(adv [E], keep [E])`` over the kept groups (:func:`vla_rl.credit.episode_advantages`)."""
+        return episode_advantages(self.cfg.grpo, rew, gids, keep)
 
     def _postfix(self, scal: dict[str, float]) -> dict[str, Any]:
         last_eval = max(self.state["eval"].values(), key=lambda e: e["iteration"])["success_rate"]
@@ -703,8 +601,8 @@ class VLARLTrainer:
             elif cfg.sft.steps > 0:
                 if main:  # rank 0 collects the demos (one file) and trains; the weights are broadcast
                     self.run_sft()
-                self._broadcast_weights()
-                self.state = self._broadcast_obj(self.state)
+                broadcast_module(self.policy)
+                self.state = broadcast_object(self.state)
             else:
                 self.state["sft_done"] = True
             self.save()
@@ -715,7 +613,7 @@ class VLARLTrainer:
         if cfg.grpo.kl_coef > 0:
             self.reference = copy.deepcopy(self.policy).requires_grad_(False)
         self._shard()  # after SFT (rank 0, broadcast) and any resume: the RL copy is sharded under FSDP
-        self.check_in_sync("at the start of RL")
+        check_in_sync(self.policy, "at the start of RL")
         res = run_loop(self.step, int(self.state["iteration"]), cfg.rl.iterations, save=self.save,
                        save_every=cfg.rl.save_every, save_last=False,  # (the final save follows the final evaluation)
                        evaluate=lambda i: self._eval_everywhere(f"iter_{i}", i, videos=False),
@@ -726,7 +624,7 @@ class VLARLTrainer:
             self.logger.close()
             return {"iterations": self.state["iteration"], "stopped": stopped, "error": res.error,
                     "policy": self.policy, "world_size": self.dist.world_size}
-        self.check_in_sync(f"after RL iteration {self.state['iteration']}")
+        check_in_sync(self.policy, f"after RL iteration {self.state['iteration']}")
         if stopped is None and self.state["eval"].get("final", {}).get("iteration") != self.state["iteration"]:
             self._eval_everywhere("final", cfg.rl.iterations)
         self.save()
