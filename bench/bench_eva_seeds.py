@@ -65,7 +65,7 @@ def run_seed(seed: int, config: str, overrides: list[str], out: Path, iterations
     from diffusion_rl.align_world_model import align_world_model
     from grpo.config import load_config
     from rewards.eva import EmbodimentLimits, EVAConfig
-    from vla_rl.wm_loop import LoopConfig
+    from vla_rl.wm_loop import WorldLoopConfig
     from world_models.data import collect_sans
     from world_models.eva_alignment import (
         ConditionTable,
@@ -77,7 +77,7 @@ def run_seed(seed: int, config: str, overrides: list[str], out: Path, iterations
     from world_models.video_wm import VideoWorldModel, train_world_model
     from world_models.windows import WindowSet, wm_windows
 
-    cfg = load_config(LoopConfig, str(ROOT / config), overrides)
+    cfg = load_config(WorldLoopConfig, str(ROOT / config), overrides)
     d, m = cfg.data, cfg.models
     t0 = time.time()
     train = collect_sans(d.task, d.train, d.horizon, d.image_size, seed, d.train_seed_offset, d.noise, WM_CAMERA,

@@ -73,21 +73,21 @@ def _env() -> dict[str, str]:
 def _same_config(run_dir: Path, config: str, overrides: list[str]) -> bool:
     """Whether the finished run in ``run_dir`` recorded exactly the config this command would run."""
     from grpo.config import ConfigError, build_config, config_to_dict, load_config
-    from vla_rl.wm_loop import LoopConfig
+    from vla_rl.wm_loop import WorldLoopConfig
 
     info, hist = run_dir / "run_info.json", run_dir / "history.json"
     if not (info.is_file() and hist.is_file()):
         return False
 
-    def plain(cfg: LoopConfig) -> dict:  # JSON types, without the run-control key ``resume``
+    def plain(cfg: WorldLoopConfig) -> dict:  # JSON types, without the run-control key ``resume``
         return {k: v for k, v in json.loads(json.dumps(config_to_dict(cfg))).items() if k != "resume"}
 
     recorded = json.loads(info.read_text()).get("config")
     try:
-        had = plain(build_config(LoopConfig, {k: v for k, v in (recorded or {}).items() if k != "resume"}))
+        had = plain(build_config(WorldLoopConfig, {k: v for k, v in (recorded or {}).items() if k != "resume"}))
     except ConfigError:  # a key this code no longer has, or a bad value: not the same config
         return False
-    return had == plain(load_config(LoopConfig, str(ROOT / config), overrides))
+    return had == plain(load_config(WorldLoopConfig, str(ROOT / config), overrides))
 
 
 def _recorded_wall(run_dir: Path) -> float:
@@ -132,12 +132,12 @@ def real_sim_control(seed: int, out: Path, config: str, extra: list[str]) -> dic
     from vla_rl.policy import SmallVLA
     from vla_rl.rollout import EnvPool, evaluate
     from vla_rl.trainer import VLARLTrainer
-    from vla_rl.wm_loop import LoopConfig, _vla_cfg
+    from vla_rl.wm_loop import WorldLoopConfig, _vla_cfg
 
     torch.set_num_threads(1)
     loop_dir = out / f"loop_seed{seed}"
     ctrl = out / f"control_seed{seed}"
-    cfg = load_config(LoopConfig, str(ROOT / config), [*extra, *seed_overrides(seed, loop_dir)])
+    cfg = load_config(WorldLoopConfig, str(ROOT / config), [*extra, *seed_overrides(seed, loop_dir)])
     d = cfg.data
     env_kwargs = dict(cfg.vla.env.kwargs, image_size=d.image_size)
     pool = EnvPool(env_kwargs, cfg.vla.env.video_camera)
@@ -264,9 +264,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {e}", file=sys.stderr)
         return 1
     from grpo.config import load_config
-    from vla_rl.wm_loop import LoopConfig
+    from vla_rl.wm_loop import WorldLoopConfig
 
-    report(loops, controls, load_config(LoopConfig, str(ROOT / args.config), extra).rl_iterations)
+    report(loops, controls, load_config(WorldLoopConfig, str(ROOT / args.config), extra).rl_iterations)
     print(f"\ntotal {time.time() - t0:.0f}s")
     return 0
 

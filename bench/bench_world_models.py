@@ -41,7 +41,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import torch  # noqa: E402
 
 from grpo.config import load_config  # noqa: E402
-from vla_rl.wm_loop import LoopConfig, run_loop  # noqa: E402
+from vla_rl.wm_loop import WorldLoopConfig, run_loop  # noqa: E402
 
 CONFIG = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
                       "configs/world_models/loop_reach_one.yaml")
@@ -91,7 +91,7 @@ def main() -> None:
     over = [f"output_dir={out}/loop"] + [f"{k}={v}"
                                          for k, v in (("cycles", args.cycles), ("rl_iterations", args.rl_iterations),
                                                                   ("models.wm_steps", args.wm_steps)) if v is not None]
-    cfg = load_config(LoopConfig, args.config, over)
+    cfg = load_config(WorldLoopConfig, args.config, over)
     res = run_loop(cfg, quiet=True)
     hist, models, train, test = res["history"], res["models"], res["train"], res["test"]
     h0 = hist[0]

@@ -4,7 +4,7 @@
     args = grpo.cli.parse_args(p, argv, takes_overrides=("train",))   # key=value overrides may follow --dry-run
     return grpo.cli.run_command(lambda: commands[args.cmd](args))     # bad input raised at start -> one line, exit 2
 
-    grpo.cli.config_command(LoopConfig, path, overrides, dry_run, run)   # load a config; print it (--dry-run) or run it
+    grpo.cli.config_command(MyConfig, path, overrides, dry_run, run)   # load a config; print it (--dry-run) or run it
     grpo.cli.add_config_help(train_parser, lambda: DiffusionRLConfig)   # --help-config: every key, type, default, help
 
 A user's mistake (an unknown key, a missing file, a value out of range) stops the command before anything is

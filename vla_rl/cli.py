@@ -23,6 +23,7 @@ launch -m vla_rl.cli train cfg.yaml``; each rank rolls out its share of the epis
 from __future__ import annotations
 
 import argparse
+import importlib
 import json
 import os
 import sys
@@ -319,7 +320,7 @@ def main(argv: list[str] | None = None) -> int:
     e.add_argument("--video", action="store_true", help="also write a video of the first episodes")
     e.add_argument("--device", default="auto",
                    help="where the policy runs: auto (cuda if available), cpu, cuda, cuda:<i>")
-    lp = add_config_command(sub, "loop", lambda: __import__("vla_rl.wm_loop", fromlist=["LoopConfig"]).LoopConfig,
+    lp = add_config_command(sub, "loop", lambda: importlib.import_module("vla_rl.wm_loop").WorldLoopConfig,
                             config=dict(help="a loop YAML (e.g. configs/world_models/loop_reach_one.yaml)"),
                             overrides="cycles=2 vla.rl.lr=5e-4", dry_run="print the resolved config and exit",
                             help="World-VLA-Loop: world model from sim data, GRPO of the VLA inside it, repeat",

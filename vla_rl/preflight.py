@@ -66,7 +66,7 @@ def check_srpo_encoder(srpo) -> None:
 
 
 def check_loop_inputs(cfg, writes: bool = True) -> None:
-    """A World-VLA-Loop ``LoopConfig``'s checks."""
+    """A World-VLA-Loop ``WorldLoopConfig``'s checks."""
     check_sizes(("data.image_size", cfg.data.image_size, 1), ("data.horizon", cfg.data.horizon, 1),
                 ("cycles", cfg.cycles, 0), ("rl_iterations", cfg.rl_iterations, 0),
                 ("real_eval_episodes", cfg.real_eval_episodes, 1), ("vla.grpo.group_size", cfg.vla.grpo.group_size, 2))

@@ -78,7 +78,7 @@ from .trainer import VLARLTrainer
 
 
 @dataclass
-class LoopConfig:
+class WorldLoopConfig:
     seed: int = 0  # seeds data, models, SFT and RL (reproducible from it)
     output_dir: str = "runs/wm_loop"  # where models, metrics and the VLA runs go
     resume: bool = True  # continue after output_dir's last completed cycle (loop_state/) when there is one
@@ -125,7 +125,7 @@ def policy_actor(policy: TrainablePolicy, stochastic: bool = True, seed: int = 0
     return act
 
 
-def _vla_cfg(cfg: LoopConfig, **changes) -> Any:
+def _vla_cfg(cfg: WorldLoopConfig, **changes) -> Any:
     """A copy of ``cfg.vla`` with dotted ``changes`` (``{"rl.iterations": 0}``)."""
     out = copy.deepcopy(cfg.vla)
     for key, val in changes.items():
@@ -139,7 +139,7 @@ def _vla_cfg(cfg: LoopConfig, **changes) -> Any:
     return out
 
 
-def run_loop(cfg: LoopConfig, quiet: bool = False) -> dict[str, Any]:
+def run_loop(cfg: WorldLoopConfig, quiet: bool = False) -> dict[str, Any]:
     """The loop of the module docstring; returns ``history`` (one record per cycle, cycle 0 = after SFT), the final
     ``models``, the ``train`` / ``test`` trajectories and the last ``policy_dir``. Writes
     ``<output_dir>/history.json``."""
@@ -174,7 +174,7 @@ def run_loop(cfg: LoopConfig, quiet: bool = False) -> dict[str, Any]:
 LOOP_STATE = "loop_state"
 
 
-def read_loop_state(cfg: LoopConfig) -> dict[str, Any] | None:
+def read_loop_state(cfg: WorldLoopConfig) -> dict[str, Any] | None:
     """The last completed cycle's saved state of ``cfg.output_dir`` (None: a fresh run, or ``resume: false``); a
     damaged one, or one saved under another config (``cycles`` may differ), raises ValueError (one line)."""
     root = Path(cfg.output_dir) / LOOP_STATE
@@ -209,7 +209,7 @@ def _forget_after(out: Path, done: int) -> None:
         metrics.write_text("".join(ln + "\n" for ln in keep))
 
 
-def _save_loop_state(out: Path, cfg: LoopConfig, cycle: int, history: list, best: dict | None, policy_dir: Path,
+def _save_loop_state(out: Path, cfg: WorldLoopConfig, cycle: int, history: list, best: dict | None, policy_dir: Path,
                      models: dict, train: Trajectories) -> None:
     """``out/loop_state/step_<cycle>`` (atomic, the previous one removed): what the next cycle starts from."""
     state = {"cycle": cycle, "history": history, "best": best, "policy_dir": str(policy_dir.relative_to(out)),
@@ -219,12 +219,12 @@ def _save_loop_state(out: Path, cfg: LoopConfig, cycle: int, history: list, best
     save_checkpoint(out / LOOP_STATE, cycle, state, keep_last=1)
 
 
-def _env_kwargs(cfg: LoopConfig) -> dict:
+def _env_kwargs(cfg: WorldLoopConfig) -> dict:
     """The VLA's env kwargs at the world model's image size."""
     return dict(cfg.vla.env.kwargs, image_size=cfg.data.image_size)
 
 
-def _sim_kwargs(cfg: LoopConfig) -> dict:
+def _sim_kwargs(cfg: WorldLoopConfig) -> dict:
     """The simulator's own kwargs for data collection (e.g. ``object_state``)."""
     return {k: v for k, v in _env_kwargs(cfg).items() if k not in ("image_size", "cameras")}
 
@@ -234,7 +234,7 @@ class LoopRun:
     """What every cycle of one loop run shares: the config, the output directory, the held-out data, the world
     model's start pool and the real simulator's env pool (the latter two made once the models exist)."""
 
-    cfg: LoopConfig
+    cfg: WorldLoopConfig
     out: Path
     test: Trajectories  # the held-out SANS mix (world-model reports)
     vla_device: str  # where the VLA runs (the loop's device unless vla.device names one)
@@ -358,7 +358,7 @@ def cycle_line(rec: dict[str, Any]) -> str:
             f"{rec['wm_heldout/frame_mse']:.4f}; {rec['time/cycle_s']:.0f}s")
 
 
-def _run_cycles(cfg: LoopConfig, out: Path, dev, saved: dict | None, logger: MetricsLogger, stop: GracefulExit,
+def _run_cycles(cfg: WorldLoopConfig, out: Path, dev, saved: dict | None, logger: MetricsLogger, stop: GracefulExit,
                 say) -> dict[str, Any]:
     """Cycle 0 (data, models, SFT; or the saved state) and cycles ``1..cfg.cycles`` (:func:`run_cycle`), each
     completed one checkpointed (best policy, world model, loop state) and logged; stops at a stage boundary when
@@ -434,14 +434,14 @@ def keep_best_policy(root: Path, policy: TrainablePolicy, value: float, cycle: i
 
 
 def run_loop_command(config: str | None, overrides: list[str], dry_run: bool = False,
-                     plan: Callable[[LoopConfig], str] | None = None) -> int:
+                     plan: Callable[[WorldLoopConfig], str] | None = None) -> int:
     """``vla-rl loop CONFIG [key=value ...] [--dry-run | --plan]`` (a bad config: one line on stderr, exit 2);
     ``plan(cfg)`` returns the ``--plan`` text (vla_rl.plan.plan_text), printed instead of running."""
     from grpo.config import dump_config
 
     from .preflight import check_loop_inputs
 
-    def run(cfg: LoopConfig) -> int:
+    def run(cfg: WorldLoopConfig) -> int:
         check_loop_inputs(cfg, writes=not (dry_run or plan))  # before any data, model or file is made
         if plan is not None:
             print(plan(cfg))
@@ -452,4 +452,4 @@ def run_loop_command(config: str | None, overrides: list[str], dry_run: bool = F
         run_loop(cfg)
         return 0
 
-    return config_command(LoopConfig, config, overrides, False, run)
+    return config_command(WorldLoopConfig, config, overrides, False, run)

@@ -206,11 +206,11 @@ def test_every_shipped_recipe_loads():
     from diffusion_rl.config import DiffusionRLConfig
     from grpo.demo import ToyConfig
     from vla_rl.config import VLARLConfig
-    from vla_rl.wm_loop import LoopConfig
+    from vla_rl.wm_loop import WorldLoopConfig
     from world_models.progress_encoder import FitEncoderConfig
 
     root = Path(__file__).resolve().parents[2] / "configs"
-    classes = {"diffusion": DiffusionRLConfig, "vla": VLARLConfig, "world_models": LoopConfig, "grpo": ToyConfig}
+    classes = {"diffusion": DiffusionRLConfig, "vla": VLARLConfig, "world_models": WorldLoopConfig, "grpo": ToyConfig}
     other_jobs = {"vla/fit_progress_encoder.yaml": FitEncoderConfig}  # vla-rl fit-encoder's config, not a training run
     seen = 0
     for sub, cls in classes.items():
@@ -226,9 +226,10 @@ def test_every_config_field_has_a_help_line():
     from grpo.config import fields_without_help
     from grpo.demo import ToyConfig
     from vla_rl.config import VLARLConfig
-    from vla_rl.wm_loop import LoopConfig
+    from vla_rl.wm_loop import WorldLoopConfig
 
-    missing = [m for cls in (DiffusionRLConfig, VLARLConfig, LoopConfig, ToyConfig) for m in fields_without_help(cls)]
+    classes = (DiffusionRLConfig, VLARLConfig, WorldLoopConfig, ToyConfig)
+    missing = [m for cls in classes for m in fields_without_help(cls)]
     assert not missing, f"config fields without a help line: {missing}"
 
 

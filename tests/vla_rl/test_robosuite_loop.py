@@ -30,15 +30,15 @@ def test_robosuite_lift_loop_tiny(tmp_path):
     from grpo.config import load_config
     from vla_rl.cli import main
     from vla_rl.policy import SmallVLA
-    from vla_rl.wm_loop import LoopConfig, run_loop
+    from vla_rl.wm_loop import WorldLoopConfig, run_loop
 
     assert main(["loop", CONFIG, "--dry-run"]) == 0
-    full = load_config(LoopConfig, CONFIG, [])
+    full = load_config(WorldLoopConfig, CONFIG, [])
     assert full.models.wm.action_dim == full.models.idm.action_dim == ACTION_DIM
     assert list(full.models.success_state_points) == [0, 9] and full.vla.policy.cameras == ["agentview"]
     assert full.vla.env.kwargs["object_state"] is True
 
-    cfg = load_config(LoopConfig, CONFIG, [
+    cfg = load_config(WorldLoopConfig, CONFIG, [
         f"output_dir={tmp_path}", "cycles=1", "rl_iterations=1", "real_eval_episodes=1", "rollouts_per_cycle=2",
         "data.image_size=32", "data.horizon=4", "data.train={success: 1, near: 1, failure: 1, random: 1}",
         "data.test={success: 1, random: 1}", "data.start_pool=2", f"models.wm={json.dumps(TINY_WM)}",

@@ -10,7 +10,7 @@ import torch
 from grpo.config import load_config
 from vla_rl.cli import main as cli_main
 from vla_rl.policy import SmallVLA
-from vla_rl.wm_loop import LoopConfig, run_loop
+from vla_rl.wm_loop import WorldLoopConfig, run_loop
 
 TINY_WM = dict(image_size=32, context_frames=2, chunk=2, action_dim=4, sampling_steps=2, layers=1, ffn_dim=32)
 
@@ -30,7 +30,7 @@ def test_world_vla_loop_tiny(tmp_path, config, state_dim):
     reads the state model's proprio + ball position inside the world model (state_dim 12)."""
     path = f"configs/world_models/{config}"
     assert cli_main(["loop", path, "--dry-run"]) == 0
-    cfg = load_config(LoopConfig, path, [f"output_dir={tmp_path}", *TINY_LOOP])
+    cfg = load_config(WorldLoopConfig, path, [f"output_dir={tmp_path}", *TINY_LOOP])
     res = run_loop(cfg, quiet=True)
     hist = res["history"]
     assert [h["cycle"] for h in hist] == [0, 1]
@@ -97,16 +97,16 @@ def test_loop_resumes_after_the_last_completed_cycle(tmp_path, capsys):
     A cycle left half-done is redone from its start; a damaged state, or another config, is one line and is left as
     it is."""
     path = "configs/world_models/loop_reach_one.yaml"
-    whole = run_loop(load_config(LoopConfig, path, [f"output_dir={tmp_path / 'whole'}", *TINY_LOOP, "cycles=2"]),
+    whole = run_loop(load_config(WorldLoopConfig, path, [f"output_dir={tmp_path / 'whole'}", *TINY_LOOP, "cycles=2"]),
                      quiet=True)
     part = tmp_path / "part"
-    run_loop(load_config(LoopConfig, path, [f"output_dir={part}", *TINY_LOOP]), quiet=True)
+    run_loop(load_config(WorldLoopConfig, path, [f"output_dir={part}", *TINY_LOOP]), quiet=True)
     assert (part / "loop_state" / "step_000001" / "state.json").is_file()
     (part / "cycle_2" / "vla").mkdir(parents=True)  # an interrupted cycle 2's leftovers
     (part / "cycle_2" / "vla" / "stale.txt").write_text("x")
     with (part / "metrics.jsonl").open("a") as f:
         f.write(json.dumps({"step": 2, "real_success": -1.0}) + "\n")
-    resumed = run_loop(load_config(LoopConfig, path, [f"output_dir={part}", *TINY_LOOP, "cycles=2"]), quiet=True)
+    resumed = run_loop(load_config(WorldLoopConfig, path, [f"output_dir={part}", *TINY_LOOP, "cycles=2"]), quiet=True)
     _same_history(whole["history"], resumed["history"])
     assert not (part / "cycle_2" / "vla" / "stale.txt").exists()
     rows = [json.loads(x) for x in (part / "metrics.jsonl").read_text().splitlines()]
@@ -182,7 +182,8 @@ def test_loop_sigint_while_the_world_model_is_fitted_says_no_cycle_completed(tmp
         return real_fit(*a, **kw)
 
     monkeypatch.setattr(wm_loop, "fit_models", fit_interrupted)
-    cfg = load_config(LoopConfig, "configs/world_models/loop_reach_one.yaml", [f"output_dir={tmp_path}", *TINY_LOOP])
+    cfg = load_config(WorldLoopConfig, "configs/world_models/loop_reach_one.yaml",
+                      [f"output_dir={tmp_path}", *TINY_LOOP])
     res = run_loop(cfg)
     out = capsys.readouterr().out
     assert res["stopped"] == "SIGINT" and res["history"] == []

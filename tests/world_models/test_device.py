@@ -185,10 +185,10 @@ def test_device_option_is_checked():
         with pytest.raises(ValueError, match="'cuda'.*torch.cuda.is_available"):
             resolve_device("cuda")
     assert check_device_name("cuda:1") == "cuda:1"  # a GPU config loads (and dry-runs) on a machine without one
-    from vla_rl.wm_loop import LoopConfig
+    from vla_rl.wm_loop import WorldLoopConfig
 
     with pytest.raises(ConfigError, match="device.*'tpu0'"):
-        LoopConfig(device="tpu0")
+        WorldLoopConfig(device="tpu0")
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")

@@ -4,7 +4,7 @@ grip-to-ball distance (no instruction grounding), and the loop's policy reads wh
 import pytest
 import torch
 
-from vla_rl.wm_loop import LoopConfig
+from vla_rl.wm_loop import WorldLoopConfig
 from world_models.data import collect_sans
 from world_models.fit import ModelsConfig, success_state_config
 from world_models.video_wm import VideoWorldModel, WorldModelConfig
@@ -47,7 +47,8 @@ def test_single_ball_rejects_grounding(reach_one):
 def test_loop_policy_reads_only_the_imagined_camera():
     from grpo.config import ConfigError, load_config
 
-    cfg = load_config(LoopConfig, "configs/world_models/loop_reach_one.yaml", [])
+    cfg = load_config(WorldLoopConfig, "configs/world_models/loop_reach_one.yaml", [])
     assert cfg.vla.policy.cameras == ["agentview"] and cfg.vla.env.kwargs["object_state"]
     with pytest.raises(ConfigError, match=r"cameras=\['agentview', 'wrist'\].*imagines only the 'agentview'"):
-        load_config(LoopConfig, "configs/world_models/loop_reach_one.yaml", ["vla.policy.cameras=[agentview, wrist]"])
+        load_config(WorldLoopConfig, "configs/world_models/loop_reach_one.yaml",
+                    ["vla.policy.cameras=[agentview, wrist]"])
