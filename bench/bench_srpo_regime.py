@@ -119,8 +119,12 @@ def run_arm(arm: str, seed: int, out: Path, encoder: Path, extra: list[str], reu
 def _train_episodes(metrics: Path) -> dict:
     """The run's training rollouts from ``metrics.jsonl``: environment steps simulated (the real-simulator
     interaction), mean rollout success and mean groups kept per iteration."""
-    recs = [json.loads(line) for line in metrics.read_text().splitlines()]
-    recs = [r for r in recs if "rollout/env_steps" in r]
+    by_step = {}  # the last record of each iteration (a resumed run logs the iterations it redid again)
+    for line in metrics.read_text().splitlines():
+        r = json.loads(line)
+        if "rollout/env_steps" in r:
+            by_step[r["step"]] = r
+    recs = list(by_step.values())
     n = max(len(recs), 1)
     return {"env_steps": int(sum(r["rollout/env_steps"] for r in recs)),
             "rollout_success": sum(r["rollout/success_rate"] for r in recs) / n,
