@@ -52,7 +52,6 @@ import math
 import random
 import time
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
@@ -80,36 +79,25 @@ from grpo.loop import Phase, StopRun, no_phase, resume_latest, run_loop
 from grpo.loss import clipped_pg_loss, reference_kl
 from grpo.metrics import MetricsLogger
 from grpo.minibatch import Minibatches
-from grpo.monitors import HackingAlarm, RewardHackingError
+from grpo.monitors import HackingAlarm
 from grpo.retry import call_with_retry
-from grpo.runinfo import write_grid_captions
 from grpo.train_step import NonFiniteGuard, StepStats
 from grpo.trainer_base import TrainerBase
 from grpo.update import DistributedUpdate, agree_on_skip
 from rewards import RewardBatch, build_reward
-from rewards.base import concat_outputs
 from rewards.image_stats import build_monitor
 from rewards.remote import RemoteRewardError, build_remote_reward
 
 from .adapters import Cond, DiffusionAdapter, build_adapter, cond_select
 from .config import DiffusionRLConfig
+from .evaluation import evaluate_ode
 from .lora_files import checkpoint_lora_files
+from .nft_update import update_nft
 from .prompts import PromptSource
-from .sampling import STREAM_TIMESTEPS, Rollout, concat_rollouts, guided_velocity, keyed_noise, ode_sample
+from .record_plans import Plan, dummy_loss, old_logps, pg_scalars
+from .sampling import STREAM_TIMESTEPS, Rollout, guided_velocity
+from .scoring import rollout_and_score
 from .strategies import check_strategy, make_strategy, projected_gpu_units
-
-STREAM_NFT = 11  # key stream of the DiffusionNFT re-noising draws (times and noise per final sample)
-
-
-@dataclass
-class _Plan:
-    rec: Any  # StepRecord
-    idx: torch.Tensor  # positions in the record that are trained
-    full: bool  # all rows of the record kept: the rollout's batch is reproduced exactly
-    old: torch.Tensor | None = None
-
-    def __len__(self) -> int:  # rows trained here
-        return len(self.idx)
 
 
 def _scalar(v) -> float:
@@ -232,41 +220,6 @@ class DiffusionGRPOTrainer(TrainerBase):
                                backoff_s=rc.retry_backoff_s, what=f"reward {self.reward_name!r}",
                                describe=lambda b: list(dict.fromkeys(b.prompts)))
 
-    def rollout_and_score(self, prompts: list[str], phase: Phase = no_phase) -> tuple[Rollout, Any, float]:
-        """The iteration's rollout and the reward of its final samples: ``(rollout, reward output, rollout seconds)``.
-
-        ``reward.overlap = K > 1``: the rollout is made in ``K`` parts (flat: contiguous shares of the sample rows,
-        tree: of the trees; each with the noise of its global indices, so the samples are the ones of one rollout up
-        to the float rounding of smaller batches); each part is decoded here and its reward computed on a background
-        thread while the next part rolls out, then the parts are joined in order (:func:`concat_rollouts`, one record
-        per step, so the update is the one of a rollout made in one piece): with a reward server the scoring time of
-        all parts but the last hides behind the rollout. A given ``K`` gives the same numbers with the reward
-        in-process or served."""
-        t0 = time.perf_counter()
-        K = self.cfg.reward.overlap
-        if K == 1:
-            ro = self.rollout(prompts, self.iteration)
-            t_roll = time.perf_counter() - t0
-            phase("reward")
-            out, _ = self.score(ro.final, [prompts[i] for i in ro.final_prompt_idx.tolist()])
-            return ro, out, t_roll
-        if self._scorer is None:  # an in-process reward is called from one thread at a time
-            self._scorer = ThreadPoolExecutor(K if self.remote is not None else 1, thread_name_prefix="reward")
-        parts, futures = [], []
-        for k in range(K):
-            part = self.strategy.rollout(prompts, self.iteration, part=(k, K))
-            images = self.adapter.decode(part.final)
-            futures.append(self._scorer.submit(self.reward_images, images,
-                                               [prompts[i] for i in part.final_prompt_idx.tolist()]))
-            parts.append(part)
-        t_roll = time.perf_counter() - t0
-        phase("reward")
-        errors = [f.exception() for f in futures]  # waits for every part (none is left running)
-        if any(e is not None for e in errors):
-            raise next(e for e in errors if e is not None)
-        outs = [f.result() for f in futures]
-        return concat_rollouts(parts), concat_outputs(outs), t_roll
-
     def credit(self, ro: Rollout, prompts: list[str], rewards: torch.Tensor,
                components) -> tuple[torch.Tensor, torch.Tensor]:
         """Advantage and loss mask per *global* row id (flat: per sample; tree: per global node), computed over the
@@ -286,19 +239,19 @@ class DiffusionGRPOTrainer(TrainerBase):
                               device="cpu")
         return {steps[i] for i in perm[:n].tolist()}
 
-    def _uncond(self, n: int) -> Cond | None:
+    def uncond(self, n: int) -> Cond | None:
         """The empty prompt's embeddings expanded to ``n`` rows when CFG is on (``sampler.cfg_scale != 1``), else
         None."""
         if self.cfg.sampler.cfg_scale == 1.0:
             return None
         return {k: v.expand(n, *v.shape[1:]) for k, v in self.adapter.encode_prompts([""]).items()}
 
-    def _logp(self, plan: _Plan, cond_all, grad: bool, reference: bool = False):
+    def logp(self, plan: Plan, cond_all, grad: bool, reference: bool = False):
         rec, idx = plan.rec, plan.idx
         x, xn = rec.x[idx], rec.x_next[idx]
         cond = cond_select(cond_all, rec.prompt_idx[idx])
         sc = self.cfg.sampler
-        uncond = self._uncond(len(idx))
+        uncond = self.uncond(len(idx))
         with torch.set_grad_enabled(grad):
             v = guided_velocity(self.adapter, x, rec.sigma, cond, uncond, sc.cfg_scale)
             return sde_step(v, x, rec.sigma, rec.sigma_next, kind=sc.sde, eta=sc.eta,
@@ -309,7 +262,7 @@ class DiffusionGRPOTrainer(TrainerBase):
         """Clipped-PG updates over the trained (row, step) pairs (or the DiffusionNFT objective); returns diagnostics.
         The strategy's ``after_update`` follows (the pool's explorer is re-quantized from the new weights)."""
         if self.cfg.train.loss == "nft":
-            out = self.update_nft(ro, prompts, adv_rows, keep_rows)
+            out = update_nft(self, ro, prompts, adv_rows, keep_rows)
         else:
             out = self.update_pg(ro, prompts, adv_rows, keep_rows, steps)
         self.strategy.after_update()
@@ -322,24 +275,24 @@ class DiffusionGRPOTrainer(TrainerBase):
         LoRA-disabled reference, one guarded step per chunk of records (``train.updates_per_iter`` per epoch); the
         loss is the mean over the chunk's (row, step) pairs on every rank (:class:`grpo.minibatch.Minibatches`)."""
         g, cond = self.cfg.grpo, self.adapter.encode_prompts(prompts)
-        plans = [_Plan(r, torch.nonzero(keep_rows[r.rows]).flatten(), bool(keep_rows[r.rows].all()))
+        plans = [Plan(r, torch.nonzero(keep_rows[r.rows]).flatten(), bool(keep_rows[r.rows].all()))
                  for r in ro.records if r.stochastic and r.step in steps]  # the same records on every rank
         if not plans:
             return {"backward": 0, "nfe_train": 0}
         n = min(self.cfg.train.updates_per_iter, len(plans))
         chunks = [plans[i * len(plans) // n:(i + 1) * len(plans) // n] for i in range(n)]
-        batches = Minibatches(self.upd, lambda pl: (float(len(pl)),), lambda pl: self._dummy_loss(pl, cond), exact=True)
+        batches = Minibatches(self.upd, lambda pl: (float(len(pl)),), lambda pl: dummy_loss(self, pl, cond), exact=True)
         nfe, backward, objective, nfe_row = 0, 0, [], 2 if self.cfg.sampler.cfg_scale != 1.0 else 1
         stats: dict[str, list[float]] = {k: [] for k in ("loss", "kl", "clip_frac", "approx_kl", "ratio_mean")}
         grad_norms: list[float] = []
-        nfe += self._old_logps(chunks, batches, cond) * nfe_row
+        nfe += old_logps(self, chunks, batches, cond) * nfe_row
         self.adapter.train(True)
         for epoch in range(self.cfg.train.inner_epochs):
             for step in batches.steps(chunks, epoch):
                 objective.append(0.0)
                 for mb in step:
                     pl = mb.item
-                    out = self._logp(pl, cond, grad=True)
+                    out = self.logp(pl, cond, grad=True)
                     if pl.old is None:  # the first update of the iteration, pruned batch: its own pre-update value
                         pl.old = out.log_prob.detach()
                     if mb.first:  # on-policy self-check: exactly 0 where the batch is the rollout's (grpo.onpolicy)
@@ -347,7 +300,7 @@ class DiffusionGRPOTrainer(TrainerBase):
                     kl = None
                     if g.kl_coef > 0:
                         with self.adapter.reference():
-                            ref = self._logp(pl, cond, grad=False)
+                            ref = self.logp(pl, cond, grad=False)
                         nfe += len(pl) * nfe_row
                         kl = reference_kl(g.kl_type, out.log_prob, ref.log_prob, out.mean, ref.mean, out.std,
                                           out.std_dev_t)
@@ -358,129 +311,18 @@ class DiffusionGRPOTrainer(TrainerBase):
                     objective[-1] += float(lo.loss.detach()) * mb.share
                     for k, v in stats.items():
                         v.append(_scalar(lo.loss if k == "loss" else getattr(lo, k)))
-                self._note_step(step.apply(), grad_norms)
+                self.note_step(step.apply(), grad_norms)
         self.adapter.train(False)
-        self._ema_update()
-        return self._pg_scalars(batches, stats, grad_norms, objective, backward, nfe)
+        self.ema_update()
+        return pg_scalars(self, batches, stats, grad_norms, objective, backward, nfe)
 
-    def _old_logps(self, chunks: list[list[_Plan]], batches: Minibatches, cond) -> int:
-        """Each plan's ``old`` log-probs: the rollout's where its batch is reproduced (all rows kept), else a no-grad
-        pre-update pass for chunks after the first (the first chunk's live pass is pre-update: ``old`` stays None until
-        then). Returns the rows computed."""
-        later = [bool(len(pl)) and not pl.full and ci > 0 for ci, chunk in enumerate(chunks) for pl in chunk]
-        plans = [pl for chunk in chunks for pl in chunk]
-        for pl in plans:
-            pl.old = pl.rec.log_prob if pl.full else None
-        rows = 0
-        for pl in batches.no_grad(plans, later, lambda pl: self._logp(self._dummy(pl), cond, grad=False)):
-            pl.old = self._logp(pl, cond, grad=False).log_prob
-            rows += len(pl)
-        return rows
-
-    def _pg_scalars(self, batches: Minibatches, stats: dict[str, list[float]], grad_norms: list[float],
-                    objective: list[float], backward: int, nfe: int) -> dict[str, float]:
-        """The update's scalars: per-pass diagnostics averaged (then over ranks), the globally weighted objective per
-        step summed over ranks, costs summed, ``grad_norm`` per step, and the on-policy check."""
-        out = {f"loss/{k}": sum(v) / max(1, len(v)) for k, v in stats.items()}
-        out = dict(zip(out, batches.mean_over_ranks(list(out.values()))))
-        out["grad_norm"] = sum(grad_norms) / max(1, len(grad_norms))
-        objective = batches.sum_over_ranks(objective)
-        backward, nfe = batches.sum_over_ranks([backward, nfe])
-        out.update({"backward": backward, "nfe_train": nfe, "loss/objective": sum(objective) / max(1, len(objective))})
-        tc = self.cfg.train  # the on-policy self-check (grpo.onpolicy), warned about or stopped on
-        out.update(batches.check_onpolicy(tc.onpolicy_tol, tc.onpolicy_action, self.iteration + 1,
-                                          "train.onpolicy_tol"))
-        return out
-
-    def update_nft(self, ro: Rollout, prompts: list[str], adv_rows: torch.Tensor,
-                   keep_rows: torch.Tensor) -> dict[str, float]:
-        """DiffusionNFT (:mod:`grpo.nft_loss`) on the final samples: ``x_t = (1 - t) x_0 + t eps``, ``t`` logit-normal,
-        target ``eps - x_0``; ``r = optimality_probability(A)``; ``v_old`` is the velocity before this iteration's first
-        update (one no-grad pass). The draws are keyed by (seed, iteration, global row), like the rollout noise."""
-        from grpo.nft_loss import nft_loss, optimality_probability
-
-        tc, g, sc = self.cfg.train, self.cfg.grpo, self.cfg.sampler
-        rows = ro.final_rows
-        idx = torch.nonzero(keep_rows[rows]).flatten()
-        n_local = len(idx)
-        # every pass (re-noising time j) weighs this rank's rows; the mean over the chunk's times and global rows
-        batches = Minibatches(self.upd, lambda j: (float(n_local),), lambda j: loss_at(j).loss, size=lambda j: n_local)
-        if batches.rows_anywhere(n_local) == 0:
-            return {"backward": 0, "nfe_train": 0}
-        if n_local == 0:  # no rows here: stand-in rows that run the other ranks' passes with weight 0 (FSDP), or none
-            idx = torch.zeros(batches.stand_in_rows, dtype=torch.long, device="cpu")
-        m = len(idx)  # rows computed here (n_local, or the stand-in's)
-        T = tc.nft_timesteps
-        dev = self.adapter.device
-        cond = cond_select(self.adapter.encode_prompts(prompts), ro.final_prompt_idx[idx]) if m else None
-        uncond = self._uncond(m) if m else None
-        keys = rows[idx].tolist()
-        x0 = ro.final[idx].detach().to(dev).float()
-        t_all = torch.sigmoid(keyed_noise((T,), self.cfg.seed, self.iteration, STREAM_NFT, keys)) if m else None
-        eps_all = keyed_noise((T, *x0.shape[1:]), self.cfg.seed, self.iteration, STREAM_NFT + 1, keys) if m else None
-        r = optimality_probability(adv_rows[rows[idx]], g.adv_clip or 5.0).to(dev) if m else None
-        nfe_mult = 2 if sc.cfg_scale != 1.0 else 1
-        n_chunks = min(tc.updates_per_iter, T)
-        chunks = [list(range(i * T // n_chunks, (i + 1) * T // n_chunks)) for i in range(n_chunks)]
-
-        def noised(j):
-            t = t_all[:, j].to(dev)
-            eps = eps_all[:, j].to(dev)
-            shape = (-1,) + (1,) * (x0.dim() - 1)
-            return (1 - t.view(shape)) * x0 + t.view(shape) * eps, t, eps - x0
-
-        def loss_at(j):
-            xt, t, target = noised(j)
-            v = guided_velocity(self.adapter, xt, t, cond, uncond, sc.cfg_scale)
-            return nft_loss(v, v_old[j], target, r, tc.nft_beta)
-
-        nfe, backward = 0, 0
-        v_old = {}
-        if m:
-            with torch.no_grad():
-                for j in range(T):
-                    xt, t, _ = noised(j)
-                    v_old[j] = guided_velocity(self.adapter, xt, t, cond, uncond, sc.cfg_scale).detach()
-                    nfe += n_local * nfe_mult
-        stats: dict[str, list[float]] = {k: [] for k in ("loss", "positive", "negative", "grad_norm")}
-        self.adapter.train(True)
-        for epoch in range(tc.inner_epochs):
-            for step in batches.steps(chunks, epoch):
-                for mb in step:
-                    lo = loss_at(mb.item)
-                    mb.backward(lo.loss)
-                    nfe, backward = nfe + n_local * nfe_mult, backward + n_local
-                    stats["loss"].append(float(lo.loss.detach()))
-                    stats["positive"].append(float(lo.positive.detach().mean()))
-                    stats["negative"].append(float(lo.negative.detach().mean()))
-                self._note_step(step.apply(), stats["grad_norm"])
-        self.adapter.train(False)
-        self._ema_update()
-        out = {f"loss/nft_{k}" if k != "grad_norm" else k: sum(v) / max(1, len(v)) for k, v in stats.items()}
-        backward, nfe = batches.sum_over_ranks([backward, nfe])
-        out.update({"backward": backward, "nfe_train": nfe})
-        return out
-
-    def _dummy(self, pl: _Plan) -> _Plan:
-        """Row 0 of ``pl``'s record: the stand-in of a zero-weight pass that keeps FSDP's collectives in step."""
-        return _Plan(pl.rec, torch.zeros(1, dtype=torch.long, device="cpu"), False)
-
-    def _dummy_loss(self, pl: _Plan, cond_all) -> torch.Tensor:
-        """The passes a trained record runs (policy, and the reference with KL), on its stand-in row."""
-        dummy = self._dummy(pl)
-        out = self._logp(dummy, cond_all, grad=True)
-        if self.cfg.grpo.kl_coef > 0:
-            with self.adapter.reference():
-                self._logp(dummy, cond_all, grad=False)
-        return out.log_prob.sum()
-
-    def _note_step(self, st: StepStats, grad_norms: list[float]) -> None:
+    def note_step(self, st: StepStats, grad_norms: list[float]) -> None:
         """Keep a guarded step's gradient norm; say when it was skipped (a non-finite loss/grad on any rank)."""
         grad_norms.append(st.grad_norm)
         if st.skipped:
             print(f"iteration {self.iteration}: update skipped ({st.reason})")
 
-    def _ema_update(self) -> None:
+    def ema_update(self) -> None:
         if self.ema is None:
             return
         d = self.cfg.train.ema_decay
@@ -489,54 +331,10 @@ class DiffusionGRPOTrainer(TrainerBase):
                 self.ema[n].mul_(d).add_(p.detach(), alpha=1 - d)
 
     # ---- evaluation ---------------------------------------------------------------------------
-    @torch.no_grad()
     def evaluate(self, tag: str | None = None, step: int = 0) -> float:
-        """Mean reward of deterministic (ODE) samples on the fixed evaluation prompts (EMA weights if kept)."""
-        backup = None
-        if self.ema is not None:
-            backup = self.adapter.trainable_state_dict()
-            self.adapter.load_trainable_state_dict(self.ema)
-        prompts = self.prompts.eval_prompts
-        self.warm_prompts(prompts)
-        gen = torch.Generator().manual_seed(self.cfg.seed + 777)
-        lat = ode_sample(self.adapter, prompts, self.cfg.train.eval_steps, gen, self.cfg.sampler.shift,
-                         self.cfg.sampler.cfg_scale)
-        try:
-            out, images = self.score(lat, prompts)
-        except RemoteRewardError as e:  # the loop saves and stops (grpo.loop.StopRun); a rerun resumes
-            if backup is not None:
-                self.adapter.load_trainable_state_dict(backup)
-            raise StopRun(str(e)) from None
-        if backup is not None:
-            self.adapter.load_trainable_state_dict(backup)
-        if tag and self.cfg.train.log_images and images.dim() == 4:
-            # prompt and reward under each tile
-            grid = self.logger.log_images(step, tag, images[:16], nrow=8, captions=[
-                f"{p} | reward {float(r):.3f}" for p, r in zip(prompts[:16], out.total[:16].float().tolist())])
-            if grid is not None:  # the cells' prompts and rewards beside the grid, for the run report (grpo.report)
-                write_grid_captions(grid, prompts[:16], out.total[:16].float().tolist(), nrow=8)
-        named = {**(getattr(out, "components", None) or {}), **(getattr(out, "details", None) or {})}
-        comps = {f"eval/{k}": float(v.float().mean()) for k, v in named.items()}
-        if comps:
-            self.logger.log(step, comps)
-            self.last_eval_components = comps
-        total = float(out.total.float().mean())
-        self._monitor(images, prompts, step, total)
-        return total
-
-    def _monitor(self, images: torch.Tensor, prompts: list[str], step: int, total: float) -> None:
-        """Score the evaluation images with ``eval.monitors`` (logged as ``monitor/<name>``) and feed the alarm
-        (:class:`grpo.monitors.HackingAlarm`; with ``eval.action=stop`` it raises after a checkpoint is saved)."""
-        if not self.monitors:
-            return
-        batch = RewardBatch(images=images, prompts=prompts, metadata=[{} for _ in prompts])
-        vals = {n: float(fn(batch).total.float().mean()) for n, fn in self.monitors.items()}
-        self.logger.log(step, {f"monitor/{n}": v for n, v in vals.items()})
-        try:
-            self.alarm.observe(step, total, vals)
-        except RewardHackingError:
-            self.save()
-            raise
+        """Mean reward of deterministic (ODE) samples on the fixed evaluation prompts (EMA weights if kept);
+        :func:`diffusion_rl.evaluation.evaluate_ode`."""
+        return evaluate_ode(self, tag, step)
 
     # ---- checkpoints (grpo.trainer_base.TrainerBase: save, load, keep_best) -------------------------------------
     @property
@@ -602,7 +400,7 @@ class DiffusionGRPOTrainer(TrainerBase):
         self.warm_prompts(prompts)
         failed = None
         try:
-            ro, out, t_roll = self.rollout_and_score(prompts, phase)
+            ro, out, t_roll = rollout_and_score(self, prompts, phase)
         except RemoteRewardError as e:
             failed = str(e)
         if any_rank(failed is not None):  # every rank stops in the same iteration, nothing of it applied
