@@ -49,11 +49,12 @@ Scale-out (``torchrun`` / ``accelerate launch``, one process per device, gloo or
   micro-batch ``c`` scaled by ``world_size * den_c / global_den`` (``sum_c den_c`` = the rank's share), and one
   optimizer step per minibatch: the same update as ``k = 1`` up to float summation order, with ~1/k the activations;
 * ``dist.strategy: fsdp`` (more than one process): the RL update runs on a copy of the policy sharded with FSDP2
-  (:meth:`VLARLTrainer._shard`, :func:`grpo.fsdp.shard_submodules`): parameters, gradients (reduce-scattered by the
-  backward instead of :func:`~grpo.distributed.average_gradients`) and AdamW state are split over the ranks. A sharded
-  forward is a collective, so rollouts, SRPO embeddings and evaluation (whose numbers of policy calls differ between
-  ranks) use ``policy``, a full replica refreshed from the shards after every update, and in the update a rank with
-  no rows in a (micro-)batch runs a zero-weight pass on one row. SFT runs before sharding;
+  (:func:`vla_rl.fsdp_policy.shard_for_rl`, :func:`grpo.fsdp.shard_submodules`): parameters, gradients
+  (reduce-scattered by the backward instead of :func:`~grpo.distributed.average_gradients`) and AdamW state are
+  split over the ranks. A sharded forward is a collective, so rollouts, SRPO embeddings and evaluation (whose
+  numbers of policy calls differ between ranks) use ``policy``, a full replica refreshed from the shards after every
+  update, and in the update a rank with no rows in a (micro-)batch runs a zero-weight pass on one row. SFT runs
+  before sharding;
 * ``dist.mixed_precision: bf16``: the policy's network forwards run under ``torch.autocast(bfloat16)`` everywhere
   (the policy's ``set_mixed_precision``), so the rollout's stored log-probs and the update's recomputation take the
   same precision path; master weights, AdamW state, the SDE / Gaussian log-densities and the clipped loss are fp32;
@@ -83,8 +84,6 @@ from grpo.checkpoint import (
 from grpo.config import config_to_dict
 from grpo.device import resolve_device
 from grpo.distributed import (
-    all_reduce_floats,
-    any_rank,
     barrier,
     broadcast_module,
     broadcast_object,
@@ -94,7 +93,7 @@ from grpo.distributed import (
     keyed_generator,
     shard_range,
 )
-from grpo.fsdp import copy_full_parameters, full_optimizer_state_dict, load_full_optimizer_state_dict, shard_submodules
+from grpo.fsdp import full_optimizer_state_dict
 from grpo.loop import Phase, StopRun, no_phase, resume_latest, run_loop
 from grpo.loss import clipped_pg_loss, reference_kl
 from grpo.metrics import MetricsLogger
@@ -104,13 +103,13 @@ from grpo.onpolicy import OnPolicyGap
 from grpo.train_step import NonFiniteGuard
 from grpo.trainer_base import TrainerBase
 from grpo.update import DistributedUpdate, agree_on_skip
-from rewards.base import RewardBatch, RewardOutput
-from rewards.remote import RemoteRewardError, build_remote_reward, check_served, is_url
+from rewards.remote import build_remote_reward, check_served, is_url
 from rewards.srpo import SRPOReward
-from rewards.success import episode_metadata, success_reward
 
 from .config import VLARLConfig
-from .credit import episode_advantages, group_keep_mask, spearman
+from .credit import episode_advantages, group_keep_mask
+from .episode_rewards import episode_rewards, rollout_scalars
+from .fsdp_policy import shard_for_rl, sync_replica
 from .policies import TrainablePolicy, make_policy
 from .policies.base import policy_vocabulary, restore_vocabulary
 from .policy import batch_to
@@ -125,7 +124,7 @@ from .rollout import (
     tile_videos,
     video_name,
 )
-from .sft import train_sft
+from .sft_stage import run_sft_stage
 from .srpo_encoders import build_trajectory_encoder
 
 
@@ -173,7 +172,7 @@ class VLARLTrainer(TrainerBase):
         self.policy.set_mixed_precision(cfg.dist.mixed_precision)
         self.optimizer = torch.optim.AdamW(self.policy.parameters(), lr=cfg.rl.lr, weight_decay=0.0)
         # dist.strategy=fsdp (more than one process): RL updates a sharded copy (``train_policy``, built by
-        # ``_shard`` at the start of RL); ``policy`` stays a full replica for rollouts, SFT, evaluation and SRPO
+        # ``shard_for_rl`` at the start of RL); ``policy`` stays a full replica for rollouts, SFT, evaluation and SRPO
         self.fsdp = cfg.dist.strategy == "fsdp" and ws > 1
         self.train_policy: torch.nn.Module = self.policy
         if cfg.dist.strategy == "fsdp" and ws == 1 and not quiet:
@@ -185,7 +184,7 @@ class VLARLTrainer(TrainerBase):
             raise ValueError(f"eval.monitors: vla-rl's gold monitor is the held-out real success rate (always on); "
                              f"got {cfg.eval.monitors}, expected []")
         self.alarm, self._rewards_since_eval = HackingAlarm(cfg.eval.patience, cfg.eval.action, cfg.eval.min_delta), []
-        # backward passes and steps over the ranks (rebuilt on the sharded copy by ``_shard``)
+        # backward passes and steps over the ranks (rebuilt on the sharded copy by ``shard_for_rl``)
         self.upd = DistributedUpdate(self.policy.parameters(), self.optimizer, self.guard, cfg.grpo.max_grad_norm,
                                      self.fsdp, self.dist)
         self.reference: TrainablePolicy | None = None
@@ -226,7 +225,7 @@ class VLARLTrainer(TrainerBase):
     def state_dict(self) -> dict[str, Any] | None:
         """The policy's weights, vocabulary and config, the optimizer and ``state`` (iteration, SFT, evaluations, best);
         rank 0's. FSDP: the optimizer state is gathered FULL (a collective; the unsharded ``state_dict()`` format);
-        the weights are the full replica's, equal to the shards (``_sync_replica`` after every update)."""
+        the weights are the full replica's, equal to the shards (``sync_replica`` after every update)."""
         sharded = self.train_policy is not self.policy
         optim = full_optimizer_state_dict(self.train_policy, self.optimizer) if sharded else None
         if not self.dist.is_main:
@@ -243,7 +242,7 @@ class VLARLTrainer(TrainerBase):
         # load_state_dict copies the weights and the optimizer state onto the policy's device: a run resumes anywhere
         restore_vocabulary(self.policy, st.get("vocab"))
         self.policy.load_state_dict(st["model"])
-        self.optimizer.load_state_dict(st["optimizer"])  # full state; ``_shard`` shards it under FSDP
+        self.optimizer.load_state_dict(st["optimizer"])  # full state; ``shard_for_rl`` shards it under FSDP
         self.state = st["trainer"]
         before = st["config"].get("rl", {})
         if self.cfg.rl.lr_schedule != "constant" and before.get("iterations") != self.cfg.rl.iterations:
@@ -253,36 +252,9 @@ class VLARLTrainer(TrainerBase):
                     f"sft_done={self.state['sft_done']})")
 
     # ---- stages --------------------------------------------------------------------------------
-    def load_demos(self):
-        from .demos import collect_demos, load_demo_file
-
-        if self.cfg.sft.demo_path:
-            return load_demo_file(self.cfg.sft.demo_path, self.cfg.policy.cameras, self.cfg.sft.demos_per_task)
-        path = self.out / "demos.hdf5"
-        return collect_demos(self.cfg.env.tasks, self.cfg.sft.demos_per_task, path, self.cfg.env.kwargs,
-                             self.cfg.policy.cameras, self.cfg.sft.demo_seed_offset, self.cfg.env.max_episode_steps)
-
     def run_sft(self) -> None:
-        t0 = time.time()
-        demos = self.load_demos()
-        bar = tqdm(total=self.cfg.sft.steps, desc="sft", disable=self.quiet, leave=False)
-
-        def prog(step: int, loss: float) -> None:
-            bar.update(1)
-            if (step + 1) % self.cfg.sft.log_every == 0:
-                bar.set_postfix(loss=f"{loss:.4f}")
-                if self.logger:
-                    self.logger.log(step + 1, {"sft/loss": loss})
-
-        losses = train_sft(self.policy, demos, self.cfg.sft, self.cfg.seed, prog,
-                           fit_normalization=not self.cfg.sft.base_policy)
-        bar.close()
-        self.state["sft_done"] = True
-        self.state["sft"] = {"demos": len(demos), "demo_steps": int(sum(len(d.actions) for d in demos)),
-                             "final_loss": float(np.mean(losses[-50:])) if losses else float("nan"),
-                             "seconds": round(time.time() - t0, 1)}
-        self._print(f"sft: {len(demos)} demos, {self.state['sft']['demo_steps']} steps, "
-                    f"loss {self.state['sft']['final_loss']:.4f}, {self.state['sft']['seconds']}s")
+        """SFT on the demos (:func:`vla_rl.sft_stage.run_sft_stage`)."""
+        run_sft_stage(self)
 
     def run_eval(self, tag: str, step: int, videos: bool = True) -> EvalResult:
         t0 = time.time()
@@ -326,39 +298,9 @@ class VLARLTrainer(TrainerBase):
 
     def rewards(self, batch: RolloutBatch, specs: list[EpisodeSpec] | None = None):
         """The reward of every episode of the *global* batch ``specs`` (``RewardOutput``, ``[E]``), identical on every
-        rank; ``batch`` holds this rank's episodes (with ``specs=None``: the whole batch, one process)."""
-        specs = specs if specs is not None else [e.spec for e in batch.episodes]
-        tasks = [s.env_name for s in specs]
-        success = gather_cpu(batch.success)
-        if len(success) != len(specs):
-            raise RuntimeError(f"gathered {len(success)} episodes for a global batch of {len(specs)}")
-        if self.remote is not None:
-            return self._remote_rewards(batch)
-        if self.cfg.rl.reward == "srpo":
-            emb = self.srpo.embed([np.stack(e.frames) for e in batch.episodes])  # [local E, D]
-            return self.srpo.from_embeddings(gather_cpu(emb),
-                                             episode_metadata(tasks, success, [s.group_id for s in specs]))
-        return success_reward(RewardBatch(metadata=episode_metadata(tasks, success)))
-
-    def _remote_rewards(self, batch: RolloutBatch) -> RewardOutput:
-        """Each rank's episodes scored by the reward server, then gathered: ``videos`` uint8 ``[T_i, H, W, 3]``,
-        ``prompts`` the instructions, ``metadata`` ``{"task", "success", "group", "init_seed", "seed"}``. A server that
-        stays down raises :class:`grpo.loop.StopRun` on every rank (the step restores its state; the loop saves)."""
-        eps = batch.episodes
-        meta = episode_metadata([e.spec.env_name for e in eps], batch.success, [e.spec.group_id for e in eps])
-        for m, e in zip(meta, eps):
-            m.update(init_seed=int(e.spec.init_seed), seed=int(e.spec.seed))
-        failed, out = None, None
-        try:
-            out = self.remote(RewardBatch(videos=[np.stack(e.frames) for e in eps],
-                                          prompts=[e.instruction for e in eps],
-                                          metadata=meta))
-        except RemoteRewardError as e:
-            failed = str(e)
-        if any_rank(failed is not None):
-            raise StopRun(failed or "the reward server failed on another rank")
-        return RewardOutput(gather_cpu(out.total), {k: gather_cpu(v) for k, v in out.components.items()},
-                            {k: gather_cpu(v) for k, v in out.details.items()})
+        rank; ``batch`` holds this rank's episodes (with ``specs=None``: the whole batch, one process);
+        :func:`vla_rl.episode_rewards.episode_rewards`."""
+        return episode_rewards(self, batch, specs)
 
     def global_rows(self, batch: RolloutBatch, first_episode: int) -> tuple[torch.Tensor, torch.Tensor]:
         """Global ids of this rank's decision points and the episode of every global decision point.
@@ -416,7 +358,7 @@ class VLARLTrainer(TrainerBase):
                 for k, v in zip(stats, diag):
                     stats[k].append(float(v))
         model.eval()
-        self._sync_replica()
+        sync_replica(self)
         onp_scal = batches.check_onpolicy(cfg.onpolicy_tol, cfg.onpolicy_action, it + 1, "rl.onpolicy_tol")
         return {**{f"loss/{k}": float(np.mean(v)) for k, v in stats.items() if v}, "loss/rows": float(rows.numel()),
                 **onp_scal}
@@ -444,42 +386,6 @@ class VLARLTrainer(TrainerBase):
         return clipped_pg_loss(lp.logp, batch.old_logp[mb].to(dev), adv.to(dev), batch.step_mask[mb].to(dev),
                                g.clip_low,
                                g.clip_high, kl, g.kl_coef, g.loss_reduction)
-
-    # ---- FSDP ----------------------------------------------------------------------------------
-    def _shard(self) -> None:
-        """``dist.strategy=fsdp``, more than one process: shard a copy of the (SFT-trained / resumed) policy for RL.
-
-        Every forward of an FSDP-sharded module is a collective (an all-gather per unit), but the ranks make
-        different numbers of policy calls in rollouts and evaluation (episodes end at different times; evaluation
-        runs on rank 0 alone). So the no-grad calls keep using ``self.policy``, a full replica on every rank, and
-        the RL update runs on ``self.train_policy``, a deep copy sharded by :func:`grpo.fsdp.shard_submodules`
-        (every ``nn.ModuleList`` element, e.g. the conv stages or a LeRobot policy's transformer layers, and every
-        direct child -- image encoder, text embedding, fuse MLP, action head -- then the root), where every rank runs
-        the same forward/backward passes (a zero-weight pass where it has no rows). Parameters, gradients and the
-        AdamW state (``2 |W| / N`` per rank instead of ``2 |W|``) are sharded; the replica is refreshed from the shards
-        after every update (:meth:`_sync_replica`, one all-gather per parameter). The optimizer is rebuilt on the
-        shards and the full state of the one built (and maybe resumed) in ``__init__`` is sharded into it."""
-        if not self.fsdp or self.train_policy is not self.policy:
-            return
-        full_state = self.optimizer.state_dict()  # indices in named_parameters() order, the same on every rank
-        if not all(p.requires_grad for p in self.policy.parameters()):
-            raise ValueError("dist.strategy=fsdp for vla-rl expects every policy parameter to be trained")
-        self.train_policy = copy.deepcopy(self.policy)
-        # the update calls policy.chunk_log_prob -> head.log_prob, not forward(): FSDP must gather around those
-        units = shard_submodules(self.train_policy, self.cfg.dist.reshard_after_forward,
-                                 forward_methods={"": ("chunk_log_prob",), "head": ("log_prob",)})
-        self.optimizer = torch.optim.AdamW(self.train_policy.parameters(), lr=self.cfg.rl.lr, weight_decay=0.0)
-        if full_state["state"]:
-            load_full_optimizer_state_dict(self.train_policy, self.optimizer, full_state)
-        self.upd = DistributedUpdate(self.train_policy.parameters(), self.optimizer, self.guard,
-                                     self.cfg.grpo.max_grad_norm, self.fsdp, self.dist)
-        self._print(f"dist.strategy=fsdp: the RL copy of the policy is sharded over {self.dist.world_size} processes "
-                    f"({len(units)} units + the root); rollouts and evaluation use the full replica")
-
-    def _sync_replica(self) -> None:
-        """Copy the sharded weights into the full replica ``self.policy`` (a collective; no-op without FSDP)."""
-        if self.train_policy is not self.policy:
-            copy_full_parameters(self.train_policy, self.policy)
 
     # ---- main ----------------------------------------------------------------------------------
     def _eval_everywhere(self, tag: str, step: int, videos: bool = True) -> None:
@@ -526,7 +432,7 @@ class VLARLTrainer(TrainerBase):
         succ = gather_cpu(batch.success)
         keep, kept = (group_keep_mask(succ, gids, cfg.rl.success_band) if cfg.rl.dynamic_sampling
                       else (torch.ones_like(succ), int(gids.unique().numel())))
-        scal = self._rollout_scalars(batch, specs, rew, succ, kept, t_roll, t_rew)
+        scal = rollout_scalars(self, batch, specs, rew, succ, kept, t_roll, t_rew)
         if not self._finite(rew, batch):  # the update is skipped (logged) on every rank
             self._print(f"iteration {it + 1}: update skipped ({self.guard.end_step()}); no update applied")
             kept = 0
@@ -546,29 +452,6 @@ class VLARLTrainer(TrainerBase):
         self.state["iteration"] = it + 1
         if self.logger is not None:
             self.logger.log(it + 1, scal)
-        return scal
-
-    def _rollout_scalars(self, batch: RolloutBatch, specs: list[EpisodeSpec], rew, succ: torch.Tensor, kept: int,
-                         t_roll: float, t_rew: float) -> dict[str, float]:
-        """The iteration's rollout and reward numbers over the global batch (collectives: every rank calls it)."""
-        lengths = gather_cpu(torch.tensor([e.length for e in batch.episodes], dtype=torch.float32, device="cpu"))
-        env_steps = int(all_reduce_floats([batch.env_steps])[0])
-        t_roll_max = float(gather_cpu(torch.tensor([t_roll], dtype=torch.float64, device="cpu")).max())  # slowest
-        scal: dict[str, float] = {
-            "rollout/success_rate": float(succ.float().mean()), "reward/mean": float(rew.total.nan_to_num().mean()),
-            "rollout/episode_length": float(lengths.mean()),
-            "rollout/groups_kept": kept, "rollout/env_steps": env_steps, "time/rollout_s": t_roll_max,
-            "time/reward_s": t_rew, "throughput/rollout_episodes_per_s": len(specs) / max(t_roll_max, 1e-9),
-            "throughput/rollout_env_steps_per_s": env_steps / max(t_roll_max, 1e-9),
-        }
-        if self.srpo is not None and self.srpo.last is not None:
-            fail = ~succ
-            if fail.any():
-                scal["reward/srpo_failure_mean"] = float(rew.total[fail].mean())
-            if int(fail.sum()) >= 3:  # diagnostic only: does SRPO's latent progress agree with the env's?
-                env_prog = gather_cpu(torch.tensor([e.progress for e in batch.episodes], dtype=torch.float32,
-                                                   device="cpu"))
-                scal["reward/srpo_vs_env_progress_spearman"] = spearman(rew.total[fail], env_prog[fail])
         return scal
 
     def _finite(self, rew, batch: RolloutBatch) -> bool:
@@ -612,7 +495,7 @@ class VLARLTrainer(TrainerBase):
             self.save()
         if cfg.grpo.kl_coef > 0:
             self.reference = copy.deepcopy(self.policy).requires_grad_(False)
-        self._shard()  # after SFT (rank 0, broadcast) and any resume: the RL copy is sharded under FSDP
+        shard_for_rl(self)  # after SFT (rank 0, broadcast) and any resume: the RL copy is sharded under FSDP
         check_in_sync(self.policy, "at the start of RL")
         res = run_loop(self.step, int(self.state["iteration"]), cfg.rl.iterations, save=self.save,
                        save_every=cfg.rl.save_every, save_last=False,  # (the final save follows the final evaluation)

@@ -1,0 +1,79 @@
+"""The rewards of :class:`vla_rl.trainer.VLARLTrainer`'s episodes over the global batch (binary success, SRPO or a
+reward server: :func:`episode_rewards`, the trainer's ``rewards``) and the iteration's rollout and reward numbers
+(:func:`rollout_scalars`)."""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+from grpo.distributed import all_reduce_floats, any_rank, gather_cpu
+from grpo.loop import StopRun
+from rewards.base import RewardBatch, RewardOutput
+from rewards.remote import RemoteRewardError
+from rewards.success import episode_metadata, success_reward
+
+from .credit import spearman
+from .rollout import EpisodeSpec, RolloutBatch
+
+
+def episode_rewards(tr, batch: RolloutBatch, specs: list[EpisodeSpec] | None = None):
+    """The reward of every episode of the *global* batch ``specs`` (``RewardOutput``, ``[E]``), identical on every
+    rank; ``batch`` holds this rank's episodes (with ``specs=None``: the whole batch, one process)."""
+    specs = specs if specs is not None else [e.spec for e in batch.episodes]
+    tasks = [s.env_name for s in specs]
+    success = gather_cpu(batch.success)
+    if len(success) != len(specs):
+        raise RuntimeError(f"gathered {len(success)} episodes for a global batch of {len(specs)}")
+    if tr.remote is not None:
+        return remote_rewards(tr.remote, batch)
+    if tr.cfg.rl.reward == "srpo":
+        emb = tr.srpo.embed([np.stack(e.frames) for e in batch.episodes])  # [local E, D]
+        return tr.srpo.from_embeddings(gather_cpu(emb),
+                                       episode_metadata(tasks, success, [s.group_id for s in specs]))
+    return success_reward(RewardBatch(metadata=episode_metadata(tasks, success)))
+
+
+def remote_rewards(remote, batch: RolloutBatch) -> RewardOutput:
+    """Each rank's episodes scored by the reward server, then gathered: ``videos`` uint8 ``[T_i, H, W, 3]``,
+    ``prompts`` the instructions, ``metadata`` ``{"task", "success", "group", "init_seed", "seed"}``. A server that
+    stays down raises :class:`grpo.loop.StopRun` on every rank (the step restores its state; the loop saves)."""
+    eps = batch.episodes
+    meta = episode_metadata([e.spec.env_name for e in eps], batch.success, [e.spec.group_id for e in eps])
+    for m, e in zip(meta, eps):
+        m.update(init_seed=int(e.spec.init_seed), seed=int(e.spec.seed))
+    failed, out = None, None
+    try:
+        out = remote(RewardBatch(videos=[np.stack(e.frames) for e in eps],
+                                 prompts=[e.instruction for e in eps],
+                                 metadata=meta))
+    except RemoteRewardError as e:
+        failed = str(e)
+    if any_rank(failed is not None):
+        raise StopRun(failed or "the reward server failed on another rank")
+    return RewardOutput(gather_cpu(out.total), {k: gather_cpu(v) for k, v in out.components.items()},
+                        {k: gather_cpu(v) for k, v in out.details.items()})
+
+
+def rollout_scalars(tr, batch: RolloutBatch, specs: list[EpisodeSpec], rew, succ: torch.Tensor, kept: int,
+                    t_roll: float, t_rew: float) -> dict[str, float]:
+    """The iteration's rollout and reward numbers over the global batch (collectives: every rank calls it)."""
+    lengths = gather_cpu(torch.tensor([e.length for e in batch.episodes], dtype=torch.float32, device="cpu"))
+    env_steps = int(all_reduce_floats([batch.env_steps])[0])
+    t_roll_max = float(gather_cpu(torch.tensor([t_roll], dtype=torch.float64, device="cpu")).max())  # slowest
+    scal: dict[str, float] = {
+        "rollout/success_rate": float(succ.float().mean()), "reward/mean": float(rew.total.nan_to_num().mean()),
+        "rollout/episode_length": float(lengths.mean()),
+        "rollout/groups_kept": kept, "rollout/env_steps": env_steps, "time/rollout_s": t_roll_max,
+        "time/reward_s": t_rew, "throughput/rollout_episodes_per_s": len(specs) / max(t_roll_max, 1e-9),
+        "throughput/rollout_env_steps_per_s": env_steps / max(t_roll_max, 1e-9),
+    }
+    if tr.srpo is not None and tr.srpo.last is not None:
+        fail = ~succ
+        if fail.any():
+            scal["reward/srpo_failure_mean"] = float(rew.total[fail].mean())
+        if int(fail.sum()) >= 3:  # diagnostic only: does SRPO's latent progress agree with the env's?
+            env_prog = gather_cpu(torch.tensor([e.progress for e in batch.episodes], dtype=torch.float32,
+                                               device="cpu"))
+            scal["reward/srpo_vs_env_progress_spearman"] = spearman(rew.total[fail], env_prog[fail])
+    return scal
