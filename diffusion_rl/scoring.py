@@ -31,13 +31,13 @@ def rollout_and_score(tr, prompts: list[str], phase: Phase = no_phase) -> tuple[
         phase("reward")
         out, _ = tr.score(ro.final, [prompts[i] for i in ro.final_prompt_idx.tolist()])
         return ro, out, t_roll
-    if tr._scorer is None:  # an in-process reward is called from one thread at a time
-        tr._scorer = ThreadPoolExecutor(K if tr.remote is not None else 1, thread_name_prefix="reward")
+    if tr.scorer is None:  # an in-process reward is called from one thread at a time
+        tr.scorer = ThreadPoolExecutor(K if tr.remote is not None else 1, thread_name_prefix="reward")
     parts, futures = [], []
     for k in range(K):
         part = tr.strategy.rollout(prompts, tr.iteration, part=(k, K))
         images = tr.adapter.decode(part.final)
-        futures.append(tr._scorer.submit(tr.reward_images, images,
+        futures.append(tr.scorer.submit(tr.reward_images, images,
                                            [prompts[i] for i in part.final_prompt_idx.tolist()]))
         parts.append(part)
     t_roll = time.perf_counter() - t0

@@ -150,7 +150,7 @@ class DiffusionGRPOTrainer(TrainerBase):
         self.reward_name = (self.remote.name if self.remote is not None else cfg.reward.name) if reward_fn is None \
             else getattr(reward_fn, "__name__", type(reward_fn).__name__)
         # reward.overlap > 1: scores the rollout's parts in the background
-        self._scorer: ThreadPoolExecutor | None = None
+        self.scorer: ThreadPoolExecutor | None = None
         # gold monitors on the evaluation samples, never trained on, and the reward-hacking alarm (grpo.monitors)
         self.monitors = {n: build_monitor(n) for n in cfg.eval.monitors}
         self.alarm = HackingAlarm(cfg.eval.patience, cfg.eval.action, cfg.eval.min_delta)
@@ -481,9 +481,9 @@ class DiffusionGRPOTrainer(TrainerBase):
                        evaluate=evaluate, eval_every=cfg.train.eval_every, desc="diffusion-rl", progress=progress,
                        postfix=lambda s: {"reward": f"{s['reward/mean']:.3f}", "nfe": int(s["cost/nfe_rollout"])})
         last, stopped = res.last, res.stopped
-        if self._scorer is not None:
-            self._scorer.shutdown(wait=True)
-            self._scorer = None
+        if self.scorer is not None:
+            self.scorer.shutdown(wait=True)
+            self.scorer = None
         after = float("nan")
         if stopped is None and ev:
             after = self.evaluate("samples/after", self.iteration)

@@ -38,7 +38,7 @@ def shard_for_rl(tr) -> None:
         load_full_optimizer_state_dict(tr.train_policy, tr.optimizer, full_state)
     tr.upd = DistributedUpdate(tr.train_policy.parameters(), tr.optimizer, tr.guard,
                                tr.cfg.grpo.max_grad_norm, tr.fsdp, tr.dist)
-    tr._print(f"dist.strategy=fsdp: the RL copy of the policy is sharded over {tr.dist.world_size} processes "
+    tr.report(f"dist.strategy=fsdp: the RL copy of the policy is sharded over {tr.dist.world_size} processes "
               f"({len(units)} units + the root); rollouts and evaluation use the full replica")
 
 

@@ -34,7 +34,7 @@ import numpy as np
 import torch
 
 from grpo.device import device_of
-from grpo.distributed import keyed_generator
+from grpo.distributed import gather_cpu, keyed_generator
 
 from .policy import IMAGE_PREFIX, STATE_KEY, batch_to
 
@@ -326,3 +326,18 @@ def probe_envs(pool: EnvPool, tasks: list[str]) -> tuple[dict[str, str], int, in
         raise ValueError(f"tasks {tasks} have different (state_dim, action_dim): {sorted(dims)}; train them separately")
     state_dim, action_dim = dims.pop()
     return instructions, state_dim, action_dim
+
+
+def global_rows(batch: RolloutBatch, first_episode: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Global ids of this rank's decision points and the episode of every global decision point.
+
+    Decision points are numbered over the global batch in episode order, then by index within the episode.
+    ``batch``: this rank's rollout, whose episode ``e`` is global episode ``first_episode + e``. Returns
+    ``(gid[M_local] long, episode_of_global[M_global] long)``; the same numbering on any world size."""
+    if batch.chunk_of is None:
+        raise ValueError("the rollout batch has no chunk_of (decision-point indices); build it with run_episodes")
+    counts = torch.bincount(batch.episode_of, minlength=len(batch.episodes))  # [local E] decision points each
+    all_counts = gather_cpu(counts)  # [E]
+    offsets = torch.cumsum(all_counts, 0) - all_counts
+    gid = offsets[first_episode + batch.episode_of] + batch.chunk_of
+    return gid, torch.repeat_interleave(torch.arange(len(all_counts), device="cpu"), all_counts)

@@ -43,5 +43,5 @@ def run_sft_stage(tr) -> None:
     tr.state["sft"] = {"demos": len(demos), "demo_steps": int(sum(len(d.actions) for d in demos)),
                        "final_loss": float(np.mean(losses[-50:])) if losses else float("nan"),
                        "seconds": round(time.time() - t0, 1)}
-    tr._print(f"sft: {len(demos)} demos, {tr.state['sft']['demo_steps']} steps, "
+    tr.report(f"sft: {len(demos)} demos, {tr.state['sft']['demo_steps']} steps, "
               f"loss {tr.state['sft']['final_loss']:.4f}, {tr.state['sft']['seconds']}s")

@@ -98,7 +98,7 @@ from grpo.loop import Phase, StopRun, no_phase, resume_latest, run_loop
 from grpo.loss import clipped_pg_loss, reference_kl
 from grpo.metrics import MetricsLogger
 from grpo.minibatch import Minibatches, local_index, local_minibatches
-from grpo.monitors import HackingAlarm, RewardHackingError
+from grpo.monitors import HackingAlarm
 from grpo.onpolicy import OnPolicyGap
 from grpo.train_step import NonFiniteGuard
 from grpo.trainer_base import TrainerBase
@@ -110,6 +110,7 @@ from .config import VLARLConfig
 from .credit import episode_advantages, group_keep_mask
 from .episode_rewards import episode_rewards, rollout_scalars
 from .fsdp_policy import shard_for_rl, sync_replica
+from .heldout_eval import eval_everywhere, run_eval
 from .policies import TrainablePolicy, make_policy
 from .policies.base import policy_vocabulary, restore_vocabulary
 from .policy import batch_to
@@ -118,11 +119,9 @@ from .rollout import (
     EpisodeSpec,
     EvalResult,
     RolloutBatch,
-    evaluate,
+    global_rows,
     probe_envs,
     run_episodes,
-    tile_videos,
-    video_name,
 )
 from .sft_stage import run_sft_stage
 from .srpo_encoders import build_trajectory_encoder
@@ -183,7 +182,7 @@ class VLARLTrainer(TrainerBase):
         if cfg.eval.monitors:
             raise ValueError(f"eval.monitors: vla-rl's gold monitor is the held-out real success rate (always on); "
                              f"got {cfg.eval.monitors}, expected []")
-        self.alarm, self._rewards_since_eval = HackingAlarm(cfg.eval.patience, cfg.eval.action, cfg.eval.min_delta), []
+        self.alarm, self.rewards_since_eval = HackingAlarm(cfg.eval.patience, cfg.eval.action, cfg.eval.min_delta), []
         # backward passes and steps over the ranks (rebuilt on the sharded copy by ``shard_for_rl``)
         self.upd = DistributedUpdate(self.policy.parameters(), self.optimizer, self.guard, cfg.grpo.max_grad_norm,
                                      self.fsdp, self.dist)
@@ -204,7 +203,8 @@ class VLARLTrainer(TrainerBase):
         """The tasks' instructions, state dim and action dim (:func:`probe_envs` on ``env.tasks``)."""
         return probe_envs(self.pool, self.cfg.env.tasks)
 
-    def _print(self, *a) -> None:
+    def report(self, *a) -> None:
+        """One line to the console through tqdm (a progress bar stays intact); nothing when ``quiet`` (ranks > 0)."""
         if not self.quiet:
             tqdm.write(" ".join(str(x) for x in a))
 
@@ -246,9 +246,9 @@ class VLARLTrainer(TrainerBase):
         self.state = st["trainer"]
         before = st["config"].get("rl", {})
         if self.cfg.rl.lr_schedule != "constant" and before.get("iterations") != self.cfg.rl.iterations:
-            self._print(f"note: rl.iterations {before.get('iterations')} -> {self.cfg.rl.iterations} on resume: the "
+            self.report(f"note: rl.iterations {before.get('iterations')} -> {self.cfg.rl.iterations} on resume: the "
                         f"{self.cfg.rl.lr_schedule} lr schedule now decays over {self.cfg.rl.iterations} iterations")
-        self._print(f"resumed from {st.get('__path__')} (iteration {self.state['iteration']}, "
+        self.report(f"resumed from {st.get('__path__')} (iteration {self.state['iteration']}, "
                     f"sft_done={self.state['sft_done']})")
 
     # ---- stages --------------------------------------------------------------------------------
@@ -257,31 +257,8 @@ class VLARLTrainer(TrainerBase):
         run_sft_stage(self)
 
     def run_eval(self, tag: str, step: int, videos: bool = True) -> EvalResult:
-        t0 = time.time()
-        res = evaluate(self.policy, self.pool, self.cfg.env.tasks, self.eval_seeds, self.cfg.env.max_episode_steps,
-                       record_frames=videos and self.cfg.rl.num_videos > 0)
-        self.state["eval"][tag] = {"iteration": int(self.state["iteration"]), "success_rate": res.success_rate,
-                                   "mean_length": res.mean_length,
-                                   "per_task": res.per_task, "episodes": len(res.episodes)}
-        if self.logger:
-            scal = {"eval/success_rate": res.success_rate, "eval/episode_length": res.mean_length}
-            scal.update({f"eval/success_rate/{k}": v for k, v in res.per_task.items()})
-            self.logger.log(step, scal)
-            if videos and self.cfg.rl.num_videos > 0:
-                picks = res.episodes[: self.cfg.rl.num_videos]
-                self.logger.log_video(step, f"rollouts/{tag}_{video_name(picks)}",
-                                      tile_videos([e.frames for e in picks]),
-                                      fps=15)
-        self._print(f"eval[{tag}] success {res.success_rate:.3f} ({len(res.episodes)} held-out episodes), "
-                    f"mean length {res.mean_length:.1f}, {time.time() - t0:.1f}s")
-        if self._rewards_since_eval:  # the training reward since the last evaluation beside the real success
-            r = float(np.mean(self._rewards_since_eval))
-            self._rewards_since_eval = []
-            if self.logger:
-                self.logger.log(step, {"monitor/train_reward": r, "monitor/success_rate": res.success_rate})
-            self.alarm.observe(step, r, {"success_rate": res.success_rate},
-                               say=print if self.dist.is_main else (lambda m: None))
-        return res
+        """Evaluate on the held-out states (:func:`vla_rl.heldout_eval.run_eval`; rank 0)."""
+        return run_eval(self, tag, step, videos)
 
     def make_specs(self, it: int) -> list[EpisodeSpec]:
         rng = np.random.default_rng([self.cfg.seed, it, 7])
@@ -302,20 +279,6 @@ class VLARLTrainer(TrainerBase):
         :func:`vla_rl.episode_rewards.episode_rewards`."""
         return episode_rewards(self, batch, specs)
 
-    def global_rows(self, batch: RolloutBatch, first_episode: int) -> tuple[torch.Tensor, torch.Tensor]:
-        """Global ids of this rank's decision points and the episode of every global decision point.
-
-        Decision points are numbered over the global batch in episode order, then by index within the episode.
-        ``batch``: this rank's rollout, whose episode ``e`` is global episode ``first_episode + e``. Returns
-        ``(gid[M_local] long, episode_of_global[M_global] long)``; the same numbering on any world size."""
-        if batch.chunk_of is None:
-            raise ValueError("the rollout batch has no chunk_of (decision-point indices); build it with run_episodes")
-        counts = torch.bincount(batch.episode_of, minlength=len(batch.episodes))  # [local E] decision points each
-        all_counts = gather_cpu(counts)  # [E]
-        offsets = torch.cumsum(all_counts, 0) - all_counts
-        gid = offsets[first_episode + batch.episode_of] + batch.chunk_of
-        return gid, torch.repeat_interleave(torch.arange(len(all_counts), device="cpu"), all_counts)
-
     def update(self, batch: RolloutBatch, adv: torch.Tensor, keep: torch.Tensor, it: int,
                first_episode: int = 0) -> dict[str, float]:
         """Clipped PG over the decision points of kept episodes (module docstring, scale-out included).
@@ -323,7 +286,7 @@ class VLARLTrainer(TrainerBase):
         ``adv[E]``, ``keep[E]`` (bool): global per-episode advantages and keep mask; ``batch`` holds this rank's
         episodes, the first being global episode ``first_episode``."""
         g, cfg = self.cfg.grpo, self.cfg.rl
-        gid, ep_of_global = self.global_rows(batch, first_episode)
+        gid, ep_of_global = global_rows(batch, first_episode)
         local_of = local_index(gid, ep_of_global.numel())
         row_adv = adv[ep_of_global]  # [M_global]
         rows = torch.nonzero(keep[ep_of_global]).flatten()
@@ -388,21 +351,6 @@ class VLARLTrainer(TrainerBase):
                                g.clip_high, kl, g.kl_coef, g.loss_reduction)
 
     # ---- main ----------------------------------------------------------------------------------
-    def _eval_everywhere(self, tag: str, step: int, videos: bool = True) -> None:
-        """``run_eval`` on rank 0; every rank gets its results (``state["eval"]``). A reward-hacking stop raised on
-        rank 0 (``eval.action: stop``) is broadcast with them and raised on every rank, after the best checkpoint is
-        kept."""
-        stop = None
-        if self.dist.is_main:
-            try:
-                self.run_eval(tag, step, videos)
-            except RewardHackingError as e:
-                stop = str(e)
-        self.state["eval"], stop = broadcast_object((self.state["eval"], stop))
-        self.keep_best(self.state["eval"][tag]["success_rate"])
-        if stop is not None:
-            raise RewardHackingError(stop)
-
     def rollout(self, it: int) -> tuple[list[EpisodeSpec], range, RolloutBatch]:
         """Iteration ``it``'s global episode list, this rank's share ``[start, stop)`` of it, and its rollout."""
         specs = self.make_specs(it)
@@ -434,7 +382,7 @@ class VLARLTrainer(TrainerBase):
                       else (torch.ones_like(succ), int(gids.unique().numel())))
         scal = rollout_scalars(self, batch, specs, rew, succ, kept, t_roll, t_rew)
         if not self._finite(rew, batch):  # the update is skipped (logged) on every rank
-            self._print(f"iteration {it + 1}: update skipped ({self.guard.end_step()}); no update applied")
+            self.report(f"iteration {it + 1}: update skipped ({self.guard.end_step()}); no update applied")
             kept = 0
         scal["skipped_updates"] = self.guard.total_skipped
         adv = torch.zeros(len(specs), device="cpu")
@@ -448,7 +396,7 @@ class VLARLTrainer(TrainerBase):
         self.last_iteration = {"rewards": rew.total.clone(), "advantages": adv,
                                "keep": (keep & (kept > 0)).to(torch.uint8), "success": succ.to(torch.uint8)}
         scal["time/iteration_s"] = time.time() - t0
-        self._rewards_since_eval.append(scal["reward/mean"])
+        self.rewards_since_eval.append(scal["reward/mean"])
         self.state["iteration"] = it + 1
         if self.logger is not None:
             self.logger.log(it + 1, scal)
@@ -480,7 +428,7 @@ class VLARLTrainer(TrainerBase):
         if not self.state["sft_done"]:
             if cfg.sft.init_policy:
                 self.state["sft_done"] = True
-                self._print(f"initialized the policy from {cfg.sft.init_policy}; SFT skipped")
+                self.report(f"initialized the policy from {cfg.sft.init_policy}; SFT skipped")
             elif cfg.sft.steps > 0:
                 if main:  # rank 0 collects the demos (one file) and trains; the weights are broadcast
                     self.run_sft()
@@ -490,8 +438,8 @@ class VLARLTrainer(TrainerBase):
                 self.state["sft_done"] = True
             self.save()
         if "sft" not in self.state["eval"]:
-            self._print(cfg.rl.split_line())  # which held-out states every evaluation below uses
-            self._eval_everywhere("sft", 0)
+            self.report(cfg.rl.split_line())  # which held-out states every evaluation below uses
+            eval_everywhere(self, "sft", 0)
             self.save()
         if cfg.grpo.kl_coef > 0:
             self.reference = copy.deepcopy(self.policy).requires_grad_(False)
@@ -499,7 +447,7 @@ class VLARLTrainer(TrainerBase):
         check_in_sync(self.policy, "at the start of RL")
         res = run_loop(self.step, int(self.state["iteration"]), cfg.rl.iterations, save=self.save,
                        save_every=cfg.rl.save_every, save_last=False,  # (the final save follows the final evaluation)
-                       evaluate=lambda i: self._eval_everywhere(f"iter_{i}", i, videos=False),
+                       evaluate=lambda i: eval_everywhere(self, f"iter_{i}", i, videos=False),
                        eval_every=cfg.rl.eval_every, desc="grpo", progress=not self.quiet, postfix=self._postfix)
         stopped = res.stopped
         if res.error is not None:  # a reward server stayed down: the checkpoint is saved, a rerun resumes
@@ -509,7 +457,7 @@ class VLARLTrainer(TrainerBase):
                     "policy": self.policy, "world_size": self.dist.world_size}
         check_in_sync(self.policy, f"after RL iteration {self.state['iteration']}")
         if stopped is None and self.state["eval"].get("final", {}).get("iteration") != self.state["iteration"]:
-            self._eval_everywhere("final", cfg.rl.iterations)
+            eval_everywhere(self, "final", cfg.rl.iterations)
         self.save()
         if main:
             self.policy.save_pretrained(self.out / "policy")
@@ -521,7 +469,7 @@ class VLARLTrainer(TrainerBase):
                    "stopped": stopped, "policy": self.policy, "world_size": self.dist.world_size,
                    "eval_split": cfg.rl.eval_split, "eval_states": self.eval_seeds[0]}
         final_success = summary["final_success"]
-        self._print(f"held-out success ({cfg.rl.split_line()}): after SFT {summary['sft_success']:.3f} -> after GRPO "
+        self.report(f"held-out success ({cfg.rl.split_line()}): after SFT {summary['sft_success']:.3f} -> after GRPO "
                     f"{final_success if final_success is None else round(final_success, 3)} "
                     f"({summary['wall_s']}s this run, {self.dist.world_size} process(es)); outputs in "
                     f"{self.out.resolve()}")
