@@ -66,15 +66,7 @@ from grpo.checkpoint import (
 from grpo.config import config_to_dict
 from grpo.distributed import all_reduce_floats, any_rank, barrier, gather_cpu, init_distributed, keyed_generator
 from grpo.flow_sde import flow_sigmas, sde_step
-from grpo.fsdp import (
-    full_optimizer_state_dict,
-    full_tensor,
-    full_trainable_state_dict,
-    load_full_optimizer_state_dict,
-    load_full_trainable_state_dict,
-    shard_like,
-    shard_model,
-)
+from grpo.fsdp import shard_like
 from grpo.loop import Phase, StopRun, no_phase, resume_latest, run_loop
 from grpo.loss import clipped_pg_loss, reference_kl
 from grpo.metrics import MetricsLogger
@@ -97,6 +89,7 @@ from .prompts import PromptSource
 from .record_plans import Plan, dummy_loss, old_logps, pg_scalars
 from .sampling import STREAM_TIMESTEPS, Rollout, guided_velocity
 from .scoring import rollout_and_score
+from .sharded_denoiser import full_trainable_state, load_full_trainable_state, shard_denoiser
 from .strategies import check_strategy, make_strategy, projected_gpu_units
 
 
@@ -132,16 +125,7 @@ class DiffusionGRPOTrainer(TrainerBase):
             adapter = build_adapter(cfg.model)
         self.adapter = adapter
         # FSDP2: shard the denoiser (after LoRA, before the optimizer: its parameters become DTensors)
-        self.fsdp = cfg.dist.strategy == "fsdp" and ws > 1
-        if self.fsdp:
-            if cfg.pool.enabled:
-                raise ValueError("dist.strategy=fsdp is not supported with pool.enabled (the quantized rollout copy is "
-                                 "a full replica); use dist.strategy=ddp")
-            experts = getattr(self.adapter.transformer, "experts", None)  # Wan 2.2 A14B: each expert is called alone,
-            for m in experts() if callable(experts) else [self.adapter.transformer]:  # so each is its own FSDP root
-                shard_model(m, reshard_after_forward=cfg.dist.reshard_after_forward)
-        elif cfg.dist.strategy == "fsdp" and self.dist.is_main:
-            print("dist.strategy=fsdp with one process: nothing to shard, the denoiser is not wrapped")
+        self.fsdp = shard_denoiser(cfg, self.adapter, self.dist)
         # a reward server (rewards.remote: reward.name or reward.remote.url is http://HOST:PORT) retries per request
         self.remote = (build_remote_reward(cfg.reward.name, cfg.reward.remote, "reward.name") if reward_fn is None
                        else None)
@@ -348,13 +332,7 @@ class DiffusionGRPOTrainer(TrainerBase):
         """The trainable (LoRA) weights, optimizer, EMA, strategy state (the stat tracker), sampling generators and
         counters; rank 0's, with the diffusers LoRA file (``__files__``). FSDP: every rank takes part in gathering the
         full trainable weights, optimizer state and EMA."""
-        if self.fsdp:
-            tr = self.adapter.transformer
-            trainable, optim = full_trainable_state_dict(tr), full_optimizer_state_dict(tr, self.optimizer)
-            ema = {k: full_tensor(v).cpu() for k, v in self.ema.items()} if self.ema is not None else None
-        elif self.dist.is_main:
-            trainable, optim = self.adapter.trainable_state_dict(), self.optimizer.state_dict()
-            ema = {k: v.clone() for k, v in self.ema.items()} if self.ema is not None else None
+        trainable, optim, ema = full_trainable_state(self)
         if not self.dist.is_main:
             return None
         state = {"trainable": trainable, "optimizer": optim, "tracker": self.strategy.state_dict(),
@@ -367,12 +345,7 @@ class DiffusionGRPOTrainer(TrainerBase):
         return state
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        if self.fsdp:  # a full state dict (saved by any world size, either strategy) sharded onto this rank
-            load_full_trainable_state_dict(self.adapter.transformer, state["trainable"])
-            load_full_optimizer_state_dict(self.adapter.transformer, self.optimizer, state["optimizer"])
-        else:
-            self.adapter.load_trainable_state_dict(state["trainable"])
-            self.optimizer.load_state_dict(state["optimizer"])
+        load_full_trainable_state(self, state)
         self.strategy.load_state_dict(state.get("tracker"))
         self.gen.set_state(state["generator"])
         if "data_rng" in state:
