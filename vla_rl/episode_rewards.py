@@ -10,11 +10,27 @@ import torch
 from grpo.distributed import all_reduce_floats, any_rank, gather_cpu
 from grpo.loop import StopRun
 from rewards.base import RewardBatch, RewardOutput
-from rewards.remote import RemoteRewardError
+from rewards.remote import RemoteReward, RemoteRewardError, build_remote_reward, check_served, is_url
+from rewards.srpo import SRPOReward
 from rewards.success import episode_metadata, success_reward
 
 from .credit import spearman
 from .rollout import EpisodeSpec, RolloutBatch
+from .srpo_encoders import build_trajectory_encoder
+
+
+def build_episode_reward(cfg, policy, device) -> tuple[SRPOReward | None, RemoteReward | None]:
+    """``(srpo, remote)`` for ``rl.reward``: SRPO with its trajectory encoder on ``device`` (``rl.reward: srpo``), a
+    reward server client (``rl.reward: http://HOST:PORT``, scoring each rank's episodes: videos + metadata) checked
+    to answer (one line, exit 2), or neither (binary success)."""
+    srpo = None
+    if cfg.rl.reward == "srpo":  # built on the device; its module init must not shift the seeded CPU stream
+        with torch.random.fork_rng(devices=[]):  # that SFT draws from (the run's numbers are the same as before)
+            srpo = SRPOReward(cfg.srpo, build_trajectory_encoder(cfg.srpo, policy), device=device)
+    remote = build_remote_reward(cfg.rl.reward, cfg.rl.remote, "rl.reward") if is_url(cfg.rl.reward) else None
+    if remote is not None:  # before the first expensive step: one line, exit 2
+        check_served(remote, cfg.rl.reward, {}, "rl.reward")
+    return srpo, remote
 
 
 def episode_rewards(tr, batch: RolloutBatch, specs: list[EpisodeSpec] | None = None):

@@ -341,3 +341,19 @@ def global_rows(batch: RolloutBatch, first_episode: int) -> tuple[torch.Tensor, 
     offsets = torch.cumsum(all_counts, 0) - all_counts
     gid = offsets[first_episode + batch.episode_of] + batch.chunk_of
     return gid, torch.repeat_interleave(torch.arange(len(all_counts), device="cpu"), all_counts)
+
+
+def episode_specs(cfg: VLARLConfig, it: int) -> list[EpisodeSpec]:
+    """Iteration ``it``'s global episode list: per task, ``rl.groups_per_task`` initial states (``rl.train_seeds`` in
+    turn, else drawn from ``rl.train_seed_range``), ``grpo.group_size`` episodes each, with keyed seeds."""
+    rng = np.random.default_rng([cfg.seed, it, 7])
+    specs, gid = [], 0
+    for name in cfg.env.tasks:
+        fixed, n = cfg.rl.train_seeds, cfg.rl.groups_per_task
+        seeds = ([fixed[(it * n + j) % len(fixed)] for j in range(n)] if fixed
+                 else rng.choice(cfg.rl.train_seed_range, n, replace=False))
+        for s in seeds:
+            for _ in range(cfg.grpo.group_size):
+                specs.append(EpisodeSpec(name, int(s), gid, int(rng.integers(2**31))))
+            gid += 1
+    return specs

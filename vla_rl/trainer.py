@@ -103,12 +103,10 @@ from grpo.onpolicy import OnPolicyGap
 from grpo.train_step import NonFiniteGuard
 from grpo.trainer_base import TrainerBase
 from grpo.update import DistributedUpdate, agree_on_skip
-from rewards.remote import build_remote_reward, check_served, is_url
-from rewards.srpo import SRPOReward
 
 from .config import VLARLConfig
 from .credit import episode_advantages, group_keep_mask
-from .episode_rewards import episode_rewards, rollout_scalars
+from .episode_rewards import build_episode_reward, episode_rewards, rollout_scalars
 from .fsdp_policy import shard_for_rl, sync_replica
 from .heldout_eval import eval_everywhere, run_eval
 from .policies import TrainablePolicy, make_policy
@@ -119,12 +117,12 @@ from .rollout import (
     EpisodeSpec,
     EvalResult,
     RolloutBatch,
+    episode_specs,
     global_rows,
     probe_envs,
     run_episodes,
 )
 from .sft_stage import run_sft_stage
-from .srpo_encoders import build_trajectory_encoder
 
 
 def _scalar(v) -> float:
@@ -187,14 +185,8 @@ class VLARLTrainer(TrainerBase):
         self.upd = DistributedUpdate(self.policy.parameters(), self.optimizer, self.guard, cfg.grpo.max_grad_norm,
                                      self.fsdp, self.dist)
         self.reference: TrainablePolicy | None = None
-        self.srpo: SRPOReward | None = None
-        if cfg.rl.reward == "srpo":  # built here, on the device; its module init must not shift the seeded CPU stream
-            with torch.random.fork_rng(devices=[]):  # that SFT draws from (the run's numbers are the same as before)
-                self.srpo = SRPOReward(cfg.srpo, build_trajectory_encoder(cfg.srpo, self.policy), device=self.device)
-        # rl.reward=http://HOST:PORT: a reward server (rewards.remote) scores each rank's episodes (videos + metadata)
-        self.remote = build_remote_reward(cfg.rl.reward, cfg.rl.remote, "rl.reward") if is_url(cfg.rl.reward) else None
-        if self.remote is not None:  # before the first expensive step: one line, exit 2
-            check_served(self.remote, cfg.rl.reward, {}, "rl.reward")
+        # rl.reward: SRPO's encoder on the device, or a reward server checked before the first expensive step
+        self.srpo, self.remote = build_episode_reward(cfg, self.policy, self.device)
         self.logger: MetricsLogger | None = None
         self.state: dict[str, Any] = {"iteration": 0, "sft_done": False, "eval": {}}
         self.eval_seeds = cfg.rl.heldout_seeds()  # the rl.eval_split split's states (validation or test)
@@ -261,17 +253,8 @@ class VLARLTrainer(TrainerBase):
         return run_eval(self, tag, step, videos)
 
     def make_specs(self, it: int) -> list[EpisodeSpec]:
-        rng = np.random.default_rng([self.cfg.seed, it, 7])
-        specs, gid = [], 0
-        for name in self.cfg.env.tasks:
-            fixed, n = self.cfg.rl.train_seeds, self.cfg.rl.groups_per_task
-            seeds = ([fixed[(it * n + j) % len(fixed)] for j in range(n)] if fixed
-                     else rng.choice(self.cfg.rl.train_seed_range, n, replace=False))
-            for s in seeds:
-                for _ in range(self.cfg.grpo.group_size):
-                    specs.append(EpisodeSpec(name, int(s), gid, int(rng.integers(2**31))))
-                gid += 1
-        return specs
+        """Iteration ``it``'s global episode list (:func:`vla_rl.rollout.episode_specs`)."""
+        return episode_specs(self.cfg, it)
 
     def rewards(self, batch: RolloutBatch, specs: list[EpisodeSpec] | None = None):
         """The reward of every episode of the *global* batch ``specs`` (``RewardOutput``, ``[E]``), identical on every
