@@ -87,7 +87,7 @@ def test_reward_hacking_alarm_on_real_success(tmp_path, capsys):
         out = orig(batch, specs)
         return RewardOutput(total=next(rising) + torch.linspace(0, 1e-3, len(out.total)), components={})
     tr.rewards = hacked
-    from vla_rl import trainer as T
+    from vla_rl import heldout_eval as T  # the trainer's held-out evaluation
     falling = iter([0.9, 0.6, 0.3, 0.1])
     real = T.evaluate
 
