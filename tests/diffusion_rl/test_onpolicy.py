@@ -56,9 +56,9 @@ def _batch_dependent(tr):  # a kernel whose result depends on the batch's compos
 def _unseen_noise(tr, monkeypatch):  # the sampler perturbs its sample after the log-prob was taken
     import dataclasses
 
-    from diffusion_rl import sampling
+    from grpo import flow_sde  # the samplers' one chain (flow_sde.flow_chain -> chain_step) steps through it
 
-    real = sampling.sde_step
+    real = flow_sde.sde_step
 
     def noisy(*a, **k):
         out = real(*a, **k)
@@ -66,7 +66,7 @@ def _unseen_noise(tr, monkeypatch):  # the sampler perturbs its sample after the
             out = dataclasses.replace(out,
                                       prev_sample=out.prev_sample + 0.05 * out.std * torch.randn_like(out.prev_sample))
         return out
-    monkeypatch.setattr(sampling, "sde_step", noisy)
+    monkeypatch.setattr(flow_sde, "sde_step", noisy)
 
 
 def test_sampler_noise_the_log_prob_does_not_see_is_caught(tmp_path, capsys, monkeypatch):
