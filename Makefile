@@ -122,10 +122,13 @@ $(LEROBOT_PI_VENV)/.installed: $(LEROBOT_VENV)/.installed requirements/lerobot-p
 lerobot-pi: $(LEROBOT_PI_VENV)/.installed
 
 # The lint gate (ruff, rules in pyproject.toml), the main suite in .venv, then the LeRobot tests (tests/lerobot) in the
-# LeRobot venv.
+# LeRobot venv. The main suite runs on TEST_WORKERS processes (pytest-xdist; one core each, OMP_NUM_THREADS=1), a test
+# module's tests together in one of them (--dist loadscope: its module fixtures are built once). TEST_WORKERS=0: one
+# process, no xdist.
+TEST_WORKERS ?= 2
 test-main: install browser
 	$(BIN)/python -m ruff check .
-	$(BIN)/python -m pytest -q --ignore=tests/lerobot
+	$(BIN)/python -m pytest -q $(if $(filter-out 0,$(TEST_WORKERS)),-n $(TEST_WORKERS) --dist loadscope) --ignore=tests/lerobot
 
 test-lerobot: lerobot
 	$(LBIN)/python -m pytest -q tests/lerobot
