@@ -31,8 +31,7 @@ def test_grid_tiles_are_upscaled_nearest_and_captioned(tmp_path):
 
 
 def test_video_name_says_task_and_outcome():
-    from vla_rl.rollout import Episode, EpisodeSpec
-    from vla_rl.trainer import video_name
+    from vla_rl.rollout import Episode, EpisodeSpec, video_name
 
     eps = [Episode(EpisodeSpec("tabletop/reach_one", i, 0, i), success=i < 2) for i in range(3)]
     assert video_name(eps) == "tabletop-reach_one__2of3_success"
