@@ -73,7 +73,7 @@ from grpo.metrics import MetricsLogger
 from grpo.minibatch import Minibatches
 from grpo.monitors import HackingAlarm
 from grpo.retry import call_with_retry
-from grpo.train_step import NonFiniteGuard, StepStats
+from grpo.train_step import NonFiniteGuard, StepStats, as_float
 from grpo.trainer_base import TrainerBase
 from grpo.update import DistributedUpdate, agree_on_skip
 from rewards import RewardBatch, build_reward
@@ -91,11 +91,6 @@ from .sampling import STREAM_TIMESTEPS, Rollout, guided_velocity
 from .scoring import rollout_and_score
 from .sharded_denoiser import full_trainable_state, load_full_trainable_state, shard_denoiser
 from .strategies import check_strategy, make_strategy, projected_gpu_units
-
-
-def _scalar(v) -> float:
-    """A diagnostic as a float (a 0-dim tensor on the model's device, or a float)."""
-    return float(v.detach() if isinstance(v, torch.Tensor) else v)
 
 
 class DiffusionGRPOTrainer(TrainerBase):
@@ -294,7 +289,7 @@ class DiffusionGRPOTrainer(TrainerBase):
                     nfe, backward = nfe + len(pl) * nfe_row, backward + len(pl)
                     objective[-1] += float(lo.loss.detach()) * mb.share
                     for k, v in stats.items():
-                        v.append(_scalar(lo.loss if k == "loss" else getattr(lo, k)))
+                        v.append(as_float(lo.loss if k == "loss" else getattr(lo, k)))
                 self.note_step(step.apply(), grad_norms)
         self.adapter.train(False)
         self.ema_update()

@@ -87,6 +87,11 @@ def compute_advantages(
     return group_advantages(rewards, group_ids, cfg.advantage, cfg.std_mode, cfg.adv_eps, cfg.adv_clip)
 
 
+def as_float(v) -> float:
+    """A diagnostic as a float (a 0-dim tensor on the model's device, or a float)."""
+    return float(v.detach() if isinstance(v, torch.Tensor) else v)
+
+
 class NonFiniteError(RuntimeError):
     """Raised after too many consecutive non-finite updates."""
 

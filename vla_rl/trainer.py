@@ -100,7 +100,7 @@ from grpo.metrics import MetricsLogger
 from grpo.minibatch import Minibatches, local_index, local_minibatches
 from grpo.monitors import HackingAlarm
 from grpo.onpolicy import OnPolicyGap
-from grpo.train_step import NonFiniteGuard
+from grpo.train_step import NonFiniteGuard, as_float
 from grpo.trainer_base import TrainerBase
 from grpo.update import DistributedUpdate, agree_on_skip
 
@@ -123,11 +123,6 @@ from .rollout import (
     run_episodes,
 )
 from .sft_stage import run_sft_stage
-
-
-def _scalar(v) -> float:
-    """A diagnostic as a float (a 0-dim tensor on the policy's device, or a float)."""
-    return float(v.detach() if isinstance(v, torch.Tensor) else v)
 
 
 class VLARLTrainer(TrainerBase):
@@ -299,7 +294,7 @@ class VLARLTrainer(TrainerBase):
                     micro.backward(out.loss)
                     w = micro.weights[1] / max(micro.totals[1], 1.0)
                     diag = [a + b for a, b in zip(diag, [float(out.loss.detach()) * micro.share] + [
-                        _scalar(v) * w for v in (out.clip_frac, out.approx_kl, out.ratio_mean, out.kl)])]
+                        as_float(v) * w for v in (out.clip_frac, out.approx_kl, out.ratio_mean, out.kl)])]
                 diag = batches.sum_over_ranks(diag) + [step.apply().grad_norm]
                 for k, v in zip(stats, diag):
                     stats[k].append(float(v))
