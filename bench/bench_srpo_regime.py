@@ -44,7 +44,15 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(ROOT))
 
-from bench_srpo_vs_binary import IGNORED, SMALL, _curve_str, _wall_from_metrics, eval_curve  # noqa: E402
+from bench_srpo_vs_binary import (  # noqa: E402
+    IGNORED,
+    SMALL,
+    _curve_str,
+    _wall_from_metrics,
+    eval_curve,
+    finished,
+    train_run,
+)
 from claims_toy import fmt, mean_se  # noqa: E402
 
 CONFIG = "configs/vla/tabletop_reach_one_progress.yaml"
@@ -95,24 +103,13 @@ def run_arm(arm: str, seed: int, out: Path, encoder: Path, extra: list[str], reu
     """One training run in a fresh process (or a finished one of the same config read back); curve, wall, episodes."""
     run_dir = out / f"{arm}_seed{seed}"
     args = arm_args(arm, encoder, extra)
-    want = expected_config(args, seed)
-    info, metrics = run_dir / "run_info.json", run_dir / "metrics.jsonl"
-    if reuse and info.is_file() and metrics.is_file():
-        got = {k: v for k, v in json.loads(info.read_text())["config"].items() if k not in IGNORED}
+    metrics = run_dir / "metrics.jsonl"
+    if reuse and finished(run_dir, expected_config(args, seed)):
         curve = eval_curve(metrics)
-        if json.dumps(got, sort_keys=True) == json.dumps(want, sort_keys=True) and want["rl"]["iterations"] in curve:
-            print(f"  {arm} seed {seed}: reused {run_dir}: " + _curve_str(curve), flush=True)
-            return {"curve": curve, "wall_s": _wall_from_metrics(metrics),
-                    "episodes": _train_episodes(metrics), "reused": True}
-    cmd = [sys.executable, "-m", "vla_rl.cli", "train", CONFIG, f"seed={seed}", f"output_dir={run_dir}", "resume=false",
-           *args]
-    t = time.time()
-    res = subprocess.run(cmd, cwd=ROOT, env=_env(), capture_output=True, text=True)
-    wall = time.time() - t
-    if res.returncode != 0:
-        raise RuntimeError(f"{arm} seed {seed} failed (exit {res.returncode}): {res.stderr.strip().splitlines()[-1:]}")
-    curve = eval_curve(metrics)
-    print(f"  {arm} seed {seed}: {_curve_str(curve)}, {wall:.0f}s", flush=True)
+        print(f"  {arm} seed {seed}: reused {run_dir}: " + _curve_str(curve), flush=True)
+        return {"curve": curve, "wall_s": _wall_from_metrics(metrics), "episodes": _train_episodes(metrics),
+                "reused": True}
+    curve, wall = train_run(f"{arm} seed {seed}", CONFIG, seed, run_dir, args)
     return {"curve": curve, "wall_s": wall, "episodes": _train_episodes(metrics), "reused": False}
 
 

@@ -80,6 +80,21 @@ def finished(run_dir: Path, want: dict) -> bool:
         want["rl"]["iterations"] in eval_curve(metrics)
 
 
+def train_run(label: str, config: str, seed: int, run_dir: Path, args: list[str]) -> tuple[dict[int, float], float]:
+    """``vla-rl train config`` at ``seed`` into ``run_dir`` in a fresh process (one core); its curve and wall."""
+    cmd = [sys.executable, "-m", "vla_rl.cli", "train", config, f"seed={seed}", f"output_dir={run_dir}", "resume=false",
+           *args]
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "PYTHONPATH": str(ROOT)}
+    t = time.time()
+    res = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True)
+    wall = time.time() - t
+    if res.returncode != 0:
+        raise RuntimeError(f"{label} failed (exit {res.returncode}): {res.stderr.strip().splitlines()[-1:]}")
+    curve = eval_curve(run_dir / "metrics.jsonl")
+    print(f"  {label}: {_curve_str(curve)}, {wall:.0f}s", flush=True)
+    return curve, wall
+
+
 def run_arm(arm: str, seed: int, out: Path, extra: list[str], reuse: bool) -> dict:
     """One training run in a fresh process (or a finished one read back, ``reuse``); its curve, wall and origin."""
     run_dir = out / f"{arm}_seed{seed}"
@@ -90,16 +105,7 @@ def run_arm(arm: str, seed: int, out: Path, extra: list[str], reuse: bool) -> di
         wall = wall if wall == wall else _wall_from_metrics(run_dir / "metrics.jsonl")
         print(f"  {arm} seed {seed}: reused {run_dir}: " + _curve_str(curve), flush=True)
         return {"curve": curve, "wall_s": wall, "reused": True}
-    cmd = [sys.executable, "-m", "vla_rl.cli", "train", CONFIG, f"seed={seed}", f"output_dir={run_dir}", "resume=false",
-           *ARMS[arm], *extra]
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "PYTHONPATH": str(ROOT)}
-    t = time.time()
-    res = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True)
-    wall = time.time() - t
-    if res.returncode != 0:
-        raise RuntimeError(f"{arm} seed {seed} failed (exit {res.returncode}): {res.stderr.strip().splitlines()[-1:]}")
-    curve = eval_curve(run_dir / "metrics.jsonl")
-    print(f"  {arm} seed {seed}: {_curve_str(curve)}, {wall:.0f}s", flush=True)
+    curve, wall = train_run(f"{arm} seed {seed}", CONFIG, seed, run_dir, [*ARMS[arm], *extra])
     return {"curve": curve, "wall_s": wall, "reused": False}
 
 
