@@ -5,7 +5,8 @@ Issue 25's BranchGRPO row. The paper (Li et al. 2025, arXiv 2509.06040) reports 
 (flat GRPO) with ~50% less training time. On the demo's verifier the shipped shapes model leaves RL about +0.04
 all-correct, the size of seed noise, so speed of convergence cannot be told apart there; this bench uses the
 task of ``bench/big_shapes_task.py`` (the demo's prompts, model and verifier, times a size credit the base is far
-from: evaluation reward ~0.44 at the start).
+from: evaluation reward ~0.44 at the start); ``--task layout`` uses issue 35's second task,
+``bench/layout_shapes_task.py`` (the verifier times a centred-composition credit, fixed before any tree tuning).
 
 Per seed, ONE process holds four trainers built from the same base and the same LoRA initialisation (checked) and
 evaluated on the same fixed prompts with the same noise: flat GRPO, BranchGRPO, BranchGRPO + pruning (top-1 leaf per
@@ -34,6 +35,7 @@ evaluation curve read (interpolated) at flat's total wall clock ``T``.
     python bench/bench_branch_headroom.py --seed-list 0 --json-out /tmp/s0.json   # one seed per process (0..4), then
     python bench/bench_branch_headroom.py --report-from /tmp/s0.json,/tmp/s1.json,/tmp/s2.json,/tmp/s3.json,/tmp/s4.json
                                                                    # the table of docs/RESULTS.md (Seed claims)
+    python bench/bench_branch_headroom.py --task layout --seed-list 0 --json-out /tmp/l0.json   # the second task
     python bench/bench_branch_headroom.py --small                  # seconds: 6 steps, 8 leaves, 2 flat iterations
 """
 
@@ -58,6 +60,7 @@ import torch  # noqa: E402
 torch.set_num_threads(int(os.environ["OMP_NUM_THREADS"]))
 
 from big_shapes_task import TARGET_AREA, BigShapesReward  # noqa: E402
+from layout_shapes_task import LayoutShapesReward  # noqa: E402
 from claims_toy import mean_se  # noqa: E402
 
 from diffusion_rl.adapters import LoraSettings, ModelConfig  # noqa: E402
@@ -69,6 +72,15 @@ from diffusion_rl.trainer import DiffusionGRPOTrainer  # noqa: E402
 from grpo.train_step import GRPOConfig  # noqa: E402
 
 ARMS = ("flat GRPO", "BranchGRPO", "Branch+prune", "Branch-Mix")
+TASKS = {"big": "bench/big_shapes_task.py: the verifier times a size credit (issue 25)",
+         "layout": "bench/layout_shapes_task.py: the verifier times a placement credit (issue 35's second task)"}
+
+
+def task_reward(args):
+    """The reward of ``args.task`` (``big``, the default, also for benches without the flag; or ``layout``)."""
+    if getattr(args, "task", "big") == "layout":
+        return LayoutShapesReward()
+    return BigShapesReward(args.target_area)
 
 
 def arm_settings(name: str, splits: list[int]) -> tuple[BranchConfig, dict]:
@@ -158,7 +170,7 @@ def make_trainer(args, name: str, seed: int, *, branch: BranchConfig, group_size
                           log_images=False, save_every=10**9, onpolicy_action="off"),
         reward=RewardConfig(name="shapes_verifier"),  # replaced by the task's reward below
         prompts=PromptConfig(source="shapes", num_eval=args.eval_prompts))
-    return DiffusionGRPOTrainer(cfg, reward_fn=BigShapesReward(args.target_area), log=False)
+    return DiffusionGRPOTrainer(cfg, reward_fn=task_reward(args), log=False)
 
 
 def check_same_start(trainers: dict[str, DiffusionGRPOTrainer]) -> None:
@@ -200,7 +212,7 @@ def run_seed(args, seed: int) -> dict:
     final = sum(r for _, r, _ in flat.curve[-2:]) / len(flat.curve[-2:])
     target = before + args.target_frac * (final - before)
     T = flat.iters * flat.s_per_iter
-    out = {"seed": seed, "before": before, "before_acc": flat.curve[0][2], "target": target, "T": T,
+    out = {"seed": seed, "task": getattr(args, "task", "big"), "before": before, "before_acc": flat.curve[0][2], "target": target, "T": T,
            "wall_run": wall_run, "arms": {}}
     for n, a in arms.items():
         it = crossing(a.curve, target) if final > before else None
@@ -233,7 +245,8 @@ def fmt(vals: list[float], digits: int = 2) -> str:
 
 def report(args, runs: list[dict]) -> None:
     n = len(runs)
-    print(f"\nBranchGRPO on the big-shapes task (target area {args.target_area:g} px^2): {args.steps} steps, "
+    task = f"big-shapes task (target area {args.target_area:g} px^2)" if args.task == "big" else "layout task"
+    print(f"\nBranchGRPO on the {task}: {args.steps} steps, "
           f"{args.leaves} leaves / samples per prompt, tree splits {args.splits} x2, {args.prompts} prompt(s) per "
           f"update, lr {args.lr:g}, {args.eval_prompts} eval prompts; flat GRPO {args.flat_iters} iterations; target = "
           f"before + {args.target_frac:g} x flat's gain; {n} seed(s), mean +- SE\n")
@@ -317,7 +330,8 @@ def main(argv=None) -> int:
     ap.add_argument("--eta", type=float, default=0.7, help="SDE noise level, every arm")
     ap.add_argument("--eval-prompts", type=int, default=64, help="fixed evaluation prompts (the same for every arm)")
     ap.add_argument("--eval-steps", type=int, default=10, help="ODE steps of the evaluation")
-    ap.add_argument("--target-area", type=float, default=TARGET_AREA, help="the task's object area in px^2")
+    ap.add_argument("--task", default="big", help="the reward: " + "; ".join(f"{k} = {v}" for k, v in TASKS.items()))
+    ap.add_argument("--target-area", type=float, default=TARGET_AREA, help="the big task's object area in px^2")
     ap.add_argument("--arms", default=",".join(ARMS), help=f"comma-separated subset of {', '.join(ARMS)} (flat first)")
     ap.add_argument("--model-path", default="builtin:shapes_sd3")
     ap.add_argument("--out", default="/tmp/bench_branch_headroom", help="trainer output dirs (nothing is written)")
@@ -340,6 +354,8 @@ def main(argv=None) -> int:
     if bad or not args.arms or args.arms[0] != "flat GRPO":
         problems.append(f"--arms {','.join(args.arms)!r}: expected 'flat GRPO' first, then any of "
                         f"{', '.join(ARMS[1:])}")
+    if args.task not in TASKS:
+        problems.append(f"--task {args.task!r}: expected one of {', '.join(TASKS)}")
     if args.splits[-1] >= args.steps:
         problems.append(f"--splits {args.splits}: every split step must be < --steps {args.steps}")
     args.leaves = 2 ** len(args.splits)

@@ -96,8 +96,54 @@ def test_task_reward_is_verifier_times_size():
         task.BigShapesReward(target_area=0)
 
 
+def _canvas(*squares):
+    """A 32 px image on the shapes background with exact palette squares ``(color, row0, col0, side)`` (pixels
+    ``[row0, row0 + side) x [col0, col0 + side)``): their centroids are known to the sub-pixel."""
+    from rewards import shapes
+
+    img = torch.tensor(shapes.BACKGROUND).view(3, 1, 1).repeat(1, 32, 32)
+    for color, r0, c0, side in squares:
+        img[:, r0:r0 + side, c0:c0 + side] = torch.tensor(shapes.PALETTE[color]).view(3, 1, 1)
+    return img
+
+
+def test_layout_task_reward_on_known_layouts():
+    task = load_bench("layout_shapes_task")
+    from rewards.base import RewardBatch
+
+    cases = [  # (prompt, image, expected place, expected all-correct)
+        ("a red square", _canvas(("red", 12, 12, 8)), 1.0, 1.0),  # centroid (15.5, 15.5): the centre
+        ("a red square", _canvas(("red", 12, 16, 8)), 0.5, 0.0),  # 4 px right of it: 1 - 4 / 8
+        ("a red square", _canvas(("red", 12, 20, 8)), 0.0, 0.0),  # 8 px: no credit
+        ("a red square left of a blue square",  # the pair straddles the centre: midpoint x (8.5 + 22.5) / 2
+         _canvas(("red", 13, 6, 6), ("blue", 13, 20, 6)), 1.0, 1.0),
+        ("a red square above a blue square",  # midpoint 2 px below the centre, relation right
+         _canvas(("red", 6, 13, 6), ("blue", 24, 13, 6)), 0.75, 1.0),
+        ("a red square", _canvas(), 0.0, 0.0),  # nothing drawn
+    ]
+    out = task.LayoutShapesReward()(RewardBatch(images=torch.stack([c[1] for c in cases]),
+                                                prompts=[c[0] for c in cases]))
+    for i, (prompt, _, place, acc) in enumerate(cases):
+        assert float(out.components["place"][i]) == pytest.approx(place, abs=1e-5), prompt
+        assert float(out.total[i]) == pytest.approx(float(out.details["verifier"][i]) * place, abs=1e-5)
+        assert float(out.details["accuracy"][i]) == acc, prompt
+    assert float(out.details["verifier"][0]) == 1.0 and float(out.details["verifier"][5]) == 0.0
+    assert float(out.details["dist"][1]) == pytest.approx(4.0, abs=1e-5)
+    with pytest.raises(ValueError, match="radius_frac"):
+        task.LayoutShapesReward(radius_frac=0)
+
+
+def test_small_mode_on_the_layout_task_prints_its_table(capsys):
+    mod = load_bench("bench_branch_headroom")
+    assert mod.main(["--small", "--task", "layout", "--arms", "flat GRPO,BranchGRPO"]) == 0
+    out = capsys.readouterr().out
+    assert "BranchGRPO on the layout task" in out
+    rows = markdown_table(out, "| mode ")
+    assert [r[0] for r in rows] == ["flat GRPO", "BranchGRPO"] and float(rows[0][1]) == 8 * 6
+
+
 @pytest.mark.parametrize("argv", [["--splits", "3,1"], ["--arms", "BranchGRPO"], ["--lr", "-1"], ["--splits", "0,30"],
-                                  ["--seed-list", "a,b"]])
+                                  ["--seed-list", "a,b"], ["--task", "sizes"]])
 def test_bad_input_exits_2_with_one_line(argv, capsys):
     mod = load_bench("bench_branch_headroom")
     assert mod.main(["--small", *argv]) == 2
