@@ -60,8 +60,8 @@ import torch  # noqa: E402
 torch.set_num_threads(int(os.environ["OMP_NUM_THREADS"]))
 
 from big_shapes_task import TARGET_AREA, BigShapesReward  # noqa: E402
-from layout_shapes_task import LayoutShapesReward  # noqa: E402
 from claims_toy import mean_se  # noqa: E402
+from layout_shapes_task import LayoutShapesReward  # noqa: E402
 
 from diffusion_rl.adapters import LoraSettings, ModelConfig  # noqa: E402
 from diffusion_rl.branch import BranchConfig  # noqa: E402
@@ -212,7 +212,8 @@ def run_seed(args, seed: int) -> dict:
     final = sum(r for _, r, _ in flat.curve[-2:]) / len(flat.curve[-2:])
     target = before + args.target_frac * (final - before)
     T = flat.iters * flat.s_per_iter
-    out = {"seed": seed, "task": getattr(args, "task", "big"), "before": before, "before_acc": flat.curve[0][2], "target": target, "T": T,
+    out = {"seed": seed, "task": getattr(args, "task", "big"), "before": before, "before_acc": flat.curve[0][2],
+           "target": target, "T": T,
            "wall_run": wall_run, "arms": {}}
     for n, a in arms.items():
         it = crossing(a.curve, target) if final > before else None
