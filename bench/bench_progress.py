@@ -16,7 +16,9 @@ Per seed ``s`` and tabletop task ``X`` (``--tasks``):
 3. **Encoders**: ``random_conv``; ``policy`` (the base VLA's image encoder); ``small`` (the TCN of
    ``world_models.encoders``, trained here on the same videos as the new encoder); ``progress`` (the new encoder,
    :mod:`world_models.progress_encoder`, trained here on scripted-expert episodes of the tasks *other than* ``X``:
-   leave-one-task-out, reach and reach_one held out together since they are the same motion); ``dinov2`` /
+   leave-one-task-out, reach and reach_one held out together since they are the same motion; optionally also on
+   play (``--play-per-task``), the expert after a random detour (``--detour-per-task``) and the base policy's own
+   rollouts (``--policy-per-task``), all labelled by time stamps and success flags only); ``dinov2`` /
    ``vjepa2`` through transformers from local directories (``--dinov2`` / ``--vjepa2``; without them, tiny random
    weights of the real architectures are built and saved under ``--out``, and the table says so: they then measure
    the architecture's plumbing, not a pretrained model).
@@ -64,6 +66,11 @@ def parse(argv=None) -> argparse.Namespace:
     p.add_argument("--encoder-steps", type=int, default=500, help="progress encoder optimizer steps")
     p.add_argument("--play-per-task", type=int, default=0, help="undirected-play episodes per training task in the "
                    "progress encoder's data (target 1: no progress; data.play_per_task of fit-encoder)")
+    p.add_argument("--detour-per-task", type=int, default=0, help="scripted-expert episodes after a random detour per "
+                   "training task in the progress encoder's data (data.detour_per_task of fit-encoder; initial states "
+                   "TRAIN_OFFSET + 10000 seed + 70000 +)")
+    p.add_argument("--detour-steps", default="1,20", help="low,high: play steps before the expert takes over "
+                   "(data.detour_steps)")
     p.add_argument("--policy-per-task", type=int, default=0, help="the base policy's own rollouts per task in the "
                    "progress encoder's data (data.policy_per_task of fit-encoder; initial states TRAIN_OFFSET + "
                    "10000 seed + 80000 +, never the scored states)")
@@ -88,8 +95,16 @@ def parse(argv=None) -> argparse.Namespace:
         a.seeds, a.tasks, a.groups, a.group_size = 1, "push", 2, 3
         a.expert_per_task, a.encoder_steps, a.tcn_steps, a.play_per_task = 2, 5, 2, min(a.play_per_task, 1)
         a.policy_per_task = min(a.policy_per_task, 2)
+        a.detour_per_task = min(a.detour_per_task, 2)
     a.tasks = [t.strip() for t in a.tasks.split(",") if t.strip()]
     a.encoders = [e.strip() for e in a.encoders.split(",") if e.strip()]
+    try:
+        a.detour_steps = [int(x) for x in a.detour_steps.split(",")]
+    except ValueError:
+        a.detour_steps = []
+    if len(a.detour_steps) != 2 or not 0 <= a.detour_steps[0] <= a.detour_steps[1] or a.detour_per_task < 0:
+        p.error(f"--detour-steps {a.detour_steps!r} / --detour-per-task {a.detour_per_task}: expected low,high with "
+                "0 <= low <= high and a count >= 0")
     bad = [t for t in a.tasks if t not in TASKS] + [e for e in a.encoders if e not in ENCODERS]
     if bad:
         p.error(f"unknown task/encoder {bad}; tasks: {', '.join(TASKS)}; encoders: {', '.join(ENCODERS)}")
@@ -182,6 +197,7 @@ def main(argv=None) -> int:
         ProgressEncoder,
         ProgressTrainConfig,
         policy_targets,
+        record_detour_episodes,
         record_expert_episodes,
         record_play_episodes,
         save_progress_encoder,
@@ -215,7 +231,8 @@ def main(argv=None) -> int:
     print(f"SRPO: reference task, {a.num_frames} frames at {a.frame_size} px, pooling {a.pooling} (progress encoder: "
           f"{a.progress_pooling or a.pooling}); progress encoder data: {a.expert_per_task} expert + {a.play_per_task} "
           f"play episodes per training task, {a.encoder_steps} steps; the base policy's own rollouts: "
-          f"{a.policy_per_task} per task ({a.policy_tasks} tasks), failures {a.policy_failures}", flush=True)
+          f"{a.policy_per_task} per task ({a.policy_tasks} tasks), failures {a.policy_failures}; expert after a detour of "
+          f"{a.detour_steps[0]}-{a.detour_steps[1]} play steps: {a.detour_per_task} per training task", flush=True)
     rows = []  # one per (seed, task, encoder)
     for seed in range(a.seeds):
         t_seed = time.time()
@@ -223,6 +240,14 @@ def main(argv=None) -> int:
                                                "agentview", 32, MAX_STEPS[t] + 20, 2, 0.05, seed=seed) for t in TASKS}
         play_eps = {t: record_play_episodes(f"tabletop/{t}", a.play_per_task, TRAIN_OFFSET + 10_000 * seed + 50_000,
                                             "agentview", 32, 30, seed=seed) if a.play_per_task else [] for t in TASKS}
+        det_eps = {t: record_detour_episodes(f"tabletop/{t}", a.detour_per_task, TRAIN_OFFSET + 10_000 * seed + 70_000,
+                                             float(np.median([int(np.argmax(s)) for _, s in train_eps[t]])),
+                                             "agentview", 32, MAX_STEPS[t] + 20, 2, 0.05, tuple(a.detour_steps),
+                                             seed=seed) if a.detour_per_task and "progress" in a.encoders else []
+                   for t in TASKS}
+        if a.detour_per_task and "progress" in a.encoders:
+            print(f"seed {seed}: expert after a detour, recovered per task: "
+                  f"{ {t: sum(not b for _, _, b in e) for t, e in det_eps.items()} }", flush=True)
         pol_eps: dict[str, list] = {t: [] for t in TASKS}  # the base policy's own rollouts, as encoder data
         n_ok: dict[str, int] = {}
         if a.policy_per_task and "progress" in a.encoders:
@@ -247,6 +272,7 @@ def main(argv=None) -> int:
                 pe = ProgressEncoder()
                 play = [e for t in used for e in play_eps[t]]
                 own = [e for t in (TASKS if a.policy_tasks == "all" else used) for e in pol_eps[t]]
+                own += [e for t in used for e in det_eps[t]]
                 train_progress_encoder(pe, vids + [f for f, _ in play] + [f for f, _, _ in own],
                                        tg + [y for _, y in play] + [y for _, y, _ in own],
                                        ProgressTrainConfig(steps=a.encoder_steps), seed,

@@ -32,6 +32,12 @@ still to go (the success never came), normalized by the task's typical success l
 successful episodes), so ``b_t = min(1, (T - t + 1) / L)`` and the loss on those frames is ``relu(b_t - r(o_t))^2``
 (only predictions *below* the bound are wrong; no order term inside a failure).
 
+The scripted expert after a detour (``data.detour_per_task``, :func:`record_detour_episodes`; no policy needed): a
+few steps of undirected play carry the scene off the expert's path, then the expert takes over; from the frame it
+takes over at ``k`` the target is its time to go over the task's typical success length, ``min(1, (T_s - t) / L)``
+-- a label for the off-path states a failing policy ends in, which the expert's own episodes never visit -- or, if
+it did not recover, the hindsight bound above.
+
 File: safetensors state dict with metadata ``encoder = "progress"``, ``config`` (the architecture, JSON) and
 ``trained_on`` (the data, JSON); :func:`load_progress_encoder` checks all three and fails in one line.
 """
@@ -270,6 +276,70 @@ def record_play_episodes(task: str, n: int, seed_offset: int, camera: str = "age
     return out
 
 
+def detour_targets(n_frames: int, first: int, start: int, length: float) -> tuple[np.ndarray, bool]:
+    """Targets of a detour episode's frames ``start .. n_frames - 1`` (:func:`record_detour_episodes`): if it
+    succeeded at frame ``first`` (>= 0), the expert's time to go from there, ``min(1, (first - t) / L)`` (0 after
+    ``first``); if not (``first < 0``), the hindsight lower bound ``min(1, (T - t + 1) / L)`` of the module
+    docstring (``T = n_frames - 1``). ``L``: the task's typical success length. Returns ``(targets, is_bound)``."""
+    if length <= 0:
+        raise ValueError(f"success length must be > 0, got {length}")
+    t = np.arange(start, n_frames)
+    if first >= 0:
+        return np.clip((first - t) / length, 0.0, 1.0).astype(np.float32), False
+    return np.minimum(1.0, (n_frames - t) / length).astype(np.float32), True
+
+
+def record_detour_episodes(task: str, n: int, seed_offset: int, success_length: float, camera: str = "agentview",
+                           image_size: int = 32, max_steps: int = 120, hold_steps: int = 2, noise: float = 0.05,
+                           detour: tuple[int, int] = (1, 20), env_kwargs: dict | None = None, seed: int = 0
+                           ) -> list[tuple[np.ndarray, np.ndarray, bool]]:
+    """The scripted expert *after a detour*: from initial state ``s`` (``seed_offset, ...``), ``k ~ U{detour}``
+    steps of undirected play (smooth random actions, as :func:`record_play_episodes`) carry the scene off the
+    expert's path, then the expert (with ``noise``) takes over for at most ``max_steps`` steps. The frames from
+    ``k`` on are kept -- states the expert's own episodes never visit, the kind a failing policy ends in -- with
+    the time stamps and success flag as the only labels (:func:`detour_targets`): the expert's time to go from
+    there over the task's typical success length ``success_length``, or, if the expert did not recover, the
+    hindsight lower bound. The play prefix is dropped (the random steps were no honest path to the goal), unless
+    the episode already succeeded during it. Returns ``(frames uint8 [T_i, H, W, 3], targets [T_i], is_bound)``
+    per episode, ``n`` of them (DART, Laskey et al. 2017, perturbs the expert for the same reason: to visit the
+    states of the learner's errors)."""
+    import sims
+
+    lo, hi = (int(x) for x in detour)
+    if not 0 <= lo <= hi:
+        raise ValueError(f"detour steps must be (low, high) with 0 <= low <= high, got {tuple(detour)}")
+    env = sims.make(task, **{**dict(env_kwargs or {}), "image_size": image_size, "cameras": (camera,),
+                             "max_steps": hi + max_steps + hold_steps})
+    rng = np.random.default_rng([seed, seed_offset, 2])
+    out: list[tuple[np.ndarray, np.ndarray, bool]] = []
+    try:
+        a_dim = int(env.action_space.shape[0])
+        for s in range(seed_offset, seed_offset + n):
+            obs, info = env.reset(seed=s, options={"init_seed": s})
+            k = int(rng.integers(lo, hi + 1))
+            prev = rng.uniform(-1, 1, a_dim)
+            frames = [obs["images"][camera]]
+            first = 0 if info.get("success", False) else -1  # index of the first successful frame
+            while len(frames) - 1 < k + max_steps and (first < 0 or len(frames) - 1 - first < hold_steps):
+                if len(frames) - 1 < k:
+                    prev = np.clip(0.7 * prev + 0.5 * rng.standard_normal(a_dim), -1, 1)
+                    a = prev
+                else:
+                    a = env.expert_action(rng=rng, noise=noise)
+                obs, _, term, trunc, info = env.step(np.asarray(a, np.float32))
+                frames.append(obs["images"][camera])
+                if first < 0 and bool(info.get("success", False)):
+                    first = len(frames) - 1
+                if first < 0 and (term or trunc):
+                    break
+            start = 0 if 0 <= first <= k else min(k, len(frames) - 1)
+            tg, bound = detour_targets(len(frames), first, start, success_length)
+            out.append((np.stack(frames[start:]), tg, bound))
+    finally:
+        env.close()
+    return out
+
+
 def demo_file_episodes(path: str | os.PathLike, camera: str) -> list[tuple[np.ndarray, np.ndarray]]:
     """Successful demos of a robomimic-style HDF5 file (``vla-rl record-demos`` / ``libero-demos`` / an SFT demo
     file): ``(frames [T, H, W, 3] of `camera`, success flags)``; the frames are the observations before each action
@@ -395,6 +465,11 @@ class FitDataConfig:
     play_per_task: int = 0  # undirected-play episodes (smooth random actions) per task in
                             # expert_tasks, target 1 (no progress)
     play_horizon: int = 30  # steps of one play episode
+    detour_per_task: int = 0  # scripted-expert episodes after a random detour per task in expert_tasks (states off
+                              # the expert's path; targets: the expert's time to go from there, or the hindsight
+                              # bound if it did not recover; world_models.progress_encoder.record_detour_episodes)
+    detour_steps: list[int] = field(default_factory=lambda: [1, 20])  # [low, high]: play steps before the expert
+                                                                      # takes over, drawn uniformly per episode
     hold_steps: int = 2  # frames recorded after a success (target 0)
     max_steps: int = 120  # step limit of one expert episode
     camera: str = "agentview"  # the camera SRPO sees: the RL run's env.video_camera
@@ -417,6 +492,10 @@ class FitDataConfig:
                 or self.play_per_task < 0 or self.play_horizon < 1:
             raise ValueError(f"data: need expert_per_task >= 1, max_steps >= 1, image_size >= 8, hold_steps >= 0; got "
                              f"{self.expert_per_task}, {self.max_steps}, {self.image_size}, {self.hold_steps}")
+        if self.detour_per_task < 0 or len(self.detour_steps) != 2 \
+                or not 0 <= int(self.detour_steps[0]) <= int(self.detour_steps[1]):
+            raise ValueError(f"data: need detour_per_task >= 0 and detour_steps = [low, high] with 0 <= low <= high, "
+                             f"got {self.detour_per_task}, {self.detour_steps}")
         if self.policy_per_task < 0 or self.policy_max_steps < 1:
             raise ValueError(f"data: need policy_per_task >= 0 and policy_max_steps >= 1, got {self.policy_per_task}, "
                              f"{self.policy_max_steps}")
@@ -464,7 +543,7 @@ def gather_episodes(cfg: FitDataConfig, seed: int, log=print, rollout: Rollout |
                     ) -> tuple[list[np.ndarray], list[np.ndarray], dict, list[bool]]:
     """The training episodes of ``cfg`` -> ``(videos [T_i, H, W, 3], targets [T_i], provenance, is_lower_bound)``;
     ``rollout`` (the frontend's) runs ``cfg.policy`` when ``cfg.policy_per_task`` > 0."""
-    videos, targets, where = [], [], {"demo_paths": {}, "expert": {}}
+    videos, targets, bounds, where = [], [], [], {"demo_paths": {}, "expert": {}}
     expert_len: dict[str, float] = {}
     for p in cfg.demo_paths:
         eps = demo_file_episodes(p, cfg.camera)
@@ -472,6 +551,7 @@ def gather_episodes(cfg: FitDataConfig, seed: int, log=print, rollout: Rollout |
         for frames, flags in eps:
             videos.append(frames)
             targets.append(time_to_go(flags)[: len(frames)])
+            bounds.append(False)
         log(f"{p}: {len(eps)} successful demos")
     for task in cfg.expert_tasks:
         eps = record_expert_episodes(task, cfg.expert_per_task, cfg.expert_seed_offset, cfg.camera, cfg.image_size,
@@ -481,6 +561,7 @@ def gather_episodes(cfg: FitDataConfig, seed: int, log=print, rollout: Rollout |
         for frames, flags in eps:
             videos.append(frames)
             targets.append(time_to_go(flags))
+            bounds.append(False)
         log(f"{task}: {len(eps)} scripted-expert episodes (mean {np.mean([len(f) for f, _ in eps]):.1f} frames)")
         if cfg.play_per_task:
             play = record_play_episodes(task, cfg.play_per_task, cfg.expert_seed_offset + 50_000, cfg.camera,
@@ -489,7 +570,20 @@ def gather_episodes(cfg: FitDataConfig, seed: int, log=print, rollout: Rollout |
             for frames, tg in play:
                 videos.append(frames)
                 targets.append(tg)
-    bounds = [False] * len(videos)
+                bounds.append(False)
+        if cfg.detour_per_task:
+            det = record_detour_episodes(task, cfg.detour_per_task, cfg.expert_seed_offset + 70_000, expert_len[task],
+                                         cfg.camera, cfg.image_size, cfg.max_steps, cfg.hold_steps, cfg.expert_noise,
+                                         tuple(cfg.detour_steps), cfg.env_kwargs, seed)
+            n_rec = sum(not b for _, _, b in det)
+            where["expert"][task]["detour_episodes"] = {"episodes": len(det), "recovered": n_rec,
+                                                        "steps": list(cfg.detour_steps)}
+            for frames, tg, bd in det:
+                videos.append(frames)
+                targets.append(tg)
+                bounds.append(bd)
+            log(f"{task}: {len(det)} expert episodes after a detour of {cfg.detour_steps[0]}-{cfg.detour_steps[1]} "
+                f"play steps ({n_rec} recovered)")
     if cfg.policy_per_task:
         if rollout is None:
             raise ValueError("data.policy_per_task > 0 needs the policy's rollouts (run it through vla-rl fit-encoder)")

@@ -26,9 +26,21 @@ def test_progress_bench_small(tmp_path, capsys):
     assert (tmp_path / "tiny_vjepa2" / "config.json").is_file()
 
 
+def test_progress_bench_small_with_detour_data(tmp_path, capsys):
+    mod = load_bench("bench_progress")
+    assert mod.main(["--small", "--encoders", "progress", "--detour-per-task", "2", "--detour-steps", "3,6",
+                     "--out", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert "expert after a detour of 3-6 play steps: 2 per training task" in out
+    assert "seed 0: expert after a detour, recovered per task: {'reach_one': " in out
+    res = json.loads((tmp_path / "results.json").read_text())
+    assert res["args"]["detour_per_task"] == 2 and [r["encoder"] for r in res["rows"]] == ["progress"]
+
+
 @pytest.mark.parametrize("argv", [["--tasks", "nosuch"], ["--encoders", "clip"], ["--groups", "0"],
                                   ["--dinov2", "/no/such/dir"], ["--policy-per-task", "-1"],
-                                  ["--policy-failures", "maybe"]])
+                                  ["--policy-failures", "maybe"], ["--detour-steps", "5,1"], ["--detour-steps", "x"],
+                                  ["--detour-per-task", "-1"]])
 def test_progress_bench_bad_arguments(argv, capsys):
     mod = load_bench("bench_progress")
     with pytest.raises(SystemExit) as e:
