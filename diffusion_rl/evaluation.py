@@ -1,11 +1,13 @@
 """Evaluation of :class:`diffusion_rl.trainer.DiffusionGRPOTrainer`: the mean reward of ODE samples on the fixed
-evaluation prompts (:func:`evaluate_ode`, the trainer's ``evaluate``) and the gold monitors with the reward-hacking
-alarm on the same images (:func:`watch_monitors`)."""
+evaluation prompts (:func:`evaluate_ode`, the trainer's ``evaluate``), the gold monitors with the reward-hacking
+alarm on the same images (:func:`watch_monitors`), and the evaluation every ``train.eval_every`` iterations on the
+ranks that evaluate, followed by keep-best (:func:`eval_everywhere`)."""
 
 from __future__ import annotations
 
 import torch
 
+from grpo.distributed import any_rank, barrier
 from grpo.loop import StopRun
 from grpo.monitors import RewardHackingError
 from grpo.runinfo import write_grid_captions
@@ -13,10 +15,11 @@ from rewards import RewardBatch
 from rewards.remote import RemoteRewardError
 
 from .sampling import ode_sample
+from .trainer_protocol import DiffusionTrainerLike
 
 
 @torch.no_grad()
-def evaluate_ode(tr, tag: str | None = None, step: int = 0) -> float:
+def evaluate_ode(tr: DiffusionTrainerLike, tag: str | None = None, step: int = 0) -> float:
     """Mean reward of deterministic (ODE) samples on the fixed evaluation prompts (EMA weights if kept)."""
     backup = None
     if tr.ema is not None:
@@ -51,7 +54,24 @@ def evaluate_ode(tr, tag: str | None = None, step: int = 0) -> float:
     return total
 
 
-def watch_monitors(tr, images: torch.Tensor, prompts: list[str], step: int, total: float) -> None:
+def eval_everywhere(tr: DiffusionTrainerLike, iteration: int) -> None:
+    """The loop's evaluation after ``iteration``: :func:`evaluate_ode` on rank 0 (every rank under FSDP, whose sharded
+    forward is a collective), logged as ``eval/reward``, then keep-best on every rank. A reward server that failed on
+    any rank stops every rank (:class:`grpo.loop.StopRun`; the loop saves)."""
+    value, failed = float("nan"), None
+    if tr.dist.is_main or tr.fsdp:
+        try:
+            value = tr.evaluate(step=iteration)
+            tr.logger.log(iteration, {"eval/reward": value})
+        except StopRun as e:
+            failed = str(e)
+    if any_rank(failed is not None):
+        raise StopRun(failed or "the reward server failed on another rank")
+    barrier()
+    tr.keep_best(value)
+
+
+def watch_monitors(tr: DiffusionTrainerLike, images: torch.Tensor, prompts: list[str], step: int, total: float) -> None:
     """Score the evaluation images with ``eval.monitors`` (logged as ``monitor/<name>``) and feed the alarm
     (:class:`grpo.monitors.HackingAlarm`; with ``eval.action=stop`` it raises after a checkpoint is saved)."""
     if not tr.monitors:

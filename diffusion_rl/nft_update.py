@@ -10,11 +10,12 @@ from grpo.nft_loss import nft_loss, optimality_probability
 
 from .adapters import cond_select
 from .sampling import Rollout, guided_velocity, keyed_noise
+from .trainer_protocol import DiffusionTrainerLike
 
 STREAM_NFT = 11  # key stream of the DiffusionNFT re-noising draws (times and noise per final sample)
 
 
-def update_nft(tr, ro: Rollout, prompts: list[str], adv_rows: torch.Tensor,
+def update_nft(tr: DiffusionTrainerLike, ro: Rollout, prompts: list[str], adv_rows: torch.Tensor,
                keep_rows: torch.Tensor) -> dict[str, float]:
     """DiffusionNFT (:mod:`grpo.nft_loss`) on the final samples: ``x_t = (1 - t) x_0 + t eps``, ``t`` logit-normal,
     target ``eps - x_0``; ``r = optimality_probability(A)``; ``v_old`` is the velocity before this iteration's first

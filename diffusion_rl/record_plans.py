@@ -1,15 +1,22 @@
-"""The per-record plans of :class:`diffusion_rl.trainer.DiffusionGRPOTrainer`'s clipped-PG update (``update_pg``): a
-:class:`Plan` per trained step record, the ``old`` log-probs of the PPO ratio (:func:`old_logps`), the stand-in row of
+"""The per-record plans of :class:`diffusion_rl.trainer.DiffusionGRPOTrainer`'s clipped-PG update (``update_pg``): the
+steps trained this iteration (:func:`trained_steps`), a :class:`Plan` per trained step record in chunks, one optimizer
+step each (:func:`record_chunks`), the ``old`` log-probs of the PPO ratio (:func:`old_logps`), the stand-in row of
 FSDP's zero-weight passes (:func:`dummy_plan`, :func:`dummy_loss`) and the update's scalars (:func:`pg_scalars`)."""
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any
 
 import torch
 
+from grpo.distributed import keyed_generator
 from grpo.minibatch import Minibatches
+
+from .config import DiffusionRLConfig
+from .sampling import STREAM_TIMESTEPS, Rollout
+from .trainer_protocol import DiffusionTrainerLike
 
 
 @dataclass
@@ -26,7 +33,27 @@ class Plan:
         return len(self.idx)
 
 
-def old_logps(tr, chunks: list[list[Plan]], batches: Minibatches, cond) -> int:
+def trained_steps(cfg: DiffusionRLConfig, ro: Rollout, iteration: int) -> set[int]:
+    """The stochastic steps trained this iteration: a ``sampler.timestep_fraction`` subset keyed by (seed,
+    iteration), the same on every rank and on resume."""
+    steps = sorted({r.step for r in ro.records if r.stochastic})
+    n = max(1, math.ceil(cfg.sampler.timestep_fraction * len(steps)))
+    if n >= len(steps):
+        return set(steps)
+    perm = torch.randperm(len(steps), generator=keyed_generator(cfg.seed, iteration, STREAM_TIMESTEPS), device="cpu")
+    return {steps[i] for i in perm[:n].tolist()}
+
+
+def record_chunks(ro: Rollout, keep_rows: torch.Tensor, steps: set[int], n: int) -> list[list[Plan]]:
+    """A :class:`Plan` per stochastic record of a trained step (its rows kept by ``keep_rows``, per global row id), in
+    ``min(n, records)`` contiguous chunks (one optimizer step each); the same records on every rank."""
+    plans = [Plan(r, torch.nonzero(keep_rows[r.rows]).flatten(), bool(keep_rows[r.rows].all()))
+             for r in ro.records if r.stochastic and r.step in steps]
+    n = min(n, len(plans))
+    return [plans[i * len(plans) // n:(i + 1) * len(plans) // n] for i in range(n)]
+
+
+def old_logps(tr: DiffusionTrainerLike, chunks: list[list[Plan]], batches: Minibatches, cond) -> int:
     """Each plan's ``old`` log-probs: the rollout's where its batch is reproduced (all rows kept), else a no-grad
     pre-update pass for chunks after the first (the first chunk's live pass is pre-update: ``old`` stays None until
     then). Returns the rows computed."""
@@ -41,7 +68,7 @@ def old_logps(tr, chunks: list[list[Plan]], batches: Minibatches, cond) -> int:
     return rows
 
 
-def pg_scalars(tr, batches: Minibatches, stats: dict[str, list[float]], grad_norms: list[float],
+def pg_scalars(tr: DiffusionTrainerLike, batches: Minibatches, stats: dict[str, list[float]], grad_norms: list[float],
                objective: list[float], backward: int, nfe: int) -> dict[str, float]:
     """The update's scalars: per-pass diagnostics averaged (then over ranks), the globally weighted objective per
     step summed over ranks, costs summed, ``grad_norm`` per step, and the on-policy check."""
@@ -62,7 +89,7 @@ def dummy_plan(pl: Plan) -> Plan:
     return Plan(pl.rec, torch.zeros(1, dtype=torch.long, device="cpu"), False)
 
 
-def dummy_loss(tr, pl: Plan, cond_all) -> torch.Tensor:
+def dummy_loss(tr: DiffusionTrainerLike, pl: Plan, cond_all) -> torch.Tensor:
     """The passes a trained record runs (policy, and the reference with KL), on its stand-in row."""
     dummy = dummy_plan(pl)
     out = tr.logp(dummy, cond_all, grad=True)

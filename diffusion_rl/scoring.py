@@ -1,19 +1,51 @@
 """The rollout and its reward for :class:`diffusion_rl.trainer.DiffusionGRPOTrainer` (the trainer's ``step``), with
-the rollout made in parts and scored in the background under ``reward.overlap > 1``."""
+the rollout made in parts and scored in the background under ``reward.overlap > 1``; the reward the trainer calls
+(:func:`build_train_reward`) and its call with retries (:func:`reward_images`)."""
 
 from __future__ import annotations
 
 import time
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any
+from typing import Any, Callable
+
+import torch
 
 from grpo.loop import Phase, no_phase
+from grpo.retry import call_with_retry
+from rewards import RewardBatch, build_reward
 from rewards.base import concat_outputs
+from rewards.remote import RemoteReward, build_remote_reward
 
+from .config import RewardConfig
 from .sampling import Rollout, concat_rollouts
+from .trainer_protocol import DiffusionTrainerLike
 
 
-def rollout_and_score(tr, prompts: list[str], phase: Phase = no_phase) -> tuple[Rollout, Any, float]:
+def build_train_reward(rc: RewardConfig, reward_fn: Callable | None) -> tuple[Callable, RemoteReward | None, str]:
+    """``(reward, server client or None, name)``: ``reward_fn`` when given (any ``batch -> output with .total [B]``),
+    else a reward server's client (``reward.name`` or ``reward.remote.url`` is ``http://HOST:PORT``; it retries per
+    request) or the registered reward ``reward.name`` built with ``reward.kwargs``."""
+    if reward_fn is not None:
+        return reward_fn, None, getattr(reward_fn, "__name__", type(reward_fn).__name__)
+    remote = build_remote_reward(rc.name, rc.remote, "reward.name")
+    if remote is not None:
+        return remote, remote, remote.name
+    return build_reward(rc.name, **rc.kwargs), None, rc.name
+
+
+def reward_images(tr: DiffusionTrainerLike, images: torch.Tensor, prompts: list[str]) -> Any:
+    """The reward of decoded ``images`` ``[B, 3, H, W]`` (video ``[B, F, 3, H, W]``) for ``prompts`` (``B``); an
+    in-process reward that raises is retried ``reward.retries`` times (a server retries each request itself)."""
+    batch = RewardBatch(images=images, prompts=prompts, metadata=[{} for _ in prompts])
+    if tr.remote is not None:
+        return tr.reward_fn(batch)
+    rc = tr.cfg.reward
+    return call_with_retry(tr.reward_fn, batch, retries=rc.retries, backoff_s=rc.retry_backoff_s,
+                           what=f"reward {tr.reward_name!r}", describe=lambda b: list(dict.fromkeys(b.prompts)))
+
+
+def rollout_and_score(tr: DiffusionTrainerLike, prompts: list[str],
+                      phase: Phase = no_phase) -> tuple[Rollout, Any, float]:
     """The iteration's rollout and the reward of its final samples: ``(rollout, reward output, rollout seconds)``.
 
     ``reward.overlap = K > 1``: the rollout is made in ``K`` parts (flat: contiguous shares of the sample rows,
@@ -37,7 +69,7 @@ def rollout_and_score(tr, prompts: list[str], phase: Phase = no_phase) -> tuple[
     for k in range(K):
         part = tr.strategy.rollout(prompts, tr.iteration, part=(k, K))
         images = tr.adapter.decode(part.final)
-        futures.append(tr.scorer.submit(tr.reward_images, images,
+        futures.append(tr.scorer.submit(reward_images, tr, images,
                                            [prompts[i] for i in part.final_prompt_idx.tolist()]))
         parts.append(part)
     t_roll = time.perf_counter() - t0

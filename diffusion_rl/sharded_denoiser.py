@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from grpo.distributed import DistInfo
 from grpo.fsdp import (
     full_optimizer_state_dict,
     full_tensor,
@@ -16,8 +17,12 @@ from grpo.fsdp import (
     shard_model,
 )
 
+from .adapters import DiffusionAdapter
+from .config import DiffusionRLConfig
+from .trainer_protocol import DiffusionTrainerLike
 
-def shard_denoiser(cfg, adapter, dist) -> bool:
+
+def shard_denoiser(cfg: DiffusionRLConfig, adapter: DiffusionAdapter, dist: DistInfo) -> bool:
     """Shard ``adapter``'s denoiser when ``dist.strategy=fsdp`` runs on more than one process; whether it did."""
     fsdp = cfg.dist.strategy == "fsdp" and dist.world_size > 1
     if fsdp:
@@ -32,7 +37,7 @@ def shard_denoiser(cfg, adapter, dist) -> bool:
     return fsdp
 
 
-def full_trainable_state(tr) -> tuple[Any, Any, Any]:
+def full_trainable_state(tr: DiffusionTrainerLike) -> tuple[Any, Any, Any]:
     """``(trainable, optimizer, ema)`` state dicts, full; FSDP: every rank takes part in gathering them. Without FSDP
     ranks other than 0 get ``(None, None, None)``."""
     trainable = optim = ema = None
@@ -46,7 +51,7 @@ def full_trainable_state(tr) -> tuple[Any, Any, Any]:
     return trainable, optim, ema
 
 
-def load_full_trainable_state(tr, state: dict[str, Any]) -> None:
+def load_full_trainable_state(tr: DiffusionTrainerLike, state: dict[str, Any]) -> None:
     """The checkpoint's trainable weights and optimizer state; FSDP: a full state dict (saved by any world size,
     either strategy) sharded onto this rank."""
     if tr.fsdp:

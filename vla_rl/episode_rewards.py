@@ -17,6 +17,7 @@ from rewards.success import episode_metadata, success_reward
 from .credit import spearman
 from .rollout import EpisodeSpec, RolloutBatch
 from .srpo_encoders import build_trajectory_encoder
+from .trainer_protocol import VLATrainerLike
 
 
 def build_episode_reward(cfg, policy, device) -> tuple[SRPOReward | None, RemoteReward | None]:
@@ -33,7 +34,7 @@ def build_episode_reward(cfg, policy, device) -> tuple[SRPOReward | None, Remote
     return srpo, remote
 
 
-def episode_rewards(tr, batch: RolloutBatch, specs: list[EpisodeSpec] | None = None):
+def episode_rewards(tr: VLATrainerLike, batch: RolloutBatch, specs: list[EpisodeSpec] | None = None):
     """The reward of every episode of the *global* batch ``specs`` (``RewardOutput``, ``[E]``), identical on every
     rank; ``batch`` holds this rank's episodes (with ``specs=None``: the whole batch, one process)."""
     specs = specs if specs is not None else [e.spec for e in batch.episodes]
@@ -71,8 +72,8 @@ def remote_rewards(remote, batch: RolloutBatch) -> RewardOutput:
                         {k: gather_cpu(v) for k, v in out.details.items()})
 
 
-def rollout_scalars(tr, batch: RolloutBatch, specs: list[EpisodeSpec], rew, succ: torch.Tensor, kept: int,
-                    t_roll: float, t_rew: float) -> dict[str, float]:
+def rollout_scalars(tr: VLATrainerLike, batch: RolloutBatch, specs: list[EpisodeSpec], rew, succ: torch.Tensor,
+                    kept: int, t_roll: float, t_rew: float) -> dict[str, float]:
     """The iteration's rollout and reward numbers over the global batch (collectives: every rank calls it)."""
     lengths = gather_cpu(torch.tensor([e.length for e in batch.episodes], dtype=torch.float32, device="cpu"))
     env_steps = int(all_reduce_floats([batch.env_steps])[0])

@@ -10,8 +10,10 @@ import torch
 from grpo.fsdp import copy_full_parameters, load_full_optimizer_state_dict, shard_submodules
 from grpo.update import DistributedUpdate
 
+from .trainer_protocol import VLATrainerLike
 
-def shard_for_rl(tr) -> None:
+
+def shard_for_rl(tr: VLATrainerLike) -> None:
     """``dist.strategy=fsdp``, more than one process: shard a copy of the (SFT-trained / resumed) policy for RL.
 
     Every forward of an FSDP-sharded module is a collective (an all-gather per unit), but the ranks make
@@ -42,7 +44,7 @@ def shard_for_rl(tr) -> None:
               f"({len(units)} units + the root); rollouts and evaluation use the full replica")
 
 
-def sync_replica(tr) -> None:
+def sync_replica(tr: VLATrainerLike) -> None:
     """Copy the sharded weights into the full replica ``tr.policy`` (a collective; no-op without FSDP)."""
     if tr.train_policy is not tr.policy:
         copy_full_parameters(tr.train_policy, tr.policy)

@@ -12,17 +12,17 @@ from grpo.distributed import broadcast_object
 from grpo.monitors import RewardHackingError
 
 from .rollout import EvalResult, evaluate, tile_videos, video_name
+from .trainer_protocol import VLATrainerLike
 
 
-def run_eval(tr, tag: str, step: int, videos: bool = True) -> EvalResult:
-    """The deterministic policy on the held-out states (``rl.eval_split``): ``tr.state["eval"][tag]``, logged (with
+def run_eval(tr: VLATrainerLike, tag: str, step: int, videos: bool = True) -> EvalResult:
+    """The deterministic policy on the held-out states (``rl.eval_split``): ``tr.evals[tag]``, logged (with
     ``rl.num_videos`` videos) at ``step``; the training reward since the last evaluation feeds the alarm."""
     t0 = time.time()
     res = evaluate(tr.policy, tr.pool, tr.cfg.env.tasks, tr.eval_seeds, tr.cfg.env.max_episode_steps,
                    record_frames=videos and tr.cfg.rl.num_videos > 0)
-    tr.state["eval"][tag] = {"iteration": int(tr.state["iteration"]), "success_rate": res.success_rate,
-                             "mean_length": res.mean_length,
-                             "per_task": res.per_task, "episodes": len(res.episodes)}
+    tr.evals[tag] = {"iteration": tr.iteration, "success_rate": res.success_rate, "mean_length": res.mean_length,
+                     "per_task": res.per_task, "episodes": len(res.episodes)}
     if tr.logger:
         scal = {"eval/success_rate": res.success_rate, "eval/episode_length": res.mean_length}
         scal.update({f"eval/success_rate/{k}": v for k, v in res.per_task.items()})
@@ -44,8 +44,8 @@ def run_eval(tr, tag: str, step: int, videos: bool = True) -> EvalResult:
     return res
 
 
-def eval_everywhere(tr, tag: str, step: int, videos: bool = True) -> None:
-    """``run_eval`` on rank 0; every rank gets its results (``state["eval"]``). A reward-hacking stop raised on
+def eval_everywhere(tr: VLATrainerLike, tag: str, step: int, videos: bool = True) -> None:
+    """``run_eval`` on rank 0; every rank gets its results (``tr.evals``). A reward-hacking stop raised on
     rank 0 (``eval.action: stop``) is broadcast with them and raised on every rank, after the best checkpoint is
     kept."""
     stop = None
@@ -54,7 +54,7 @@ def eval_everywhere(tr, tag: str, step: int, videos: bool = True) -> None:
             tr.run_eval(tag, step, videos)
         except RewardHackingError as e:
             stop = str(e)
-    tr.state["eval"], stop = broadcast_object((tr.state["eval"], stop))
-    tr.keep_best(tr.state["eval"][tag]["success_rate"])
+    tr.evals, stop = broadcast_object((tr.evals, stop))
+    tr.keep_best(tr.evals[tag]["success_rate"])
     if stop is not None:
         raise RewardHackingError(stop)

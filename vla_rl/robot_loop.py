@@ -395,15 +395,14 @@ class RobotTrainer(VLARLTrainer):
         video = self.deploy_cfg.camera_map.get(self.cfg.env.video_camera, self.cfg.env.video_camera)
         return specs, range(len(specs)), read_round(self.dataset_root, it, specs, cams, video)
 
-    def save(self, best: bool = False):
-        self.state["robot_loop"] = config_to_dict(self.loop_cfg)  # checked on resume (load)
-        return super().save(best)
+    def progress(self) -> dict[str, Any]:
+        return {**super().progress(), "robot_loop": config_to_dict(self.loop_cfg)}  # checked on resume
 
-    def load(self, latest: Path) -> None:
-        super().load(latest)
-        saved = self.state.get("robot_loop")
+    def load_state_dict(self, st: dict[str, Any]) -> None:
+        super().load_state_dict(st)
+        saved = st["trainer"].get("robot_loop")
         if saved is not None:
-            check_resume_config(saved, self.loop_cfg, str(latest),  # (a serial port may re-enumerate between runs)
+            check_resume_config(saved, self.loop_cfg, str(st["__path__"]),  # (a serial port may re-enumerate)
                                 ignore=("rounds", "resume", "robot.realtime", "robot.config.port"))
 
 
@@ -430,9 +429,9 @@ def run_robot_loop(cfg: RobotLoopConfig, robot=None, judge: Judge | None = None,
     tr.logger = MetricsLogger(tr.out, config=config_to_dict(cfg))
     resumed = tr.maybe_resume()
     if not resumed:
-        tr.state["sft_done"] = True
+        tr.sft_done = True
         tr.save()  # round 0: the starting policy
-    start = int(tr.state["iteration"])
+    start = tr.iteration
     rates: list[float] = []
     interrupted = False
     try:
@@ -446,7 +445,7 @@ def run_robot_loop(cfg: RobotLoopConfig, robot=None, judge: Judge | None = None,
                    f"{scal.get('loss/ratio', float('nan')):.4f}); checkpoint saved")
     except KeyboardInterrupt:
         interrupted = True
-        tr.say(f"interrupted in round {int(tr.state['iteration']) + 1}: robot stopped; its finished episodes are kept "
+        tr.say(f"interrupted in round {tr.iteration + 1}: robot stopped; its finished episodes are kept "
                f"in {tr.dataset_root}; rerun to resume")
     finally:
         safe_stop(robot, names)
@@ -454,7 +453,7 @@ def run_robot_loop(cfg: RobotLoopConfig, robot=None, judge: Judge | None = None,
     if not interrupted:
         tr.policy.save_pretrained(tr.out / "policy")
     n = len(episode_index_of(tr.dataset_root))
-    return {"rounds": int(tr.state["iteration"]), "resumed": resumed, "success_per_round": rates, "episodes": n,
+    return {"rounds": tr.iteration, "resumed": resumed, "success_per_round": rates, "episodes": n,
             "dataset": str(tr.dataset_root), "policy": str(tr.out / "policy"), "interrupted": interrupted,
             "wall_s": round(time.time() - t0, 1), "trainer": tr}
 

@@ -1,69 +1,22 @@
-"""TRL-style config + trainer: supervised warm-up on a few demos, then GRPO over environment groups.
+"""TRL-style config + trainer (on :class:`grpo.trainer_base.TrainerBase`): supervised warm-up on a few demos, then
+GRPO over environment groups.
 
     cfg = load_config(VLARLConfig, "configs/vla/tabletop_reach.yaml", ["rl.iterations=10"])
     result = VLARLTrainer(cfg).train()          # SFT -> eval (held-out) -> GRPO(+SRPO) -> eval
 
 One RL iteration (:meth:`VLARLTrainer.step`; the loop around it is :func:`grpo.loop.run_loop`)::
 
-    for each task, rl.groups_per_task initial states s (fresh, from the training seed range):
-        G = grpo.group_size episodes from s, stochastic policy (SDE steps / Gaussian noise), chunked actions
-    rewards:     binary success, or SRPO (success 1, failures graded by latent distance to successes)
-    dynamic sampling (DAPO, Yu et al. 2025): keep a group iff  band_low < success_rate < band_high
-    advantages:  grpo.train_step.compute_advantages over the kept groups (GRPO mean/std, MC-GRPO, or GDPO
-                 over the reward components)
-    update:      at lr rl.lr_at(it) (rl.lr_schedule: constant, or a linear / cosine decay to rl.lr * rl.lr_min_ratio),
-                 inner_epochs x minibatches of decision points: recompute log-probs of the stored chunk
-                 records, grpo.loss.clipped_pg_loss (asymmetric clip), no KL by default; the part that spans
-                 processes (loss weights, FSDP's zero-weight passes, all-reduce, agreeing on a skip) is
-                 grpo.minibatch.Minibatches over grpo.update.DistributedUpdate
+    for each task, rl.groups_per_task initial states s: G = grpo.group_size stochastic episodes from s
+    rewards      binary success, or SRPO (success 1, failures graded by latent distance to successes)
+    keep         dynamic sampling (DAPO, Yu et al. 2025): a group iff band_low < success_rate < band_high
+    advantages   over the kept groups (GRPO mean/std, MC-GRPO or GDPO); an episode's A is shared by all its
+                 decision points and their stochastic denoising steps ("tokens")
+    update       at lr rl.lr_at(it), inner_epochs x minibatches of decision points: log-probs of the stored chunk
+                 records recomputed, ratio r, loss -min(r A, clip(r, 1 - eps_low, 1 + eps_high) A) (+ beta KL;
+                 grpo.loss: PPO Eq. 7 with DAPO's clip-higher)
 
-The episode's advantage is shared by all its decision points and all their stochastic denoising steps
-("tokens"). Evaluation runs the deterministic policy (ODE / Gaussian mean) on held-out initial states
-(``rl.eval_split``: the validation states ``rl.eval_seed_offset + i`` or the test states
-``rl.test_seed_offset + i``; training states are drawn below ``rl.train_seed_range``, demo states from
-``sft.demo_seed_offset``) and reports success rate and mean episode length.
-
-Devices (``device``: ``auto`` = ``cuda`` when available, else ``cpu``; or ``cpu``, ``cuda``, ``cuda:<i>``; see
-:func:`grpo.device.resolve_device`): the policy (with its reference and FSDP copies, and the optimizer state) and the
-SRPO encoder live on the device; rollouts move each observation batch there and send actions back to the envs as CPU
-numpy; the rollout batch, rewards, advantages and logged numbers are CPU tensors, and the update moves each
-minibatch to the device. Noise comes from CPU generators (drawn there, then moved), so a seed gives the same run on
-any device. Under ``torchrun``, ``auto``/``cuda`` is each rank's ``cuda:LOCAL_RANK``. Checkpoints hold CPU tensors and
-resume onto any device.
-
-Scale-out (``torchrun`` / ``accelerate launch``, one process per device, gloo or nccl; world size 1 is the same code):
-
-* every rank builds the same global episode list (``make_specs``: ``E = tasks x groups_per_task x G`` episodes, ``E``
-  must divide by the world size) and rolls out its contiguous share with its own :class:`EnvPool` (a group may
-  straddle ranks). The policy's noise is keyed per episode (``run_episodes(noise_key=(seed, it))``: group id,
-  episode seed, decision-point index), so an episode's rollout is the same on any rank and in one process;
-* rewards: each rank embeds its own episodes (SRPO) and the embeddings, successes, lengths and decision-point counts
-  are gathered, so the reward (SRPO's references are the batch's successes of the task), the dynamic-sampling mask
-  and the group advantages are computed over the *global* batch, identically on every rank;
-* update: decision points carry a global id (episode order, then decision-point index); every rank draws the same
-  permutation of the global kept rows and the same minibatches, computes the loss on its own rows of each one,
-  scaled by ``world_size * local_tokens / global_tokens`` (``grpo.loss_reduction``: tokens or samples), and the
-  gradients are all-reduce-averaged before the guarded step: the applied gradient is that of one process over the
-  global minibatch. A non-finite loss, gradient or log-prob on any rank skips the update on all;
-* ``rl.grad_accum: k`` splits each rank's rows of a minibatch into ``k`` micro-batches, one forward/backward each,
-  micro-batch ``c`` scaled by ``world_size * den_c / global_den`` (``sum_c den_c`` = the rank's share), and one
-  optimizer step per minibatch: the same update as ``k = 1`` up to float summation order, with ~1/k the activations;
-* ``dist.strategy: fsdp`` (more than one process): the RL update runs on a copy of the policy sharded with FSDP2
-  (:func:`vla_rl.fsdp_policy.shard_for_rl`, :func:`grpo.fsdp.shard_submodules`): parameters, gradients
-  (reduce-scattered by the backward instead of :func:`~grpo.distributed.average_gradients`) and AdamW state are
-  split over the ranks. A sharded forward is a collective, so rollouts, SRPO embeddings and evaluation (whose
-  numbers of policy calls differ between ranks) use ``policy``, a full replica refreshed from the shards after every
-  update, and in the update a rank with no rows in a (micro-)batch runs a zero-weight pass on one row. SFT runs
-  before sharding;
-* ``dist.mixed_precision: bf16``: the policy's network forwards run under ``torch.autocast(bfloat16)`` everywhere
-  (the policy's ``set_mixed_precision``), so the rollout's stored log-probs and the update's recomputation take the
-  same precision path; master weights, AdamW state, the SDE / Gaussian log-densities and the clipped loss are fp32;
-* SFT (demos written to ``output_dir``), evaluation, logging, videos and checkpoints happen on rank 0; the SFT
-  weights and evaluation results are broadcast, so every rank starts RL from the same weights and state. A
-  checkpoint holds nothing world-size dependent (FSDP gathers the optimizer state FULL) and resumes on any number of
-  processes under either strategy (its ``last_iteration``
-  holds the global rewards, advantages, keep mask and successes of the last iteration). Rank 0 runs SFT and
-  evaluations while the others wait in a collective (torch.distributed's timeout, 30 min by default, bounds them).
+Evaluation, devices and the scale-out over processes (global episode list, gathered rewards, weighted minibatches,
+FSDP, bf16, rank 0's SFT and evaluation): docs/ARCHITECTURE.md, "The VLA trainer".
 """
 
 from __future__ import annotations
@@ -123,6 +76,7 @@ from .rollout import (
     run_episodes,
 )
 from .sft_stage import run_sft_stage
+from .trainer_protocol import EvalRecord
 
 
 class VLARLTrainer(TrainerBase):
@@ -183,7 +137,12 @@ class VLARLTrainer(TrainerBase):
         # rl.reward: SRPO's encoder on the device, or a reward server checked before the first expensive step
         self.srpo, self.remote = build_episode_reward(cfg, self.policy, self.device)
         self.logger: MetricsLogger | None = None
-        self.state: dict[str, Any] = {"iteration": 0, "sft_done": False, "eval": {}}
+        # the progress a checkpoint keeps (its ``trainer`` entry: :meth:`progress`)
+        self.iteration = 0  # RL iterations done
+        self.sft_done = False  # SFT ran, or was skipped for good (sft.init_policy, sft.steps=0): not rerun on resume
+        self.sft_record: dict[str, Any] | None = None  # the SFT's {"demos", "demo_steps", "final_loss", "seconds"}
+        self.evals: dict[str, EvalRecord] = {}  # tag ("sft", "iter_<i>", "final") -> its held-out evaluation
+        self.best: dict[str, Any] | None = None  # {"metric", "value", "iteration", "mode"} of checkpoints/best
         self.eval_seeds = cfg.rl.heldout_seeds()  # the rl.eval_split split's states (validation or test)
 
     def probe(self) -> tuple[dict[str, str], int, int]:
@@ -196,29 +155,28 @@ class VLARLTrainer(TrainerBase):
             tqdm.write(" ".join(str(x) for x in a))
 
     # ---- checkpoints (grpo.trainer_base.TrainerBase: save, load, keep_best) -------------------------------------
-    @property
-    def iteration(self) -> int:
-        return int(self.state["iteration"])
+    def progress(self) -> dict[str, Any]:
+        """The checkpoint's ``trainer`` entry: ``{"iteration", "sft_done", "eval"}``, ``"sft"`` once SFT ran and
+        ``"best"`` once a best checkpoint was kept."""
+        out: dict[str, Any] = {"iteration": self.iteration, "sft_done": self.sft_done, "eval": self.evals}
+        out.update({k: v for k, v in (("sft", self.sft_record), ("best", self.best)) if v is not None})
+        return out
 
-    @property
-    def best(self) -> dict[str, Any] | None:
-        """The record of ``checkpoints/best`` (kept in ``state``, the trainer's checkpointed counters)."""
-        return self.state.get("best")
-
-    @best.setter
-    def best(self, record: dict[str, Any] | None) -> None:
-        self.state["best"] = record
+    def restore_progress(self, trainer: dict[str, Any]) -> None:
+        """Restore :meth:`progress` from a checkpoint's ``trainer`` entry."""
+        self.iteration, self.sft_done = int(trainer["iteration"]), bool(trainer["sft_done"])
+        self.evals, self.sft_record, self.best = trainer["eval"], trainer.get("sft"), trainer.get("best")
 
     def state_dict(self) -> dict[str, Any] | None:
-        """The policy's weights, vocabulary and config, the optimizer and ``state`` (iteration, SFT, evaluations, best);
-        rank 0's. FSDP: the optimizer state is gathered FULL (a collective; the unsharded ``state_dict()`` format);
-        the weights are the full replica's, equal to the shards (``sync_replica`` after every update)."""
+        """The policy's weights, vocabulary and config, the optimizer and :meth:`progress`; rank 0's. FSDP: the
+        optimizer state is gathered FULL (a collective; the unsharded ``state_dict()`` format); the weights are the
+        full replica's, equal to the shards (``sync_replica`` after every update)."""
         sharded = self.train_policy is not self.policy
         optim = full_optimizer_state_dict(self.train_policy, self.optimizer) if sharded else None
         if not self.dist.is_main:
             return None
         return {"model": self.policy.state_dict(), "optimizer": optim if sharded else self.optimizer.state_dict(),
-                "trainer": self.state, "vocab": policy_vocabulary(self.policy),
+                "trainer": self.progress(), "vocab": policy_vocabulary(self.policy),
                 "policy_config": config_to_dict(self.policy.cfg)}
 
     def maybe_resume(self) -> bool:
@@ -230,13 +188,13 @@ class VLARLTrainer(TrainerBase):
         restore_vocabulary(self.policy, st.get("vocab"))
         self.policy.load_state_dict(st["model"])
         self.optimizer.load_state_dict(st["optimizer"])  # full state; ``shard_for_rl`` shards it under FSDP
-        self.state = st["trainer"]
+        self.restore_progress(st["trainer"])
         before = st["config"].get("rl", {})
         if self.cfg.rl.lr_schedule != "constant" and before.get("iterations") != self.cfg.rl.iterations:
             self.report(f"note: rl.iterations {before.get('iterations')} -> {self.cfg.rl.iterations} on resume: the "
                         f"{self.cfg.rl.lr_schedule} lr schedule now decays over {self.cfg.rl.iterations} iterations")
-        self.report(f"resumed from {st.get('__path__')} (iteration {self.state['iteration']}, "
-                    f"sft_done={self.state['sft_done']})")
+        self.report(f"resumed from {st.get('__path__')} (iteration {self.iteration}, "
+                    f"sft_done={self.sft_done})")
 
     # ---- stages --------------------------------------------------------------------------------
     def run_sft(self) -> None:
@@ -259,7 +217,7 @@ class VLARLTrainer(TrainerBase):
 
     def update(self, batch: RolloutBatch, adv: torch.Tensor, keep: torch.Tensor, it: int,
                first_episode: int = 0) -> dict[str, float]:
-        """Clipped PG over the decision points of kept episodes (module docstring, scale-out included).
+        """Clipped PG over the decision points of kept episodes (module docstring; processes: docs/ARCHITECTURE.md).
 
         ``adv[E]``, ``keep[E]`` (bool): global per-episode advantages and keep mask; ``batch`` holds this rank's
         episodes, the first being global episode ``first_episode``."""
@@ -341,7 +299,7 @@ class VLARLTrainer(TrainerBase):
     def step(self, phase: Phase = no_phase) -> dict[str, float]:
         """One RL iteration (module docstring): rollout -> reward -> dynamic sampling + advantages -> update -> log;
         returns its scalars (logged on rank 0). ``phase`` labels the progress bar."""
-        cfg, it = self.cfg, int(self.state["iteration"])
+        cfg, it = self.cfg, self.iteration
         t0 = time.time()
         phase("rollout")
         before = capture_rng_state()
@@ -375,7 +333,7 @@ class VLARLTrainer(TrainerBase):
                                "keep": (keep & (kept > 0)).to(torch.uint8), "success": succ.to(torch.uint8)}
         scal["time/iteration_s"] = time.time() - t0
         self.rewards_since_eval.append(scal["reward/mean"])
-        self.state["iteration"] = it + 1
+        self.iteration = it + 1
         if self.logger is not None:
             self.logger.log(it + 1, scal)
         return scal
@@ -394,7 +352,7 @@ class VLARLTrainer(TrainerBase):
         return episode_advantages(self.cfg.grpo, rew, gids, keep)
 
     def _postfix(self, scal: dict[str, float]) -> dict[str, Any]:
-        last_eval = max(self.state["eval"].values(), key=lambda e: e["iteration"])["success_rate"]
+        last_eval = max(self.evals.values(), key=lambda e: e["iteration"])["success_rate"]
         return {"succ": f"{scal['rollout/success_rate']:.2f}", "kept": scal["rollout/groups_kept"],
                 "eval": f"{last_eval:.2f}", "t": f"{scal['time/iteration_s']:.1f}s"}
 
@@ -403,19 +361,19 @@ class VLARLTrainer(TrainerBase):
         t_start = time.time()
         self.logger = MetricsLogger(self.out, enabled=main, config=config_to_dict(cfg), log=cfg.log, resume=cfg.resume)
         resumed = self.maybe_resume()
-        if not self.state["sft_done"]:
+        if not self.sft_done:
             if cfg.sft.init_policy:
-                self.state["sft_done"] = True
+                self.sft_done = True
                 self.report(f"initialized the policy from {cfg.sft.init_policy}; SFT skipped")
             elif cfg.sft.steps > 0:
                 if main:  # rank 0 collects the demos (one file) and trains; the weights are broadcast
                     self.run_sft()
                 broadcast_module(self.policy)
-                self.state = broadcast_object(self.state)
+                self.sft_done, self.sft_record = broadcast_object((self.sft_done, self.sft_record))
             else:
-                self.state["sft_done"] = True
+                self.sft_done = True
             self.save()
-        if "sft" not in self.state["eval"]:
+        if "sft" not in self.evals:
             self.report(cfg.rl.split_line())  # which held-out states every evaluation below uses
             eval_everywhere(self, "sft", 0)
             self.save()
@@ -423,7 +381,7 @@ class VLARLTrainer(TrainerBase):
             self.reference = copy.deepcopy(self.policy).requires_grad_(False)
         shard_for_rl(self)  # after SFT (rank 0, broadcast) and any resume: the RL copy is sharded under FSDP
         check_in_sync(self.policy, "at the start of RL")
-        res = run_loop(self.step, int(self.state["iteration"]), cfg.rl.iterations, save=self.save,
+        res = run_loop(self.step, self.iteration, cfg.rl.iterations, save=self.save,
                        save_every=cfg.rl.save_every, save_last=False,  # (the final save follows the final evaluation)
                        evaluate=lambda i: eval_everywhere(self, f"iter_{i}", i, videos=False),
                        eval_every=cfg.rl.eval_every, desc="grpo", progress=not self.quiet, postfix=self._postfix)
@@ -431,19 +389,19 @@ class VLARLTrainer(TrainerBase):
         if res.error is not None:  # a reward server stayed down: the checkpoint is saved, a rerun resumes
             barrier()
             self.logger.close()
-            return {"iterations": self.state["iteration"], "stopped": stopped, "error": res.error,
+            return {"iterations": self.iteration, "stopped": stopped, "error": res.error,
                     "policy": self.policy, "world_size": self.dist.world_size}
-        check_in_sync(self.policy, f"after RL iteration {self.state['iteration']}")
-        if stopped is None and self.state["eval"].get("final", {}).get("iteration") != self.state["iteration"]:
+        check_in_sync(self.policy, f"after RL iteration {self.iteration}")
+        if stopped is None and self.evals.get("final", {}).get("iteration") != self.iteration:
             eval_everywhere(self, "final", cfg.rl.iterations)
         self.save()
         if main:
             self.policy.save_pretrained(self.out / "policy")
         barrier()
         self.logger.close()
-        ev = self.state["eval"]
+        ev = self.evals
         summary = {"sft_success": ev["sft"]["success_rate"], "final_success": ev.get("final", {}).get("success_rate"),
-                   "iterations": self.state["iteration"], "wall_s": round(time.time() - t_start, 1), "resumed": resumed,
+                   "iterations": self.iteration, "wall_s": round(time.time() - t_start, 1), "resumed": resumed,
                    "stopped": stopped, "policy": self.policy, "world_size": self.dist.world_size,
                    "eval_split": cfg.rl.eval_split, "eval_states": self.eval_seeds[0]}
         final_success = summary["final_success"]

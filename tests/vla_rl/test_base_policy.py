@@ -49,7 +49,7 @@ def test_sft_fine_tunes_a_base_keeping_its_vocabulary_and_normalization(tmp_path
     assert t.policy.tokenizer.vocab[-1] == "zebra"
     w0 = {k: v.clone() for k, v in t.policy.state_dict().items()}
     res = t.train()
-    assert res["iterations"] == 1 and t.state["sft"]["demos"] == 1
+    assert res["iterations"] == 1 and t.sft_record["demos"] == 1
     assert torch.equal(t.policy.state_mean, w0["state_mean"]) and torch.equal(t.policy.state_std, w0["state_std"])
     assert not torch.equal(t.policy.state_dict()["fuse.0.weight"], w0["fuse.0.weight"])  # fine-tuned
     bad = over + ["policy.image_size=64"]

@@ -41,7 +41,7 @@ def test_grpo_raises_success_on_its_training_state(tmp_path):
     tr = VLARLTrainer(cfg, quiet=True)
     tr.run_sft()
     before = _stochastic_success(tr, 3)
-    tr.state["sft_done"] = True
+    tr.sft_done = True
     res = tr.train()
     after = _stochastic_success(tr, 3)
     print(f"stochastic success on state 3: {before:.3f} -> {after:.3f}")
