@@ -42,6 +42,14 @@ def resolve_device(name: str | torch.device) -> torch.device:
     return dev
 
 
+def check_rank_device(dev: torch.device, name: str, world_size: int, rank: int) -> None:
+    """Under ``world_size > 1`` processes, a CUDA ``dev`` (resolved from the config's ``device=name``) must be this
+    rank's own GPU (``torch.cuda.current_device()``, set from ``LOCAL_RANK``), not one device shared by every rank."""
+    if world_size > 1 and dev.type == "cuda" and dev.index != torch.cuda.current_device():
+        raise ValueError(f"device={name!r} under {world_size} processes: rank {rank} would use {dev}, not its own "
+                         f"cuda:{torch.cuda.current_device()}; use device: auto or cuda")
+
+
 def check_device_name(name: str) -> str:
     """The config-time check of a ``device`` option: ``"auto"`` or any string ``torch.device`` parses (whether that
     device exists is checked when the run starts, :func:`resolve_device`, so a GPU config can be dry-run on a

@@ -166,11 +166,14 @@ def _silent(message: str) -> None:
     """The ``say`` of ranks other than 0."""
 
 
-def local_minibatches(order: torch.Tensor, size: int, local_of: torch.Tensor) -> list[torch.Tensor]:
+def local_minibatches(order: torch.Tensor, size: int, local_of: torch.Tensor,
+                      accum: int = 1) -> list[Sequence[torch.Tensor]]:
     """This rank's rows of each global minibatch: ``order`` (global row ids, the same permutation on every rank) cut
     into minibatches of ``size``, each mapped through ``local_of`` (global id -> this rank's row index, -1 for rows
-    held elsewhere) with the others' rows dropped."""
-    return [loc[loc >= 0] for loc in (local_of[mb] for mb in order.split(size))]
+    held elsewhere) with the others' rows dropped, and split into ``accum`` micro-batches (``tensor_split``: one
+    forward/backward each, one optimizer step per minibatch): the groups :meth:`Minibatches.steps` takes."""
+    mbs = [loc[loc >= 0] for loc in (local_of[mb] for mb in order.split(size))]
+    return [mb.tensor_split(accum) if accum > 1 else (mb,) for mb in mbs]
 
 
 def local_index(gid: torch.Tensor, n_global: int) -> torch.Tensor:

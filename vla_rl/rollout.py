@@ -343,6 +343,17 @@ def global_rows(batch: RolloutBatch, first_episode: int) -> tuple[torch.Tensor, 
     return gid, torch.repeat_interleave(torch.arange(len(all_counts), device="cpu"), all_counts)
 
 
+def check_episode_split(cfg: VLARLConfig, world_size: int) -> None:
+    """The ``E = tasks x rl.groups_per_task x grpo.group_size`` episodes of an iteration (:func:`episode_specs`) must
+    split evenly over the processes (each rolls out a contiguous share)."""
+    n_ep = len(cfg.env.tasks) * cfg.rl.groups_per_task * cfg.grpo.group_size
+    if n_ep % world_size:
+        raise ValueError(f"the {n_ep} episodes per iteration (tasks {len(cfg.env.tasks)} x rl.groups_per_task "
+                         f"{cfg.rl.groups_per_task} x grpo.group_size {cfg.grpo.group_size}) do not split evenly "
+                         f"over {world_size} processes; change rl.groups_per_task or grpo.group_size, or the number "
+                         "of processes")
+
+
 def episode_specs(cfg: VLARLConfig, it: int) -> list[EpisodeSpec]:
     """Iteration ``it``'s global episode list: per task, ``rl.groups_per_task`` initial states (``rl.train_seeds`` in
     turn, else drawn from ``rl.train_seed_range``), ``grpo.group_size`` episodes each, with keyed seeds."""

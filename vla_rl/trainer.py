@@ -35,7 +35,7 @@ from grpo.checkpoint import (
     restore_rng_state,
 )
 from grpo.config import config_to_dict
-from grpo.device import resolve_device
+from grpo.device import check_rank_device, resolve_device
 from grpo.distributed import (
     barrier,
     broadcast_module,
@@ -70,6 +70,7 @@ from .rollout import (
     EpisodeSpec,
     EvalResult,
     RolloutBatch,
+    check_episode_split,
     episode_specs,
     global_rows,
     probe_envs,
@@ -89,15 +90,8 @@ class VLARLTrainer(TrainerBase):
         self.dist = init_distributed("gloo") if cfg.device == "cpu" else init_distributed()
         ws = self.dist.world_size
         self.device = resolve_device(cfg.device)  # after init_distributed: "auto" / "cuda" is cuda:LOCAL_RANK
-        if ws > 1 and self.device.type == "cuda" and self.device.index != torch.cuda.current_device():
-            raise ValueError(f"device={cfg.device!r} under {ws} processes: rank {self.dist.rank} would use "
-                             f"{self.device}, not its own cuda:{torch.cuda.current_device()}; use device: auto or cuda")
-        n_ep = len(cfg.env.tasks) * cfg.rl.groups_per_task * cfg.grpo.group_size
-        if n_ep % ws:
-            raise ValueError(f"the {n_ep} episodes per iteration (tasks {len(cfg.env.tasks)} x rl.groups_per_task "
-                             f"{cfg.rl.groups_per_task} x grpo.group_size {cfg.grpo.group_size}) do not split evenly "
-                             f"over {ws} processes; change rl.groups_per_task or grpo.group_size, or the number of "
-                             "processes")
+        check_rank_device(self.device, cfg.device, ws, self.dist.rank)
+        check_episode_split(cfg, ws)
         self.cfg, self.loop = cfg, cfg.rl
         self.quiet = quiet or not self.dist.is_main
         self.last_iteration: dict[str, torch.Tensor] | None = None  # global credit of the last iteration (checkpointed)
@@ -241,10 +235,8 @@ class VLARLTrainer(TrainerBase):
         stats: dict[str, list[float]] = {k: [] for k in ("loss", "clip_frac", "approx_kl", "ratio", "kl", "grad_norm")}
         for epoch in range(cfg.inner_epochs):
             perm = rows[torch.randperm(rows.numel(), generator=gen, device="cpu")]  # the same on every rank
-            mbs = local_minibatches(perm, cfg.minibatch_size, local_of)
-            # rl.grad_accum micro-batches of this rank's rows of each minibatch, one backward each, one step
-            for step in batches.steps([mb.tensor_split(cfg.grad_accum) if cfg.grad_accum > 1 else (mb,)
-                                       for mb in mbs], epoch):
+            # one step per minibatch: rl.grad_accum micro-batches of this rank's rows, one backward each
+            for step in batches.steps(local_minibatches(perm, cfg.minibatch_size, local_of, cfg.grad_accum), epoch):
                 diag = [0.0] * 5  # the minibatch's loss and token-weighted clip_frac, approx_kl, ratio, kl
                 for micro in step:
                     out = self._minibatch_loss(batch, micro.item, row_adv[gid[micro.item]],
@@ -283,8 +275,7 @@ class VLARLTrainer(TrainerBase):
                 ref = self.reference.chunk_log_prob(obs, rec)
             kl = reference_kl(g.kl_type, lp.logp, ref.logp, lp.mean, ref.mean, lp.std, lp.std_dev_t)
         return clipped_pg_loss(lp.logp, batch.old_logp[mb].to(dev), adv.to(dev), batch.step_mask[mb].to(dev),
-                               g.clip_low,
-                               g.clip_high, kl, g.kl_coef, g.loss_reduction)
+                               g.clip_low, g.clip_high, kl, g.kl_coef, g.loss_reduction)
 
     # ---- main ----------------------------------------------------------------------------------
     def rollout(self, it: int) -> tuple[list[EpisodeSpec], range, RolloutBatch]:

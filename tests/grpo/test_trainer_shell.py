@@ -54,7 +54,10 @@ def test_local_minibatches_keep_this_ranks_rows_in_the_global_order():
     local_of = local_index(torch.tensor([4, 1, 2]), 6)  # this rank holds global rows 4, 1, 2
     assert local_of.tolist() == [-1, 1, 2, -1, 0, -1]
     mbs = local_minibatches(torch.tensor([5, 4, 0, 2, 1, 3]), 2, local_of)
-    assert [mb.tolist() for mb in mbs] == [[0], [2], [1]]
+    assert [[m.tolist() for m in mb] for mb in mbs] == [[[0]], [[2]], [[1]]]
+    order = torch.tensor([1, 4, 2, 0])  # rl.grad_accum=2: each minibatch's local rows in 2 micro-batches, in order
+    split = local_minibatches(order, 4, local_index(torch.tensor([1, 4, 2]), 5), accum=2)
+    assert [[m.tolist() for m in mb] for mb in split] == [[[0, 1], [2]]]
 
 
 def test_both_frontends_share_the_loop_settings_and_their_resume_keys():
