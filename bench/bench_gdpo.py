@@ -28,7 +28,6 @@ rates (1e-3 and the demo's 2e-3: the comparison turned on the learning rate, so 
 
 from __future__ import annotations
 
-import argparse
 import math
 import sys
 import time
@@ -37,6 +36,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import torch  # noqa: E402
+from arm_runs import seeds_parser  # noqa: E402
 from claims_toy import RunConfig, fmt, keyed_generator, pretrained, sample_sde, target_mode, train_arm  # noqa: E402
 
 from grpo.demo import ToyModelConfig, ToySamplerConfig  # noqa: E402
@@ -80,9 +80,7 @@ def within_group_std(state: dict, task: str, model_cfg: ToyModelConfig, sampler:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--small", action="store_true", help="seconds-long smoke mode (the test's)")
-    ap.add_argument("--seeds", type=int, default=10, help="seeds per arm (each seed: its own pretrained start)")
+    ap = seeds_parser(__doc__, 10, "seeds per arm (each seed: its own pretrained start)")
     ap.add_argument("--group-size", type=int, default=8, help="rollouts per prompt (both arms)")
     ap.add_argument("--iterations", type=int, default=150, help="GRPO iterations per run")
     ap.add_argument("--lrs", default="1e-3,2e-3", help="Adam learning rates, comma-separated (both arms at each)")

@@ -21,18 +21,15 @@ over seeds, and the paired difference pool - plain.
 
 from __future__ import annotations
 
-import argparse
 import json
-import os
-import subprocess
 import sys
 import time
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from arm_runs import bad_args, run_jobs, seeds_parser, train_cli  # noqa: E402
 from claims_toy import fmt  # noqa: E402
 
 CONFIG = "configs/diffusion/shapes_pool_fp8.yaml"
@@ -52,14 +49,7 @@ def final_eval(metrics: Path) -> dict[str, float]:
 def run_arm(arm: str, seed: int, out: Path, extra: list[str]) -> dict[str, float]:
     """One training run in a fresh process; returns its final evaluation and ``wall_s``."""
     run_dir = out / f"{arm}_seed{seed}"
-    cmd = [sys.executable, "-m", "diffusion_rl.cli", "train", CONFIG, f"seed={seed}", f"output_dir={run_dir}",
-           "resume=false", *ARMS[arm], *extra]
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
-    t = time.time()
-    res = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True)
-    wall = time.time() - t
-    if res.returncode != 0:
-        raise RuntimeError(f"{arm} seed {seed} failed (exit {res.returncode}): {res.stderr.strip().splitlines()[-1:]}")
+    wall = train_cli(f"{arm} seed {seed}", "diffusion_rl.cli", CONFIG, seed, run_dir, [*ARMS[arm], *extra])
     ev = final_eval(run_dir / "metrics.jsonl")
     ev["wall_s"] = wall
     print(f"  {arm} seed {seed}: reward {ev['eval/reward_before']:.3f} -> {ev['eval/reward']:.3f}, all-correct "
@@ -68,14 +58,8 @@ def run_arm(arm: str, seed: int, out: Path, extra: list[str]) -> dict[str, float
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--small", action="store_true", help="seconds-long smoke mode (the test's)")
-    ap.add_argument("--seeds", type=int, default=3, help="seeds per arm")
-    ap.add_argument("--jobs", type=int, default=2, help="runs at once (one core each)")
-    ap.add_argument("--out", default="runs/bench_pool_vs_plain", help="where the runs write")
-    args = ap.parse_args(argv)
-    if args.seeds < 1 or args.jobs < 1:
-        print(f"error: need --seeds >= 1 and --jobs >= 1, got {args.seeds} and {args.jobs}", file=sys.stderr)
+    args = seeds_parser(__doc__, 3, "seeds per arm", out="runs/bench_pool_vs_plain").parse_args(argv)
+    if bad_args(args, seeds=1, jobs=1):
         return 2
     out = Path(args.out).resolve()
     extra = SMALL if args.small else []
@@ -83,11 +67,8 @@ def main(argv: list[str] | None = None) -> int:
     jobs = [(arm, s) for s in seeds for arm in ARMS]
     print(f"pool-and-select vs plain GRPO: {CONFIG} {' '.join(extra)}, seeds {list(seeds)}, {args.jobs} at once")
     t0 = time.time()
-    try:
-        with ThreadPoolExecutor(args.jobs) as ex:
-            results = dict(zip(jobs, ex.map(lambda j: run_arm(j[0], j[1], out, extra), jobs)))
-    except RuntimeError as e:
-        print(f"error: {e}", file=sys.stderr)
+    results = run_jobs(jobs, lambda j: run_arm(j[0], j[1], out, extra), args.jobs)
+    if results is None:
         return 1
     keys = [("eval/reward_before", "reward before"), ("eval/reward", "reward after"),
             ("eval/accuracy", "all-correct after"), ("wall_s", "wall s")]

@@ -31,19 +31,16 @@ rerunning them.
 
 from __future__ import annotations
 
-import argparse
 import json
-import os
-import subprocess
 import sys
 import time
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(ROOT))
 
+from arm_runs import bad_args, run_cli, run_jobs, seeds_parser  # noqa: E402
 from bench_srpo_vs_binary import (  # noqa: E402
     IGNORED,
     SMALL,
@@ -51,6 +48,7 @@ from bench_srpo_vs_binary import (  # noqa: E402
     _wall_from_metrics,
     eval_curve,
     finished,
+    mean_table,
     train_run,
 )
 from claims_toy import fmt, mean_se  # noqa: E402
@@ -79,23 +77,15 @@ def expected_config(args: list[str], seed: int) -> dict:
     return {k: v for k, v in cfg.items() if k not in IGNORED}
 
 
-def _env() -> dict:
-    return {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "PYTHONPATH": str(ROOT)}
-
-
 def fit_encoder(out: Path, small: bool, reuse: bool) -> Path:
     """``vla-rl fit-encoder FIT_CONFIG`` into ``out/encoder.safetensors`` (seed 0; read back with ``reuse``)."""
     path = out / "encoder.safetensors"
     if reuse and path.is_file():
         print(f"  encoder: reused {path}", flush=True)
         return path
-    cmd = [sys.executable, "-m", "vla_rl.cli", "fit-encoder", FIT_CONFIG, f"output={path}",
-           *(SMALL_FIT if small else [])]
-    t = time.time()
-    res = subprocess.run(cmd, cwd=ROOT, env=_env(), capture_output=True, text=True)
-    if res.returncode != 0:
-        raise RuntimeError(f"fit-encoder failed (exit {res.returncode}): {res.stderr.strip().splitlines()[-1:]}")
-    print(f"  encoder: {path} ({time.time() - t:.0f}s)", flush=True)
+    wall = run_cli("fit-encoder", "vla_rl.cli", "fit-encoder", FIT_CONFIG, f"output={path}",
+                   *(SMALL_FIT if small else []))
+    print(f"  encoder: {path} ({wall:.0f}s)", flush=True)
     return path
 
 
@@ -129,18 +119,11 @@ def _train_episodes(metrics: Path) -> dict:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--small", action="store_true", help="seconds-long smoke mode (the test's)")
-    ap.add_argument("--seeds", type=int, default=5, help="training seeds per arm (0 .. seeds-1)")
-    ap.add_argument("--jobs", type=int, default=2, help="runs at once (one core each)")
+    ap = seeds_parser(__doc__, 5, out="runs/bench_srpo_regime", reuse=True)
     ap.add_argument("--iterations", type=int, default=20, help="rl.iterations of every arm")
     ap.add_argument("--eval-every", type=int, default=5, help="rl.eval_every: iterations between test evaluations")
-    ap.add_argument("--out", default="runs/bench_srpo_regime", help="where the runs write (OUT/<arm>_seed<S>)")
-    ap.add_argument("--reuse", action="store_true", help="read finished runs of the same config instead of rerunning")
     args = ap.parse_args(argv)
-    if args.seeds < 1 or args.jobs < 1 or args.iterations < 1 or args.eval_every < 0:
-        print(f"error: need --seeds >= 1, --jobs >= 1, --iterations >= 1 and --eval-every >= 0, got {args.seeds}, "
-              f"{args.jobs}, {args.iterations} and {args.eval_every}", file=sys.stderr)
+    if bad_args(args, seeds=1, jobs=1, iterations=1, eval_every=0):
         return 2
     out = Path(args.out).resolve()
     out.mkdir(parents=True, exist_ok=True)
@@ -156,10 +139,11 @@ def main(argv: list[str] | None = None) -> int:
     jobs = [(arm, s) for s in seeds for arm in ARMS]
     try:
         encoder = fit_encoder(out, args.small, args.reuse)
-        with ThreadPoolExecutor(args.jobs) as ex:
-            results = dict(zip(jobs, ex.map(lambda j: run_arm(j[0], j[1], out, encoder, extra, args.reuse), jobs)))
     except RuntimeError as e:
         print(f"error: {e}", file=sys.stderr)
+        return 1
+    results = run_jobs(jobs, lambda j: run_arm(j[0], j[1], out, encoder, extra, args.reuse), args.jobs)
+    if results is None:
         return 1
     for s in seeds:  # the same SFT start in every arm of a seed
         starts = {arm: results[arm, s]["curve"].get(0) for arm in ARMS}
@@ -175,7 +159,6 @@ def main(argv: list[str] | None = None) -> int:
 def report(results: dict, seeds: list[int]) -> None:
     """Print the per-run curves, the per-arm means and the paired differences (markdown tables)."""
     points = sorted(set.intersection(*(set(r["curve"]) for r in results.values())))
-    rl_points = [p for p in points if p > 0]
     print("\ntest success per run (iteration 0: after SFT)")
     print("| arm | seed | " + " | ".join(f"@{p}" for p in points)
           + " | training env steps | rollout success | groups kept / it | wall s |")
@@ -186,14 +169,7 @@ def report(results: dict, seeds: list[int]) -> None:
             print(f"| {arm} | {s} | " + " | ".join(f"{r['curve'][p]:.3f}" for p in points)
                   + f" | {r['episodes']['env_steps']} | {r['episodes']['rollout_success']:.3f} | "
                   f"{r['episodes']['groups_kept']:.1f} | {r['wall_s']:.0f}{' (reused)' if r['reused'] else ''} |")
-    print(f"\nmean +- SE over {len(seeds)} seeds")
-    print("| arm | " + " | ".join(f"@{p}" for p in points) + " | mean over RL points | wall s |")
-    print("|---|" + "---|" * (len(points) + 2))
-    auc = {arm: [sum(results[arm, s]["curve"][p] for p in rl_points) / max(len(rl_points), 1) for s in seeds]
-           for arm in ARMS}
-    for arm in ARMS:
-        print(f"| {arm} | " + " | ".join(fmt([results[arm, s]["curve"][p] for s in seeds]) for p in points)
-              + f" | {fmt(auc[arm])} | {fmt([results[arm, s]['wall_s'] for s in seeds], 0)} |")
+    auc = mean_table(results, list(ARMS), seeds, points)
     last = points[-1]
     for other in ("binary", "srpo_random_conv"):
         diff = {p: [results["srpo_progress", s]["curve"][p] - results[other, s]["curve"][p] for s in seeds]

@@ -26,19 +26,16 @@ rerun: e.g. the SRPO arm's runs are the recipe's seed runs (``vla-rl train ... s
 
 from __future__ import annotations
 
-import argparse
 import json
-import os
-import subprocess
 import sys
 import time
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(ROOT))
 
+from arm_runs import bad_args, run_jobs, seeds_parser, train_cli  # noqa: E402
 from claims_toy import fmt, mean_se  # noqa: E402
 
 CONFIG = "configs/vla/tabletop_reach_one.yaml"
@@ -82,14 +79,7 @@ def finished(run_dir: Path, want: dict) -> bool:
 
 def train_run(label: str, config: str, seed: int, run_dir: Path, args: list[str]) -> tuple[dict[int, float], float]:
     """``vla-rl train config`` at ``seed`` into ``run_dir`` in a fresh process (one core); its curve and wall."""
-    cmd = [sys.executable, "-m", "vla_rl.cli", "train", config, f"seed={seed}", f"output_dir={run_dir}", "resume=false",
-           *args]
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "PYTHONPATH": str(ROOT)}
-    t = time.time()
-    res = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True)
-    wall = time.time() - t
-    if res.returncode != 0:
-        raise RuntimeError(f"{label} failed (exit {res.returncode}): {res.stderr.strip().splitlines()[-1:]}")
+    wall = train_cli(label, "vla_rl.cli", config, seed, run_dir, args)
     curve = eval_curve(run_dir / "metrics.jsonl")
     print(f"  {label}: {_curve_str(curve)}, {wall:.0f}s", flush=True)
     return curve, wall
@@ -119,18 +109,26 @@ def _curve_str(curve: dict[int, float]) -> str:
     return " / ".join(f"{curve[k]:.3f}@{k}" for k in sorted(curve))
 
 
+def mean_table(results: dict, arms: list[str], seeds: list[int], points: list[int]) -> dict[str, list[float]]:
+    """Print the table of mean +- SE over seeds per arm at each evaluation point, of the curve's mean over the RL
+    points (> 0: the area under it) and of the wall; returns that mean per arm and seed."""
+    rl_points = [p for p in points if p > 0]
+    print(f"\nmean +- SE over {len(seeds)} seeds")
+    print("| arm | " + " | ".join(f"@{p}" for p in points) + " | mean over RL points | wall s |")
+    print("|---|" + "---|" * (len(points) + 2))
+    auc = {arm: [sum(results[arm, s]["curve"][p] for p in rl_points) / max(len(rl_points), 1) for s in seeds]
+           for arm in arms}
+    for arm in arms:
+        print(f"| {arm} | " + " | ".join(fmt([results[arm, s]["curve"][p] for s in seeds]) for p in points)
+              + f" | {fmt(auc[arm])} | {fmt([results[arm, s]['wall_s'] for s in seeds], 0)} |")
+    return auc
+
+
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--small", action="store_true", help="seconds-long smoke mode (the test's)")
-    ap.add_argument("--seeds", type=int, default=3, help="training seeds per arm (0 .. seeds-1)")
-    ap.add_argument("--jobs", type=int, default=2, help="runs at once (one core each)")
+    ap = seeds_parser(__doc__, 3, out="runs/bench_srpo_vs_binary", reuse=True)
     ap.add_argument("--iterations", type=int, default=0, help="rl.iterations for both arms (0: the config's)")
-    ap.add_argument("--out", default="runs/bench_srpo_vs_binary", help="where the runs write (OUT/<arm>_seed<S>)")
-    ap.add_argument("--reuse", action="store_true", help="read finished runs of the same config instead of rerunning")
     args = ap.parse_args(argv)
-    if args.seeds < 1 or args.jobs < 1 or args.iterations < 0:
-        print(f"error: need --seeds >= 1, --jobs >= 1 and --iterations >= 0, got {args.seeds}, {args.jobs} and "
-              f"{args.iterations}", file=sys.stderr)
+    if bad_args(args, seeds=1, jobs=1, iterations=0):
         return 2
     out = Path(args.out).resolve()
     extra = (SMALL if args.small else []) + ([f"rl.iterations={args.iterations}"] if args.iterations else [])
@@ -138,11 +136,8 @@ def main(argv: list[str] | None = None) -> int:
     jobs = [(arm, s) for s in seeds for arm in ARMS]
     print(f"SRPO vs binary reward: {CONFIG} {' '.join(extra)}, seeds {seeds}, {args.jobs} at once")
     t0 = time.time()
-    try:
-        with ThreadPoolExecutor(args.jobs) as ex:
-            results = dict(zip(jobs, ex.map(lambda j: run_arm(j[0], j[1], out, extra, args.reuse), jobs)))
-    except RuntimeError as e:
-        print(f"error: {e}", file=sys.stderr)
+    results = run_jobs(jobs, lambda j: run_arm(j[0], j[1], out, extra, args.reuse), args.jobs)
+    if results is None:
         return 1
     for s in seeds:  # the same SFT start: equal held-out success after SFT in both arms
         a, b = results["srpo", s]["curve"].get(0), results["binary", s]["curve"].get(0)
@@ -151,7 +146,6 @@ def main(argv: list[str] | None = None) -> int:
                   file=sys.stderr)
             return 1
     points = sorted(set.intersection(*(set(r["curve"]) for r in results.values())))
-    rl_points = [p for p in points if p > 0]
     print("\nheld-out success per run (iteration 0: after SFT)")
     print("| arm | seed | " + " | ".join(f"@{p}" for p in points) + " | wall s |")
     print("|---|---|" + "---|" * (len(points) + 1))
@@ -160,14 +154,7 @@ def main(argv: list[str] | None = None) -> int:
             r = results[arm, s]
             print(f"| {arm} | {s} | " + " | ".join(f"{r['curve'][p]:.3f}" for p in points)
                   + f" | {r['wall_s']:.0f}{' (reused)' if r['reused'] else ''} |")
-    print(f"\nmean +- SE over {len(seeds)} seeds")
-    print("| arm | " + " | ".join(f"@{p}" for p in points) + " | mean over RL points | wall s |")
-    print("|---|" + "---|" * (len(points) + 2))
-    auc = {arm: [sum(results[arm, s]["curve"][p] for p in rl_points) / max(len(rl_points), 1) for s in seeds]
-           for arm in ARMS}
-    for arm in ARMS:
-        print(f"| {arm} | " + " | ".join(fmt([results[arm, s]["curve"][p] for s in seeds]) for p in points)
-              + f" | {fmt(auc[arm])} | {fmt([results[arm, s]['wall_s'] for s in seeds], 0)} |")
+    auc = mean_table(results, list(ARMS), seeds, points)
     diff = {p: [results["srpo", s]["curve"][p] - results["binary", s]["curve"][p] for s in seeds] for p in points}
     print("| srpo - binary (paired) | " + " | ".join(fmt(diff[p]) for p in points)
           + f" | {fmt([a - b for a, b in zip(auc['srpo'], auc['binary'])])} | |")

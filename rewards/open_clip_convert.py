@@ -93,20 +93,16 @@ def open_clip_to_hf(sd: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
             out["text_projection.weight"] = v
         elif k in _IGNORED:
             continue
+        elif (layer := _tower_layer(k, _TOWERS)) is None:
+            unknown.append(k)
         else:
-            for src, dst in _TOWERS.items():
-                m = re.fullmatch(re.escape(src) + r"(\d+)\.(.+)", k)
-                if m:
-                    i, rest = m.groups()
-                    if rest in _BLOCK:
-                        out[f"{dst}{i}.{_BLOCK[rest]}"] = v
-                    elif rest in ("attn.in_proj_weight", "attn.in_proj_bias"):
-                        kind = rest.rsplit("_", 1)[1]  # weight / bias
-                        for name, part in zip("qkv", v.chunk(3, dim=0)):
-                            out[f"{dst}{i}.self_attn.{name}_proj.{kind}"] = part.contiguous()
-                    else:
-                        unknown.append(k)
-                    break
+            dst, i, rest = layer
+            if rest in _BLOCK:
+                out[f"{dst}{i}.{_BLOCK[rest]}"] = v
+            elif rest in ("attn.in_proj_weight", "attn.in_proj_bias"):
+                kind = rest.rsplit("_", 1)[1]  # weight / bias
+                for name, part in zip("qkv", v.chunk(3, dim=0)):
+                    out[f"{dst}{i}.self_attn.{name}_proj.{kind}"] = part.contiguous()
             else:
                 unknown.append(k)
     if unknown:
@@ -119,6 +115,7 @@ def hf_to_open_clip(sd: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
     top = {v: k for k, v in _TOP.items()}
     trans = {v: k for k, v in _TRANSPOSED.items()}
     block = {v: k for k, v in _BLOCK.items()}
+    towers = {v: k for k, v in _TOWERS.items()}
     out: dict[str, torch.Tensor] = {}
     qkv: dict[tuple[str, str, str], dict[str, torch.Tensor]] = {}
     unknown = []
@@ -129,19 +126,15 @@ def hf_to_open_clip(sd: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
             out[trans[k]] = v.t().contiguous()
         elif k in _IGNORED:
             continue
+        elif (layer := _tower_layer(k, towers)) is None:
+            unknown.append(k)
         else:
-            for src, dst in _TOWERS.items():
-                m = re.fullmatch(re.escape(dst) + r"(\d+)\.(.+)", k)
-                if m:
-                    i, rest = m.groups()
-                    mq = re.fullmatch(r"self_attn\.([qkv])_proj\.(weight|bias)", rest)
-                    if rest in block:
-                        out[f"{src}{i}.{block[rest]}"] = v
-                    elif mq:
-                        qkv.setdefault((src, i, mq.group(2)), {})[mq.group(1)] = v
-                    else:
-                        unknown.append(k)
-                    break
+            src, i, rest = layer
+            mq = re.fullmatch(r"self_attn\.([qkv])_proj\.(weight|bias)", rest)
+            if rest in block:
+                out[f"{src}{i}.{block[rest]}"] = v
+            elif mq:
+                qkv.setdefault((src, i, mq.group(2)), {})[mq.group(1)] = v
             else:
                 unknown.append(k)
     for (src, i, kind), parts in qkv.items():
@@ -151,6 +144,16 @@ def hf_to_open_clip(sd: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
     if unknown:
         raise ValueError(f"CLIPModel state dict has keys this converter does not know: {sorted(unknown)[:8]}")
     return out
+
+
+def _tower_layer(key: str, towers: dict[str, str]) -> tuple[str, str, str] | None:
+    """``(the other side's layer prefix, layer index, suffix)`` of ``key`` when it names a layer of one of ``towers``
+    (this side's layer prefix -> the other side's), else None."""
+    for prefix, other in towers.items():
+        m = re.fullmatch(re.escape(prefix) + r"(\d+)\.(.+)", key)
+        if m:
+            return other, m.group(1), m.group(2)
+    return None
 
 
 def _num_layers(sd: dict[str, torch.Tensor], prefix: str) -> int:
