@@ -92,6 +92,7 @@ class TrainerBase:
     cfg: Any
     loop: LoopConfig
     optimizer: torch.optim.Optimizer
+    iteration: int  # iterations done (the next checkpoint's step)
     best: dict[str, Any] | None
     last_iteration: dict[str, torch.Tensor] | None
 

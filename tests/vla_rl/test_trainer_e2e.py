@@ -6,6 +6,7 @@ import math
 import pytest
 import torch
 
+from grpo.checkpoint import load_checkpoint
 from grpo.config import load_config
 from grpo.metrics import read_jsonl
 from vla_rl.cli import main as cli_main
@@ -46,11 +47,17 @@ def test_short_grpo_run_end_to_end_and_resume(trained_run):
     assert evals and evals[-1] == res["final_success"], (evals, res["final_success"])
     assert list((run_dir / "videos").glob("*.mp4")), "before/after rollout videos"
     assert (run_dir / "policy" / "model.safetensors").is_file() and (run_dir / "demos.hdf5").is_file()
+    # the checkpoint's ``trainer`` entry (the trainer's progress) keeps the keys older checkpoints have
+    ck = load_checkpoint(run_dir / "checkpoints")["trainer"]
+    assert {"iteration", "sft_done", "eval", "sft"} <= set(ck) <= {"iteration", "sft_done", "eval", "sft", "best"}
+    assert ck["iteration"] == 2 and ck["sft_done"] and ck["sft"]["demos"] == 1 and set(ck["eval"]) == {"sft", "final"}
     # resume: a longer run picks up at iteration 2 and skips SFT
     cfg3 = load_config(VLARLConfig, "configs/vla/tabletop_reach.yaml",
                        TINY + [f"output_dir={run_dir}", "rl.iterations=3"])
-    res3 = VLARLTrainer(cfg3, quiet=True).train()
+    tr3 = VLARLTrainer(cfg3, quiet=True)
+    res3 = tr3.train()
     assert res3["resumed"] and res3["iterations"] == 3
+    assert tr3.sft_record == ck["sft"] and tr3.evals["sft"] == ck["eval"]["sft"]  # restored, SFT not rerun
     assert len([r for r in read_jsonl(run_dir / "metrics.jsonl") if "rollout/success_rate" in r]) == 3
 
 
