@@ -187,8 +187,7 @@ class VLARLTrainer(TrainerBase):
         if self.cfg.rl.lr_schedule != "constant" and before.get("iterations") != self.cfg.rl.iterations:
             self.report(f"note: rl.iterations {before.get('iterations')} -> {self.cfg.rl.iterations} on resume: the "
                         f"{self.cfg.rl.lr_schedule} lr schedule now decays over {self.cfg.rl.iterations} iterations")
-        self.report(f"resumed from {st.get('__path__')} (iteration {self.iteration}, "
-                    f"sft_done={self.sft_done})")
+        self.report(f"resumed from {st.get('__path__')} (iteration {self.iteration}, sft_done={self.sft_done})")
 
     # ---- stages --------------------------------------------------------------------------------
     def run_sft(self) -> None:
