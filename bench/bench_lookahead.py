@@ -308,8 +308,9 @@ def report(args, runs: list[dict]) -> None:
           f"split -> keep {k} (best+worst), {k ** D} full-precision leaves per tree; previews in {args.format}; "
           f"seeds {[r['seed'] for r in runs]}, {nprompt} prompts in all; mean +- SE over prompts\n")
     print("(a) predictiveness of the low-precision preview, per split depth (random arm's candidates)\n")
-    hdr = ("| depth | split step | preview steps | sibling groups | flat groups | Spearman(q, f) within parent "
-           "| Pearson, parent-centred | top-1 agreement | best+worst agreement | sign q vs subtree | sign f vs subtree |")
+    hdr = ("| depth | split step | preview steps | sibling groups | flat groups "
+           "| Spearman(q, f) within parent | Pearson, parent-centred | top-1 agreement | best+worst agreement "
+           "| sign q vs subtree | sign f vs subtree |")
     print(hdr)
     print("|" + "|".join("-" * len(c) for c in hdr.split("|")[1:-1]) + "|")
     for d in range(D):
@@ -382,15 +383,16 @@ def report(args, runs: list[dict]) -> None:
                                                                                           range(D - 1)) + " | - |")
     if "random" in per:
         print("\npaired differences over prompts (arm - random):")
-        for arm in args.arms[1:]:
+        for arm in (a for a in args.arms if a != "random"):
             ds = [a - b for a, b in zip(per[arm]["std"], per["random"]["std"])]
             dd = [a[0] - b[0] for a, b in zip(per[arm]["sp"], per["random"]["sp"])]
             m_, se = mean_se(ds)
-            print(f"  {arm:<11} leaf std {m_:+.3f} +- {se:.3f} ({m_ / max(1e-9, statistics.fmean(per['random']['std'])):+.0%})"
-                  f", depth-1 spread {fmt(dd, 3)}")
+            rel = m_ / max(1e-9, statistics.fmean(per["random"]["std"]))
+            print(f"  {arm:<11} leaf std {m_:+.3f} +- {se:.3f} ({rel:+.0%}), depth-1 spread {fmt(dd, 3)}")
     if "lookahead" in per and "tree x pool" in per:
         ds = [a - b for a, b in zip(per["lookahead"]["std"], per["tree x pool"]["std"])]
-        print(f"  lookahead - tree x pool: leaf std {fmt(ds, 3)}")
+        dd = [a[0] - b[0] for a, b in zip(per["lookahead"]["sp"], per["tree x pool"]["sp"])]
+        print(f"  lookahead - tree x pool: leaf std {fmt(ds, 3)}, depth-1 spread {fmt(dd, 3)}")
     walls = ", ".join(f"seed {r['seed']} {sum(r['arms'][a]['wall'] for a in args.arms):.0f} s" for r in runs)
     print(f"\nwall: {walls}")
     print("(NFE per tree as measured; units = NFE fp + NFE lowp / the format's published ratio + 3 x the trained "
