@@ -71,7 +71,11 @@ from diffusion_rl.sampling import SamplerConfig  # noqa: E402
 from diffusion_rl.trainer import DiffusionGRPOTrainer  # noqa: E402
 from grpo.train_step import GRPOConfig  # noqa: E402
 
-ARMS = ("flat GRPO", "BranchGRPO", "Branch+prune", "Branch-Mix")
+ARMS = ("flat GRPO", "BranchGRPO", "Branch+prune", "Branch-Mix")  # the default arms
+# named options (issue 35 item 1), run only when --arms names them: the trees with the parent/leaf credit
+# (branch.adv_baseline=parent, adv_scale=leaf; docs/RESULTS.md "Tree credit options")
+EXTRA_ARMS = ("Branch-parent", "Prune-parent")
+ALL_ARMS = ARMS + EXTRA_ARMS
 TASKS = {"big": "bench/big_shapes_task.py: the verifier times a size credit (issue 25)",
          "layout": "bench/layout_shapes_task.py: the verifier times a placement credit (issue 35's second task)"}
 
@@ -91,6 +95,9 @@ def arm_settings(name: str, splits: list[int]) -> tuple[BranchConfig, dict]:
         "BranchGRPO": (BranchConfig(**tree), {}),
         "Branch+prune": (BranchConfig(**tree, width_prune="topk_per_parent", prune_k=1, depth_window=2), {}),
         "Branch-Mix": (BranchConfig(**tree), {"mix_window": 4}),
+        "Branch-parent": (BranchConfig(**tree, adv_baseline="parent", adv_scale="leaf"), {}),
+        "Prune-parent": (BranchConfig(**tree, width_prune="topk_per_parent", prune_k=1, depth_window=2,
+                                      adv_baseline="parent", adv_scale="leaf"), {}),
     }[name]
 
 
@@ -107,17 +114,26 @@ class Arm:
     nfe_train: list[float] = field(default_factory=list)  # training forward passes per iteration
     curve: list[tuple[int, float, float]] = field(default_factory=list)  # (iteration, eval reward, all-correct)
     leaf_std: list[float] = field(default_factory=list)  # within-group std of the training rewards per iteration
+    move: list[float] = field(default_factory=list)  # ||theta_t - theta_{t-1}|| of the LoRA per update
+    theta0: torch.Tensor | None = None  # the LoRA at the start (net displacement = ||theta_T - theta_0||)
 
     def evaluate(self) -> None:
         r = self.trainer.evaluate()
         self.curve.append((len(self.walls), r, self.trainer.last_eval_components.get("eval/accuracy", float("nan"))))
 
-    def step(self, leaves: int) -> None:
+    def theta(self) -> torch.Tensor:
+        return torch.cat([p.detach().flatten() for p in self.trainer.params])
+
+    def step(self) -> None:
+        before = self.theta()
+        if self.theta0 is None:
+            self.theta0 = before.clone()
         s = self.trainer.step()
+        self.move.append(float((self.theta() - before).norm()))
         self.walls.append(s["time/iter_s"])
         self.nfe.append(s["cost/nfe_rollout"])
         self.nfe_train.append(s["cost/nfe_train"])
-        r = self.trainer.last_rewards.view(-1, leaves)
+        r = self.trainer.last_rewards.view(-1, self.trainer.cfg.grpo.group_size)
         self.leaf_std.append(float(r.std(dim=1).mean()))
         if len(self.walls) % self.eval_every == 0 or len(self.walls) == self.iters:
             self.evaluate()
@@ -204,8 +220,8 @@ def run_seed(args, seed: int) -> dict:
         todo = [a for a in arms.values() if len(a.walls) < a.iters]
         if not todo:
             break
-        a = min(todo, key=lambda a: (len(a.walls) / a.iters, ARMS.index(a.name)))
-        a.step(args.leaves)
+        a = min(todo, key=lambda a: (len(a.walls) / a.iters, ALL_ARMS.index(a.name)))
+        a.step()
     wall_run = time.perf_counter() - t0
     flat = arms["flat GRPO"]
     before = flat.curve[0][1]
@@ -226,6 +242,8 @@ def run_seed(args, seed: int) -> dict:
             "nfe_target": None if it is None else it * nfe_it,
             "t_budget": a.iters * spi, "reward_T": reward_at(a.curve, T / spi), "acc_T": reward_at(a.curve, T / spi, 2),
             "covered_T": a.iters * spi >= T, "leaf_std": statistics.fmean(a.leaf_std[:5]),
+            "move_per_iter": statistics.fmean(a.move), "move_net": float((a.theta() - a.theta0).norm()),
+            "move_path": sum(a.move),
             "curve": [(i, r, acc) for i, r, acc in a.curve]}
     ft = out["arms"]["flat GRPO"]["t_target"]
     for n, r in out["arms"].items():
@@ -291,6 +309,16 @@ def report(args, runs: list[dict]) -> None:
         peaks = [peak_within(r["arms"][name], r["T"]) for r in runs]
         diff = [r["arms"][name]["reward_T"] - r["arms"]["flat GRPO"]["reward_T"] for r in runs]
         print(f"  {name:<13} best {fmt(peaks, 3)}" + ("" if name == "flat GRPO" else f"; @ T - flat {fmt(diff, 3)}"))
+    if all("move_per_iter" in r["arms"][name] for r in runs for name in args.arms):
+        print("\npolicy movement (LoRA, all iterations of the arm's budget): ||delta theta|| per update; net "
+              "displacement / path length (1: every update in the same direction); iterations to target")
+        for name in args.arms:
+            arms = [r["arms"][name] for r in runs]
+            its = [a["it_target"] for a in arms if a["it_target"] is not None]
+            print(f"  {name:<13} {fmt([a['move_per_iter'] for a in arms], 4)} per update; net/path "
+                  f"{fmt([a['move_net'] / a['move_path'] for a in arms], 3)}; iterations to target "
+                  + (fmt(its, 1) + (f" ({len(its)}/{len(arms)} reached)" if len(its) < len(arms) else "")
+                     if its else "not reached"))
     uncovered = [(r["seed"], n) for r in runs for n, a in r["arms"].items() if not a["covered_T"]]
     if uncovered:
         print(f"(arms whose budget ended before flat's T, read at their last evaluation: {uncovered})")
@@ -333,7 +361,8 @@ def main(argv=None) -> int:
     ap.add_argument("--eval-steps", type=int, default=10, help="ODE steps of the evaluation")
     ap.add_argument("--task", default="big", help="the reward: " + "; ".join(f"{k} = {v}" for k, v in TASKS.items()))
     ap.add_argument("--target-area", type=float, default=TARGET_AREA, help="the big task's object area in px^2")
-    ap.add_argument("--arms", default=",".join(ARMS), help=f"comma-separated subset of {', '.join(ARMS)} (flat first)")
+    ap.add_argument("--arms", default=",".join(ARMS),
+                    help=f"comma-separated subset of {', '.join(ALL_ARMS)} (flat first; default: the first four)")
     ap.add_argument("--model-path", default="builtin:shapes_sd3")
     ap.add_argument("--out", default="/tmp/bench_branch_headroom", help="trainer output dirs (nothing is written)")
     ap.add_argument("--json-out", default=None, help="also write the per-seed results to this JSON file")
@@ -350,11 +379,11 @@ def main(argv=None) -> int:
     except SystemExit as e:
         return int(e.code or 0)
     args.arms = [a.strip() for a in args.arms.split(",")]
-    bad = [a for a in args.arms if a not in ARMS]
+    bad = [a for a in args.arms if a not in ALL_ARMS]
     problems = []
-    if bad or not args.arms or args.arms[0] != "flat GRPO":
+    if bad or not args.arms or args.arms[0] != "flat GRPO" or len(set(args.arms)) < len(args.arms):
         problems.append(f"--arms {','.join(args.arms)!r}: expected 'flat GRPO' first, then any of "
-                        f"{', '.join(ARMS[1:])}")
+                        f"{', '.join(ALL_ARMS[1:])} (each once)")
     if args.task not in TASKS:
         problems.append(f"--task {args.task!r}: expected one of {', '.join(TASKS)}")
     if args.splits[-1] >= args.steps:

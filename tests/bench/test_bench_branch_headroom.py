@@ -4,6 +4,7 @@ right."""
 
 import contextlib
 import io
+import re
 
 import pytest
 import torch
@@ -133,17 +134,26 @@ def test_layout_task_reward_on_known_layouts():
         task.LayoutShapesReward(radius_frac=0)
 
 
-def test_small_mode_on_the_layout_task_prints_its_table(capsys):
+def test_small_mode_on_the_layout_task_with_the_parent_credit_arm(capsys):
+    """``--task layout`` and the named-option arm: same rollouts as BranchGRPO (same NFE, same start), other credit
+    (other curve); the policy-movement lines are printed."""
     mod = load_bench("bench_branch_headroom")
-    assert mod.main(["--small", "--task", "layout", "--arms", "flat GRPO,BranchGRPO"]) == 0
+    assert mod.main(["--small", "--task", "layout", "--arms", "flat GRPO,BranchGRPO,Branch-parent"]) == 0
     out = capsys.readouterr().out
     assert "BranchGRPO on the layout task" in out
     rows = markdown_table(out, "| mode ")
-    assert [r[0] for r in rows] == ["flat GRPO", "BranchGRPO"] and float(rows[0][1]) == 8 * 6
+    assert [r[0] for r in rows] == ["flat GRPO", "BranchGRPO", "Branch-parent"] and float(rows[0][1]) == 8 * 6
+    assert rows[1][1] == rows[2][1]  # the same tree, the same rollout NFE
+    curves = {ln.split()[2]: ln.split(" s/iter) ")[1] for ln in out.splitlines() if " s/iter) " in ln}
+    assert curves["BranchGRPO"].split()[0] == curves["Branch-parent"].split()[0]  # the same start
+    assert curves["BranchGRPO"] != curves["Branch-parent"]  # the credit option is applied
+    moves = re.findall(r"(\S+) per update; net/path (\S+);", out)
+    assert len(moves) == 3 and all(float(m) > 0 and 0 < float(r) <= 1 for m, r in moves)
 
 
 @pytest.mark.parametrize("argv", [["--splits", "3,1"], ["--arms", "BranchGRPO"], ["--lr", "-1"], ["--splits", "0,30"],
-                                  ["--seed-list", "a,b"], ["--task", "sizes"]])
+                                  ["--seed-list", "a,b"], ["--task", "sizes"], ["--arms", "flat GRPO,Nope"],
+                                  ["--arms", "flat GRPO,BranchGRPO,BranchGRPO"]])
 def test_bad_input_exits_2_with_one_line(argv, capsys):
     mod = load_bench("bench_branch_headroom")
     assert mod.main(["--small", *argv]) == 2
