@@ -54,21 +54,30 @@ def evaluate_ode(tr: DiffusionTrainerLike, tag: str | None = None, step: int = 0
     return total
 
 
-def eval_everywhere(tr: DiffusionTrainerLike, iteration: int) -> None:
-    """The loop's evaluation after ``iteration``: :func:`evaluate_ode` on rank 0 (every rank under FSDP, whose sharded
-    forward is a collective), logged as ``eval/reward``, then keep-best on every rank. A reward server that failed on
-    any rank stops every rank (:class:`grpo.loop.StopRun`; the loop saves)."""
+BEFORE, AFTER = "samples/before", "samples/after"  # the image-grid tags of the evaluations before and after training
+
+
+def eval_everywhere(tr: DiffusionTrainerLike, tag: str | None, step: int) -> float:
+    """An evaluation of the run at ``step``: :func:`evaluate_ode` on rank 0 (every rank under FSDP, whose sharded
+    forward is a collective), logged as ``eval/reward``, then keep-best on every rank; the value (NaN on the ranks
+    that do not evaluate). ``tag``: :data:`BEFORE` (the value is kept as ``tr.eval_before``), :data:`AFTER` (logged
+    beside ``eval/reward_before``) or None (the loop's, every ``train.eval_every`` iterations; no image grid). A reward
+    server that failed on any rank stops every rank (:class:`grpo.loop.StopRun`; in the loop, after a save)."""
     value, failed = float("nan"), None
     if tr.dist.is_main or tr.fsdp:
         try:
-            value = tr.evaluate(step=iteration)
-            tr.logger.log(iteration, {"eval/reward": value})
+            value = tr.evaluate(tag, step)
+            if tag == BEFORE:
+                tr.eval_before, tr.eval_before_components = value, dict(tr.last_eval_components)
+            tr.logger.log(step, {"eval/reward": value, **({"eval/reward_before": tr.eval_before} if tag == AFTER
+                                                          else {})})
         except StopRun as e:
             failed = str(e)
     if any_rank(failed is not None):
         raise StopRun(failed or "the reward server failed on another rank")
     barrier()
     tr.keep_best(value)
+    return value
 
 
 def watch_monitors(tr: DiffusionTrainerLike, images: torch.Tensor, prompts: list[str], step: int, total: float) -> None:

@@ -51,7 +51,7 @@ from rewards.remote import RemoteRewardError
 
 from .adapters import Cond, DiffusionAdapter, build_adapter, cond_select
 from .config import DiffusionRLConfig
-from .evaluation import eval_everywhere, evaluate_ode
+from .evaluation import AFTER, BEFORE, eval_everywhere, evaluate_ode
 from .lora_files import checkpoint_lora_files
 from .nft_update import update_nft
 from .prompts import PromptSource
@@ -358,33 +358,22 @@ class DiffusionGRPOTrainer(TrainerBase):
         where every rank evaluates because the sharded forward is a collective; ``stopped`` names the signal that
         ended the run)."""
         cfg, main = self.cfg, self.dist.is_main
-        ev = main or self.fsdp  # the ranks that run evaluate() (rank 0 alone logs)
         latest = resume_latest(self.out / "checkpoints", cfg.resume, self.load)
         if latest is not None and main:
             print(f"resumed from {latest} at iteration {self.iteration}")
         t0 = time.time()
-        if self.eval_before is None and ev:
-            self.eval_before = self.evaluate("samples/before", 0)
-            self.eval_before_components = dict(self.last_eval_components)
-            self.logger.log(0, {"eval/reward": self.eval_before})
-        barrier()
-        if latest is None:
-            self.keep_best(self.eval_before if self.eval_before is not None else float("nan"))
+        if self.eval_before is None:  # a fresh run (a resumed one holds rank 0's)
+            eval_everywhere(self, BEFORE, 0)
         res = run_loop(self.step, self.iteration, cfg.train.iterations, save=self.save, save_every=cfg.train.save_every,
-                       evaluate=lambda i: eval_everywhere(self, i), eval_every=cfg.train.eval_every,
+                       evaluate=lambda i: eval_everywhere(self, None, i), eval_every=cfg.train.eval_every,
                        desc="diffusion-rl", progress=progress,
                        postfix=lambda s: {"reward": f"{s['reward/mean']:.3f}", "nfe": int(s["cost/nfe_rollout"])})
         last, stopped = res.last, res.stopped
         if self.scorer is not None:
             self.scorer.shutdown(wait=True)
             self.scorer = None
-        after = float("nan")
-        if stopped is None and ev:
-            after = self.evaluate("samples/after", self.iteration)
-            self.logger.log(self.iteration, {"eval/reward": after, "eval/reward_before": self.eval_before})
-        barrier()
-        if stopped is None:
-            self.keep_best(after)
+        after = eval_everywhere(self, AFTER, self.iteration) if stopped is None else float("nan")
+        barrier()  # every rank returns together
         self.logger.close()
         before = self.eval_before if self.eval_before is not None else float("nan")
         return {"eval_before": before, "eval_after": after, "seconds": time.time() - t0, "last": last,

@@ -46,6 +46,8 @@ class DiffusionTrainerLike(Protocol):
     monitors: dict[str, Any]  # eval.monitors: name -> reward callable
     alarm: HackingAlarm
     last_eval_components: dict[str, float]
+    eval_before: float | None  # the evaluation before training (rank 0's; None until it ran)
+    eval_before_components: dict[str, float]
 
     def rollout(self, prompts: list[str], iteration: int) -> Rollout: ...
 
