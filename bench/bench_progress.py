@@ -231,8 +231,9 @@ def main(argv=None) -> int:
     print(f"SRPO: reference task, {a.num_frames} frames at {a.frame_size} px, pooling {a.pooling} (progress encoder: "
           f"{a.progress_pooling or a.pooling}); progress encoder data: {a.expert_per_task} expert + {a.play_per_task} "
           f"play episodes per training task, {a.encoder_steps} steps; the base policy's own rollouts: "
-          f"{a.policy_per_task} per task ({a.policy_tasks} tasks), failures {a.policy_failures}; expert after a detour of "
-          f"{a.detour_steps[0]}-{a.detour_steps[1]} play steps: {a.detour_per_task} per training task", flush=True)
+          f"{a.policy_per_task} per task ({a.policy_tasks} tasks), failures {a.policy_failures}; expert after a "
+          f"detour of {a.detour_steps[0]}-{a.detour_steps[1]} play steps: {a.detour_per_task} per training task",
+          flush=True)
     rows = []  # one per (seed, task, encoder)
     for seed in range(a.seeds):
         t_seed = time.time()
