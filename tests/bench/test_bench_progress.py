@@ -26,11 +26,14 @@ def test_progress_bench_small(tmp_path, capsys):
     assert (tmp_path / "tiny_vjepa2" / "config.json").is_file()
 
 
-def test_progress_bench_small_with_detour_data(tmp_path, capsys):
+def test_progress_bench_small_with_detour_data_and_nothing_held_out(tmp_path, capsys):
     mod = load_bench("bench_progress")
     assert mod.main(["--small", "--encoders", "progress", "--detour-per-task", "2", "--detour-steps", "3,6",
-                     "--out", str(tmp_path)]) == 0
+                     "--held-out", "none", "--out", str(tmp_path)]) == 0
     out = capsys.readouterr().out
+    assert "held out: NOTHING" in out and "trained on ['reach_one', 'reach', 'push', 'pick_place', 'stack']" in out
+    assert (tmp_path / "progress_seed0_without_none.safetensors").is_file()
+    assert not (tmp_path / "progress_seed0_without_push.safetensors").exists()
     assert "expert after a detour of 3-6 play steps: 2 per training task" in out
     assert "seed 0: expert after a detour, recovered per task: {'reach_one': " in out
     res = json.loads((tmp_path / "results.json").read_text())
@@ -40,10 +43,26 @@ def test_progress_bench_small_with_detour_data(tmp_path, capsys):
 @pytest.mark.parametrize("argv", [["--tasks", "nosuch"], ["--encoders", "clip"], ["--groups", "0"],
                                   ["--dinov2", "/no/such/dir"], ["--policy-per-task", "-1"],
                                   ["--policy-failures", "maybe"], ["--detour-steps", "5,1"], ["--detour-steps", "x"],
-                                  ["--detour-per-task", "-1"]])
+                                  ["--detour-per-task", "-1"], ["--held-out", "task"]])
 def test_progress_bench_bad_arguments(argv, capsys):
     mod = load_bench("bench_progress")
     with pytest.raises(SystemExit) as e:
         mod.main(argv)
     assert e.value.code == 2
     assert capsys.readouterr().err.strip().splitlines()[-1].startswith("bench_progress.py: error:")
+
+
+def test_readout_diagnostic_reproduces_the_bench(tmp_path, capsys):
+    """diag_progress_readout.py re-collects the bench's failures: its SRPO column equals the bench's Spearman."""
+    bench = load_bench("bench_progress")
+    assert bench.main(["--small", "--encoders", "progress", "--progress-pooling", "last", "--out", str(tmp_path)]) == 0
+    row, = json.loads((tmp_path / "results.json").read_text())["rows"]
+    diag = load_bench("diag_progress_readout")
+    res = diag.main(["--split", "test", "--seeds", "1", "--tasks", "push", "--groups", "2", "--group-size", "3",
+                     str(tmp_path)])[str(tmp_path)]
+    assert res["srpo"][0] == pytest.approx(row["within_task"], nan_ok=True)
+    assert -1.0 <= res["raw"][0] <= 1.0 or res["raw"][0] != res["raw"][0]  # a Spearman (nan when all tied)
+    assert "all failures" in capsys.readouterr().out
+    with pytest.raises(SystemExit) as e:
+        diag.main([str(tmp_path / "nosuch")])
+    assert e.value.code == 2
