@@ -65,7 +65,8 @@ demo-vla: install
 	$(BIN)/vla-rl report runs/vla_reach_one --force
 
 # The World-VLA-Loop demo: GRPO of the VLA only inside the learned world model, real-simulator success per cycle
-# (reach_one, 4 cycles, ~10 min on 2 cores). This is seed 0 (seed=0 vla.seed=0), the best of five: 0.297 -> 0.859;
+# (reach_one, 4 cycles, ~10 min on 2 cores). This is seed 0 (seed=0 vla.seed=0), the best of five: 0.297 -> 0.859
+# on the box of the table (0.297 -> 0.641 on an Intel Xeon box, the same code: docs/RESULTS.md, "The VLA demos on another CPU");
 # over seeds 0-4 the mean +- SE is 0.234 +- 0.023 after SFT -> 0.559 +- 0.079 after cycle 4 (docs/RESULTS.md,
 # "World-VLA-Loop over seeds": bench/bench_wm_loop_seeds.py --seeds 5).
 demo-wm: install
