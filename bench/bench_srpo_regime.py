@@ -31,6 +31,7 @@ rerunning them.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import sys
 import time
@@ -89,12 +90,27 @@ def fit_encoder(out: Path, small: bool, reuse: bool) -> Path:
     return path
 
 
+def same_encoder(run_dir: Path, want: dict) -> dict:
+    """``want`` with ``srpo.encoder_path`` set to the one ``run_dir``'s ``run_info.json`` recorded when the two files
+    hold the same bytes (a run directory copied or moved with its bench's ``encoder.safetensors``), else ``want``."""
+    info = run_dir / "run_info.json"
+    ours = want["srpo"]["encoder_path"]
+    if not (info.is_file() and ours):
+        return want
+    theirs = json.loads(info.read_text())["config"].get("srpo", {}).get("encoder_path")
+    if not theirs or theirs == ours or not (Path(theirs).is_file() and Path(ours).is_file()):
+        return want
+    if hashlib.sha256(Path(theirs).read_bytes()).digest() != hashlib.sha256(Path(ours).read_bytes()).digest():
+        return want
+    return {**want, "srpo": {**want["srpo"], "encoder_path": theirs}}
+
+
 def run_arm(arm: str, seed: int, out: Path, encoder: Path, extra: list[str], reuse: bool) -> dict:
     """One training run in a fresh process (or a finished one of the same config read back); curve, wall, episodes."""
     run_dir = out / f"{arm}_seed{seed}"
     args = arm_args(arm, encoder, extra)
     metrics = run_dir / "metrics.jsonl"
-    if reuse and finished(run_dir, expected_config(args, seed)):
+    if reuse and finished(run_dir, same_encoder(run_dir, expected_config(args, seed))):
         curve = eval_curve(metrics)
         print(f"  {arm} seed {seed}: reused {run_dir}: " + _curve_str(curve), flush=True)
         return {"curve": curve, "wall_s": _wall_from_metrics(metrics), "episodes": _train_episodes(metrics),

@@ -4,6 +4,7 @@ interaction, mean +- SE per arm and both paired differences with the 2-SE verdic
 back (the same numbers); bad arguments exit 2 with one line and write nothing."""
 
 import json
+import shutil
 
 import pytest
 
@@ -41,6 +42,35 @@ def test_small_runs_three_arms_on_test_states_and_reuse_reads_them_back(capsys, 
     assert again.count("reused") >= 7  # the encoder and three runs, three table cells
     assert {(r[0], r[1]): r[2:4] for r in markdown_table(again, "| arm | seed |")} == \
         {k: r[2:4] for k, r in per_run.items()}
+
+    moved = tmp_path / "copied"  # a copy of the run directory (its encoder along): still reused, nothing retrained
+    shutil.copytree(runs, moved)
+    assert mod.main([*args[:-1], str(moved), "--reuse"]) == 0
+    copied = capsys.readouterr().out
+    assert copied.count("reused") >= 7 and "encoder: reused" in copied
+    assert {(r[0], r[1]): r[2:4] for r in markdown_table(copied, "| arm | seed |")} == \
+        {k: r[2:4] for k, r in per_run.items()}
+
+
+def test_same_encoder_accepts_a_copied_encoder_only_with_the_same_bytes(tmp_path):
+    mod = load_bench("bench_srpo_regime")
+    old, ours = tmp_path / "old.safetensors", tmp_path / "new.safetensors"
+    old.write_bytes(b"weights")
+    ours.write_bytes(b"weights")
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "run_info.json").write_text(json.dumps({"config": {"srpo": {"encoder_path": str(old)}}}))
+    want = {"seed": 0, "srpo": {"encoder": "progress", "encoder_path": str(ours)}}
+    got = mod.same_encoder(run, want)
+    assert got == {"seed": 0, "srpo": {"encoder": "progress", "encoder_path": str(old)}}
+    assert want["srpo"]["encoder_path"] == str(ours)  # not modified in place
+    ours.write_bytes(b"other weights")  # different bytes: the recorded path stays different, so no reuse
+    assert mod.same_encoder(run, want) == want
+    old.unlink()  # the recorded encoder is gone: nothing to compare, no reuse
+    assert mod.same_encoder(run, want) == want
+    assert mod.same_encoder(tmp_path / "missing", want) == want
+    no_path = {"srpo": {"encoder": "random_conv", "encoder_path": None}}
+    assert mod.same_encoder(run, no_path) == no_path
 
 
 @pytest.mark.parametrize("args, word", [(["--seeds", "0"], "--seeds"), (["--jobs", "0"], "--jobs"),
