@@ -104,7 +104,7 @@ def summary(grads: list[torch.Tensor], G: torch.Tensor) -> dict[str, float]:
     c = [cos(g, G) for g in grads]
     return {"cos1": statistics.fmean(c), "cos1_se": statistics.stdev(c) / math.sqrt(len(c)) if len(c) > 1 else 0.0,
             "cosbar": cos(mean, G), "snr": float(mean.norm() ** 2) / max(noise, 1e-30),
-            "gnorm": statistics.fmean(float(g.norm()) for g in grads)}
+            "gnorm": statistics.fmean(float(g.norm()) for g in grads), "cos_each": c}
 
 
 def main(argv=None) -> int:
@@ -173,6 +173,14 @@ def main(argv=None) -> int:
     for n, r in rows.items():
         print(f"| {n} | {r['cos1']:.3f} +- {r['cos1_se']:.3f} | {r['cosbar']:.3f} | {r['snr']:.3f} "
               f"| {r['leaf_std']:.3f} | {r['s_per_it']:.2f} |")
+    base = rows.get("BranchGRPO")
+    if base is not None:  # the tree variants with BranchGRPO's tree and prompts roll out the same leaves: paired
+        print("\npaired with BranchGRPO (the same rollouts, other credit), cos(g_k, G) minus BranchGRPO's:")
+        for n, r in rows.items():
+            if n not in ("BranchGRPO", "flat GRPO", "tree 2 prompts x half") and len(r["cos_each"]) == len(
+                    base["cos_each"]):
+                d = [a - b for a, b in zip(r["cos_each"], base["cos_each"])]
+                print(f"  {n.strip()}: {statistics.fmean(d):+.3f} +- {statistics.stdev(d) / math.sqrt(len(d)):.3f}")
     print(f"\n(wall {time.perf_counter() - t0:.0f} s)")
     return 0
 
