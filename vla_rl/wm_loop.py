@@ -22,6 +22,11 @@ step = cycle)::
               5. add the failed and near-success rollouts to the data; fine-tune world model + state model
               6. log ``cycle/*``
 
+Every cycle's record also counts its real-simulator interaction (:func:`interaction`): ``real/<source>_episodes``
+and ``_env_steps`` per source (cycle 0: ``sans_train``, ``sans_heldout``, ``sft_demo`` -- the kept demos; an expert
+try that failed is not counted --, ``sft_eval``, ``eval``, and ``start_pool_resets``; cycle c: ``policy_rollout``,
+``eval``) and the running totals ``real/{train,eval}_{episodes,env_steps}_total``.
+
 :func:`run_cycle` is one cycle c, :func:`run_cycle_zero` the models + policy stage; the checkpointing, logging and
 resume around them live in ``_run_cycles``.
 
@@ -73,7 +78,7 @@ from world_models.wm_env import StartPool, register_world_model_env
 from .config import VLARLConfig
 from .policies import TrainablePolicy, load_policy
 from .policy import batch_to
-from .rollout import EnvPool, evaluate, obs_to_batch
+from .rollout import EnvPool, EvalResult, evaluate, obs_to_batch
 from .trainer import VLARLTrainer
 
 
@@ -168,6 +173,8 @@ def run_loop(cfg: WorldLoopConfig, quiet: bool = False) -> dict[str, Any]:
     (out / "history.json").write_text(json.dumps(history, indent=1))
     say(f"real-sim success per cycle: {[round(h['real_success'], 3) for h in history]} ({time.time() - t_start:.0f}s); "
         f"outputs in {out.resolve()}")
+    if history and "real/train_episodes_total" in history[-1]:
+        say(real_line(history[-1]))
     return res
 
 
@@ -256,12 +263,39 @@ class LoopRun:
         return _vla_cfg(self.cfg, output_dir=str(output_dir), resume=False, device=self.vla_device,
                         **{"env.kwargs": self.env_kwargs, "log.backends": inner_log, **changes})
 
-    def real_success(self, policy: TrainablePolicy) -> float:
-        """Success rate of ``policy`` in the real simulator on the ``real_eval_episodes`` held-out initial states."""
+    def real_eval(self, policy: TrainablePolicy) -> EvalResult:
+        """``policy`` in the real simulator on the ``real_eval_episodes`` held-out initial states."""
         cfg = self.cfg
         seeds = cfg.vla.rl.heldout_seeds(cfg.real_eval_episodes)  # vla.rl.eval_split's states
-        return evaluate(policy, self.pool, [cfg.data.task], seeds, cfg.vla.env.max_episode_steps,
-                        seed=cfg.seed).success_rate
+        return evaluate(policy, self.pool, [cfg.data.task], seeds, cfg.vla.env.max_episode_steps, seed=cfg.seed)
+
+
+def data_steps(traj: Trajectories) -> int:
+    """Real-simulator steps ``traj``'s episodes took: each runs the fixed horizon (``actions [N, T, A]``: N * T)."""
+    return int(traj.actions.shape[0] * traj.actions.shape[1])
+
+
+def eval_steps(res: EvalResult) -> int:
+    """Real-simulator steps of an evaluation: the sum of its episodes' lengths (an episode stops on success)."""
+    return int(sum(e.length for e in res.episodes))
+
+
+REAL_TOTALS = ("real/train_episodes", "real/train_env_steps", "real/eval_episodes", "real/eval_env_steps")
+
+
+def interaction(counts: dict[str, int], before: dict[str, Any] | None) -> dict[str, int]:
+    """One cycle's real-simulator interaction record: ``counts`` (``real/<source>_episodes`` / ``_env_steps`` of
+    this cycle) and the run's running totals ``real/{train,eval}_{episodes,env_steps}_total`` (``before``: the
+    previous cycle's record). *train*: episodes whose data trains a model (the SANS mix, the SFT demos, the
+    policy's fresh rollouts); *eval*: episodes only measured (real-sim evaluations, the held-out SANS mix)."""
+    train_src = ("sans_train", "sft_demo", "policy_rollout")
+    eval_src = ("sans_heldout", "sft_eval", "eval")
+    out = dict(counts)
+    for kind, srcs in (("train", train_src), ("eval", eval_src)):
+        for unit in ("episodes", "env_steps"):
+            key = f"real/{kind}_{unit}_total"
+            out[key] = int((before or {}).get(key, 0)) + sum(int(counts.get(f"real/{s}_{unit}", 0)) for s in srcs)
+    return out
 
 
 @dataclass
@@ -275,11 +309,12 @@ class CycleOut:
 
 
 def run_cycle(run: LoopRun, c: int, models: dict, train: Trajectories, policy_dir: Path,
-              stop: GracefulExit) -> CycleOut | None:
+              stop: GracefulExit, before: dict[str, Any] | None = None) -> CycleOut | None:
     """Cycle ``c >= 1`` of the World-VLA-Loop (module docstring): GRPO of the policy at ``policy_dir`` inside the
     world model, its real-simulator success, fresh real rollouts (the world model's error on them), the failures and
-    near-successes added to ``train``, world model + state model fine-tuned on it (``models`` in place). None when
-    the signal stopped the VLA run (or came before the real evaluation)."""
+    near-successes added to ``train``, world model + state model fine-tuned on it (``models`` in place); the record
+    counts the cycle's real-simulator episodes and steps (:func:`interaction`, totals on from ``before``, the previous
+    cycle's record). None when the signal stopped the VLA run (or came before the real evaluation)."""
     cfg, d, m = run.cfg, run.cfg.data, run.cfg.models
     tc = time.time()
     cdir = run.out / f"cycle_{c}"
@@ -297,7 +332,7 @@ def run_cycle(run: LoopRun, c: int, models: dict, train: Trajectories, policy_di
         return None
     policy = summary["policy"]
     # 3. evaluate in the real simulator
-    rs = run.real_success(policy)
+    ev = run.real_eval(policy)
     # 4. collect real data with the policy; the world model's error on it before it is added
     seeds = [cfg.policy_seed_offset + c * 1000 + i for i in range(cfg.rollouts_per_cycle)]
     fresh = collect_policy_episodes(policy_actor(policy, stochastic=True, seed=cfg.seed + c), d.task, seeds, d.horizon,
@@ -311,14 +346,16 @@ def run_cycle(run: LoopRun, c: int, models: dict, train: Trajectories, policy_di
     ft_loss = finetune(models, m, train, m.wm_finetune_steps, cfg.seed + c) if m.wm_finetune_steps > 0 else []
     held = world_model_report(models["wm"], run.test, models["idm"], m.success_threshold, cfg.seed,
                               m.env_sampling_steps, models["state"])
-    rec = {"cycle": c, "real_success": rs, "wm_success_before_rl": summary["sft_success"],
+    real = {"real/policy_rollout_episodes": len(fresh), "real/policy_rollout_env_steps": data_steps(fresh),
+            "real/eval_episodes": len(ev.episodes), "real/eval_env_steps": eval_steps(ev)}
+    rec = {"cycle": c, "real_success": ev.success_rate, "wm_success_before_rl": summary["sft_success"],
            "wm_success_after_rl": summary["final_success"],
            "policy_rollouts/real_success": float(fresh.episode_success.float().mean()),
            **{f"wm_on_policy/{k}": v for k, v in on_policy.items()},
            **{f"wm_heldout/{k}": v for k, v in held.items()},
            "data/episodes": len(train), "data/added": len(add),
            "wm/finetune_loss": float(np.mean(ft_loss[-50:])) if ft_loss else float("nan"),
-           "time/cycle_s": time.time() - tc}
+           **interaction(real, before), "time/cycle_s": time.time() - tc}
     return CycleOut(rec, policy, cdir / "vla" / "policy", train)
 
 
@@ -338,13 +375,32 @@ def run_cycle_zero(run: LoopRun, train: Trajectories, dev, stop: GracefulExit,
     if stop.requested:
         return models, None
     sft_dir = run.out / "sft"
-    VLARLTrainer(run.vla_cfg(sft_dir, **{"env.tasks": [d.task], "rl.iterations": 0, "rl.num_videos": 0}),
-                 quiet=True).train()
+    sft = VLARLTrainer(run.vla_cfg(sft_dir, **{"env.tasks": [d.task], "rl.iterations": 0, "rl.num_videos": 0}),
+                       quiet=True)
+    sft.train()
     run.pool = EnvPool(run.env_kwargs, cfg.vla.env.video_camera)
     policy = load_policy(sft_dir / "policy").to(run.vla_device)
-    rec = {"cycle": 0, "real_success": run.real_success(policy), **{f"wm_heldout/{k}": v for k, v in rep.items()},
-           "idm/heldout_mse": idm_err["mse"], "idm/heldout_r2": idm_err["r2"], "data/episodes": len(train)}
+    ev = run.real_eval(policy)
+    sft_evals = list(sft.evals.values())  # the SFT run's own real-sim evaluations (after SFT, final)
+    real = {"real/sans_train_episodes": len(train), "real/sans_train_env_steps": data_steps(train),
+            "real/sans_heldout_episodes": len(test), "real/sans_heldout_env_steps": data_steps(test),
+            "real/start_pool_resets": d.start_pool,  # initial observations only: a reset each, no step
+            "real/sft_demo_episodes": int((sft.sft_record or {}).get("demos", 0)),
+            "real/sft_demo_env_steps": int((sft.sft_record or {}).get("demo_steps", 0)),
+            "real/sft_eval_episodes": sum(int(e["episodes"]) for e in sft_evals),
+            "real/sft_eval_env_steps": int(round(sum(e["episodes"] * e["mean_length"] for e in sft_evals))),
+            "real/eval_episodes": len(ev.episodes), "real/eval_env_steps": eval_steps(ev)}
+    rec = {"cycle": 0, "real_success": ev.success_rate, **{f"wm_heldout/{k}": v for k, v in rep.items()},
+           "idm/heldout_mse": idm_err["mse"], "idm/heldout_r2": idm_err["r2"], "data/episodes": len(train),
+           **interaction(real, None)}
     return models, CycleOut(rec, policy, sft_dir / "policy", train)
+
+
+def real_line(rec: dict[str, Any]) -> str:
+    """The run's real-simulator interaction so far (:func:`interaction`'s totals in ``rec``)."""
+    return (f"real-simulator interaction: {rec['real/train_episodes_total']} training episodes "
+            f"({rec['real/train_env_steps_total']} steps: SANS data, SFT demos, the policy's fresh rollouts), "
+            f"{rec['real/eval_episodes_total']} evaluation episodes ({rec['real/eval_env_steps_total']} steps)")
 
 
 def cycle_line(rec: dict[str, Any]) -> str:
@@ -400,7 +456,7 @@ def _run_cycles(cfg: WorldLoopConfig, out: Path, dev, saved: dict | None, logger
     for c in range(start, cfg.cycles + 1):
         if stop.requested:
             break
-        res = run_cycle(run, c, models, train, policy_dir, stop)
+        res = run_cycle(run, c, models, train, policy_dir, stop, history[-1])
         if res is None:
             break
         rec, policy, policy_dir, train = res.rec, res.policy, res.policy_dir, res.train

@@ -191,3 +191,46 @@ def test_loop_sigint_while_the_world_model_is_fitted_says_no_cycle_completed(tmp
     assert "cycle -1" not in out
     assert not (tmp_path / "loop_state").exists() and not (tmp_path / "sft").exists()
     assert not (tmp_path / "history.json").exists()
+
+
+def test_loop_counts_its_real_simulator_episodes_and_steps(tmp_path, monkeypatch):
+    """Every cycle's record counts the real simulator's episodes and steps by source (interaction cost); the totals
+    equal what the simulator itself saw: its ``step`` calls, and its resets (one per episode, one per start-pool
+    initial observation, one probe), counted on the real TabletopEnv (the world-model env is another class)."""
+    from sims.tabletop.env import TabletopEnv
+
+    seen = {"steps": 0, "resets": 0}
+    step, reset = TabletopEnv.step, TabletopEnv.reset
+
+    def counted_step(self, *a, **k):
+        seen["steps"] += 1
+        return step(self, *a, **k)
+
+    def counted_reset(self, *a, **k):
+        seen["resets"] += 1
+        return reset(self, *a, **k)
+
+    monkeypatch.setattr(TabletopEnv, "step", counted_step)
+    monkeypatch.setattr(TabletopEnv, "reset", counted_reset)
+    path = "configs/world_models/loop_reach_one.yaml"
+    hist = run_loop(load_config(WorldLoopConfig, path, [f"output_dir={tmp_path}", *TINY_LOOP, "cycles=2"]),
+                    quiet=True)["history"]
+    h0, h1, h2 = hist
+    # cycle 0: the SANS mixes (5 episodes of horizon 6; held out: TINY_LOOP's 2 merged into the file's 3 + 3 kinds),
+    # one SFT demo, the SFT run's two evaluations (after SFT,
+    # final: 2 episodes each) and the loop's own (2), four start-pool resets
+    assert (h0["real/sans_train_episodes"], h0["real/sans_train_env_steps"]) == (5, 30)
+    assert (h0["real/sans_heldout_episodes"], h0["real/sans_heldout_env_steps"]) == (8, 48)
+    assert h0["real/sft_demo_episodes"] == 1 and 1 <= h0["real/sft_demo_env_steps"] <= 12
+    assert h0["real/sft_eval_episodes"] == 4 and h0["real/eval_episodes"] == 2 and h0["real/start_pool_resets"] == 4
+    for h in (h1, h2):  # each cycle: the policy's 2 fresh rollouts (horizon 6), the loop's evaluation (2)
+        assert (h["real/policy_rollout_episodes"], h["real/policy_rollout_env_steps"]) == (2, 12)
+        assert h["real/eval_episodes"] == 2 and 2 <= h["real/eval_env_steps"] <= 24
+    assert h0["real/train_episodes_total"] == 6 and h2["real/train_episodes_total"] == 10
+    assert h2["real/eval_episodes_total"] == 8 + 4 + 2 + 2 + 2
+    last = h2
+    assert seen["steps"] == last["real/train_env_steps_total"] + last["real/eval_env_steps_total"]
+    # resets: one per episode, the 4 start-pool observations, and the SFT trainer's probe of the task (no step)
+    assert seen["resets"] == last["real/train_episodes_total"] + last["real/eval_episodes_total"] + 4 + 1
+    rows = [json.loads(x) for x in (tmp_path / "metrics.jsonl").read_text().splitlines()]
+    assert [r["real/train_env_steps_total"] for r in rows] == [h["real/train_env_steps_total"] for h in hist]
