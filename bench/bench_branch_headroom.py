@@ -262,7 +262,14 @@ def fmt(vals: list[float], digits: int = 2) -> str:
     return f"{m:.{digits}f}" if len(vals) == 1 else f"{m:.{digits}f} +- {se:.{digits}f}"
 
 
-def report(args, runs: list[dict]) -> None:
+def report(args, runs: list[dict]) -> int | None:
+    for r in runs:  # --report-from files written with other --arms: one line, exit 2 (not a KeyError)
+        missing = [name for name in args.arms if name not in r.get("arms", {})]
+        if missing:
+            print(f"bench_branch_headroom: seed {r.get('seed', '?')} has no arm {missing[0]!r} (it has "
+                  f"{', '.join(r.get('arms', {})) or 'none'}): pass --arms with the arms the runs hold",
+                  file=sys.stderr)
+            return 2
     n = len(runs)
     task = f"big-shapes task (target area {args.target_area:g} px^2)" if args.task == "big" else "layout task"
     print(f"\nBranchGRPO on the {task}: {args.steps} steps, "

@@ -72,6 +72,9 @@ def test_report_from_json_prints_the_runsmarkdown_table(small_runs, tmp_path, ca
     assert "best" in again and "@ T - flat" in again
     assert mod.main(["--small", "--report-from", str(tmp_path / "missing.json")]) == 2
     assert len(capsys.readouterr().err.strip().splitlines()) == 1
+    assert mod.main(["--small", "--arms", "flat GRPO,Branch-parent", "--report-from", str(jsons[1])]) == 2
+    err = capsys.readouterr().err.strip().splitlines()  # runs without that arm: one line, not a KeyError
+    assert len(err) == 1 and "has no arm 'Branch-parent'" in err[0]
 
 
 def test_task_reward_is_verifier_times_size():
