@@ -1,5 +1,9 @@
-"""Tree x pool against its parents on the task with headroom: time to flat GRPO's target in projected GPU cost and in
+"""Tree x pool against its parents on a task with headroom: time to flat GRPO's target in projected GPU cost and in
 CPU wall clock, and the reward at equal projected GPU cost (issue 35, item 5).
+
+``--task big`` (the default): ``bench/big_shapes_task.py``, the verifier times a size credit; ``--task layout``: issue
+35's second task, ``bench/layout_shapes_task.py``, the verifier times a centred-composition credit (the task of
+``bench_branch_headroom.py --task layout``; the reward comes from the same ``task_reward``).
 
 Arms (one process per seed holds the four trainers, built from the same base and LoRA initialisation (checked),
 evaluated on the same fixed prompts with the same noise; their iterations interleaved by spent cost, so the shared
@@ -29,6 +33,7 @@ arm's curve read at flat's budget ``B``.
 
     python bench/bench_tree_pool.py --seed-list 0 --json-out /tmp/tp/s0.json      # one seed per process
     python bench/bench_tree_pool.py --report-from /tmp/tp/s0.json,/tmp/tp/s1.json  # the table of docs/RESULTS.md
+    python bench/bench_tree_pool.py --task layout --seed-list 0 --json-out /tmp/tp/L0.json   # the second task
     python bench/bench_tree_pool.py --small                                        # seconds: the test's mode
 """
 
@@ -50,7 +55,7 @@ import torch  # noqa: E402
 
 torch.set_num_threads(int(os.environ["OMP_NUM_THREADS"]))
 
-from bench_branch_headroom import check_same_start, crossing, fmt, make_trainer, reward_at, run_seeds  # noqa: E402
+from bench_branch_headroom import TASKS, check_same_start, crossing, fmt, make_trainer, reward_at, run_seeds  # noqa: E402
 from big_shapes_task import TARGET_AREA  # noqa: E402
 from claims_toy import mean_se  # noqa: E402
 
@@ -152,7 +157,7 @@ def run_seed(args, seed: int) -> dict:
     before = flat.curve[0][1]
     final = sum(r for _, r, _ in flat.curve[-2:]) / len(flat.curve[-2:])
     target = before + args.target_frac * (final - before)
-    out = {"seed": seed, "before": before, "before_acc": flat.curve[0][2], "target": target, "B": B,
+    out = {"seed": seed, "task": args.task, "before": before, "before_acc": flat.curve[0][2], "target": target, "B": B,
            "wall_run": time.perf_counter() - t0, "arms": {}}
     for n, a in arms.items():
         u = crossing(a.curve, target) if final > before else None
@@ -200,7 +205,8 @@ def report(args, runs: list[dict]) -> int:
               file=sys.stderr)
         return 2
     n = len(runs)
-    print(f"\ntree x pool on the big-shapes task: {args.steps} steps, {args.train} trained samples per prompt, pool "
+    task = "big-shapes task" if args.task == "big" else "layout task"
+    print(f"\ntree x pool on the {task}: {args.steps} steps, {args.train} trained samples per prompt, pool "
           f"{args.pool} ({args.format}), splits {args.splits}, lr {args.lr:g}, {args.eval_prompts} eval prompts; flat "
           f"{args.flat_iters} iterations = budget B; tree x pool+prune: {args.txp_width} k={args.txp_k}, depth window "
           f"{args.txp_window}; target = before + {args.target_frac:g} x flat's gain; {n} "
@@ -275,7 +281,9 @@ def main(argv=None) -> int:
     ap.add_argument("--eta", type=float, default=0.7, help="SDE noise level, every arm")
     ap.add_argument("--eval-prompts", type=int, default=64, help="fixed evaluation prompts")
     ap.add_argument("--eval-steps", type=int, default=10, help="ODE steps of the evaluation")
-    ap.add_argument("--target-area", type=float, default=TARGET_AREA, help="the task's object area in px^2")
+    ap.add_argument("--task", default="big",
+                    help="the reward: " + "; ".join(f"{k} = {v}" for k, v in TASKS.items()))
+    ap.add_argument("--target-area", type=float, default=TARGET_AREA, help="the big task's object area in px^2")
     ap.add_argument("--arms", default=None, help=f"comma-separated subset of {', '.join(ARMS)} (flat first; default: "
                     "all, or with --report-from the arms every seed has)")
     ap.add_argument("--model-path", default="builtin:shapes_sd3")
@@ -302,6 +310,8 @@ def main(argv=None) -> int:
     if [a for a in args.arms if a not in ARMS] or not args.arms or args.arms[0] != "flat GRPO":
         problems.append(f"--arms {','.join(args.arms)!r}: expected 'flat GRPO' first, then any of "
                         f"{', '.join(ARMS[1:])}")
+    if args.task not in TASKS:
+        problems.append(f"--task {args.task!r}: expected one of {', '.join(TASKS)}")
     if args.splits != sorted(set(args.splits)) or args.splits[0] < 0 or args.splits[-1] >= args.steps:
         problems.append(f"--splits {args.splits}: expected increasing steps in [0, --steps {args.steps})")
     if args.train != 2 ** len(args.splits):
