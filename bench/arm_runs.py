@@ -1,7 +1,10 @@
 """What the benches that compare training arms over seeds share (``bench_srpo_vs_binary``, ``bench_srpo_regime``,
 ``bench_pool_vs_plain``, ``bench_gdpo``): their command line (``--small``, ``--seeds``; for runs in subprocesses
 ``--jobs``, ``--out`` and ``--reuse``) and its check (one line, exit 2, nothing written), one training CLI run in a
-fresh one-core process (:func:`train_cli`), and the arms x seeds runs at once (:func:`run_jobs`)."""
+fresh one-core process (:func:`train_cli`), and the arms x seeds runs at once (:func:`run_jobs`). For the benches
+that write per-seed ``--json-out`` files and read them back with ``--report-from`` (``bench_tree_pool``,
+``bench_lookahead``, ``bench_branch_headroom``): the join of a seed's runs (:func:`join_seeds`) and the check that
+every run holds the arms asked for (:func:`missing_arms`)."""
 
 from __future__ import annotations
 
@@ -71,3 +74,35 @@ def run_jobs(jobs: list[Any], run: Callable[[Any], dict], at_once: int) -> dict[
     except RuntimeError as e:
         print(f"error: {e}", file=sys.stderr)
         return None
+
+
+def join_seeds(runs: list[dict], same: str, what: str) -> list[dict]:
+    """One run per seed, in seed order, from the runs of several ``--json-out`` files (e.g. a seed's four arms from one
+    run and a fifth arm from another): a seed's arms are joined, its first run's other fields kept. An arm present in
+    two runs of one seed must have the same ``arm[same]`` (``what`` names it in the error: the benches are
+    deterministic per seed, so a rerun reproduces it; otherwise the runs come from different code and cannot be
+    joined) -> ``ValueError`` naming the seed and the arm."""
+    by_seed: dict[int, dict] = {}
+    for r in runs:
+        m = by_seed.setdefault(r["seed"], {**r, "arms": {}})
+        for name, a in r["arms"].items():
+            old = m["arms"].get(name)
+            if old is not None and old[same] != a[same]:
+                raise ValueError(f"seed {r['seed']}: arm {name!r} has different {what} in two runs: not the same "
+                                 "code path, rerun it")
+            m["arms"].setdefault(name, a)
+    return [by_seed[s] for s in sorted(by_seed)]
+
+
+def missing_arms(prog: str, runs: list[dict], arms: list[str]) -> bool:
+    """Whether a run lacks an arm of ``arms`` (``--report-from`` files written with other ``--arms``); if so one line
+    on stderr naming, per seed, the missing arms and the arms it has."""
+    gaps = []
+    for r in runs:
+        lack = [name for name in arms if name not in r.get("arms", {})]
+        if lack:
+            gaps.append(f"seed {r.get('seed', '?')} has no arm {', '.join(map(repr, lack))} (it has "
+                        f"{', '.join(r.get('arms', {})) or 'none'})")
+    if gaps:
+        print(f"{prog}: {'; '.join(gaps)}: pass --arms with the arms the runs hold", file=sys.stderr)
+    return bool(gaps)

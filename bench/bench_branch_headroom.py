@@ -59,6 +59,7 @@ import torch  # noqa: E402
 
 torch.set_num_threads(int(os.environ["OMP_NUM_THREADS"]))
 
+from arm_runs import missing_arms  # noqa: E402
 from big_shapes_task import TARGET_AREA, BigShapesReward  # noqa: E402
 from claims_toy import mean_se  # noqa: E402
 from layout_shapes_task import LayoutShapesReward  # noqa: E402
@@ -263,13 +264,8 @@ def fmt(vals: list[float], digits: int = 2) -> str:
 
 
 def report(args, runs: list[dict]) -> int | None:
-    for r in runs:  # --report-from files written with other --arms: one line, exit 2 (not a KeyError)
-        missing = [name for name in args.arms if name not in r.get("arms", {})]
-        if missing:
-            print(f"bench_branch_headroom: seed {r.get('seed', '?')} has no arm {missing[0]!r} (it has "
-                  f"{', '.join(r.get('arms', {})) or 'none'}): pass --arms with the arms the runs hold",
-                  file=sys.stderr)
-            return 2
+    if missing_arms("bench_branch_headroom", runs, args.arms):  # --report-from files with other --arms: exit 2
+        return 2
     n = len(runs)
     task = f"big-shapes task (target area {args.target_area:g} px^2)" if args.task == "big" else "layout task"
     print(f"\nBranchGRPO on the {task}: {args.steps} steps, "

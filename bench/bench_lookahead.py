@@ -77,6 +77,7 @@ import torch  # noqa: E402
 
 torch.set_num_threads(int(os.environ["OMP_NUM_THREADS"]))
 
+from arm_runs import join_seeds, missing_arms  # noqa: E402
 from bench_branch_headroom import fmt, make_trainer  # noqa: E402
 from big_shapes_task import TARGET_AREA  # noqa: E402
 from claims_toy import mean_se  # noqa: E402
@@ -454,23 +455,13 @@ def main(argv=None) -> int:
     args.lr, args.eval_steps, args.eval_prompts = 1e-3, args.steps, 1
     runs = []
     if args.report_from:
-        by_seed: dict[int, dict] = {}
         try:
-            for path in args.report_from.split(","):
-                for r in json.loads(Path(path).read_text()):
-                    m = by_seed.setdefault(r["seed"], {**r, "arms": {}})
-                    for name, a in r["arms"].items():
-                        if name in m["arms"] and m["arms"][name]["leaves"] != a["leaves"]:
-                            raise ValueError(f"seed {r['seed']}: arm {name!r} differs between two runs")
-                        m["arms"].setdefault(name, a)
+            runs = join_seeds([r for path in args.report_from.split(",") for r in json.loads(Path(path).read_text())],
+                              "leaves", "leaf rewards")
         except (OSError, ValueError, KeyError) as e:
             print(f"bench_lookahead: --report-from {args.report_from!r}: {e}", file=sys.stderr)
             return 2
-        runs = [by_seed[s] for s in sorted(by_seed)]
-        missing = sorted({f"{a} (seed {r['seed']})" for r in runs for a in args.arms if a not in r["arms"]})
-        if missing:
-            print(f"bench_lookahead: no results for {', '.join(missing)}; pass --arms with the measured arms only",
-                  file=sys.stderr)
+        if missing_arms("bench_lookahead", runs, args.arms):
             return 2
         report(args, runs)
         return 0

@@ -55,6 +55,7 @@ import torch  # noqa: E402
 
 torch.set_num_threads(int(os.environ["OMP_NUM_THREADS"]))
 
+from arm_runs import join_seeds, missing_arms  # noqa: E402
 from bench_branch_headroom import TASKS, check_same_start, crossing, fmt, make_trainer, reward_at, run_seeds  # noqa: E402
 from big_shapes_task import TARGET_AREA  # noqa: E402
 from claims_toy import mean_se  # noqa: E402
@@ -174,19 +175,9 @@ def run_seed(args, seed: int) -> dict:
 
 def merge_runs(runs: list[dict]) -> list[dict]:
     """One run per seed from several ``--json-out`` files (e.g. seed 0's four arms from one run and a fifth arm from
-    another): the arms of a seed's runs are joined. An arm present in two runs of one seed must have the same
-    evaluation curve in both (the bench is deterministic per seed: a rerun reproduces it; otherwise the runs do not
-    come from the same code and cannot be joined) -> ``ValueError``."""
-    by_seed: dict[int, dict] = {}
-    for r in runs:
-        m = by_seed.setdefault(r["seed"], {**r, "arms": {}})
-        for name, a in r["arms"].items():
-            old = m["arms"].get(name)
-            if old is not None and old["curve"] != a["curve"]:
-                raise ValueError(f"seed {r['seed']}: arm {name!r} has different evaluation curves in two runs "
-                                 f"({old['curve'][-1]} vs {a['curve'][-1]}): not the same code path, rerun it")
-            m["arms"].setdefault(name, a)
-    return [by_seed[s] for s in sorted(by_seed)]
+    another), an arm in two runs of a seed with the same evaluation curve in both, else ``ValueError``
+    (:func:`arm_runs.join_seeds`)."""
+    return join_seeds(runs, "curve", "evaluation curves")
 
 
 def report(args, runs: list[dict]) -> int:
@@ -199,10 +190,11 @@ def report(args, runs: list[dict]) -> int:
         return 2
     if getattr(args, "all_arms", False):
         args.arms = [a for a in ARMS if all(a in r["arms"] for r in runs)]
-    missing = sorted({f"{name} (seed {r['seed']})" for r in runs for name in args.arms if name not in r["arms"]})
-    if missing:
-        print(f"bench_tree_pool: no results for {', '.join(missing)}; pass --arms with the measured arms only",
-              file=sys.stderr)
+    if missing_arms("bench_tree_pool", runs, args.arms):
+        return 2
+    other = sorted({f"{r.get('task', 'big')} (seed {r['seed']})" for r in runs if r.get("task", "big") != args.task})
+    if other:
+        print(f"bench_tree_pool: runs of another task than --task {args.task}: {', '.join(other)}", file=sys.stderr)
         return 2
     n = len(runs)
     task = "big-shapes task" if args.task == "big" else "layout task"

@@ -4,6 +4,8 @@ combined mode's trainer, tested in tests/diffusion_rl/test_tree_pool.py."""
 
 import json
 
+import pytest
+
 from .benchutil import load_bench, markdown_table
 
 
@@ -97,3 +99,56 @@ def test_bad_input_is_one_line_exit_2(capsys):
         assert mod.main(argv) == 2
         err = capsys.readouterr().err
         assert msg in err and len(err.strip().splitlines()) == 1, err
+
+
+def test_layout_task_is_wired_and_runs_of_another_task_are_refused(tmp_path, capsys):
+    """``--task layout``: the arms' trainers score with issue 35's second task (the reward of
+    bench_branch_headroom.task_reward, not a copy), the run records its task and names it; --report-from refuses to
+    put runs of another task (old runs without the field are the big task's) into the table, one line, exit 2."""
+    mod = load_bench("bench_tree_pool")
+    layout = load_bench("layout_shapes_task")
+    out = tmp_path / "L0.json"
+    assert mod.main(["--small", "--task", "layout", "--arms", "flat GRPO", "--out", str(tmp_path / "o"),
+                     "--json-out", str(out)]) == 0
+    assert "tree x pool on the layout task" in capsys.readouterr().out
+    run = json.loads(out.read_text())[0]
+    assert run["task"] == "layout" and list(run["arms"]) == ["flat GRPO"]
+    args = type("A", (), {"task": "layout", "format": "nvfp4", "splits": [0, 2], "pool": 8, "train": 4,
+                          "txp_width": "topk_per_parent", "txp_k": 1, "txp_window": 2, "out": str(tmp_path / "o"),
+                          "model_path": "builtin:shapes_sd3", "steps": 4, "eta": 0.7, "lr": 1e-3, "eval_steps": 3,
+                          "eval_prompts": 4, "target_area": 100.0})()
+    assert type(mod.build(args, "tree x pool+prune", 0).reward_fn).__name__ == layout.LayoutShapesReward.__name__
+    args.task = "big"
+    assert type(mod.build(args, "tree x pool+prune", 0).reward_fn).__name__ == "BigShapesReward"
+    # the layout run read back as the big task's (the default --task), and an old run (no task field) as layout's
+    for argv, f, msg in ((["--arms", "flat GRPO"], out, "runs of another task than --task big: layout (seed 0)"),
+                         (["--task", "layout", "--arms", "flat GRPO"], None,
+                          "runs of another task than --task layout: big (seed 3)")):
+        if f is None:
+            f = tmp_path / "old.json"
+            f.write_text(json.dumps([_run(3, 2000.0, 1000.0)]))
+        assert mod.main([*argv, "--report-from", str(f)]) == 2
+        err = capsys.readouterr().err
+        assert msg in err and len(err.strip().splitlines()) == 1, err
+    assert mod.main(["--task", "layout", "--arms", "flat GRPO", "--report-from", str(out)]) == 0
+    assert mod.main(["--task", "sizes"]) == 2
+    assert "--task 'sizes': expected one of big, layout" in capsys.readouterr().err
+
+
+def test_join_seeds_and_missing_arms_shared_by_the_report_benches(capsys):
+    """bench/arm_runs.py: a seed's arms from two runs are joined (a shared arm must agree), seeds come out in order;
+    a run that lacks an asked-for arm is named on one line."""
+    arm_runs = load_bench("arm_runs")
+    a = {"seed": 1, "x": "first", "arms": {"flat": {"curve": [1]}, "tree": {"curve": [2]}}}
+    b = {"seed": 1, "x": "second", "arms": {"flat": {"curve": [1]}, "pool": {"curve": [3]}}}
+    c = {"seed": 0, "arms": {"flat": {"curve": [5]}}}
+    runs = arm_runs.join_seeds([a, b, c], "curve", "curves")
+    assert [r["seed"] for r in runs] == [0, 1] and runs[1]["x"] == "first"
+    assert runs[1]["arms"] == {"flat": {"curve": [1]}, "tree": {"curve": [2]}, "pool": {"curve": [3]}}
+    with pytest.raises(ValueError, match="^seed 1: arm 'flat' has different curves in two runs"):
+        arm_runs.join_seeds([a, dict(b, arms={"flat": {"curve": [9]}})], "curve", "curves")
+    assert not arm_runs.missing_arms("b", runs, ["flat"])
+    assert capsys.readouterr().err == ""
+    assert arm_runs.missing_arms("b", runs, ["flat", "tree", "pool"])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == ["b: seed 0 has no arm 'tree', 'pool' (it has flat): pass --arms with the arms the runs hold"]
