@@ -89,6 +89,11 @@ def parse(argv=None) -> argparse.Namespace:
     p.add_argument("--pooling", default="mean_last", help="SRPO pooling (the recipes' mean_last)")
     p.add_argument("--num-frames", type=int, default=6, help="SRPO frames per episode (the recipe's 6)")
     p.add_argument("--frame-size", type=int, default=32, help="SRPO frame size (the recipe's 32)")
+    p.add_argument("--progress-frame-size", type=int, default=32,
+                   help="the progress encoder's own view: agentview rendered at this side (px) as the env's extra "
+                   "view (sims extra_view) for its training data, the expert references and the failures, while the "
+                   "policy keeps its 32-px cameras; its model.image_size and SRPO frame size (default 32: the "
+                   "recipe's frames; other sizes measure --encoders progress only)")
     p.add_argument("--dinov2", default=None, help="a local DINOv2 save_pretrained directory (default: tiny random)")
     p.add_argument("--vjepa2", default=None, help="a local V-JEPA 2 save_pretrained directory (default: tiny random)")
     p.add_argument("--encoders", default=",".join(ENCODERS), help="comma-separated subset of " + ",".join(ENCODERS))
@@ -116,6 +121,9 @@ def parse(argv=None) -> argparse.Namespace:
             or a.play_per_task < 0 or a.policy_per_task < 0:
         p.error("--seeds, --groups, --expert-per-task, --encoder-steps, --tcn-steps, --num-frames must be >= 1 and "
                 "--group-size >= 2, --play-per-task >= 0")
+    if not 16 <= a.progress_frame_size <= 1024 or (a.progress_frame_size != 32 and a.encoders != ["progress"]):
+        p.error(f"--progress-frame-size {a.progress_frame_size}: expected a side in [16, 1024] px; a size other than "
+                "32 measures the progress encoder only (--encoders progress)")
     if a.progress_pooling not in (None, "mean", "last", "mean_last",
                                   "concat") or a.pooling not in ("mean", "last", "mean_last", "concat"):
         p.error("--pooling / --progress-pooling: expected mean, last, mean_last or concat")
@@ -148,12 +156,17 @@ def pad_videos(videos: list[np.ndarray]) -> torch.Tensor:
     return torch.as_tensor(np.stack(out), device="cpu").permute(0, 1, 4, 2, 3)
 
 
-def rollouts(policy, task: str, seeds: list[int], group_size: int, noise_seed: int):
-    """The base policy's episodes (frames of agentview) and one expert success per initial state (references)."""
+def rollouts(policy, task: str, seeds: list[int], group_size: int, noise_seed: int, frame_size: int = 32):
+    """The base policy's episodes (frames of agentview, at ``frame_size`` px: 32 is the policy's own camera, another
+    size the env's extra view ``srpo``; the policy always sees its 32-px cameras) and one expert success per initial
+    state (references, rendered at ``frame_size``)."""
     from vla_rl.rollout import EnvPool, EpisodeSpec, run_episodes
     from world_models.progress_encoder import record_expert_episodes
 
-    pool = EnvPool({"image_size": 32, "cameras": ["agentview", "wrist"]}, "agentview")
+    kw: dict = {"image_size": 32, "cameras": ["agentview", "wrist"]}
+    if frame_size != 32:
+        kw["extra_view"] = ("srpo", "agentview", frame_size)
+    pool = EnvPool(kw, "agentview" if frame_size == 32 else "srpo")
     specs = [EpisodeSpec(f"tabletop/{task}", s, g, s * 16 + k) for g, s in enumerate(seeds) for k in range(group_size)]
     batch = run_episodes(policy, pool, specs, MAX_STEPS[task], stochastic=True, noise_key=(noise_seed, 0))
     pool.close()
@@ -162,8 +175,8 @@ def rollouts(policy, task: str, seeds: list[int], group_size: int, noise_seed: i
             "ref": False} for g, e in enumerate(batch.episodes)]
     for g, s in enumerate(seeds):
         try:
-            (frames, _), = record_expert_episodes(f"tabletop/{task}", 1, s, "agentview", 32, MAX_STEPS[task], 0, 0.0,
-                                                  seed=noise_seed)
+            (frames, _), = record_expert_episodes(f"tabletop/{task}", 1, s, "agentview", frame_size, MAX_STEPS[task],
+                                                  0, 0.0, seed=noise_seed)
         except RuntimeError:
             continue  # the expert failed from this state (rare): the group has only the policy's successes
         eps.append({"video": frames, "success": True, "progress": 1.0, "group": g, "ref": True})
@@ -199,6 +212,7 @@ def main(argv=None) -> int:
     from world_models.encoders import SmallVideoEncoder, build_encoder, train_small_encoder
     from world_models.progress_encoder import (
         ProgressEncoder,
+        ProgressEncoderConfig,
         ProgressTrainConfig,
         policy_targets,
         record_detour_episodes,
@@ -220,7 +234,8 @@ def main(argv=None) -> int:
         tiny = tiny_transformers(out)
         weights = {k: v or tiny[k] for k, v in weights.items()}
     srpo_cfg = SRPOConfig(num_frames=a.num_frames, frame_size=a.frame_size, pooling=a.pooling, reference="task")
-    progress_cfg = SRPOConfig(num_frames=a.num_frames, frame_size=a.frame_size, pooling=a.progress_pooling or a.pooling,
+    ps = a.progress_frame_size
+    progress_cfg = SRPOConfig(num_frames=a.num_frames, frame_size=a.frame_size if ps == 32 else ps, pooling=a.progress_pooling or a.pooling,
                               reference="task")
     import vla_rl
 
@@ -233,7 +248,8 @@ def main(argv=None) -> int:
           flush=True)
     print(f"DINOv2: {which['dinov2']}; V-JEPA 2: {which['vjepa2']}", flush=True)
     print(f"SRPO: reference task, {a.num_frames} frames at {a.frame_size} px, pooling {a.pooling} (progress encoder: "
-          f"{a.progress_pooling or a.pooling}); progress encoder data: {a.expert_per_task} expert + {a.play_per_task} "
+          f"{a.progress_pooling or a.pooling}; its own view: agentview at {ps} px, the policy's cameras at 32 px); "
+          f"progress encoder data: {a.expert_per_task} expert + {a.play_per_task} "
           f"play episodes per training task, {a.encoder_steps} steps; the base policy's own rollouts: "
           f"{a.policy_per_task} per task ({a.policy_tasks} tasks), failures {a.policy_failures}; expert after a "
           f"detour of {a.detour_steps[0]}-{a.detour_steps[1]} play steps: {a.detour_per_task} per training task",
@@ -246,11 +262,15 @@ def main(argv=None) -> int:
         t_seed = time.time()
         train_eps = {t: record_expert_episodes(f"tabletop/{t}", a.expert_per_task, TRAIN_OFFSET + 10_000 * seed,
                                                "agentview", 32, MAX_STEPS[t] + 20, 2, 0.05, seed=seed) for t in TASKS}
+        # the progress encoder's expert episodes at its own size (the same episodes: the expert reads no image)
+        ptrain_eps = train_eps if ps == 32 else {
+            t: record_expert_episodes(f"tabletop/{t}", a.expert_per_task, TRAIN_OFFSET + 10_000 * seed, "agentview", ps,
+                                      MAX_STEPS[t] + 20, 2, 0.05, seed=seed) for t in TASKS}
         play_eps = {t: record_play_episodes(f"tabletop/{t}", a.play_per_task, TRAIN_OFFSET + 10_000 * seed + 50_000,
-                                            "agentview", 32, 30, seed=seed) if a.play_per_task else [] for t in TASKS}
+                                            "agentview", ps, 30, seed=seed) if a.play_per_task else [] for t in TASKS}
         det_eps = {t: record_detour_episodes(f"tabletop/{t}", a.detour_per_task, TRAIN_OFFSET + 10_000 * seed + 70_000,
                                              float(np.median([int(np.argmax(s)) for _, s in train_eps[t]])),
-                                             "agentview", 32, MAX_STEPS[t] + 20, 2, 0.05, tuple(a.detour_steps),
+                                             "agentview", ps, MAX_STEPS[t] + 20, 2, 0.05, tuple(a.detour_steps),
                                              seed=seed) if a.detour_per_task and "progress" in a.encoders else []
                    for t in TASKS}
         if a.detour_per_task and "progress" in a.encoders:
@@ -261,7 +281,8 @@ def main(argv=None) -> int:
         if a.policy_per_task and "progress" in a.encoders:
             from vla_rl.srpo_encoders import policy_rollout
 
-            run = policy_rollout(policy, "agentview", 32, seed)
+            run = policy_rollout(policy, "agentview" if ps == 32 else "srpo", 32, seed,
+                                 None if ps == 32 else {"extra_view": ("srpo", "agentview", ps)})
             for t in TASKS:
                 eps = run(f"tabletop/{t}", a.policy_per_task, TRAIN_OFFSET + 10_000 * seed + 80_000, MAX_STEPS[t])
                 ell = float(np.median([int(np.argmax(s)) for _, s in train_eps[t]]))
@@ -273,15 +294,16 @@ def main(argv=None) -> int:
             used = [t for t in TASKS if FAMILY[t] != fam]
             vids = [f for t in used for f, _ in train_eps[t]]
             tg = [time_to_go(s) for t in used for _, s in train_eps[t]]
+            pvids = [f for t in used for f, _ in ptrain_eps[t]]  # the same episodes at the progress encoder's size
             encs: dict = {}
             t0 = time.time()
             if "progress" in a.encoders:
                 torch.manual_seed(seed)
-                pe = ProgressEncoder()
+                pe = ProgressEncoder(ProgressEncoderConfig(image_size=ps))
                 play = [e for t in used for e in play_eps[t]]
                 own = [e for t in (TASKS if a.policy_tasks == "all" else used) for e in pol_eps[t]]
                 own += [e for t in used for e in det_eps[t]]
-                train_progress_encoder(pe, vids + [f for f, _ in play] + [f for f, _, _ in own],
+                train_progress_encoder(pe, pvids + [f for f, _ in play] + [f for f, _, _ in own],
                                        tg + [y for _, y in play] + [y for _, y, _ in own],
                                        ProgressTrainConfig(steps=a.encoder_steps), seed,
                                        bounds=[False] * (len(vids) + len(play)) + [b for _, _, b in own])
@@ -307,7 +329,7 @@ def main(argv=None) -> int:
             if k in a.encoders:
                 shared[k] = build_encoder(k, weights[k])
         for task in a.tasks:
-            eps = rollouts(policy, task, split_seeds, a.group_size, seed)
+            eps = rollouts(policy, task, split_seeds, a.group_size, seed, ps)
             fail = np.array([not e["success"] for e in eps])
             prog = np.array([e["progress"] for e in eps])
             groups = np.array([e["group"] for e in eps])

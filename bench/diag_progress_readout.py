@@ -52,7 +52,12 @@ def main(argv=None) -> int:
     meta = json.loads((Path(vla_rl.__file__).parent / "assets/tabletop_base/config.json").read_text())["policy"]
     meta["flow"]["eta"] = 0.7
     policy = SmallVLA.from_pretrained("builtin:tabletop_base", policy_config_from_dict(meta)).eval()
-    cfg = SRPOConfig(num_frames=6, frame_size=32, pooling="last", reference="task")
+    def frame_size(r: str) -> int:  # the run's --progress-frame-size (its encoder's own view; 32 before it existed)
+        f = Path(r) / "results.json"
+        return int(json.loads(f.read_text())["args"].get("progress_frame_size", 32)) if f.is_file() else 32
+
+    sizes = {r: frame_size(r) for r in a.runs}
+    cfgs = {s: SRPOConfig(num_frames=6, frame_size=s, pooling="last", reference="task") for s in set(sizes.values())}
     bad = [t for t in a.tasks if t not in bp.TASKS]
     if bad:
         p.error(f"unknown task(s) {bad}; expected some of {', '.join(bp.TASKS)}")
@@ -61,10 +66,13 @@ def main(argv=None) -> int:
     for seed in range(a.seeds):
         pooled = {r: ([], [], []) for r in a.runs}
         for task in a.tasks:
-            eps = bp.rollouts(policy, task, states, a.group_size, seed)
+            # the same episodes (the policy sees its 32-px cameras) with frames at each run's encoder size
+            eps_at = {s: bp.rollouts(policy, task, states, a.group_size, seed, s) for s in cfgs}
+            eps = eps_at[sizes[a.runs[0]]]
             fail = np.array([not e["success"] for e in eps])
             prog = np.array([e["progress"] for e in eps])
             for r in a.runs:
+                eps, cfg = eps_at[sizes[r]], cfgs[sizes[r]]
                 f = Path(r) / f"progress_seed{seed}_without_{bp.FAMILY[task]}.safetensors"
                 f = f if f.is_file() else Path(r) / f"progress_seed{seed}_without_none.safetensors"
                 if not f.is_file():

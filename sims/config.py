@@ -43,6 +43,18 @@ def check_common(cfg: Any) -> None:
         raise ValueError(f"action_out_of_bounds must be one of {OUT_OF_BOUNDS}, got {cfg.action_out_of_bounds!r}")
 
 
+def check_extra_view(view: Any) -> tuple:
+    """``extra_view`` (see :class:`TabletopConfig`) as a checked ``(name, camera, size)`` tuple, or ``()``."""
+    if view is None or (isinstance(view, (tuple, list)) and len(view) == 0):
+        return ()
+    ok = isinstance(view, (tuple, list)) and len(view) == 3 and isinstance(view[0], str) and view[0] \
+        and view[0] not in CAMERAS and view[1] in CAMERAS and isinstance(view[2], int) \
+        and not isinstance(view[2], bool) and 16 <= view[2] <= 1024
+    if not ok:
+        raise ValueError(f"extra_view must be (name, camera, size) with a name that is not a camera, a camera from "
+                         f"{CAMERAS} and a size in [16, 1024] pixels, e.g. ('srpo', 'agentview', 64); got {view!r}")
+    return (str(view[0]), str(view[1]), int(view[2]))
+
 
 def checked_action(action: Any, dim: int, out_of_bounds: str) -> np.ndarray:
     """A robosuite-style ``[dx, dy, dz, dax, day, daz, gripper]`` action as float64 ``[dim]`` in [-1, 1]: a wrong shape
@@ -76,6 +88,9 @@ class TabletopConfig:
     action_out_of_bounds: ``"clip"`` clips actions to [-1, 1]; ``"raise"`` raises ValueError.
         Non-finite actions and wrong shapes always raise.
     reward: ``"sparse"`` (1.0 on the success step, else 0) or ``"dense"`` (the progress measure).
+    extra_view: ``(name, camera, size)``: also render ``camera`` at ``size x size`` pixels (16..1024) into
+        ``obs["images"][name]`` (``name`` not a camera name), e.g. ``("srpo", "agentview", 64)``: a larger frame
+        for SRPO's progress encoder while the policy's cameras keep ``image_size``; ``()``: none.
     """
 
     image_size: Any = 64
@@ -87,9 +102,11 @@ class TabletopConfig:
     object_state: bool = False
     action_out_of_bounds: str = "clip"
     reward: str = "sparse"
+    extra_view: tuple = ()  # (name, camera, size): an extra render of camera at size px into images[name]; (): none
 
     def __post_init__(self) -> None:
         check_common(self)
+        object.__setattr__(self, "extra_view", check_extra_view(self.extra_view))
         if self.max_steps is not None and (not isinstance(self.max_steps, int) or self.max_steps < 1):
             raise ValueError(f"max_steps must be an int >= 1 (or None for the task default), got {self.max_steps!r}")
         if not (isinstance(self.timestep, (int, float)) and 0 < self.timestep <= 0.02):

@@ -229,8 +229,13 @@ def cmd_fit_encoder(args: argparse.Namespace) -> int:
         from .policies.factory import load_policy
         from .srpo_encoders import policy_rollout
 
-        rollout = policy_rollout(load_policy(cfg.data.policy).eval(), cfg.data.camera, cfg.data.image_size, cfg.seed,
-                                 cfg.data.env_kwargs)
+        d = cfg.data
+        if d.policy_image_size and d.policy_image_size != d.image_size:  # the policy sees its own size; the encoder
+            # gets its camera at data.image_size as the env's extra view
+            rollout = policy_rollout(load_policy(d.policy).eval(), "srpo", d.policy_image_size, cfg.seed,
+                                     {**d.env_kwargs, "extra_view": ("srpo", d.camera, d.image_size)})
+        else:
+            rollout = policy_rollout(load_policy(d.policy).eval(), d.camera, d.image_size, cfg.seed, d.env_kwargs)
     path, losses = fit_encoder(cfg, rollout=rollout)
     print(json.dumps({"output": str(path), "steps": len(losses),
                       "final_loss": round(float(sum(losses[-10:]) / len(losses[-10:])), 5)}))

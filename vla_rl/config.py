@@ -153,7 +153,8 @@ class VLARLConfig:
 
     def _check_cameras(self) -> None:
         """``policy.cameras`` and ``env.video_camera`` must be cameras the env renders: those of ``env.kwargs.cameras``
-        when given, else names the shipped sims know (``sims.config.CAMERAS``; a plugin's sim may name others)."""
+        when given, else names the shipped sims know (``sims.config.CAMERAS``; a plugin's sim may name others);
+        ``env.video_camera`` may also be the name of ``env.kwargs.extra_view`` (tabletop's extra render)."""
         from sims.config import CAMERAS
 
         given = self.env.kwargs.get("cameras")
@@ -166,10 +167,14 @@ class VLARLConfig:
         else:
             return
         wanted = [("policy.cameras", c) for c in (self.policy.cameras if self.policy.use_images else [])]
-        wanted.append(("env.video_camera", self.env.video_camera))
         for key, cam in wanted:
             if cam not in allowed:
                 raise ValueError(f"{key}: camera {cam!r} is not rendered by the env (expected one of {where})")
+        extra = self.env.kwargs.get("extra_view")  # tabletop's extra render (e.g. SRPO's progress encoder's own view)
+        name = extra[0] if isinstance(extra, (list, tuple)) and extra else None
+        if self.env.video_camera not in allowed and self.env.video_camera != name:
+            raise ValueError(f"env.video_camera: camera {self.env.video_camera!r} is not rendered by the env (expected "
+                             f"one of {where}" + (f" or the extra view {name!r}" if name else "") + ")")
 
     def inactive_keys(self) -> dict[str, str]:
         """Keys the chosen mode reads nowhere (:func:`grpo.config.check_inactive_keys` refuses them when given).

@@ -43,20 +43,42 @@ def check_vla_inputs(cfg, writes: bool = True) -> None:
     if cfg.sft.demo_path:
         check_demo_actions(cfg.sft.demo_path, cfg.env.tasks[0], cfg.env.kwargs)
     if cfg.rl.reward == "srpo":
-        check_srpo_encoder(cfg.srpo)
+        check_srpo_encoder(cfg.srpo, cfg.env)
     if writes:
         check_writable_dir(cfg.output_dir, "output_dir")
         if cfg.resume:
             check_resumable(Path(cfg.output_dir) / "checkpoints")
 
 
-def check_srpo_encoder(srpo) -> None:
+def video_frame_size(env) -> int | None:
+    """Side (px) of the frames SRPO receives: ``env.video_camera``'s render size -- the extra view's size when it is
+    ``env.kwargs.extra_view``'s name, else a square ``env.kwargs.image_size``; None when the config does not say."""
+    extra = env.kwargs.get("extra_view")
+    if isinstance(extra, (list, tuple)) and len(extra) == 3 and env.video_camera == extra[0]:
+        return int(extra[2])
+    size = env.kwargs.get("image_size")
+    if isinstance(size, (list, tuple)) and len(size) == 2 and size[0] == size[1]:
+        size = size[0]
+    return int(size) if isinstance(size, int) and not isinstance(size, bool) else None
+
+
+def check_srpo_encoder(srpo, env=None) -> None:
     """The SRPO encoder's weights (``srpo.encoder_path``) exist and are what ``srpo.encoder`` reads (progress: the
-    file's header is checked: metadata, tensor names)."""
+    file's header is checked: metadata, tensor names; and its input size, ``model.image_size``, must equal
+    ``srpo.frame_size`` and the size the video camera renders at, so that it sees the frames it was trained on)."""
     if srpo.encoder == "progress":
         from world_models.progress_encoder import read_progress_metadata
 
-        read_progress_metadata(srpo.encoder_path)
+        size = read_progress_metadata(srpo.encoder_path)["config"].image_size
+        fix = (f"set srpo.frame_size: {size} and render that view, e.g. env.kwargs.extra_view: [srpo, agentview, "
+               f"{size}] with env.video_camera: srpo (the policy keeps its cameras)")
+        if srpo.frame_size != size:
+            raise ValueError(f"srpo.frame_size={srpo.frame_size}: the progress encoder {srpo.encoder_path!r} was "
+                             f"trained on {size}-px frames (its model.image_size); {fix}")
+        rendered = video_frame_size(env) if env is not None else None
+        if rendered is not None and rendered != size:
+            raise ValueError(f"env.video_camera={env.video_camera!r} renders {rendered}-px frames but the progress "
+                             f"encoder {srpo.encoder_path!r} reads {size}-px frames (its model.image_size); {fix}")
     elif srpo.encoder in ("small", "dinov2", "vjepa2"):
         check_path_exists("srpo.encoder_path", srpo.encoder_path, "a .safetensors file (small) or a save_pretrained "
                           "directory (dinov2 / vjepa2)")

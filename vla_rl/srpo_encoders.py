@@ -60,10 +60,13 @@ def policy_rollout(policy, camera: str = "agentview", image_size: int = 32, seed
     """The policy's own rollouts for ``world_models.progress_encoder.gather_episodes`` (``vla-rl fit-encoder``'s
     ``data.policy``; that package imports no frontend): ``run(task, n, seed_offset, max_steps)`` samples ``policy``'s
     flow head (as RL does) from initial states ``seed_offset .. seed_offset + n - 1`` and returns ``n`` episodes
-    ``(frames of `camera` uint8 [T+1, H, W, 3], success)``, an episode ending at its first success."""
+    ``(frames of `camera` uint8 [T+1, H, W, 3], success)``, an episode ending at its first success. ``camera`` may be
+    the name of the env's extra view (``env_kwargs["extra_view"] = (name, camera, size)``: the progress encoder's own
+    larger frame); the policy keeps its own cameras at ``image_size``."""
     from .rollout import EnvPool, EpisodeSpec, run_episodes
 
-    cams = sorted(set(getattr(policy.cfg, "cameras", None) or []) | {camera})
+    extra = tuple((env_kwargs or {}).get("extra_view") or ())
+    cams = sorted(set(getattr(policy.cfg, "cameras", None) or []) | ({camera} if extra[:1] != (camera,) else set()))
 
     def run(task: str, n: int, seed_offset: int, max_steps: int) -> list[tuple[np.ndarray, bool]]:
         pool = EnvPool({**dict(env_kwargs or {}), "image_size": image_size, "cameras": cams}, camera)

@@ -481,6 +481,9 @@ class FitDataConfig:
     policy_per_task: int = 0  # the policy's episodes per task (its flow head sampled, as in RL)
     policy_seed_offset: int = 600_000  # initial state of the first policy episode (disjoint from RL / eval / benches)
     policy_max_steps: int = 40  # step limit of one policy episode
+    policy_image_size: int = 0  # render size of the policy's own cameras in its rollouts (the RL run's
+                                # env.kwargs.image_size); its frames for this encoder come at image_size (an extra
+                                # view); 0: image_size
     policy_failures: Literal["drop", "play", "hindsight"] = "play"  # targets of its failed episodes: drop (left out),
         # play (1: no progress) or hindsight (VIP-style lower bound on the time to go; world_models.progress_encoder)
 
@@ -496,6 +499,9 @@ class FitDataConfig:
                 or not 0 <= int(self.detour_steps[0]) <= int(self.detour_steps[1]):
             raise ValueError(f"data: need detour_per_task >= 0 and detour_steps = [low, high] with 0 <= low <= high, "
                              f"got {self.detour_per_task}, {self.detour_steps}")
+        if self.policy_image_size != 0 and self.policy_image_size < 16:
+            raise ValueError(f"data.policy_image_size={self.policy_image_size}: expected 0 (= data.image_size) or a "
+                             "render size >= 16 px")
         if self.policy_per_task < 0 or self.policy_max_steps < 1:
             raise ValueError(f"data: need policy_per_task >= 0 and policy_max_steps >= 1, got {self.policy_per_task}, "
                              f"{self.policy_max_steps}")
@@ -516,6 +522,10 @@ class FitEncoderConfig:
     def __post_init__(self) -> None:
         if not str(self.output).endswith(".safetensors"):
             raise ValueError(f"output={self.output!r}: expected a path ending in .safetensors")
+        if self.data.expert_tasks and self.data.image_size != self.model.image_size:
+            raise ValueError(f"data.image_size={self.data.image_size} but model.image_size={self.model.image_size}: "
+                             "the encoder would learn from resized frames, not the view SRPO gives it; set both to "
+                             "the frame size SRPO will use (srpo.frame_size)")
 
 
 def check_fit_inputs(cfg: FitEncoderConfig) -> None:

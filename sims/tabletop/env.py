@@ -80,8 +80,9 @@ class TabletopEnv(gym.Env):
         self.max_steps = self.cfg.max_steps or task.max_steps
         self.n_substeps = self.cfg.n_substeps
         h, w = self.cfg.hw
+        xs = self.cfg.extra_view[2] if self.cfg.extra_view else 0  # the offscreen buffer holds the larger render
         self.model = mujoco.MjModel.from_xml_string(scene_xml(task.n_blocks, task.n_targets, task.goal, task.bin,
-                                                              (h, w), self.cfg.timestep))
+                                                              (max(h, xs), max(w, xs)), self.cfg.timestep))
         self.data = mujoco.MjData(self.model)
         m = self.model
         # views into mjData (its buffers live as long as the MjData): cheaper than the property per step
@@ -102,12 +103,15 @@ class TabletopEnv(gym.Env):
         self._mocap_pos = self.data.mocap_pos
         self._finger_geoms = (m.geom("finger_l").id, m.geom("finger_r").id)
         self._renderer = None
+        self._extra_renderer = None
         self._hw = (h, w)
         self.action_space = gym.spaces.Box(-1.0, 1.0, (4,), np.float32)
         obj_dim = 3 * (task.n_blocks + task.n_targets) + 2 * (task.goal + task.bin)
         self.state_dim = PROPRIO_DIM + (obj_dim if self.cfg.object_state else 0)
         self.observation_space = gym.spaces.Dict({
-            "images": gym.spaces.Dict({c: gym.spaces.Box(0, 255, (h, w, 3), np.uint8) for c in self.cfg.cameras}),
+            "images": gym.spaces.Dict({**{c: gym.spaces.Box(0, 255, (h, w, 3), np.uint8) for c in self.cfg.cameras},
+                                       **({self.cfg.extra_view[0]: gym.spaces.Box(0, 255, (xs, xs, 3), np.uint8)}
+                                          if xs else {})}),
             "state": gym.spaces.Box(-np.inf, np.inf, (self.state_dim,), np.float32),
             "instruction": gym.spaces.Text(max_length=256, charset=INSTRUCTION_CHARSET),
         })
@@ -270,8 +274,8 @@ class TabletopEnv(gym.Env):
             info["error"] = "simulation diverged (MuJoCo bad qacc/qvel/qpos warning)"
         reward = progress if self._dense else float(success)
         self._done = success or failed
-        return ({"images": self.render_images() if self.cfg.cameras else {}, "state": self.state_vector(),
-                 "instruction": self.instruction},
+        images = self.render_images() if self.cfg.cameras or self.cfg.extra_view else {}
+        return ({"images": images, "state": self.state_vector(), "instruction": self.instruction},
                 reward, self._done, self.t >= self.max_steps, info)
 
     def _info(self, success: bool, failed: bool, diverged: bool = False) -> dict:
@@ -308,15 +312,20 @@ class TabletopEnv(gym.Env):
         return {"images": self.render_images(), "state": self.state_vector(), "instruction": self.instruction}
 
     def render_images(self) -> dict[str, np.ndarray]:
-        if not self.cfg.cameras:
-            return {}
-        r = self._renderer
-        if r is None:
-            r = self._renderer = _render.make_renderer(self.model, *self._hw)
         out = {}
-        for cam in self.cfg.cameras:
-            r.update_scene(self.data, camera=cam)
-            out[cam] = r.render()
+        if self.cfg.cameras:
+            r = self._renderer
+            if r is None:
+                r = self._renderer = _render.make_renderer(self.model, *self._hw)
+            for cam in self.cfg.cameras:
+                r.update_scene(self.data, camera=cam)
+                out[cam] = r.render()
+        if self.cfg.extra_view:  # TabletopConfig.extra_view: its own renderer at its own size
+            name, cam, size = self.cfg.extra_view
+            if self._extra_renderer is None:
+                self._extra_renderer = _render.make_renderer(self.model, size, size)
+            self._extra_renderer.update_scene(self.data, camera=cam)
+            out[name] = self._extra_renderer.render()
         return out
 
     def render(self):
@@ -334,9 +343,10 @@ class TabletopEnv(gym.Env):
         return expert_action(self, noise=noise, rng=rng)
 
     def close(self) -> None:
-        if self._renderer is not None:
-            self._renderer.close()
-            self._renderer = None
+        for k in ("_renderer", "_extra_renderer"):
+            if getattr(self, k) is not None:
+                getattr(self, k).close()
+                setattr(self, k, None)
 
 
 FAULTS = ("nan", "raise", "exit", "hang")

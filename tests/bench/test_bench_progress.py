@@ -40,10 +40,35 @@ def test_progress_bench_small_with_detour_data_and_nothing_held_out(tmp_path, ca
     assert res["args"]["detour_per_task"] == 2 and [r["encoder"] for r in res["rows"]] == ["progress"]
 
 
+def test_progress_bench_small_at_its_own_64_px_view(tmp_path, capsys):
+    """--progress-frame-size 64: the encoder is trained and scored on 64-px agentview frames (the env's extra view);
+    the policy's failures are the 32-px run's own (same episodes, same simulator progress)."""
+    mod = load_bench("bench_progress")
+    base = tmp_path / "p32"
+    assert mod.main(["--small", "--encoders", "progress", "--progress-pooling", "last", "--out", str(base)]) == 0
+    assert mod.main(["--small", "--encoders", "progress", "--progress-pooling", "last", "--progress-frame-size", "64",
+                     "--out", str(tmp_path / "p64")]) == 0
+    assert "its own view: agentview at 64 px, the policy's cameras at 32 px" in capsys.readouterr().out
+    from world_models.progress_encoder import read_progress_metadata
+
+    assert read_progress_metadata(tmp_path / "p64" / "progress_seed0_without_push.safetensors")["config"].image_size \
+        == 64
+    r32, = json.loads((base / "results.json").read_text())["rows"]
+    r64, = json.loads((tmp_path / "p64" / "results.json").read_text())["rows"]
+    assert r64["sim_progress"] == r32["sim_progress"] and r64["srpo_progress"] != r32["srpo_progress"]
+    diag = load_bench("diag_progress_readout")  # reads each run's frame size
+    res = diag.main(["--split", "test", "--seeds", "1", "--tasks", "push", "--groups", "2", "--group-size", "3",
+                     str(base), str(tmp_path / "p64")])
+    assert res[str(tmp_path / "p64")]["srpo"][0] == pytest.approx(r64["within_task"], nan_ok=True)
+    assert res[str(base)]["srpo"][0] == pytest.approx(r32["within_task"], nan_ok=True)
+
+
 @pytest.mark.parametrize("argv", [["--tasks", "nosuch"], ["--encoders", "clip"], ["--groups", "0"],
                                   ["--dinov2", "/no/such/dir"], ["--policy-per-task", "-1"],
                                   ["--policy-failures", "maybe"], ["--detour-steps", "5,1"], ["--detour-steps", "x"],
-                                  ["--detour-per-task", "-1"], ["--held-out", "task"]])
+                                  ["--detour-per-task", "-1"], ["--held-out", "task"],
+                                  ["--progress-frame-size", "64"],  # with every encoder: only progress has its view
+                                  ["--progress-frame-size", "8", "--encoders", "progress"]])
 def test_progress_bench_bad_arguments(argv, capsys):
     mod = load_bench("bench_progress")
     with pytest.raises(SystemExit) as e:
