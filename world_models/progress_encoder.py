@@ -38,8 +38,12 @@ takes over at ``k`` the target is its time to go over the task's typical success
 -- a label for the off-path states a failing policy ends in, which the expert's own episodes never visit -- or, if
 it did not recover, the hindsight bound above.
 
-File: safetensors state dict with metadata ``encoder = "progress"``, ``config`` (the architecture, JSON) and
-``trained_on`` (the data, JSON); :func:`load_progress_encoder` checks all three and fails in one line.
+File: safetensors state dict with metadata ``encoder = "progress"``, ``config`` (the architecture, JSON, with its input
+size ``image_size``) and ``trained_on`` (the data, JSON); :func:`load_progress_encoder` checks all three and fails in
+one line. Its own frame: ``data.image_size`` (the recorded episodes) must equal ``model.image_size``; an RL run gives
+it frames of that size (``vla-rl train`` checks ``srpo.frame_size`` and the video camera's render size against the
+file; a larger frame than the policy's comes from the tabletop env's ``extra_view``, e.g. ``[srpo, agentview, 64]``
+with ``env.video_camera: srpo``), and ``data.policy_image_size`` rolls ``data.policy`` out at its own camera size.
 """
 
 from __future__ import annotations
