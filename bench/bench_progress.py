@@ -29,6 +29,19 @@ Per seed ``s`` and tabletop task ``X`` (``--tasks``):
 Splits (printed with the table): encoder training episodes from initial states ``TRAIN_OFFSET + 10_000 s``;
 validation states ``SPLITS["val"]`` (for choosing encoder settings); test states ``SPLITS["test"]`` (reported
 only). The RL recipes train below 100 000 and evaluate from 1 000 000; the base was pretrained from 700 000.
+
+**Other simulators** (``--tasks lift,libero_spatial_0``: robosuite Lift, LIBERO-Spatial task 0, "pick up the black
+bowl between the plate and the ramekin and place it on the plate"). The partly trained policy is the SmallVLA of
+the task's recipe (``configs/vla/robosuite_lift.yaml`` / ``configs/vla/libero_spatial.yaml``) after a short SFT
+(``--sim-sft-steps``) on ``--sim-demos`` scripted-expert demos (the recipe's ``sft.demo_seed_offset`` 500 000+),
+shrunk for CPU to one 32 px agentview camera; it is trained once (seed 0) into ``--out/policy_<task>`` and reused
+by every seed and later run, and it is also the ``policy`` encoder's network for its task. Horizon: the recipe's
+(80 / 220 steps; ``--sim-max-steps`` for the scored episodes, the demos keep the recipe's). The simulator's progress is :mod:`sims.task_progress` (Lift: reach, grasp
+and cube height towards the success height; LIBERO: reach and the bowl's distance to the plate, relative to the
+start), read from the simulator state, the test only. ``progress`` and ``small`` are trained on all five tabletop
+tasks (the family ``other_sims``): these tasks are held out by construction. LIBERO has 50 fixed initial states
+(``init_seed % 50``; demos use 0, 1, ...): its groups use states ``SPLITS[split] + LIBERO_INDEX[split] + g``, i.e.
+LIBERO's states 30-39 (val) and 40-49 (test), never a demo's.
 """
 
 from __future__ import annotations
@@ -51,13 +64,25 @@ TASKS = ("reach_one", "reach", "push", "pick_place", "stack")
 FAMILY = {"reach_one": "reach", "reach": "reach", "push": "push", "pick_place": "pick_place", "stack": "stack"}
 MAX_STEPS = {"reach_one": 20, "reach": 40, "push": 60, "pick_place": 100, "stack": 100}
 ENCODERS = ("random_conv", "policy", "small", "progress", "dinov2", "vjepa2")
+# other simulators: bench name -> (sims env, recipe, horizon); their encoders are trained on the tabletop tasks only
+SIM_TASKS = {"lift": ("robosuite/Lift", "configs/vla/robosuite_lift.yaml", 80),
+             "libero_spatial_0": ("libero/libero_spatial/0", "configs/vla/libero_spatial.yaml", 220)}
+FAMILY.update({t: "other_sims" for t in SIM_TASKS})
+LIBERO_INDEX = {"val": 30, "test": 40}  # LIBERO's 50 fixed states: val 30-39, test 40-49 (demos: 0, 1, ...)
+SIM_DEMO_OFFSET = 500_000  # the recipes' sft.demo_seed_offset
 
 
 def parse(argv=None) -> argparse.Namespace:
     p = argparse.ArgumentParser(prog="bench_progress.py", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--seeds", type=int, default=3, help="seeds 0..N-1 (encoder training, expert noise, policy noise)")
-    p.add_argument("--tasks", default=",".join(TASKS), help="comma-separated tabletop tasks")
+    p.add_argument("--tasks", default=",".join(TASKS), help="comma-separated tasks: tabletop " + ",".join(TASKS)
+                   + "; other simulators " + ",".join(SIM_TASKS))
+    p.add_argument("--sim-demos", type=int, default=5, help="scripted-expert demos of the other simulators' SFT "
+                   "policy (a partly trained policy)")
+    p.add_argument("--sim-sft-steps", type=int, default=300, help="SFT steps of the other simulators' policy")
+    p.add_argument("--sim-max-steps", type=int, default=0, help="episode horizon on the other simulators (0: the "
+                   "recipe's, 80 for lift, 220 for libero_spatial_0)")
     p.add_argument("--split", choices=sorted(SPLITS), default="test", help="initial states of the failures")
     p.add_argument("--groups", type=int, default=8, help="groups (initial states) per task")
     p.add_argument("--group-size", type=int, default=8, help="policy episodes per group")
@@ -101,7 +126,11 @@ def parse(argv=None) -> argparse.Namespace:
     p.add_argument("--small", action="store_true", help="seconds: 1 seed, push, 2 groups of 3, few steps")
     a = p.parse_args(argv)
     if a.small:
-        a.seeds, a.tasks, a.groups, a.group_size = 1, "push", 2, 3
+        a.seeds, a.groups, a.group_size = 1, 2, 3
+        a.tasks = a.tasks if any(t in SIM_TASKS for t in a.tasks.split(",")) else "push"
+        if a.tasks != "push":  # another simulator: 1 group of 3, a 1-demo 5-step SFT, 45-step episodes
+            a.groups, a.sim_demos, a.sim_sft_steps = 1, 1, 5
+            a.sim_max_steps = a.sim_max_steps or 45
         a.expert_per_task, a.encoder_steps, a.tcn_steps, a.play_per_task = 2, 5, 2, min(a.play_per_task, 1)
         a.policy_per_task = min(a.policy_per_task, 2)
         a.detour_per_task = min(a.detour_per_task, 2)
@@ -114,9 +143,19 @@ def parse(argv=None) -> argparse.Namespace:
     if len(a.detour_steps) != 2 or not 0 <= a.detour_steps[0] <= a.detour_steps[1] or a.detour_per_task < 0:
         p.error(f"--detour-steps {a.detour_steps!r} / --detour-per-task {a.detour_per_task}: expected low,high with "
                 "0 <= low <= high and a count >= 0")
-    bad = [t for t in a.tasks if t not in TASKS] + [e for e in a.encoders if e not in ENCODERS]
+    bad = [t for t in a.tasks if t not in TASKS and t not in SIM_TASKS] + [e for e in a.encoders if e not in ENCODERS]
     if bad:
-        p.error(f"unknown task/encoder {bad}; tasks: {', '.join(TASKS)}; encoders: {', '.join(ENCODERS)}")
+        p.error(f"unknown task/encoder {bad}; tasks: {', '.join(TASKS + tuple(SIM_TASKS))}; encoders: "
+                f"{', '.join(ENCODERS)}")
+    if min(a.sim_demos, a.sim_sft_steps) < 1 or a.sim_max_steps < 0:
+        p.error(f"--sim-demos {a.sim_demos} / --sim-sft-steps {a.sim_sft_steps} / --sim-max-steps "
+                f"{a.sim_max_steps}: expected >= 1, >= 1 and >= 0")
+    if "libero_spatial_0" in a.tasks and a.sim_demos > 6:  # collect_demos tries 5 states per demo, from LIBERO's 0
+        p.error(f"--sim-demos {a.sim_demos}: libero_spatial_0's demos would reach LIBERO's validation states "
+                "(30+); expected <= 6")
+    if "libero_spatial_0" in a.tasks and a.groups > 10:
+        p.error(f"--groups {a.groups}: libero_spatial_0 has 10 {a.split} states (LIBERO's 50 fixed states: val "
+                "30-39, test 40-49); expected <= 10")
     if min(a.seeds, a.groups, a.expert_per_task, a.encoder_steps, a.tcn_steps, a.num_frames) < 1 or a.group_size < 2 \
             or a.play_per_task < 0 or a.policy_per_task < 0:
         p.error("--seeds, --groups, --expert-per-task, --encoder-steps, --tcn-steps, --num-frames must be >= 1 and "
@@ -124,6 +163,9 @@ def parse(argv=None) -> argparse.Namespace:
     if not 16 <= a.progress_frame_size <= 1024 or (a.progress_frame_size != 32 and a.encoders != ["progress"]):
         p.error(f"--progress-frame-size {a.progress_frame_size}: expected a side in [16, 1024] px; a size other than "
                 "32 measures the progress encoder only (--encoders progress)")
+    if a.progress_frame_size != 32 and any(t in SIM_TASKS for t in a.tasks):
+        p.error(f"--progress-frame-size {a.progress_frame_size}: the other simulators' tasks "
+                f"({', '.join(SIM_TASKS)}) render 32 px frames only; expected 32")
     if a.progress_pooling not in (None, "mean", "last", "mean_last",
                                   "concat") or a.pooling not in ("mean", "last", "mean_last", "concat"):
         p.error("--pooling / --progress-pooling: expected mean, last, mean_last or concat")
@@ -156,30 +198,128 @@ def pad_videos(videos: list[np.ndarray]) -> torch.Tensor:
     return torch.as_tensor(np.stack(out), device="cpu").permute(0, 1, 4, 2, 3)
 
 
-def rollouts(policy, task: str, seeds: list[int], group_size: int, noise_seed: int, frame_size: int = 32):
-    """The base policy's episodes (frames of agentview, at ``frame_size`` px: 32 is the policy's own camera, another
+def sim_horizon(task: str, a) -> int:
+    """Episode horizon of another simulator's task: ``--sim-max-steps`` or the recipe's."""
+    return a.sim_max_steps or SIM_TASKS[task][2]
+
+
+def sim_env_kwargs(horizon: int) -> dict:
+    """The other simulators' env options here: one 32 px agentview camera (CPU), the bench's horizon."""
+    return {"image_size": 32, "cameras": ["agentview"], "max_steps": horizon}
+
+
+def group_states(task: str, split: str, groups: int) -> list[int]:
+    """Initial states of the scored groups (LIBERO: its fixed states 30-39 val / 40-49 test, module docstring)."""
+    base = SPLITS[split] + (LIBERO_INDEX[split] if task.startswith("libero") else 0)
+    return [base + g for g in range(groups)]
+
+
+def measured_pool(env_kwargs: dict):
+    """An :class:`vla_rl.rollout.EnvPool` whose envs report :mod:`sims.task_progress`'s measure as ``progress``."""
+    from sims.task_progress import TaskProgress
+    from vla_rl.rollout import EnvPool
+
+    class MeasuredPool(EnvPool):
+        def get(self, name: str, n: int) -> list:
+            return [TaskProgress(e) for e in super().get(name, n)]
+
+        def discard(self, name: str, env) -> None:
+            super().discard(name, env.env if isinstance(env, TaskProgress) else env)
+
+    return MeasuredPool(env_kwargs, "agentview")
+
+
+def sim_policy(task: str, a, out: Path):
+    """The task recipe's SmallVLA after a short SFT on scripted-expert demos (module docstring), trained once into
+    ``out/policy_<task>`` (with ``bench.json``: what it was trained on) and reused; sampled with ``--eta``."""
+    from grpo.config import load_config
+    from vla_rl.policy import SmallVLA, policy_config_from_dict
+    from vla_rl.sft_stage import run_sft_stage
+    from vla_rl.trainer import VLARLConfig, VLARLTrainer
+
+    name, recipe, horizon = SIM_TASKS[task]  # the demos' horizon: the recipe's (not --sim-max-steps)
+    path = out / f"policy_{task}"
+    want = {"env": name, "recipe": recipe, "demos": a.sim_demos, "sft_steps": a.sim_sft_steps, "horizon": horizon,
+            "demo_seed_offset": SIM_DEMO_OFFSET, "image_size": 32, "cameras": ["agentview"], "seed": 0}
+    have = json.loads((path / "bench.json").read_text()) if (path / "bench.json").is_file() else {}
+    if {k: have.get(k) for k in want} != want:
+        over = [f"output_dir={out / f'sft_{task}'}", "seed=0", f"env.max_episode_steps={horizon}",
+                f"env.kwargs={{image_size: 32, cameras: [agentview], max_steps: {horizon}}}",
+                "policy.cameras=[agentview]", "policy.image_size=32", f"sft.demos_per_task={a.sim_demos}",
+                f"sft.steps={a.sim_sft_steps}", f"sft.demo_seed_offset={SIM_DEMO_OFFSET}", "srpo.frame_size=32"]
+        t0 = time.time()
+        tr = VLARLTrainer(load_config(VLARLConfig, Path(__file__).resolve().parents[1] / recipe, over), quiet=True)
+        run_sft_stage(tr)
+        tr.pool.close()
+        tr.policy.save_pretrained(path)
+        have = {**want, "sft": tr.sft_record, "seconds": round(time.time() - t0, 1)}
+        (path / "bench.json").write_text(json.dumps(have, indent=1))
+    print(f"{task}: policy {path} (the recipe {recipe}, SFT {have['sft_steps']} steps on {have['demos']} "
+          f"scripted-expert demos from states {SIM_DEMO_OFFSET}+, final loss {have['sft']['final_loss']:.4f}); "
+          f"{sim_horizon(task, a)}-step episodes", flush=True)
+    meta = json.loads((path / "config.json").read_text())["policy"]
+    meta["flow"]["eta"] = a.eta
+    return SmallVLA.from_pretrained(path, policy_config_from_dict(meta)).eval()
+
+
+def expert_reference(env, init_seed: int, max_steps: int, rng: np.random.Generator) -> np.ndarray | None:
+    """Frames (agentview, uint8 ``[T+1, H, W, 3]``) of the scripted expert's episode from ``init_seed``, ending at
+    its first success; None when it does not succeed within ``max_steps``."""
+    obs, _ = env.reset(seed=init_seed, options={"init_seed": init_seed})
+    frames = [obs["images"]["agentview"]]
+    for _ in range(max_steps):
+        obs, _, term, trunc, info = env.step(env.expert_action(rng=rng, noise=0.0))
+        frames.append(obs["images"]["agentview"])
+        if info.get("success", False):
+            return np.stack(frames)
+        if term or trunc:
+            break
+    return None
+
+
+def rollouts(policy, task: str, seeds: list[int], group_size: int, noise_seed: int, frame_size: int = 32, pool=None,
+             horizon: int | None = None):
+    """The policy's episodes (frames of agentview, at ``frame_size`` px: 32 is the policy's own camera, another
     size the env's extra view ``srpo``; the policy always sees its 32-px cameras) and one expert success per initial
-    state (references, rendered at ``frame_size``)."""
+    state (references, rendered at ``frame_size``).
+
+    Another simulator's task (32 px frames only) (``SIM_TASKS``) runs group by group in ``pool`` (a :func:`measured_pool`, kept by the
+    caller: its envs are costly to build) for ``horizon`` steps; its expert references come from the same pool."""
     from vla_rl.rollout import EnvPool, EpisodeSpec, run_episodes
     from world_models.progress_encoder import record_expert_episodes
 
-    kw: dict = {"image_size": 32, "cameras": ["agentview", "wrist"]}
-    if frame_size != 32:
-        kw["extra_view"] = ("srpo", "agentview", frame_size)
-    pool = EnvPool(kw, "agentview" if frame_size == 32 else "srpo")
-    specs = [EpisodeSpec(f"tabletop/{task}", s, g, s * 16 + k) for g, s in enumerate(seeds) for k in range(group_size)]
-    batch = run_episodes(policy, pool, specs, MAX_STEPS[task], stochastic=True, noise_key=(noise_seed, 0))
-    pool.close()
+    sim = task in SIM_TASKS
+    name = SIM_TASKS[task][0] if sim else f"tabletop/{task}"
+    max_steps = horizon if sim else MAX_STEPS[task]
+    own = pool is None
+    if own and sim:
+        pool = measured_pool(sim_env_kwargs(max_steps))
+    elif own:
+        kw: dict = {"image_size": 32, "cameras": ["agentview", "wrist"]}
+        if frame_size != 32:
+            kw["extra_view"] = ("srpo", "agentview", frame_size)
+        pool = EnvPool(kw, "agentview" if frame_size == 32 else "srpo")
+    specs = [EpisodeSpec(name, s, g, s * 16 + k) for g, s in enumerate(seeds) for k in range(group_size)]
+    chunks = [specs[i:i + group_size] for i in range(0, len(specs), group_size)] if sim else [specs]
+    episodes = [e for c in chunks  # the noise is keyed per episode: grouping the calls changes no draw
+                for e in run_episodes(policy, pool, c, max_steps, stochastic=True, noise_key=(noise_seed, 0)).episodes]
     eps = [{"video": np.stack(e.frames), "success": bool(e.success), "progress": float(e.progress),
             "group": g // group_size,
-            "ref": False} for g, e in enumerate(batch.episodes)]
+            "ref": False} for g, e in enumerate(episodes)]
     for g, s in enumerate(seeds):
-        try:
-            (frames, _), = record_expert_episodes(f"tabletop/{task}", 1, s, "agentview", frame_size, MAX_STEPS[task],
-                                                  0, 0.0, seed=noise_seed)
-        except RuntimeError:
-            continue  # the expert failed from this state (rare): the group has only the policy's successes
+        if sim:
+            frames = expert_reference(pool.get(name, 1)[0], s, max_steps, np.random.default_rng([noise_seed, s]))
+            if frames is None:
+                continue  # the expert failed from this state: the group has only the policy's successes
+        else:
+            try:
+                (frames, _), = record_expert_episodes(f"tabletop/{task}", 1, s, "agentview", frame_size,
+                                                      MAX_STEPS[task], 0, 0.0, seed=noise_seed)
+            except RuntimeError:
+                continue  # the expert failed from this state (rare): the group has only the policy's successes
         eps.append({"video": frames, "success": True, "progress": 1.0, "group": g, "ref": True})
+    if own:
+        pool.close()
     return eps
 
 
@@ -246,6 +386,12 @@ def main(argv=None) -> int:
     print(f"splits: encoder training episodes from initial state {TRAIN_OFFSET} + 10000 * seed; failures on the "
           f"{a.split} states {split_seeds[0]}..{split_seeds[-1]} (val {SPLITS['val']}+, test {SPLITS['test']}+)",
           flush=True)
+    if "libero_spatial_0" in a.tasks:
+        st = group_states("libero_spatial_0", a.split, a.groups)
+        print(f"libero_spatial_0: the {a.split} states {st[0]}..{st[-1]} = LIBERO's fixed states "
+              f"{st[0] % 50}..{st[-1] % 50} (the SFT demos: from {SIM_DEMO_OFFSET % 50})", flush=True)
+    policies = {t: sim_policy(t, a, out) for t in a.tasks if t in SIM_TASKS}  # other simulators: their own policy
+    pools = {t: measured_pool(sim_env_kwargs(sim_horizon(t, a))) for t in policies}
     print(f"DINOv2: {which['dinov2']}; V-JEPA 2: {which['vjepa2']}", flush=True)
     print(f"SRPO: reference task, {a.num_frames} frames at {a.frame_size} px, pooling {a.pooling} (progress encoder: "
           f"{a.progress_pooling or a.pooling}; its own view: agentview at {ps} px, the policy's cameras at 32 px); "
@@ -323,20 +469,24 @@ def main(argv=None) -> int:
         shared = {}
         if "random_conv" in a.encoders:
             shared["random_conv"] = RandomConvEncoder()
-        if "policy" in a.encoders:
-            shared["policy"] = PolicyImageEncoder(policy)
+        own_policy = {t: PolicyImageEncoder(policies.get(t, policy)) for t in a.tasks} if "policy" in a.encoders else {}
         for k in ("dinov2", "vjepa2"):
             if k in a.encoders:
                 shared[k] = build_encoder(k, weights[k])
         for task in a.tasks:
-            eps = rollouts(policy, task, split_seeds, a.group_size, seed, ps)
+            if task in SIM_TASKS:
+                eps = rollouts(policies[task], task, group_states(task, a.split, a.groups), a.group_size, seed, 32,
+                               pools[task], sim_horizon(task, a))
+            else:
+                eps = rollouts(policy, task, split_seeds, a.group_size, seed, ps)
             fail = np.array([not e["success"] for e in eps])
             prog = np.array([e["progress"] for e in eps])
             groups = np.array([e["group"] for e in eps])
             n_pol_succ = sum(e["success"] and not e["ref"] for e in eps)
             for name in a.encoders:
                 fam = FAMILY[task] if a.held_out == "family" else "none"
-                enc = encoders_by_family[fam][name] if name in ("progress", "small") else shared[name]
+                enc = encoders_by_family[fam][name] if name in ("progress", "small") else \
+                    own_policy[task] if name == "policy" else shared[name]
                 p = score(enc, eps, progress_cfg if name == "progress" else srpo_cfg)
                 within = [spearman(p[fail & (groups == g)], prog[fail & (groups == g)]) for g in np.unique(groups)]
                 within = [w for w in within if np.isfinite(w)]
@@ -353,6 +503,8 @@ def main(argv=None) -> int:
         summary = summarize(rows, a, seed + 1)  # written after every seed: a long run that is stopped keeps its seeds
         (out / "results.json").write_text(json.dumps({"args": vars(a), "splits": SPLITS, "weights": which, "rows": rows,
                                                       "summary": summary, "wall_s": time.time() - t_start}, indent=1))
+    for p in pools.values():
+        p.close()
     print(table(summary, a))
     print(f"wall {time.time() - t_start:.0f} s; results in {out / 'results.json'}")
     return 0
