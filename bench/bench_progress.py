@@ -123,7 +123,8 @@ def parse(argv=None) -> argparse.Namespace:
     p.add_argument("--vjepa2", default=None, help="a local V-JEPA 2 save_pretrained directory (default: tiny random)")
     p.add_argument("--encoders", default=",".join(ENCODERS), help="comma-separated subset of " + ",".join(ENCODERS))
     p.add_argument("--out", default="runs/bench_progress", help="output directory (results.json, encoder files)")
-    p.add_argument("--small", action="store_true", help="seconds: 1 seed, push, 2 groups of 3, few steps")
+    p.add_argument("--small", action="store_true", help="seconds: 1 seed, push, 2 groups of 3, few steps (with "
+                   "another simulator in --tasks: those tasks, 1 group of 3, 45-step episodes, a 1-demo 5-step SFT)")
     a = p.parse_args(argv)
     if a.small:
         a.seeds, a.groups, a.group_size = 1, 2, 3

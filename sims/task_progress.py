@@ -60,8 +60,12 @@ class TaskProgress(gym.Wrapper):
 
     def __init__(self, env: gym.Env):
         super().__init__(env)
+        from .libero_adapter import LiberoEnv
+        from .robosuite_adapter import RobosuiteEnv
+
         u = env.unwrapped
-        name = getattr(u, "name", None) or f"robosuite/{getattr(u, 'task_name', '?')}"
+        name = f"robosuite/{u.task_name}" if isinstance(u, RobosuiteEnv) else u.name if isinstance(u, LiberoEnv) \
+            else type(u).__name__
         if name == "robosuite/Lift":
             self.kind = "lift"
         elif name.startswith("libero/libero_spatial/"):

@@ -1,5 +1,6 @@
-"""bench/bench_progress.py runs end to end at its --small setting: a Spearman row for every encoder, the splits and
-the transformers weights it used printed, results.json written; bad arguments exit 2 with one line."""
+"""bench/bench_progress.py runs end to end at its --small setting (a tabletop task, and robosuite Lift): a Spearman
+row for every encoder, the splits and the transformers weights it used printed, results.json written; bad arguments
+exit 2 with one line."""
 
 import json
 
@@ -63,7 +64,31 @@ def test_progress_bench_small_at_its_own_64_px_view(tmp_path, capsys):
     assert res[str(base)]["srpo"][0] == pytest.approx(r32["within_task"], nan_ok=True)
 
 
-@pytest.mark.parametrize("argv", [["--tasks", "nosuch"], ["--encoders", "clip"], ["--groups", "0"],
+def test_progress_bench_small_on_robosuite_lift(tmp_path, capsys):
+    """Another simulator's task: the recipe's policy after a tiny SFT, expert references, sims.task_progress's
+    measure as the simulator's progress; the progress / small encoders trained on the tabletop tasks only."""
+    mod = load_bench("bench_progress")
+    assert mod.main(["--small", "--tasks", "lift", "--encoders", "random_conv,policy,progress", "--out",
+                     str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert "lift: policy " in out and "configs/vla/robosuite_lift.yaml, SFT 5 steps on 1 scripted-expert demos" in out
+    assert "without other_sims (trained on ['reach_one', 'reach', 'push', 'pick_place', 'stack'])" in out
+    assert [r[0] for r in markdown_table(out, "| encoder |")] == ["random_conv", "policy", "progress"]
+    res = json.loads((tmp_path / "results.json").read_text())
+    assert {r["task"] for r in res["rows"]} == {"lift"}
+    for r in res["rows"]:
+        assert r["references"] >= 1 and len(r["sim_progress"]) == r["failures"] > 0
+        assert all(0.0 < p < 1.0 for p in r["sim_progress"])  # the dense measure: reach > 0, no success
+        assert all(0.0 < p < 1.0 for p in r["srpo_progress"])  # every failure graded against the expert reference
+    assert json.loads((tmp_path / "policy_lift" / "bench.json").read_text())["env"] == "robosuite/Lift"
+    assert (tmp_path / "progress_seed0_without_other_sims.safetensors").is_file()
+
+
+@pytest.mark.parametrize("argv", [["--tasks", "nosuch"], ["--sim-demos", "0"], ["--sim-max-steps", "-1"],
+                                  ["--tasks", "libero_spatial_0", "--groups", "11"],
+                                  ["--tasks", "libero_spatial_0", "--sim-demos", "7"],
+                                  ["--tasks", "lift", "--encoders", "progress", "--progress-frame-size", "64"],
+                                  ["--encoders", "clip"], ["--groups", "0"],
                                   ["--dinov2", "/no/such/dir"], ["--policy-per-task", "-1"],
                                   ["--policy-failures", "maybe"], ["--detour-steps", "5,1"], ["--detour-steps", "x"],
                                   ["--detour-per-task", "-1"], ["--held-out", "task"],
