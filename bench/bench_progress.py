@@ -36,9 +36,10 @@ the task's recipe (``configs/vla/robosuite_lift.yaml`` / ``configs/vla/libero_sp
 (``--sim-sft-steps``) on ``--sim-demos`` scripted-expert demos (the recipe's ``sft.demo_seed_offset`` 500 000+),
 shrunk for CPU to one 32 px agentview camera; it is trained once (seed 0) into ``--out/policy_<task>`` and reused
 by every seed and later run, and it is also the ``policy`` encoder's network for its task. Horizon: the recipe's
-(80 / 220 steps; ``--sim-max-steps`` for the scored episodes, the demos keep the recipe's). The simulator's progress is :mod:`sims.task_progress` (Lift: reach, grasp
-and cube height towards the success height; LIBERO: reach and the bowl's distance to the plate, relative to the
-start), read from the simulator state, the test only. ``progress`` and ``small`` are trained on all five tabletop
+(80 / 220 steps; ``--sim-max-steps`` sets the scored episodes', the demos keep the recipe's). The simulator's
+progress is :mod:`sims.task_progress` (Lift: reach, grasp and cube height towards the success height; LIBERO: reach
+and the bowl's distance to the plate, relative to the start), read from the simulator state, the test only.
+``progress`` and ``small`` are trained on all five tabletop
 tasks (the family ``other_sims``): these tasks are held out by construction. LIBERO has 50 fixed initial states
 (``init_seed % 50``; demos use 0, 1, ...): its groups use states ``SPLITS[split] + LIBERO_INDEX[split] + g``, i.e.
 LIBERO's states 30-39 (val) and 40-49 (test), never a demo's.
@@ -284,8 +285,9 @@ def rollouts(policy, task: str, seeds: list[int], group_size: int, noise_seed: i
     size the env's extra view ``srpo``; the policy always sees its 32-px cameras) and one expert success per initial
     state (references, rendered at ``frame_size``).
 
-    Another simulator's task (32 px frames only) (``SIM_TASKS``) runs group by group in ``pool`` (a :func:`measured_pool`, kept by the
-    caller: its envs are costly to build) for ``horizon`` steps; its expert references come from the same pool."""
+    Another simulator's task (``SIM_TASKS``; 32 px frames only) runs group by group in ``pool`` (a
+    :func:`measured_pool`, kept by the caller: its envs are costly to build) for ``horizon`` steps; its expert
+    references come from the same pool."""
     from vla_rl.rollout import EnvPool, EpisodeSpec, run_episodes
     from world_models.progress_encoder import record_expert_episodes
 
