@@ -120,6 +120,26 @@ def test_tree_credit_on_the_pruned_subtree():
         tree_advantages(tree, r, present=torch.tensor([True, False, True, True, False, False, False]))
 
 
+def test_parent_credit_on_the_pruned_subtree():
+    """branch.adv_baseline parent + adv_scale leaf (the shipped BranchGRPO recipes' credit) on a tree x pool pruned tree:
+    each present node against its parent's fused reward over the present leaves, divided by the present leaves' std;
+    a node that is its parent's only regenerated child gets 0 (no contrast), where Eq. 7 credits it by its depth."""
+    tree = RolloutTree(5, [1, 3], [2, 2])  # nodes: 0 root, 1-2 depth 1, 3-4 under 1, 5-6 under 2
+    r = torch.tensor([0.9, 0.5, 0.4, 0.1])
+    kw = dict(baseline="parent", scale="leaf")
+    a = 1 / math.sqrt(2)  # (0.9 - 0.5) / std(0.9, 0.1), the reference's unbiased std
+    c = tree_advantages(tree, r, present=subtree_of_leaves(tree, [0, 3]), **kw)
+    torch.testing.assert_close(c.advantages, torch.tensor([0, a, -a, 0, 0, 0, 0]), atol=1e-4, rtol=0)
+    # leaves 0, 1, 3: node 1 = 0.7, node 2 = 0.1, root 0.5, leaf std 0.4
+    c2 = tree_advantages(tree, r, present=subtree_of_leaves(tree, [0, 1, 3]), **kw)
+    torch.testing.assert_close(c2.advantages, torch.tensor([0, 0.5, -1.0, 0.5, -0.5, 0, 0]), atol=1e-4, rtol=0)
+    torch.testing.assert_close(c2.node_rewards[0], torch.tensor([0.5, 0.7, 0.1, 0.9, 0.5, 0.0, 0.1]))
+    # every node present: exactly the unpruned parent credit
+    full = tree_advantages(tree, r, **kw)
+    same = tree_advantages(tree, r, present=torch.ones(len(tree), dtype=torch.bool), **kw)
+    assert torch.equal(full.advantages, same.advantages)
+
+
 def test_cost_accounting_per_precision():
     from diffusion_rl.config import DiffusionRLConfig
     from diffusion_rl.strategies import (
