@@ -166,3 +166,33 @@ def test_libero_demo_files_convert_to_the_sft_layout(tmp_path):
         assert np.allclose(np.abs((q * q0).sum(-1)), 1.0, atol=1e-5)  # the same rotation
         assert np.array_equal(demos[1].images["agentview"], src["obs/agentview_rgb"][()][:, ::-1])
         assert np.allclose(demos[1].actions, src["actions"][()], atol=1e-6)
+
+
+def _srpo_blocks(node):
+    """Every `srpo:` mapping in a parsed YAML tree (the robot loop nests its VLA config one level down)."""
+    if isinstance(node, dict):
+        for key, value in node.items():
+            if key == "srpo" and isinstance(value, dict):
+                yield value
+            else:
+                yield from _srpo_blocks(value)
+    elif isinstance(node, list):
+        for value in node:
+            yield from _srpo_blocks(value)
+
+
+def test_every_shipped_srpo_recipe_uses_srpos_own_reference_rule():
+    # issue 32 item 3: the shipped recipes use SRPO's rule (siiRL's compute_embodied_reward: a failure is graded
+    # against the batch's successes of its task); `group` is this project's named option, chosen by no recipe
+    import yaml
+
+    from rewards.srpo import SRPOConfig
+
+    assert SRPOConfig().reference == "task"
+    paths = sorted(Path("configs/vla").glob("*.yaml")) + sorted(Path("configs/robot").glob("*.yaml"))
+    seen = {}
+    for path in paths:
+        for block in _srpo_blocks(yaml.safe_load(path.read_text())):
+            seen[path.name] = block.get("reference", SRPOConfig().reference)
+    assert "tabletop_reach_one.yaml" in seen and "loop_sims.yaml" in seen and len(seen) >= 10
+    assert {name: ref for name, ref in seen.items() if ref != "task"} == {}
