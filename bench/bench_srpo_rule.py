@@ -39,7 +39,8 @@ RULES = ("task", "group")
 
 
 def parse(argv=None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--seed-list", default="0", help="comma-separated training seeds")
     p.add_argument("--iterations", type=int, default=30, help="GRPO+SRPO iterations on the state")
     p.add_argument("--state", type=int, default=3, help="the initial state trained on and measured")

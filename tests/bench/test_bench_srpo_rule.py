@@ -11,7 +11,8 @@ from .benchutil import load_bench
 
 def _rows():
     # hand values: paired differences task - group after RL = -0.2, -0.1, 0.0 -> mean -0.1, SE 0.1/sqrt(3)
-    return [{"seed": s, "task": {"before": b, "after": ta, "wall_s": 1.0}, "group": {"before": b, "after": ga, "wall_s": 1.0}}
+    return [{"seed": s, "task": {"before": b, "after": ta, "wall_s": 1.0},
+             "group": {"before": b, "after": ga, "wall_s": 1.0}}
             for s, b, ta, ga in [(0, 0.5, 0.6, 0.8), (1, 0.1, 0.2, 0.3), (2, 0.3, 0.4, 0.4)]]
 
 
