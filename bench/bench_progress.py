@@ -378,8 +378,8 @@ def main(argv=None) -> int:
         weights = {k: v or tiny[k] for k, v in weights.items()}
     srpo_cfg = SRPOConfig(num_frames=a.num_frames, frame_size=a.frame_size, pooling=a.pooling, reference="task")
     ps = a.progress_frame_size
-    progress_cfg = SRPOConfig(num_frames=a.num_frames, frame_size=a.frame_size if ps == 32 else ps, pooling=a.progress_pooling or a.pooling,
-                              reference="task")
+    progress_cfg = SRPOConfig(num_frames=a.num_frames, frame_size=a.frame_size if ps == 32 else ps,
+                              pooling=a.progress_pooling or a.pooling, reference="task")
     import vla_rl
 
     meta = json.loads((Path(vla_rl.__file__).parent / "assets/tabletop_base/config.json").read_text())["policy"]

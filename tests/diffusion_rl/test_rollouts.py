@@ -173,7 +173,8 @@ def test_shipped_tree_recipes_use_the_parent_credit_and_the_default_stays_eq7():
     bc = trees["shapes_branch"].branch
     tree = BranchConfig(enabled=True, split_steps=[2, 4], branch=[2]).make_tree(6)
     c = tree_credit(tree, torch.tensor([[0.0, 0.0, 1.0, 1.0]]), bc, torch.zeros(1, len(tree)))
-    assert torch.equal(c.advantages[tree.leaves], torch.zeros(4)) and c.advantages[tree.nodes_at_depth(1)].abs().min() > 0.7
+    assert torch.equal(c.advantages[tree.leaves], torch.zeros(4))
+    assert c.advantages[tree.nodes_at_depth(1)].abs().min() > 0.7
 
 
 def test_tree_credit_is_tree_advantages():
