@@ -123,7 +123,8 @@ def test_tree_credit_on_the_pruned_subtree():
 def test_parent_credit_on_the_pruned_subtree():
     """branch.adv_baseline parent + adv_scale leaf (the shipped BranchGRPO recipes' credit) on a tree x pool pruned
     tree: each present node against its parent's fused reward over the present leaves, divided by the present
-    leaves' std; a node that is its parent's only regenerated child gets 0 (no contrast), where Eq. 7 credits it by its depth."""
+    leaves' std; a node that is its parent's only regenerated child gets 0 (no contrast), where Eq. 7 credits it by
+    its depth."""
     tree = RolloutTree(5, [1, 3], [2, 2])  # nodes: 0 root, 1-2 depth 1, 3-4 under 1, 5-6 under 2
     r = torch.tensor([0.9, 0.5, 0.4, 0.1])
     kw = dict(baseline="parent", scale="leaf")
