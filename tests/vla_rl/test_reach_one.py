@@ -32,15 +32,11 @@ def test_grpo_raises_success_on_its_training_state(tmp_path):
     """From scratch (no base: SFT on 5 demos, agentview at 32 px), initial state 3 -- not a demo state -- is left at
     0.53 stochastic success (128 episodes); 30 GRPO+SRPO iterations at lr 2e-4 on that state alone (one group of 16
     per iteration) raise it to 0.76 (measured; lr 1e-4: 0.60). This checks that the update climbs its objective on a
-    single state; the recipe itself (base + 5 demos, 8 held-out states per iteration) is measured in its header.
-    The reward is pinned to SRPO with ``srpo.reference=group`` (the recipe's rule until 2026-11-27, which these numbers
-    were measured with; the recipe now uses SRPO's own ``task`` rule). On one group both rules see the same successes
-    but measure a failure differently (nearest success vs the successes' cluster centre): on the Intel Xeon box of
-    2026-11-27, group 0.547 -> 0.828, task 0.547 -> 0.609 (one seed each; docs/RESULTS.md)."""
+    single state; the recipe itself (base + 5 demos, 8 held-out states per iteration) is measured in its header."""
     over = ["env.kwargs={image_size: 32}", "policy.cameras=[agentview]", "rl.train_seeds=[3]", "rl.groups_per_task=1",
             "grpo.group_size=16", "rl.iterations=30", "rl.eval_episodes=1", "rl.eval_every=0", "rl.num_videos=0",
             "rl.save_every=100", "rl.lr=2e-4", "rl.lr_schedule=constant", "sft.base_policy=null", "sft.steps=1000",
-            "sft.lr=1e-3", "policy.flow.eta=1.0", "srpo.reference=group", f"output_dir={tmp_path}"]
+            "sft.lr=1e-3", "policy.flow.eta=1.0", f"output_dir={tmp_path}"]
     cfg = load_config(VLARLConfig, "configs/vla/tabletop_reach_one.yaml", over)
     tr = VLARLTrainer(cfg, quiet=True)
     tr.run_sft()

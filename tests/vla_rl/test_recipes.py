@@ -181,18 +181,21 @@ def _srpo_blocks(node):
             yield from _srpo_blocks(value)
 
 
-def test_every_shipped_srpo_recipe_uses_srpos_own_reference_rule():
-    # issue 32 item 3: the shipped recipes use SRPO's rule (siiRL's compute_embodied_reward: a failure is graded
-    # against the batch's successes of its task); `group` is this project's named option, chosen by no recipe
+def test_every_shipped_srpo_recipe_uses_the_reference_rule_its_table_chose():
+    # issue 32 item 3: SRPO's own rule (`task`, siiRL's compute_embodied_reward) unless a measured table on the test
+    # states shows the named option better: docs/RESULTS.md "A progress encoder for SRPO" (5 paired seeds on the
+    # reach_one demo recipe: task - group -0.028 +- 0.013 at 50 iterations), so the tabletop reach recipes and the
+    # ones built on them use `group`; LIBERO (SRPO's paper setting) and the learned-progress recipe use `task`
     import yaml
 
     from rewards.srpo import SRPOConfig
 
-    assert SRPOConfig().reference == "task"
+    assert SRPOConfig().reference == "task"  # the library default is the reference's rule
     paths = sorted(Path("configs/vla").glob("*.yaml")) + sorted(Path("configs/robot").glob("*.yaml"))
     seen = {}
     for path in paths:
         for block in _srpo_blocks(yaml.safe_load(path.read_text())):
             seen[path.name] = block.get("reference", SRPOConfig().reference)
-    assert "tabletop_reach_one.yaml" in seen and "loop_sims.yaml" in seen and len(seen) >= 10
-    assert {name: ref for name, ref in seen.items() if ref != "task"} == {}
+    task = {"libero_spatial.yaml", "libero_spatial_full.yaml", "tabletop_reach_one_progress.yaml"}
+    assert task <= set(seen) and "tabletop_reach_one.yaml" in seen and "loop_sims.yaml" in seen
+    assert {n: r for n, r in seen.items() if (r == "task") != (n in task)} == {}
