@@ -238,6 +238,9 @@ def report(args, runs: list[dict]) -> int:
                 best = min(parents, key=lambda p: us[p])
                 diffs.append(us[combo] - us[best])
                 dr.append(r["arms"][combo]["reward_B"] - max(r["arms"][p]["reward_B"] for p in parents))
+        best_r = [r["arms"][combo]["reward_B"] - max(r["arms"][p]["reward_B"] for p in parents) for r in runs]
+        print(f"  {combo} reward @ B - the best parent's (per seed, the parents' highest reward @ B), all {n} "
+              f"seed(s): {fmt(best_r, 3)}; behind on {sum(d < 0 for d in best_r)} of {n}")
         if diffs:
             m, se = mean_se(diffs)
             print(f"  {combo} - best parent, units to target: {m:.0f} +- {se:.0f} over {len(diffs)} seed(s) "

@@ -76,6 +76,9 @@ def test_a_fifth_arm_from_another_run_joins_its_seed(tmp_path, capsys):
     # best parent per seed 1600, 1680, 1760 -> 600 - 1600, 700 - 1680, 650 - 1760 = -1030 +- 40
     assert "tree x pool+prune - best parent, units to target: -1030 +- 40 over 3 seed(s)" in out
     assert "reward @ B - best parent's 0.140 +- 0.000" in out  # 0.8 - tree+prune's 0.66
+    # the reward line needs no target: every seed, against the parents' highest reward @ B (tree+prune's 0.66)
+    assert ("tree x pool+prune reward @ B - the best parent's (per seed, the parents' highest reward @ B), all 3 "
+            "seed(s): 0.140 +- 0.000; behind on 0 of 3") in out
     # the four-arm files alone: four rows (the arms every seed has)
     assert mod.main(["--report-from", ",".join(files)]) == 0
     assert len(markdown_table(capsys.readouterr().out, "| mode ")) == 4
