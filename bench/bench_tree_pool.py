@@ -231,14 +231,15 @@ def report(args, runs: list[dict]) -> int:
         print(f"  {name:<11} reward @ B - flat {fmt(d, 3)}")
     parents = [p for p in ("flat GRPO", "tree+prune", "pool") if p in args.arms]
     for combo in (c for c in COMBOS if c in args.arms):
+        # reward @ B minus the parents' highest, every seed; the units line below pairs only seeds where all reached
+        best_r = [r["arms"][combo]["reward_B"] - max(r["arms"][p]["reward_B"] for p in parents) for r in runs]
         diffs, dr = [], []
-        for r in runs:
+        for r, d_r in zip(runs, best_r):
             us = {p: r["arms"][p]["u_target"] for p in parents + [combo]}
             if all(v is not None for v in us.values()):
                 best = min(parents, key=lambda p: us[p])
                 diffs.append(us[combo] - us[best])
-                dr.append(r["arms"][combo]["reward_B"] - max(r["arms"][p]["reward_B"] for p in parents))
-        best_r = [r["arms"][combo]["reward_B"] - max(r["arms"][p]["reward_B"] for p in parents) for r in runs]
+                dr.append(d_r)
         print(f"  {combo} reward @ B - the best parent's (per seed, the parents' highest reward @ B), all {n} "
               f"seed(s): {fmt(best_r, 3)}; behind on {sum(d < 0 for d in best_r)} of {n}")
         if diffs:
