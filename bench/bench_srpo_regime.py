@@ -18,7 +18,7 @@ equal success after SFT, checked here):
 
 Common overrides (:data:`COMMON`): ``sft.demos_per_task=1``, ``rl.eval_split=test`` (every evaluation, the curve's
 points included, runs on the *test* initial states ``rl.test_seed_offset + i`` = 5000000+, which nothing here was
-chosen on; nothing stops early), 64 evaluation states, ``rl.iterations`` / ``rl.eval_every`` from the flags (the
+chosen on; nothing stops early), ``--eval-episodes`` evaluation states (64 by default), ``rl.iterations`` / ``rl.eval_every`` from the flags (the
 cosine lr decays over the run's own length). Reported: every run's curve, mean +- SE per arm and evaluation point,
 the paired differences srpo_progress - binary and srpo_progress - srpo_random_conv per point and of the curve's mean
 over the RL points, training environment steps per run (the real-simulator interaction), mean rollout success and
@@ -59,7 +59,7 @@ FIT_CONFIG = "configs/vla/fit_progress_encoder.yaml"
 KEEP = "rl.success_band=[-0.5,1.0]"
 ARMS = {"srpo_progress": [KEEP], "binary": ["rl.reward=binary"],
         "srpo_random_conv": [KEEP, "srpo.encoder=random_conv", "srpo.encoder_path=null"]}
-COMMON = ["sft.demos_per_task=1", "rl.eval_split=test", "rl.eval_episodes=64", "rl.num_videos=0", "log.backends=[]"]
+COMMON = ["sft.demos_per_task=1", "rl.eval_split=test", "rl.num_videos=0", "log.backends=[]"]
 SMALL_FIT = ["data.expert_per_task=2", "data.play_per_task=1", "data.expert_tasks=[tabletop/reach]", "train.steps=3",
              "train.batch_episodes=2"]
 
@@ -138,13 +138,15 @@ def main(argv: list[str] | None = None) -> int:
     ap = seeds_parser(__doc__, 5, out="runs/bench_srpo_regime", reuse=True)
     ap.add_argument("--iterations", type=int, default=20, help="rl.iterations of every arm")
     ap.add_argument("--eval-every", type=int, default=5, help="rl.eval_every: iterations between test evaluations")
+    ap.add_argument("--eval-episodes", type=int, default=64,
+                    help="rl.eval_episodes: test initial states per evaluation (one episode each; resolution 1/N)")
     args = ap.parse_args(argv)
-    if bad_args(args, seeds=1, jobs=1, iterations=1, eval_every=0):
+    if bad_args(args, seeds=1, jobs=1, iterations=1, eval_every=0, eval_episodes=1):
         return 2
     out = Path(args.out).resolve()
     out.mkdir(parents=True, exist_ok=True)
     extra = ((SMALL if args.small else []) + [f"rl.iterations={args.iterations}", f"rl.eval_every={args.eval_every}"]
-             + (["rl.eval_episodes=2"] if args.small else []))
+             + [f"rl.eval_episodes={2 if args.small else args.eval_episodes}"])
     seeds = list(range(args.seeds))
     from grpo.config import load_config
     from vla_rl.config import VLARLConfig

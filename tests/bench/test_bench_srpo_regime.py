@@ -75,7 +75,8 @@ def test_same_encoder_accepts_a_copied_encoder_only_with_the_same_bytes(tmp_path
 
 @pytest.mark.parametrize("args, word", [(["--seeds", "0"], "--seeds"), (["--jobs", "0"], "--jobs"),
                                         (["--iterations", "0"], "--iterations"),
-                                        (["--eval-every", "-1"], "--eval-every")])
+                                        (["--eval-every", "-1"], "--eval-every"),
+                                        (["--eval-episodes", "0"], "--eval-episodes")])
 def test_bad_arguments_exit_2_with_one_line(capsys, tmp_path, args, word):
     mod = load_bench("bench_srpo_regime")
     assert mod.main(["--small", *args, "--out", str(tmp_path / "o")]) == 2
