@@ -18,12 +18,12 @@ equal success after SFT, checked here):
 
 Common overrides (:data:`COMMON`): ``sft.demos_per_task=1``, ``rl.eval_split=test`` (every evaluation, the curve's
 points included, runs on the *test* initial states ``rl.test_seed_offset + i`` = 5000000+, which nothing here was
-chosen on; nothing stops early), ``--eval-episodes`` evaluation states (64 by default), ``rl.iterations`` / ``rl.eval_every`` from the flags (the
-cosine lr decays over the run's own length). Reported: every run's curve, mean +- SE per arm and evaluation point,
-the paired differences srpo_progress - binary and srpo_progress - srpo_random_conv per point and of the curve's mean
-over the RL points, training environment steps per run (the real-simulator interaction), mean rollout success and
-groups kept per iteration, walls. ``--reuse`` reads finished runs of the same config (``run_info.json``) instead of
-rerunning them.
+chosen on; nothing stops early), ``--eval-episodes`` evaluation states (64 by default), ``rl.iterations`` /
+``rl.eval_every`` from the flags (the cosine lr decays over the run's own length). Reported: every run's curve, mean
++- SE per arm and evaluation point, the paired differences srpo_progress - binary and srpo_progress -
+srpo_random_conv per point and of the curve's mean over the RL points, training environment steps per run (the
+real-simulator interaction), mean rollout success and groups kept per iteration, walls. ``--reuse`` reads finished
+runs of the same config (``run_info.json``) instead of rerunning them.
 
     python bench/bench_srpo_regime.py --seeds 5 --iterations 20 --eval-every 5 --jobs 2 --out runs/bench_srpo_regime
     python bench/bench_srpo_regime.py --small --out /tmp/x    # seconds: the test's mode
