@@ -48,6 +48,10 @@ class LoraSettings:
     def __post_init__(self) -> None:
         if self.rank < 1:
             raise ValueError(f"lora.rank must be >= 1, got {self.rank}")
+        if self.alpha <= 0:
+            raise ValueError(f"lora.alpha must be > 0 (the LoRA scale is alpha / rank), got {self.alpha}")
+        if not 0 <= self.dropout < 1:
+            raise ValueError(f"lora.dropout must be in [0, 1) (0: off), got {self.dropout}")
 
 
 @dataclass
@@ -91,6 +95,9 @@ class ModelConfig:
             load_checked(self.adapter, DIFFUSION_ADAPTER, "model.adapter", want_class=True)
         if self.decode_batch < 0:
             raise ValueError(f"model.decode_batch must be >= 0 (0: all at once), got {self.decode_batch}")
+        if self.max_sequence_length < 1:
+            raise ValueError(f"model.max_sequence_length must be >= 1 (text tokens per prompt), got "
+                             f"{self.max_sequence_length}")
         from .image_sizes import check_image_size
 
         check_image_size(self)  # sides the VAE and the patching divide evenly (from the configs; no weights read)

@@ -26,11 +26,13 @@ so that siblings diverge (both in :func:`grpo.flow_sde.mix_sde_mask`, the ``forc
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Literal
 
 import torch
 
+from grpo.config import require_at_least
 from grpo.flow_sde import flow_sigmas
 from grpo.tree import RolloutTree, TreeCredit, tree_advantages
 
@@ -78,6 +80,12 @@ class BranchConfig:
     depth_norm: Literal["reference", "population"] = "reference"  # reference (unbiased std, eps 1e-8) or
                                                                   # population (std, adv_eps)
 
+    def __post_init__(self) -> None:
+        if self.fusion_temperature <= 0:
+            raise ValueError(f"branch.fusion_temperature must be > 0 (the path_prob softmax divides by it), got "
+                             f"{self.fusion_temperature}")
+        require_at_least("branch", self, prune_k=1, depth_window=0, depth_stride=1)
+
     def branch_factors(self) -> list[int]:
         if len(self.branch) == 1:
             return self.branch * len(self.split_steps)
@@ -91,7 +99,11 @@ class BranchConfig:
         if len(self.branch) not in (1, len(self.split_steps)):
             raise ValueError(f"branch.branch needs 1 factor or one per split step ({len(self.split_steps)}), got "
                              f"{self.branch}")
-        return RolloutTree(num_steps, self.split_steps, self.branch_factors())
+        factors = self.branch_factors()
+        if factors and min(factors) >= 1 and math.prod(factors) < 2:
+            raise ValueError(f"branch.branch={self.branch}: the tree has 1 leaf (expected factors whose product is >= "
+                             "2: the leaves are the group)")
+        return RolloutTree(num_steps, self.split_steps, factors)
 
 
 @torch.no_grad()

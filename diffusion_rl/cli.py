@@ -38,7 +38,13 @@ from grpo.config import dump_config, load_config
 from grpo.loop import StopRun
 from grpo.monitors import RewardHackingError
 from grpo.onpolicy import OnPolicyError
-from grpo.preflight import check_writable_dir, quiet_third_party_warnings
+from grpo.preflight import (
+    PLAN_FLAGS,
+    check_plan_flags,
+    check_plan_only,
+    check_writable_dir,
+    quiet_third_party_warnings,
+)
 from grpo.report import add_report_command, run_report
 from grpo.retry import RetryError
 from rewards.remote import add_serve_command, serve_command
@@ -144,18 +150,13 @@ def main(argv: list[str] | None = None) -> int:
 def _train(args) -> int:
     from .preflight import check_train_inputs
 
+    check_plan_only(args, {**PLAN_FLAGS, "arch": None, "peak_tflops": 989.0})  # --gpus etc. without --plan: refused
     cfg, Trainer = _build(args.config, args.overrides)
     check_train_inputs(cfg, writes=not (args.dry_run or args.plan))  # before any model is built
     if args.plan:
         from .plan import build_plan, format_plan
 
-        try:
-            gpus = tuple(int(g) for g in args.gpus.split(","))
-        except ValueError:
-            gpus = ()
-        if not gpus or min(gpus) < 1 or not 0 < args.mfu <= 1 or args.gpu_mem <= 0 or args.peak_tflops <= 0:
-            raise ValueError(f"--plan needs --gpus as positive integers (got {args.gpus!r}), 0 < --mfu <= 1 (got "
-                             f"{args.mfu}), --gpu-mem > 0 and --peak-tflops > 0")
+        gpus = check_plan_flags(args.gpus, args.gpu_mem, args.peak_tflops, args.mfu)
         print(format_plan(build_plan(cfg, args.arch), cfg, gpus, args.gpu_mem, args.peak_tflops, args.mfu))
         return 0
     if args.dry_run:
@@ -251,6 +252,8 @@ def check_export_target(run_dir: str, out: str, force: bool) -> None:
     resume and ``eval`` read) and, unless ``force``, must not already hold an export (it would be overwritten)."""
     from pathlib import Path
 
+    if not out.strip():
+        raise ValueError("OUT is empty (expected a directory path for the export)")
     check_writable_dir(out, "OUT")
     run = Path(run_dir).expanduser().resolve()
     root = (run.parent.parent if run.name.startswith(("step_", "best"))
@@ -266,20 +269,13 @@ def check_export_target(run_dir: str, out: str, force: bool) -> None:
 
 
 def _eval(args) -> int:
-    from pathlib import Path
-
-    from grpo.checkpoint import latest_checkpoint, load_checkpoint
+    from grpo.checkpoint import load_checkpoint
     from grpo.config import _build as build_cfg  # noqa: PLC2701 - same typed loader, from a dict
+    from grpo.preflight import resolve_checkpoint
 
     from .trainer import DiffusionGRPOTrainer, DiffusionRLConfig
 
-    p = Path(args.checkpoint)
-    if p.is_dir() and not (p / "state.json").exists():
-        p = latest_checkpoint(p) or latest_checkpoint(p / "checkpoints") or p
-    if (p / "state.json").exists() or p.is_dir():
-        from grpo.preflight import check_checkpoint_dir
-
-        check_checkpoint_dir(p)  # a truncated / corrupt checkpoint: one line naming the file
+    p = resolve_checkpoint(args.checkpoint)  # a truncated / corrupt checkpoint, a stale latest: one line naming it
     state = load_checkpoint(p)
     if "trainable" not in state:  # e.g. a vla-rl checkpoint
         other = " (a vla-rl checkpoint: use vla-rl eval)" if "policy_config" in state else ""

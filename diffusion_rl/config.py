@@ -41,6 +41,8 @@ class RewardConfig:
     def __post_init__(self) -> None:
         if self.retries < 0:
             raise ValueError(f"reward.retries must be >= 0, got {self.retries}")
+        if self.retry_backoff_s < 0:
+            raise ValueError(f"reward.retry_backoff_s must be >= 0 (seconds), got {self.retry_backoff_s}")
         self.remote.validate("reward.remote")
         if self.overlap < 1:
             raise ValueError(f"reward.overlap must be >= 1 (1: no overlap), got {self.overlap}")

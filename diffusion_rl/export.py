@@ -35,21 +35,18 @@ def load_run(run_dir: str | Path, merge: bool = False):
     Only what the export uses is validated: the run's reward (which may live in a package this shell cannot
     import) is not built into the config (its section is left at the defaults; the checkpoint keeps the real one),
     nor is a user's ``model.adapter`` class unless ``merge`` loads the base pipeline."""
-    from grpo.checkpoint import latest_checkpoint, load_checkpoint
+    from grpo.checkpoint import load_checkpoint
     from grpo.config import build_config as build_cfg
+    from grpo.preflight import resolve_checkpoint
 
     from .config import DiffusionRLConfig
 
-    p = Path(run_dir)
-    if not p.exists():
-        raise FileNotFoundError(f"run directory not found: {p}")
-    if not (p / "state.json").exists():
-        found = latest_checkpoint(p) or latest_checkpoint(p / "checkpoints")
-        if found is None:
-            raise FileNotFoundError(f"{p} holds no checkpoint (expected a run directory with checkpoints/step_*, "
-                                    "or a step_* directory)")
-        p = found
+    p = resolve_checkpoint(run_dir)  # a missing / truncated / corrupt checkpoint, a stale latest: one line naming it
     state = load_checkpoint(p)
+    if "trainable" not in state:  # e.g. a vla-rl checkpoint, or one whose LoRA file is gone
+        other = (" (a vla-rl checkpoint)" if "policy_config" in state
+                 else " (expected trainable.safetensors beside state.json)")
+        raise ValueError(f"{p} holds no LoRA weights to export: it is not a complete diffusion-rl checkpoint{other}")
     used = {k: v for k, v in state["config"].items() if k != "reward"}
     if not merge and isinstance(used.get("model"), dict):
         used["model"] = {k: v for k, v in used["model"].items() if k != "adapter"}

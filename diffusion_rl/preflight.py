@@ -3,8 +3,10 @@ output directory, pretrain-shapes' flags. Each failure is one line (ValueError).
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
+from grpo.config import MAX_SEED
 from grpo.preflight import check_path_exists, check_resumable, check_sizes, check_writable_dir
 
 
@@ -18,16 +20,25 @@ def check_train_inputs(cfg, writes: bool = True) -> None:
         check_writable_dir(cfg.output_dir, "output_dir")
         probe_reward(cfg)
         if cfg.resume:
-            check_resumable(Path(cfg.output_dir) / "checkpoints")
+            check_resumable(Path(cfg.output_dir) / "checkpoints", cfg)
+
+
+MAX_PRETRAIN_SIZE = 256  # pretrain-shapes' largest --size (pixels)
 
 
 def check_pretrain_args(args) -> None:
     """``diffusion-rl pretrain-shapes`` flags."""
     check_sizes(("--steps", args.steps, 1), ("--size", args.size, 8), ("--batch", args.batch, 1),
                 ("--hidden", args.hidden, 1), ("--layers", args.layers, 1), ("--save-every", args.save_every, 0))
-    if not args.lr > 0:
-        raise ValueError(f"--lr={args.lr}: expected > 0")
+    if not (args.lr > 0 and math.isfinite(args.lr)):
+        raise ValueError(f"--lr={args.lr}: expected a finite number > 0")
+    if args.size > MAX_PRETRAIN_SIZE:  # the position table grows with the square of the side: 100000 px asks 80 GB
+        raise ValueError(f"--size={args.size}: expected at most {MAX_PRETRAIN_SIZE} pixels (the demo model is 32)")
+    if not 0 <= args.seed <= MAX_SEED:
+        raise ValueError(f"--seed={args.seed}: expected an integer in [0, {MAX_SEED}]")
     check_path_exists("--init", args.init, "a saved shapes pipeline directory")
+    if args.out is not None and not args.out.strip():
+        raise ValueError("--out is empty (expected a directory path; leave --out out for the default cache folder)")
     if args.out:
         check_writable_dir(args.out, "--out")
 

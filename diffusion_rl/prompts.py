@@ -24,6 +24,10 @@ class PromptConfig:
     num_eval: int = 32  # evaluation prompts (fixed for the run)
     shapes: dict = field(default_factory=dict)  # keyword arguments of the shapes prompt sampler
 
+    def __post_init__(self) -> None:
+        if self.num_eval < 1:
+            raise ValueError(f"prompts.num_eval must be >= 1 (the evaluation prompts), got {self.num_eval}")
+
 
 def read_prompt_file(path: str | Path) -> list[str]:
     p = Path(path)

@@ -31,6 +31,7 @@ from typing import Literal  # noqa: F401
 
 import torch
 
+from grpo.config import require_at_least, require_positive
 from grpo.device import randint, randn
 from grpo.distributed import keyed_randn
 from grpo.flow_sde import SDEKind, flow_chain, flow_sigmas, mix_sde_mask
@@ -60,6 +61,8 @@ class SamplerConfig:
             raise ValueError(f"sampler.timestep_fraction must be in (0, 1], got {self.timestep_fraction}")
         if not 0 <= self.mix_window <= self.num_steps:
             raise ValueError(f"sampler.mix_window must be in [0, num_steps={self.num_steps}], got {self.mix_window}")
+        require_at_least("sampler", self, eta=0.0, cfg_scale=0.0, mix_stride=1)
+        require_positive("sampler", self, "shift")
 
     def sde_mask(self, iteration: int, force: tuple[int, ...] = ()) -> torch.Tensor:
         """``[T]`` bool: which steps draw SDE noise at ``iteration`` (``force``: steps that must, e.g. tree splits);

@@ -230,13 +230,19 @@ def load_config(cls: type[T], path: str | Path | None = None, overrides: list[st
     return cfg
 
 
+MAX_SEED = 2**32 - 1  # the largest ``seed`` a job takes (:func:`check_run_keys`)
+
+
 def check_run_keys(cfg: Any, source: str = "config") -> None:
-    """The keys every job's top level shares: ``seed`` must be >= 0 (numpy's generators refuse a negative one, so a
-    run would fail late) and ``output_dir`` must name a directory (an empty one would write into the working
-    directory)."""
+    """The keys every job's top level shares: ``seed`` must be in [0, 2**32 - 1] (numpy's generators refuse a
+    negative one and torch's a seed of 2**64 or more, so a run would fail late; the noise keys use the low 32 bits,
+    :func:`grpo.distributed.keyed_generator`, so larger seeds would alias smaller ones) and ``output_dir`` must name a
+    directory (an empty one would write into the working directory)."""
     seed = getattr(cfg, "seed", None)
     if isinstance(seed, int) and seed < 0:
         raise ConfigError(f"{source}: config key 'seed' must be >= 0, got {seed}")
+    if isinstance(seed, int) and seed > MAX_SEED:
+        raise ConfigError(f"{source}: config key 'seed' must be <= 2**32 - 1 = {MAX_SEED}, got {seed}")
     out = getattr(cfg, "output_dir", None)
     if isinstance(out, str) and not out.strip():
         raise ConfigError(f"{source}: config key 'output_dir' must name a directory, got {out!r}")

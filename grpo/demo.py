@@ -28,7 +28,15 @@ import torch
 from torch import nn
 
 from .checkpoint import capture_rng_state, load_checkpoint, restore_rng_state, save_checkpoint
-from .config import ConfigError, check_resume_config, config_to_dict, dump_config, load_config
+from .config import (
+    ConfigError,
+    check_resume_config,
+    config_to_dict,
+    dump_config,
+    load_config,
+    require_at_least,
+    require_positive,
+)
 from .distributed import (
     all_reduce_mean,
     barrier,
@@ -57,12 +65,19 @@ class ToyModelConfig:
     pretrain_steps: int = 1500  # flow-matching pretraining steps
     pretrain_lr: float = 3e-3  # pretraining learning rate
 
+    def __post_init__(self) -> None:
+        require_at_least("model", self, hidden=1, num_prompts=1, num_modes=1, pretrain_steps=0)
+        require_positive("model", self, "radius", "mode_std", "pretrain_lr")
+
 
 @dataclass
 class ToySamplerConfig:
     num_steps: int = 10  # denoising steps
     sde: SDEKind = "flow_grpo"  # SDE step kind (grpo.flow_sde)
     eta: float = 0.7  # SDE noise level
+
+    def __post_init__(self) -> None:
+        require_at_least("sampler", self, num_steps=1, eta=0.0)
 
 
 @dataclass
@@ -74,6 +89,11 @@ class ToyTrainConfig:
     eval_samples: int = 256  # ODE samples per evaluation
     save_every: int = 20  # iterations between checkpoints
     keep_last: int = 2  # checkpoints kept
+
+    def __post_init__(self) -> None:
+        require_at_least("train", self, iterations=0, prompts_per_iter=1, inner_epochs=1, eval_samples=1, save_every=1,
+                         keep_last=1)
+        require_positive("train", self, "lr")
 
 
 @dataclass

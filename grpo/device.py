@@ -15,6 +15,8 @@ from __future__ import annotations
 import torch
 from torch import nn
 
+DEVICE_TYPES = ("cpu", "cuda", "mps")  # the device types a trainer, evaluation or policy of this project runs on
+
 
 def resolve_device(name: str | torch.device) -> torch.device:
     """``"auto"`` -> ``cuda`` (``torch.cuda.current_device()``, which ``grpo.distributed.init_distributed`` sets to
@@ -32,6 +34,12 @@ def resolve_device(name: str | torch.device) -> torch.device:
         except RuntimeError as e:
             raise ValueError(f"device {name!r} is not a torch device (expected 'auto', 'cpu', 'cuda', 'cuda:<index>' "
                              f"or 'mps'): {e}") from None
+    if dev.type not in DEVICE_TYPES:
+        raise ValueError(f"device {name!r}: expected 'auto', 'cpu', 'cuda', 'cuda:<index>' or 'mps' (this project "
+                         f"does not run on {dev.type!r} devices)")
+    if dev.type == "mps" and not torch.backends.mps.is_available():
+        raise ValueError(f"device {name!r} asks for Apple's MPS, but torch.backends.mps.is_available() is False on "
+                         "this machine (use device: auto or cpu)")
     if dev.type == "cuda" and not torch.cuda.is_available():
         raise ValueError(f"device {name!r} asks for CUDA, but torch.cuda.is_available() is False on this machine "
                          "(use device: auto or cpu)")
@@ -57,10 +65,13 @@ def check_device_name(name: str) -> str:
     if name == "auto":
         return name
     try:
-        torch.device(name)
+        dev = torch.device(name)
     except (RuntimeError, TypeError):
         raise ValueError(f"device {name!r} is not a torch device: expected 'auto', 'cpu', 'cuda', 'cuda:<index>' "
                          "or 'mps'") from None
+    if dev.type not in DEVICE_TYPES:  # e.g. meta / xla / hpu: torch parses them, no trainer here runs on them
+        raise ValueError(f"device {name!r}: expected 'auto', 'cpu', 'cuda', 'cuda:<index>' or 'mps' (this project "
+                         f"does not run on {dev.type!r} devices)")
     return name
 
 

@@ -29,6 +29,9 @@ def quiet_third_party_warnings() -> None:
         warnings.filterwarnings("ignore", message=msg)
 
 
+VIRTUAL_FS = ("/proc", "/sys")  # where no command writes its outputs (os.access cannot tell, as root)
+
+
 def check_writable_dir(path: str | os.PathLike, key: str, shown: str | os.PathLike | None = None) -> Path:
     """``path`` can be created (or exists) as a writable directory: its nearest existing ancestor is a directory
     we may write into. Nothing is created. Returns the path (``shown``: the path the message names instead)."""
@@ -41,6 +44,10 @@ def check_writable_dir(path: str | os.PathLike, key: str, shown: str | os.PathLi
         probe = probe.parent
     if probe.exists() and not probe.is_dir():
         raise ValueError(f"{key}={str(shown)!r}: cannot create it ({probe} is a file, not a directory)")
+    virtual = next((v for v in VIRTUAL_FS if probe.resolve() == Path(v) or Path(v) in probe.resolve().parents), None)
+    if virtual is not None:  # the kernel's own files: os.access says yes to root, mkdir / open then fail late
+        raise ValueError(f"{key}={str(shown)!r}: {virtual} is the kernel's virtual filesystem (expected a directory on "
+                         "a disk)")
     if probe.exists() and not os.access(probe, os.W_OK | os.X_OK):
         raise ValueError(f"{key}={str(shown)!r}: {probe} is not writable (expected a directory this user may write "
                          "into)")
@@ -83,6 +90,37 @@ def check_flags(*items: tuple[str, Any, bool, str]) -> None:
     for name, value, ok, expected in items:
         if not ok:
             raise ValueError(f"{name}={value}: expected {expected}")
+
+
+PLAN_FLAGS = {"gpus": "1,8", "gpu_mem": 80.0, "mfu": 0.4}  # --plan's options shared by both CLIs, with defaults
+
+
+def check_plan_flags(gpus: str, gpu_mem: float, peak_tflops: float | None, mfu: float) -> tuple[int, ...]:
+    """``--plan``'s options: ``--gpus`` positive integers (comma-separated; returned as a tuple), ``--gpu-mem`` and
+    ``--peak-tflops`` finite and > 0 (``None``: the planner's default), ``0 < --mfu <= 1``; else one line naming the
+    flag (a nan or inf fails each)."""
+    import math
+
+    try:
+        counts = tuple(int(g) for g in str(gpus).split(","))
+    except ValueError:
+        counts = ()
+    check_flags(("--gpus", repr(gpus), bool(counts) and min(counts) >= 1, "positive integers, e.g. 1,8"),
+                ("--gpu-mem", gpu_mem, math.isfinite(gpu_mem) and gpu_mem > 0, "a finite number of GB > 0"),
+                ("--mfu", mfu, 0 < mfu <= 1, "a fraction in (0, 1]"))
+    if peak_tflops is not None:
+        check_flags(("--peak-tflops", peak_tflops, math.isfinite(peak_tflops) and peak_tflops > 0,
+                     "a finite TFLOP/s > 0"))
+    return counts
+
+
+def check_plan_only(args: Any, flags: dict[str, Any]) -> None:
+    """Without ``--plan``, none of its options (``flags``: attribute -> default) may be given: they would be ignored."""
+    if getattr(args, "plan", False):
+        return
+    given = [f"--{k.replace('_', '-')}" for k, d in flags.items() if getattr(args, k, d) != d]
+    if given:
+        raise ValueError(f"{', '.join(given)} only apply with --plan (expected --plan, or drop them)")
 
 
 def check_choice(key: str, value: str, known: Iterable[str], hint: str = "") -> None:
@@ -145,9 +183,51 @@ def check_checkpoint_dir(path: str | os.PathLike) -> None:
         check_safetensors_file(f)
 
 
-def check_resumable(ckpt_root: str | os.PathLike) -> None:
+def check_latest_pointer(root: str | os.PathLike) -> None:
+    """``root/latest`` (when there) names a complete checkpoint: a pointer to a missing or incomplete one is refused
+    (one line), never silently replaced by an older checkpoint."""
+    from .checkpoint import LATEST
+
+    pointer = Path(root) / LATEST
+    if pointer.is_file():
+        named = Path(root) / pointer.read_text().strip()
+        if not (named / "state.json").exists():
+            raise ValueError(f"{named} (named by {pointer}) has no state.json, an incomplete or corrupt checkpoint "
+                             "(expected the latest checkpoint the run wrote; name a step_* directory instead)")
+
+
+def resolve_checkpoint(path: str | os.PathLike) -> Path:
+    """The checkpoint directory that ``path`` (a run directory, its ``checkpoints/`` folder, a ``step_*`` or ``best``
+    directory) names, checked complete (:func:`check_latest_pointer`, :func:`check_checkpoint_dir`) before anything
+    loads it: what ``eval`` and ``export`` read. A missing path, or one holding no checkpoint: one line."""
+    from .checkpoint import latest_checkpoint
+
+    p = Path(path)
+    if not str(path):
+        raise ValueError("the checkpoint path is empty (expected a run directory, its checkpoints/ folder or a step_* "
+                         "directory)")
+    if not p.exists():
+        raise FileNotFoundError(f"checkpoint not found: {p}")
+    if (p / "state.json").exists():
+        check_checkpoint_dir(p)
+        return p
+    for root in (p, p / "checkpoints"):
+        if root.is_dir():
+            check_latest_pointer(root)
+            found = latest_checkpoint(root)
+            if found is not None:
+                check_checkpoint_dir(found)
+                return found
+    raise FileNotFoundError(f"{p} holds no checkpoint (expected a run directory with checkpoints/step_*, its "
+                            "checkpoints/ folder or a step_* directory)")
+
+
+def check_resumable(ckpt_root: str | os.PathLike, cfg: Any = None) -> None:
     """Before resuming from ``ckpt_root``: the checkpoint the run would resume from is complete. A corrupt one is
-    reported (one line) and left as it is, never deleted or overwritten; the user moves it away or starts afresh."""
+    reported (one line) and left as it is, never deleted or overwritten; the user moves it away or starts afresh.
+    With ``cfg`` (the run's config), its saved config must match too (:func:`grpo.config.check_resume_config`, as
+    the trainer's resume checks it; read from ``state.json`` alone), so that a refused resume has written nothing
+    (the trainer opens its logs before it loads the checkpoint)."""
     from .checkpoint import LATEST, latest_checkpoint
 
     root = Path(ckpt_root)
@@ -166,6 +246,16 @@ def check_resumable(ckpt_root: str | os.PathLike) -> None:
             check_checkpoint_dir(latest)
         except ValueError as e:
             raise ValueError(f"resume: {e}{advice}") from None
+        if cfg is not None:
+            import json
+
+            from .checkpoint import _unflatten
+            from .config import check_resume_config
+
+            state = json.loads((latest / "state.json").read_text()).get("state")
+            saved = state.get("__dict__", {}).get("config") if isinstance(state, dict) else None
+            if saved is not None:
+                check_resume_config(_unflatten(saved, {}), cfg, str(latest))
 
 
 def check_custom_reward(name: str, kwargs: dict, build, batch, check_output) -> None:

@@ -77,11 +77,19 @@ def load_run(path: str | Path) -> Run:
     for i, line in enumerate(lines):
         if line.strip():
             try:
-                rows.append(json.loads(line))
+                row = json.loads(line)
             except json.JSONDecodeError as e:
-                if i == len(lines) - 1:  # a run killed mid-write leaves its last row cut: the rows before it stand
-                    break
-                raise ValueError(f"report: {metrics} line {i + 1} is not JSON ({e})") from e
+                if i == len(lines) - 1 and rows:  # a run killed mid-write leaves its last row cut: the rows before it
+                    break                         # stand
+                raise ValueError(f"report: {metrics} line {i + 1} is not JSON ({e}); expected the metrics.jsonl of a "
+                                 "run (one JSON object per line)") from e
+            if not isinstance(row, dict):
+                raise ValueError(f"report: {metrics} line {i + 1} is {type(row).__name__}, not a JSON object; expected "
+                                 "the metrics.jsonl of a run")
+            rows.append(row)
+    if not rows:
+        raise ValueError(f"report: {metrics} holds no metrics rows (expected the metrics.jsonl of a run that logged at "
+                         "least one iteration)")
     d = metrics.parent
     info = {}
     if (d / "run_info.json").is_file():

@@ -69,6 +69,9 @@ class GRPOConfig:
             raise ValueError(f"group_size must be >= 2 (group-relative advantages need a group), got {self.group_size}")
         require_at_least("grpo", self, clip_low=0.0, clip_high=0.0, kl_coef=0.0, adv_eps=0.0, max_nonfinite=0)
         require_positive("grpo", self, "adv_clip")
+        if self.clip_low >= 1:
+            raise ValueError(f"grpo.clip_low must be < 1 (the ratio is clipped below at 1 - clip_low), got "
+                             f"{self.clip_low}")
         if self.max_grad_norm <= 0:
             raise ValueError(f"max_grad_norm must be > 0, got {self.max_grad_norm}")
 

@@ -31,8 +31,10 @@ from pathlib import Path
 
 from grpo.cli import ArgumentParser, add_config_command, parse_args, run_command
 from grpo.preflight import (
+    PLAN_FLAGS,
     check_flags,
     check_new_output,
+    check_plan_only,
     check_writable_dir,
     check_writable_file,
     quiet_third_party_warnings,
@@ -52,6 +54,7 @@ def cmd_train(args: argparse.Namespace) -> int:
     from .rollout import cost_per_iteration
     from .trainer import VLARLConfig, VLARLTrainer
 
+    check_plan_only(args, {**PLAN_FLAGS, "peak_tflops": None})  # --gpus etc. without --plan: refused
     try:
         cfg = load_config(VLARLConfig, args.config, args.overrides)
     except ConfigError as e:
@@ -124,20 +127,9 @@ def cmd_eval(args: argparse.Namespace) -> int:
     _setup_threads()
     if args.episodes < 0:
         raise ValueError(f"--episodes={args.episodes}: expected >= 1 (or 0: the config's rl.eval_episodes)")
-    path = Path(args.checkpoint)
-    if (path / "checkpoints").is_dir():
-        path = path / "checkpoints"
-    from grpo.checkpoint import latest_checkpoint
-    from grpo.preflight import check_checkpoint_dir
+    from grpo.preflight import resolve_checkpoint
 
-    target = path if (path / "state.json").exists() else latest_checkpoint(path)
-    if target is not None:
-        check_checkpoint_dir(target)  # a truncated / corrupt checkpoint: one line naming the file
-    try:
-        st = load_checkpoint(path)
-    except FileNotFoundError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
+    st = load_checkpoint(resolve_checkpoint(args.checkpoint))  # a truncated / corrupt checkpoint: one line naming it
     if "policy_config" not in st:  # e.g. a diffusion-rl or vla-rl loop checkpoint
         other = " (a diffusion-rl checkpoint: use diffusion-rl eval)" if "trainable" in st else ""
         raise ValueError(f"{st['__path__']} is not a vla-rl train checkpoint (it holds no policy_config){other}")
@@ -196,6 +188,7 @@ def _cmd_robot_loop(args: argparse.Namespace) -> int:
 def cmd_loop(args: argparse.Namespace) -> int:
     from .wm_loop import run_loop_command
 
+    check_plan_only(args, {**PLAN_FLAGS, "peak_tflops": None})  # --gpus etc. without --plan: refused
     _setup_threads()
     plan = None
     if args.plan:  # the loop's models on the meta device / fake tensors (vla_rl.plan)

@@ -666,14 +666,9 @@ def plan_text(cfg, loop: bool, gpus: str = "1,8", gpu_mem: float = 80.0, peak_tf
               mfu: float = 0.4) -> str:
     """``--plan``: the plan of a train config (``loop=False``) or a World-VLA-Loop config, as printed. Bad options
     raise ValueError with one line naming them."""
-    try:
-        counts = tuple(int(g) for g in str(gpus).split(","))
-    except ValueError:
-        counts = ()
-    if (not counts or min(counts) < 1 or not 0 < mfu <= 1 or not gpu_mem > 0
-            or (peak_tflops is not None and not peak_tflops > 0)):
-        raise ValueError(f"--plan needs --gpus as positive integers (got {gpus!r}), 0 < --mfu <= 1 (got {mfu}), "
-                         f"--gpu-mem > 0 (got {gpu_mem}) and --peak-tflops > 0 (got {peak_tflops})")
+    from grpo.preflight import check_plan_flags
+
+    counts = check_plan_flags(gpus, gpu_mem, peak_tflops, mfu)
     if loop:
         return format_loop_plan(plan_loop(cfg), cfg, gpu_mem, peak_tflops, mfu)
     return format_policy_plan(plan_policy(cfg), cfg, counts, gpu_mem, peak_tflops, mfu)

@@ -47,7 +47,7 @@ def check_vla_inputs(cfg, writes: bool = True) -> None:
     if writes:
         check_writable_dir(cfg.output_dir, "output_dir")
         if cfg.resume:
-            check_resumable(Path(cfg.output_dir) / "checkpoints")
+            check_resumable(Path(cfg.output_dir) / "checkpoints", cfg)
 
 
 def video_frame_size(env) -> int | None:

@@ -142,8 +142,8 @@ def test_wm_loop_plan(capsys):
 def test_plan_bad_input(tmp_path, capsys):
     out_dir = tmp_path / "run"
     base = ["train", "configs/vla/smolvla_reach_one.yaml", f"output_dir={out_dir}", "--plan"]
-    for extra, msg in ((["--gpus", "eight"], "--plan needs --gpus as positive integers (got 'eight')"),
-                       (["--mfu", "2"], "0 < --mfu <= 1 (got 2.0)"),
+    for extra, msg in ((["--gpus", "eight"], "--gpus='eight': expected positive integers"),
+                       (["--mfu", "2"], "--mfu=2.0: expected a fraction in (0, 1]"),
                        (["policy.lerobot.paligemma_variant=gemma_300m", "policy.type=pi0"],
                         "--plan sizes pi0 with paligemma_variant='gemma_2b'")):
         assert main(base + extra) == 2
@@ -155,7 +155,7 @@ def test_plan_bad_input(tmp_path, capsys):
     assert main(["loop", "configs/world_models/loop_robosuite_lift.yaml", f"output_dir={out_dir}", "--plan",
                  "--gpu-mem", "0"]) == 2
     err = capsys.readouterr().err.strip()
-    assert "--gpu-mem > 0 (got 0.0)" in err and len(err.splitlines()) == 1
+    assert "--gpu-mem=0.0: expected a finite number of GB > 0" in err and len(err.splitlines()) == 1
     assert not out_dir.exists()  # nothing written
 
 
