@@ -93,6 +93,12 @@ class ModelConfig:
             from grpo.plugins import DIFFUSION_ADAPTER, load_checked
 
             load_checked(self.adapter, DIFFUSION_ADAPTER, "model.adapter", want_class=True)
+        if self.tiny and self.path is None:  # the tiny builder's own arguments (words / max_length come from here)
+            from grpo.preflight import check_kwargs
+
+            from .tiny_models import TINY_BUILDERS
+
+            check_kwargs("model.tiny", TINY_BUILDERS[self.kind], self.tiny, passed=("words", "max_length"))
         if self.decode_batch < 0:
             raise ValueError(f"model.decode_batch must be >= 0 (0: all at once), got {self.decode_batch}")
         if self.max_sequence_length < 1:

@@ -27,6 +27,11 @@ class PromptConfig:
     def __post_init__(self) -> None:
         if self.num_eval < 1:
             raise ValueError(f"prompts.num_eval must be >= 1 (the evaluation prompts), got {self.num_eval}")
+        if self.shapes:
+            from grpo.preflight import check_kwargs
+            from rewards import shapes
+
+            check_kwargs("prompts.shapes", shapes.sample_prompts, self.shapes, passed=("n", "rng"))
 
 
 def read_prompt_file(path: str | Path) -> list[str]:

@@ -120,7 +120,25 @@ def check_plan_only(args: Any, flags: dict[str, Any]) -> None:
         return
     given = [f"--{k.replace('_', '-')}" for k, d in flags.items() if getattr(args, k, d) != d]
     if given:
-        raise ValueError(f"{', '.join(given)} only apply with --plan (expected --plan, or drop them)")
+        raise ValueError(f"{', '.join(given)} given without --plan, which alone reads them (expected --plan, or "
+                         "leave them out)")
+
+
+def check_kwargs(key: str, fn: Any, kwargs: dict, passed: Iterable[str] = ()) -> None:
+    """The keyword arguments ``kwargs`` (a config's ``key``) are parameters of ``fn`` (``passed``: those the caller
+    sets itself, not the user's), else one line naming the unknown ones and the accepted ones. A ``fn`` taking
+    ``**kwargs`` accepts anything."""
+    import inspect
+
+    params = inspect.signature(fn).parameters
+    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values()):
+        return
+    ok = [n for n, p in params.items() if n not in set(passed)
+          and p.kind in (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)]
+    bad = sorted(str(k) for k in kwargs if k not in ok)
+    if bad:
+        raise ValueError(f"{key} has unknown option(s) {bad} (expected keyword arguments of "
+                         f"{getattr(fn, '__name__', fn)}: {', '.join(ok)})")
 
 
 def check_choice(key: str, value: str, known: Iterable[str], hint: str = "") -> None:
@@ -143,6 +161,21 @@ def check_path_exists(key: str, value: str | None, what: str) -> None:
                                     "~")) or os.sep in value and Path(value).expanduser().parent.exists()
     if looks_local and not Path(value).expanduser().exists():
         raise ValueError(f"{key}={value!r}: no such path (expected {what})")
+
+
+def check_hdf5_demo_file(key: str, path: str | os.PathLike, expected: str) -> None:
+    """``path`` opens as an HDF5 file with a ``data`` group (the robomimic / LIBERO demo layout), else one line naming
+    ``key``, the file and ``expected`` (what it should be). Reads the file's superblock and root only."""
+    import h5py
+
+    try:
+        with h5py.File(path, "r") as h:
+            ok = "data" in h
+    except OSError as e:  # h5py's errors carry no errno: name the file here, not in a traceback
+        raise ValueError(f"{key}={str(path)!r}: not a readable HDF5 demo file ({' '.join(str(e).split())}); expected "
+                         f"{expected}") from None
+    if not ok:
+        raise ValueError(f"{key}={str(path)!r}: no 'data' group; expected {expected}")
 
 
 def check_safetensors_file(path: Path) -> None:

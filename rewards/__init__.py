@@ -81,7 +81,14 @@ def build_reward(name: str, **kwargs: Any):
     """The reward called ``name`` (see :func:`available_rewards`), or ``"package.module:attr"``."""
     if ":" in name:
         obj = load_object(name, "reward.name")
-        return obj(**kwargs) if isinstance(obj, type) or kwargs else obj
+        if not (isinstance(obj, type) or kwargs):
+            return obj
+        try:
+            return obj(**kwargs)
+        except TypeError as e:  # a misspelled kwarg (or kwargs given to a plain function): name the reward
+            if "argument" not in str(e):
+                raise
+            raise ValueError(f"reward {name!r}: bad arguments {sorted(kwargs)}: {e}") from e
     if name not in _REGISTRY:
         raise ValueError(f"unknown reward {name!r}; available: {', '.join(available_rewards())}")
     try:

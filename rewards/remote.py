@@ -515,11 +515,15 @@ def make_server(name: str, kwargs: dict | None = None, host: str = "127.0.0.1", 
     ``kwargs``); ``ValueError`` for an unknown reward or an address it cannot listen on."""
     from . import build_reward
 
-    if delay_s < 0 or delay_per_item_s < 0:
-        raise ValueError(f"--delay-s and --delay-per-item-s must be >= 0, got {delay_s} and {delay_per_item_s}")
+    if not (0 <= delay_s < math.inf and 0 <= delay_per_item_s < math.inf):  # a nan fails both comparisons
+        raise ValueError(f"--delay-s and --delay-per-item-s must be finite and >= 0, got {delay_s} and "
+                         f"{delay_per_item_s}")
     if not 0 <= port <= 65535:
         raise ValueError(f"--port {port}: expected 0..65535 (0: a free port)")
     reward = build_reward(name, **(kwargs or {}))
+    if not callable(reward):  # e.g. math:pi: it would serve, then fail every request
+        raise ValueError(f"reward {name!r} is a {type(reward).__name__}, not callable (expected a reward function, a "
+                         "class, or a built-in reward name)")
     try:
         return RewardServer(reward, name, host, port, delay_s, quiet=quiet, delay_per_item_s=delay_per_item_s,
                             kwargs=kwargs)

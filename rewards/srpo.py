@@ -88,6 +88,11 @@ class SRPOConfig:
                              f"{self.progress_max}")
         if self.num_frames < 1:
             raise ValueError(f"srpo.num_frames must be >= 1, got {self.num_frames}")
+        if self.frame_size < 1:
+            raise ValueError(f"srpo.frame_size must be >= 1 (pixels), got {self.frame_size}")
+        if self.encoder == "progress" and not self.encoder_path:
+            raise ValueError("srpo.encoder=progress needs srpo.encoder_path (expected the .safetensors file that "
+                             "vla-rl fit-encoder writes)")
         if self.dbscan_eps <= 0 or self.min_samples < 1:
             raise ValueError(f"need srpo.dbscan_eps > 0 and min_samples >= 1, got {self.dbscan_eps}, "
                              f"{self.min_samples}")

@@ -106,6 +106,9 @@ def assets(tmp_path_factory):
     (a / "a_dir.yaml").mkdir()
     (a / "metrics_only").mkdir()
     (a / "metrics_only" / "metrics.jsonl").write_text('{"step": 0, "time": 0.0, "reward/mean": 0.1}\n')
+    (a / "junk.hdf5").write_bytes(b"not an HDF5 file\n" * 10)
+    (a / "metrics_empty").mkdir()
+    (a / "metrics_empty" / "metrics.jsonl").write_text("")
     return a
 
 
@@ -115,6 +118,15 @@ def _corrupt_copy(src: Path, dst: Path, how: str) -> Path:
     if how == "truncated":
         f = next(p for p in sorted(ck.glob("*.safetensors")) if p.name != "state.safetensors")
         f.write_bytes(f.read_bytes()[:100])
+    elif how == "copy":  # unchanged: a resume under another config
+        pass
+    elif how == "stalelatest":  # "latest" names a checkpoint that is not there: eval / export must not pick another
+        (dst / "checkpoints" / "latest").write_text("step_999999\n")
+    elif how == "nolora":  # the checkpoint's trainable weights are gone
+        for c in (dst / "checkpoints").iterdir():
+            if c.is_dir() and not c.is_symlink():
+                for f in [*c.glob("*lora*"), *c.glob("trainable.safetensors")]:
+                    f.unlink()
     else:
         (ck / "state.json").unlink()
         # state.json gone: "latest" still names it; the run must say so, not start over
@@ -391,7 +403,142 @@ CASES = {
     "lb-unwritable-out": ("vla_rl.cli", ["libero-demos", "{assets}/a_file/o.hdf5", "{demo}", "--env-names",
                                          "libero/libero_spatial/0"], [], ["{assets}/a_file/o.hdf5"]),
 }
-EXIT_2 = {c for c in CASES if c.startswith(("v-sim-", "v-robosuite-", "v-libero-", "l-sim-", "l-demo-", "v-eval-sim-"))}
+# the misuse sweep's finds (issue: "well over a hundred misuse cases against every command"): each was accepted, or
+# failed late, with a traceback, or after writing, before its check was added
+D_PLAN = ("diffusion_rl.cli", ["train", "configs/diffusion/sd35m_pickscore.yaml", "--dry-run", "--plan"])
+SWEEP = {
+    "d-device-meta": (*D, ["model.device=meta"], ["device 'meta'", "'cpu', 'cuda'"]),
+    "d-seed-2-64": (*D, ["seed=18446744073709551616"], ["seed", "2**32 - 1"]),
+    "d-lora-alpha-0": (*D, ["model.lora.alpha=0"], ["lora.alpha", "> 0"]),
+    "d-lora-dropout-neg": (*D, ["model.lora.dropout=-0.1"], ["lora.dropout", "[0, 1)", "-0.1"]),
+    "d-lora-dropout-1.5": (*D, ["model.lora.dropout=1.5"], ["lora.dropout", "[0, 1)", "1.5"]),
+    "d-eta-neg": (*D, ["sampler.eta=-1"], ["sampler.eta", ">= 0", "-1"]),
+    "d-shift-0": (*D, ["sampler.shift=0"], ["sampler.shift", "> 0"]),
+    "d-cfg-neg": (*D, ["sampler.cfg_scale=-1"], ["sampler.cfg_scale", ">= 0"]),
+    "d-mix-stride-0": (*D, ["sampler.mix_stride=0"], ["sampler.mix_stride", ">= 1"]),
+    "d-clip-low-1.5": (*D, ["grpo.clip_low=1.5"], ["grpo.clip_low", "< 1", "1.5"]),
+    "d-num-eval-0": (*D, ["prompts.num_eval=0"], ["prompts.num_eval", ">= 1"]),
+    "d-num-eval-neg": (*D, ["prompts.num_eval=-1"], ["prompts.num_eval", ">= 1", "-1"]),
+    "d-backoff-neg": (*D, ["reward.retry_backoff_s=-1"], ["reward.retry_backoff_s", ">= 0"]),
+    "d-max-seq-0": (*D, ["model.max_sequence_length=0"], ["model.max_sequence_length", ">= 1"]),
+    "d-branch-one-leaf": ("diffusion_rl.cli", ["train", "configs/diffusion/shapes_branch.yaml", "--dry-run"],
+                          ["branch.branch=[1]"], ["branch.branch=[1]", "1 leaf"]),
+    "d-branch-temp-0": ("diffusion_rl.cli", ["train", "configs/diffusion/shapes_branch.yaml", "--dry-run"],
+                        ["branch.fusion=path_prob", "branch.fusion_temperature=0"],
+                        ["branch.fusion_temperature", "> 0"]),
+    "d-branch-window-neg": ("diffusion_rl.cli", ["train", "configs/diffusion/shapes_branch.yaml", "--dry-run"],
+                            ["branch.depth_window=-1"], ["branch.depth_window", ">= 0"]),
+    "d-plan-gpu-mem-nan": (*D_PLAN, ["--gpu-mem", "nan"], ["--gpu-mem=nan", "finite"]),
+    "d-plan-peak-inf": (*D_PLAN, ["--peak-tflops", "inf"], ["--peak-tflops=inf", "finite"]),
+    "d-arch-without-plan": (*D, ["--arch", "sd3.5-medium"], ["--arch", "without --plan"]),
+    "d-gpus-without-plan": (*D, ["--gpus", "abc"], ["--gpus", "without --plan"]),
+    "d-resume-other-config": ("diffusion_rl.cli", ["train", D_CFG], ["{drun_copy}", *D_TINY, "train.iterations=2",
+                                                                     "train.lr=0.5"],
+                              ["refusing to resume", "train.lr"]),
+    "d-eval-stale-latest": ("diffusion_rl.cli", ["eval", "{drun_stalelatest_dir}"], [], ["step_999999", "latest"]),
+    "d-export-stale-latest": ("diffusion_rl.cli", ["export", "{drun_stalelatest_dir}", "{assets}/exp_s"], [],
+                              ["step_999999", "latest"]),
+    "d-export-truncated": ("diffusion_rl.cli", ["export", "{drun_truncated_dir}", "{assets}/exp_t"], [],
+                           ["safetensors", "truncated"]),
+    "d-export-no-lora": ("diffusion_rl.cli", ["export", "{drun_nolora_dir}", "{assets}/exp_n"], [],
+                         ["no LoRA weights", "trainable.safetensors"]),
+    "d-export-empty-out": ("diffusion_rl.cli", ["export", "{drun}", ""], [], ["OUT is empty"]),
+    "d-eval-neg-prompts": ("diffusion_rl.cli", ["eval", "{drun}", "prompts.num_eval=-1"], [],
+                           ["prompts.num_eval", ">= 1"]),
+    "d-out-proc": ("diffusion_rl.cli", ["train", D_CFG], ["output_dir=/proc/branchloop_misuse", *D_TINY],
+                   ["/proc/branchloop_misuse", "virtual filesystem"]),
+    "p-lr-inf": ("diffusion_rl.cli", ["pretrain-shapes", "--out", "{assets}/ps", "--steps", "1", "--lr", "inf"], [],
+                 ["--lr=inf", "finite"]),
+    "p-seed-neg": ("diffusion_rl.cli", ["pretrain-shapes", "--out", "{assets}/ps", "--steps", "1", "--seed=-1"], [],
+                   ["--seed=-1"]),
+    "p-size-huge": ("diffusion_rl.cli", ["pretrain-shapes", "--out", "{assets}/ps", "--steps", "1", "--size",
+                                         "100000"], [], ["--size=100000", "at most"]),
+    "p-out-empty": ("diffusion_rl.cli", ["pretrain-shapes", "--out", "", "--steps", "1"], [], ["--out is empty"]),
+    "p-out-proc": ("diffusion_rl.cli", ["pretrain-shapes", "--out", "/proc/branchloop_misuse", "--steps", "1"], [],
+                   ["/proc/branchloop_misuse", "virtual filesystem"]),
+    "t-zero-hidden": (*T, ["model.hidden=0"], ["model.hidden", ">= 1"]),
+    "t-neg-radius": (*T, ["model.radius=-1"], ["model.radius", "> 0"]),
+    "t-zero-steps": (*T, ["sampler.num_steps=0"], ["sampler.num_steps", ">= 1"]),
+    "t-zero-lr": (*T, ["train.lr=0"], ["train.lr", "> 0"]),
+    "t-zero-eval-samples": (*T, ["train.eval_samples=0"], ["train.eval_samples", ">= 1"]),
+    "t-zero-keep-last": (*T, ["train.keep_last=0"], ["train.keep_last", ">= 1"]),
+    "t-seed-2-64": (*T, ["seed=18446744073709551616"], ["seed", "2**32 - 1"]),
+    "d-report-empty-metrics": ("diffusion_rl.cli", ["report", "{assets}/metrics_empty", "--out", "{assets}/r1.html"],
+                               [], ["metrics_empty", "no metrics rows"]),
+    "d-serve-delay-nan": ("diffusion_rl.cli", ["serve-reward", "shapes_verifier", "--port", "0", "--delay-s", "nan"],
+                          [], ["--delay-s", "finite", "nan"]),
+    "v-serve-not-callable": ("vla_rl.cli", ["serve-reward", "math:pi", "--port", "0"], [], ["'math:pi'", "callable"]),
+    "v-serve-bad-kwargs-fn": ("vla_rl.cli", ["serve-reward", "rewards.success:success_reward", "--port", "0",
+                                             "--kwargs", '{"nosuch": 1}'], [],
+                              ["rewards.success:success_reward", "bad arguments ['nosuch']"]),
+    "v-conv-empty": (*V, ["policy.conv_channels=[]"], ["policy.conv_channels", "[]"]),
+    "v-conv-neg": (*V, ["policy.conv_channels=[-16]"], ["policy.conv_channels", "[-16]"]),
+    "v-text-dim-0": (*V, ["policy.text_dim=0"], ["policy.text_dim", ">= 1"]),
+    "v-ctx-dim-0": (*V, ["policy.ctx_dim=0"], ["policy.ctx_dim", ">= 1"]),
+    "v-flow-hidden-0": (*V, ["policy.flow.hidden=0"], ["flow.hidden", ">= 1"]),
+    "v-action-dim-neg": (*V, ["policy.action_dim=-2"], ["policy.action_dim", ">= 0", "-2"]),
+    "v-sft-steps-neg": (*V, ["sft.steps=-1"], ["sft.steps", ">= 0"]),
+    "v-sft-batch-0": (*V, ["sft.batch_size=0"], ["sft.batch_size", ">= 1"]),
+    "v-sft-lr-0": (*V, ["sft.lr=0"], ["sft.lr", "> 0"]),
+    "v-sft-log-every-0": (*V, ["sft.log_every=0"], ["sft.log_every", ">= 1"]),
+    "v-sft-demos-0": (*V, ["sft.demos_per_task=0"], ["sft.demos_per_task", ">= 1"]),
+    "v-train-seeds-neg": (*V, ["rl.train_seeds=[-1]"], ["rl.train_seeds", ">= 0"]),
+    "v-frame-size-0": (*V, ["srpo.frame_size=0"], ["srpo.frame_size", ">= 1"]),
+    "v-seed-2-64": (*V, ["seed=18446744073709551616"], ["seed", "2**32 - 1"]),
+    "v-device-meta": (*V, ["device=meta"], ["device 'meta'", "'cpu', 'cuda'"]),
+    "v-gpus-without-plan": (*V, ["--gpus", "0"], ["--gpus", "without --plan"]),
+    "v-plan-gpu-mem-nan": ("vla_rl.cli", ["train", "configs/vla/smolvla_reach_one.yaml", "--plan"],
+                           ["--gpu-mem", "nan"], ["--gpu-mem=nan", "finite"]),
+    "v-progress-no-path": (*V, ["srpo.encoder=progress"], ["srpo.encoder=progress", "srpo.encoder_path"]),
+    "v-resume-other-config": ("vla_rl.cli", ["train", V_CFG], ["{vrun_copy}", *V_TINY, "rl.iterations=2", "rl.lr=0.5"],
+                              ["refusing to resume", "rl.lr"]),
+    "v-eval-stale-latest": ("vla_rl.cli", ["eval", "{vrun_stalelatest_dir}"], [], ["step_999999", "latest"]),
+    "r-noise-inf": ("vla_rl.cli", ["record-demos", "tabletop/reach", "1", "{assets}/r.hdf5", "--noise", "inf"], [],
+                    ["--noise=inf", "finite"]),
+    "r-seed-offset-huge": ("vla_rl.cli", ["record-demos", "tabletop/reach", "1", "{assets}/r.hdf5", "--seed-offset",
+                                          "18446744073709551616"], [], ["--seed-offset", "4294967295"]),
+    "r-cameras-empty": ("vla_rl.cli", ["record-demos", "tabletop/reach", "1", "{assets}/r.hdf5", "--cameras"], [],
+                        ["--cameras", "none for no images"]),
+    "r-n-huge": ("vla_rl.cli", ["record-demos", "tabletop/reach", "99999999999", "{assets}/r.hdf5"], [],
+                 ["n=99999999999", "at most 1000000"]),
+    "v-eval-episodes-huge": ("vla_rl.cli", ["eval", "{vrun}", "--episodes", "99999999999999999999"], [],
+                             ["--episodes=99999999999999999999", "1..1000000"]),
+    "lb-junk-input": ("vla_rl.cli", ["libero-demos", "{assets}/lb.hdf5", "{assets}/junk.hdf5", "--env-names",
+                                     "libero/libero_spatial/0"], [], ["junk.hdf5", "not a readable HDF5"]),
+    "lb-per-task-0": ("vla_rl.cli", ["libero-demos", "{assets}/lb.hdf5", "{assets}/junk.hdf5", "--env-names",
+                                     "libero/libero_spatial/0", "--per-task", "0"], [], ["--per-task=0", ">= 1"]),
+    "l-wm-action-dim": (*L, ["models.wm.action_dim=7"], ["models.wm.action_dim=7", "expected 4"]),
+    "l-wm-heads-0": (*L, ["models.wm.hidden_heads=0"], ["wm.hidden_heads", ">= 1"]),
+    "l-wm-patch-0": (*L, ["models.wm.patch=0"], ["wm.patch", ">= 1"]),
+    "l-near-progress": (*L, ["data.near_progress=[0.9,0.1]"], ["data.near_progress", "low < high"]),
+    "l-success-threshold": (*L, ["models.success_threshold=1.5"], ["models.success_threshold", "(0, 1)"]),
+    "l-idm-window-0": (*L, ["models.idm.window=0"], ["idm.window", ">= 2"]),
+    "l-rollouts-neg": (*L, ["rollouts_per_cycle=-1"], ["rollouts_per_cycle", ">= 0"]),
+    "l-noise-neg": (*L, ["data.noise=-1"], ["data.noise", ">= 0"]),
+    "l-wm-lr-0": (*L, ["models.wm_lr=0"], ["models.wm_lr", "> 0"]),
+    "fe-expert-noise-neg": ("vla_rl.cli", ["fit-encoder", FE_CFG, "--dry-run"], ["data.expert_noise=-1"],
+                            ["data.expert_noise", ">= 0"]),
+    "fe-unknown-camera": ("vla_rl.cli", ["fit-encoder", FE_CFG, "--dry-run"], ["data.camera=nosuchcam"],
+                          ["data.camera", "nosuchcam", "agentview"]),
+    "fe-env-option": ("vla_rl.cli", ["fit-encoder", FE_CFG, "--dry-run"], ["data.env_kwargs={bogus_opt: 1}"],
+                      ["data.env_kwargs", "bogus_opt"]),
+    "fe-demo-junk": ("vla_rl.cli", ["fit-encoder", FE_CFG], ["data.demo_paths=[{assets}/junk.hdf5]",
+                                                             "output={assets}/e2.safetensors"],
+                     ["data.demo_paths", "junk.hdf5", "not a readable HDF5"]),
+    "fe-out-proc": ("vla_rl.cli", ["fit-encoder", FE_CFG], ["output=/proc/branchloop_misuse.safetensors"],
+                    ["/proc", "virtual filesystem"]),
+    "fe-seed-2-64": ("vla_rl.cli", ["fit-encoder", FE_CFG, "--dry-run"], ["seed=18446744073709551616"],
+                     ["seed", "2**32 - 1"]),
+    "d-tiny-unknown-option": (*D, ["model.tiny={nosuch: 1}"], ["model.tiny", "nosuch", "tiny_sd3_pipeline"]),
+    "d-shapes-unknown-option": (*D, ["prompts.shapes={nosuch: 1}"], ["prompts.shapes", "nosuch", "p_relation"]),
+    "l-unknown-episode-kind": (*L, ["data.train={nosuch: 3}"], ["data.train", "nosuch", "success, near"]),
+    "l-vla-unknown-task": (*L, ["vla.env.tasks=[tabletop/nosuch]"], ["vla.env.tasks", "tabletop/nosuch"]),
+    "v-report-not-metrics": ("vla_rl.cli", ["report", "{assets}/binary.txt", "--out", "{assets}/r2.html"], [],
+                             ["binary.txt", "not JSON"]),
+}
+CASES.update(SWEEP)
+EXIT_2 = {c for c in CASES if c.startswith(("v-sim-", "v-robosuite-", "v-libero-", "l-sim-", "l-demo-", "v-eval-sim-"))
+          } | set(SWEEP)
 NEEDS = {"drun": "diffusion_run", "vrun": "vla_run", "demo": "demo_wrong_action"}
 # Run as ``python -m <cli>`` in a subprocess (the real entry point and exit code of a fresh interpreter): one case of
 # every subcommand of both CLIs, and every case whose command imports robosuite or LIBERO (their imports print to the
@@ -399,6 +546,8 @@ NEEDS = {"drun": "diffusion_run", "vrun": "vla_run", "demo": "demo_wrong_action"
 SUBPROCESS = {"d-unknown-key", "t-unknown-key", "d-serve-unknown", "d-eval-missing", "d-export-missing",
               "d-report-existing", "p-zero-steps", "v-unknown-key", "l-unknown-key", "v-serve-bad-port",
               "v-eval-missing", "v-report-existing", "r-zero-n", "fe-unknown-key",
+              # (they served forever before their checks: a subprocess times out, a call would hang)
+              "d-serve-delay-nan", "v-serve-not-callable",
               *(c for c, (_, head, extra, _) in CASES.items()
                 if c.startswith("lb-") or any(w in " ".join(head + extra) for w in ("robosuite", "libero")))}
 
@@ -420,13 +569,14 @@ def test_bad_input(case, assets, request, tmp_path, capfd, caplog, monkeypatch):
         kwargs["bogus_opt"] = 1
         (ck / "state.json").write_text(json.dumps(st))
         subs["vrun_badenv_ck"] = str(ck)
-    for kind in ("truncated", "nostate"):
+    for kind in ("truncated", "nostate", "copy", "stalelatest", "nolora"):
         for key, fixture in (("drun", "diffusion_run"), ("vrun", "vla_run")):
             if f"{{{key}_{kind}" in text:
                 src = request.getfixturevalue(fixture)
-                dst = _corrupt_copy(src, tmp_path / f"{key}_{kind}", "truncated" if kind == "truncated" else "nostate")
+                dst = _corrupt_copy(src, tmp_path / f"{key}_{kind}", kind)
                 subs[f"{key}_{kind}"] = f"output_dir={dst}"
                 subs[f"{key}_{kind}_ck"] = str(max((dst / "checkpoints").glob("step_*")))
+                subs[f"{key}_{kind}_dir"] = str(dst)
     def fill(text: str) -> str:
         for k, v in subs.items():
             text = text.replace("{" + k + "}", v)

@@ -40,6 +40,7 @@ from typing import Literal, Sequence
 import torch
 from torch import nn
 
+from grpo.config import require_at_least
 from grpo.device import rand, randint, randn
 from grpo.flow_sde import SDEKind, flow_chain, flow_sigmas, gaussian_log_prob, sde_step
 
@@ -130,6 +131,7 @@ class FlowHeadConfig:
             raise ValueError(f"flow.num_steps must be >= 1, got {self.num_steps}")
         if self.eta < 0:
             raise ValueError(f"flow.eta must be >= 0, got {self.eta}")
+        require_at_least("flow", self, hidden=1, layers=1)
 
 
 class FlowMatchingActionHead(nn.Module):
@@ -242,6 +244,7 @@ class GaussianHeadConfig:
     logprob_reduce: Literal["mean", "sum"] = "sum"  # sum or mean the per-dim log-probs of a chunk
 
     def __post_init__(self) -> None:
+        require_at_least("gaussian", self, hidden=1, layers=1)
         if not 0 < self.min_std <= self.init_std <= self.max_std:
             raise ValueError(f"need 0 < min_std <= init_std <= max_std, got {self.min_std}, {self.init_std}, "
                              f"{self.max_std}")

@@ -25,20 +25,25 @@ from __future__ import annotations
 import argparse
 import importlib
 import json
+import math
 import os
 import sys
 from pathlib import Path
 
 from grpo.cli import ArgumentParser, add_config_command, parse_args, run_command
+from grpo.config import MAX_SEED
 from grpo.preflight import (
     PLAN_FLAGS,
     check_flags,
+    check_hdf5_demo_file,
     check_new_output,
     check_plan_only,
     check_writable_dir,
     check_writable_file,
     quiet_third_party_warnings,
 )
+
+MAX_EPISODES = 1_000_000  # the most episodes one record-demos / eval command runs (a typo's 1e11 would run for ever)
 
 
 def _setup_threads() -> None:
@@ -125,8 +130,9 @@ def cmd_eval(args: argparse.Namespace) -> int:
     from .trainer import VLARLConfig
 
     _setup_threads()
-    if args.episodes < 0:
-        raise ValueError(f"--episodes={args.episodes}: expected >= 1 (or 0: the config's rl.eval_episodes)")
+    if not 0 <= args.episodes <= MAX_EPISODES:
+        raise ValueError(f"--episodes={args.episodes}: expected 1..{MAX_EPISODES} (or 0: the config's "
+                         "rl.eval_episodes)")
     from grpo.preflight import resolve_checkpoint
 
     st = load_checkpoint(resolve_checkpoint(args.checkpoint))  # a truncated / corrupt checkpoint: one line naming it
@@ -245,10 +251,12 @@ def cmd_record_demos(args: argparse.Namespace) -> int:
     """Scripted-expert demos of a ``sims`` task to robomimic-style HDF5 (``sims.demos.record_demos``)."""
     import sims
 
-    check_flags(("n", args.n, args.n >= 1, ">= 1"), ("--image-size", args.image_size, args.image_size >= 1, ">= 1"),
-                ("--noise", args.noise, args.noise >= 0, ">= 0"),
+    check_flags(("n", args.n, args.n >= 1, ">= 1"), ("n", args.n, args.n <= MAX_EPISODES, f"at most {MAX_EPISODES}"),
+                ("--image-size", args.image_size, args.image_size >= 1, ">= 1"),
+                ("--noise", args.noise, 0 <= args.noise < math.inf, "a finite number >= 0"),
                 ("--drop-prob", args.drop_prob, 0.0 <= args.drop_prob <= 1.0, "in [0, 1]"),
-                ("--seed-offset", args.seed_offset, args.seed_offset >= 0, ">= 0"))
+                ("--seed-offset", args.seed_offset, 0 <= args.seed_offset <= MAX_SEED, f"in [0, {MAX_SEED}]"),
+                ("--cameras", " ".join(args.cameras), bool(args.cameras), "camera names, or none for no images"))
     tasks = sims.list_tasks()
     if args.task not in tasks:
         known = [t for t in tasks if not t.startswith("libero/")] + (["libero/<suite>/<i>"] if len(tasks) > 20 else [])
@@ -280,6 +288,10 @@ def cmd_libero_demos(args: argparse.Namespace) -> int:
     missing = [f for f in args.inputs if not Path(f).is_file()]
     if missing:
         raise FileNotFoundError(f"no such LIBERO demo file(s): {', '.join(missing[:5])}")
+    if args.per_task is not None and args.per_task < 1:
+        raise ValueError(f"--per-task={args.per_task}: expected >= 1 (demos kept per task; leave it out for all)")
+    for f in args.inputs:  # before anything is converted or written
+        check_hdf5_demo_file("inputs", f, "one of LIBERO's *_demo.hdf5 files")
     _check_hdf5_name(args.out)
     check_writable_file(args.out, "out")
     check_new_output(args.out, "out", args.force)

@@ -109,6 +109,8 @@ class RLConfig(LoopConfig):
                              f"{self.eval_episodes} (expected offsets at least that far apart)")
         if self.grad_accum < 1:
             raise ValueError(f"rl.grad_accum must be >= 1 (micro-batches per minibatch), got {self.grad_accum}")
+        if self.train_seeds and min(self.train_seeds) < 0:
+            raise ValueError(f"rl.train_seeds must be initial-state seeds >= 0, got {self.train_seeds}")
 
     def heldout_seeds(self, n: int | None = None) -> list[int]:
         """The ``n`` (default ``eval_episodes``) initial-state seeds of the ``eval_split`` split, per task."""

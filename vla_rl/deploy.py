@@ -50,6 +50,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import math
 import tempfile
 import time
 from dataclasses import dataclass, field
@@ -58,6 +59,8 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 import torch
+
+from grpo.config import MAX_SEED
 
 SUCCESS_KEY = "next.success"  # per frame: True on the last frame of a successful episode (LeRobot's pusht name)
 EPISODE_TAGS = ("rl.round", "rl.episode", "rl.group", "rl.init_seed")  # per-episode int64 tags of RL episodes
@@ -402,11 +405,12 @@ def cmd_deploy(args: argparse.Namespace) -> int:
 
     if args.dataset and Path(args.dataset).exists():
         raise ValueError(f"--dataset {args.dataset} exists; episodes are recorded to a new directory")
-    check_flags(("--episodes", args.episodes, args.episodes >= 1, ">= 1"), ("--fps", args.fps, args.fps > 0, "> 0"),
-                ("--max-episode-s", args.max_episode_s, args.max_episode_s > 0, "> 0 seconds"),
+    check_flags(("--episodes", args.episodes, args.episodes >= 1, ">= 1"),
+                ("--fps", args.fps, 0 < args.fps < math.inf, "a finite rate > 0"),
+                ("--max-episode-s", args.max_episode_s, 0 < args.max_episode_s < math.inf, "finite > 0 seconds"),
                 ("--max-steps", args.max_steps, args.max_steps >= 0, ">= 0 (0: no step limit)"),
                 ("--image-size", args.image_size, args.image_size >= 1, ">= 1"),
-                ("--seed", args.seed, args.seed >= 0, ">= 0"))
+                ("--seed", args.seed, 0 <= args.seed <= MAX_SEED, f"in [0, {MAX_SEED}]"))
     if args.joint_limits and not args.joint_limits[0] <= args.joint_limits[1]:
         raise ValueError(f"--joint-limits {args.joint_limits[0]} {args.joint_limits[1]}: expected LOW <= HIGH")
     camera_map = parse_camera_map(args.camera_map)

@@ -44,6 +44,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from grpo.config import require_at_least
+
 from .action_head import (
     FlowHeadConfig,
     FlowMatchingActionHead,
@@ -110,6 +112,10 @@ class PolicyConfig:
 
     def __post_init__(self) -> None:
         check_kind_type(self.kind, self.type)
+        require_at_least("policy", self, text_dim=1, max_text_len=1, ctx_dim=1, state_dim=0, action_dim=0)
+        if self.use_images and (not self.conv_channels or min(self.conv_channels) < 1):
+            raise ValueError(f"policy.conv_channels must be a non-empty list of channel counts >= 1, got "
+                             f"{self.conv_channels}")
         if not 1 <= self.n_action_steps <= self.chunk_size:
             raise ValueError(f"policy.n_action_steps={self.n_action_steps} must be in [1, "
                              f"chunk_size={self.chunk_size}]")

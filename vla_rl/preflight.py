@@ -92,10 +92,14 @@ def check_loop_inputs(cfg, writes: bool = True) -> None:
     check_sizes(("data.image_size", cfg.data.image_size, 1), ("data.horizon", cfg.data.horizon, 1),
                 ("cycles", cfg.cycles, 0), ("rl_iterations", cfg.rl_iterations, 0),
                 ("real_eval_episodes", cfg.real_eval_episodes, 1), ("vla.grpo.group_size", cfg.vla.grpo.group_size, 2))
-    check_task("data.task", cfg.data.task, known_tasks())
+    tasks = known_tasks()
+    check_task("data.task", cfg.data.task, tasks)
+    for t in cfg.vla.env.tasks:  # (the loop trains on data.task; a name that is no task is a typo all the same)
+        check_task("vla.env.tasks", t, tasks)
     # the loop hands vla.env.kwargs (at data.image_size) to the simulator and to the world-model env, which accepts
     # the simulator's options (world_models.wm_env.register_world_model_env)
     check_env_options([cfg.data.task], dict(cfg.vla.env.kwargs, image_size=cfg.data.image_size), "vla.env.kwargs")
+    check_loop_action_dims(cfg)
     if not writes:  # a dry run / --plan: values only
         return
     check_path_exists("vla.sft.base_policy", cfg.vla.sft.base_policy, "a saved policy directory or builtin:<name>")
@@ -105,6 +109,22 @@ def check_loop_inputs(cfg, writes: bool = True) -> None:
     if cfg.vla.sft.demo_path:  # the loop's SFT runs on data.task
         check_demo_actions(cfg.vla.sft.demo_path, cfg.data.task, cfg.vla.env.kwargs, "vla.sft.demo_path")
     check_writable_dir(cfg.output_dir, "output_dir")
+
+
+def check_loop_action_dims(cfg) -> None:
+    """The loop's world model and IDM predict / read actions of the size of ``data.task``'s action space (built
+    without cameras); a mismatch would surface only after the data is collected."""
+    import sims
+
+    env = sims.make(cfg.data.task, **{**cfg.vla.env.kwargs, "cameras": ()})
+    try:
+        want = int(env.action_space.shape[0])
+    finally:
+        env.close()
+    m = cfg.models
+    for key, got in (("models.wm.action_dim", m.wm.action_dim), ("models.idm.action_dim", m.idm.action_dim)):
+        if got != want:
+            raise ValueError(f"{key}={got}: expected {want}, the action size of data.task={cfg.data.task!r}")
 
 
 def check_env_options(tasks: list[str], kwargs: dict, key: str) -> None:

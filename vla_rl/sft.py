@@ -21,6 +21,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from grpo.config import require_at_least, require_positive
 from grpo.device import module_device, randint
 
 from .policy import IMAGE_PREFIX, STATE_KEY, batch_to
@@ -59,6 +60,9 @@ class SFTConfig:
                                     # SFT fine-tunes on the demos
 
     def __post_init__(self) -> None:
+        require_at_least("sft", self, demos_per_task=1, steps=0, batch_size=1, weight_decay=0.0, image_shift=0,
+                         demo_seed_offset=0, log_every=1)
+        require_positive("sft", self, "lr")
         if self.init_policy and self.base_policy:
             raise ValueError(f"sft.init_policy={self.init_policy!r} (skip SFT) and "
                              f"sft.base_policy={self.base_policy!r} "

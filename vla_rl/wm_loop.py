@@ -106,6 +106,9 @@ class WorldLoopConfig:
             raise ConfigError(f"device: {e}") from None
         if self.cycles < 0 or self.rl_iterations < 0:
             raise ValueError("cycles and rl_iterations must be >= 0")
+        for name in ("rollouts_per_cycle", "policy_seed_offset"):
+            if getattr(self, name) < 0:
+                raise ValueError(f"{name} must be >= 0, got {getattr(self, name)}")
         pol = self.vla.policy
         if pol.use_images and list(pol.cameras) != [WM_CAMERA]:
             raise ConfigError(f"vla.policy.cameras={list(pol.cameras)}: the world model imagines only the "

@@ -24,9 +24,10 @@ from typing import Any
 import numpy as np
 import torch
 
+from grpo.config import require_at_least
 from grpo.device import resolve_device
 
-from .data import NEAR_PROGRESS, StatePredictor, Trajectories, predict_states, train_state_predictor
+from .data import KINDS, NEAR_PROGRESS, StatePredictor, Trajectories, predict_states, train_state_predictor
 from .idm import IDMConfig, InverseDynamicsModel, train_idm
 from .video_wm import VideoWorldModel, WorldModelConfig, train_success_head, train_world_model
 from .windows import FrameBatch, FrameSamples, WindowBatch, WindowSet
@@ -51,6 +52,21 @@ class DataConfig:
     # tabletop (0.5, 0.85), robosuite Lift ~(0.25, 0.5): 0.4 over the cube, 0.5 once grasped)
     near_progress: tuple[float, float] = NEAR_PROGRESS  # task progress at which a near-success
                                                         # stops following the expert
+
+    def __post_init__(self) -> None:
+        require_at_least("data", self, noise=0.0, train_seed_offset=0, test_seed_offset=0, start_pool=1)
+        for name in ("train", "test"):
+            counts = getattr(self, name)
+            unknown = sorted(set(counts) - set(KINDS))
+            if unknown:
+                raise ValueError(f"data.{name} has unknown episode kind(s) {unknown}; expected {', '.join(KINDS)}")
+            bad = {k: v for k, v in counts.items() if v < 0}
+            if bad:
+                raise ValueError(f"data.{name} must count episodes >= 0 per kind, got {bad}")
+        lo, hi = self.near_progress
+        if not 0 <= lo < hi <= 1:
+            raise ValueError(f"data.near_progress must be (low, high) with 0 <= low < high <= 1, got "
+                             f"{list(self.near_progress)}")
 
 
 @dataclass
@@ -83,6 +99,18 @@ class ModelsConfig:
     success_ground_weight: float = 1.0  # grounding cross-entropy on successful samples (train_success_head)
     env_sampling_steps: int = 2  # denoising steps per chunk inside the RL env (and in the metrics);
                                  # x0-prediction keeps 2 sharp
+
+    def __post_init__(self) -> None:
+        require_at_least("models", self, wm_steps=0, wm_finetune_steps=0, success_steps=0, wm_batch=1, idm_steps=0,
+                         state_steps=0, success_imagined_rollouts=0, success_imagined_fraction=0.0,
+                         success_ground_weight=0.0, env_sampling_steps=1)
+        if self.wm_lr <= 0:
+            raise ValueError(f"models.wm_lr must be > 0, got {self.wm_lr}")
+        if self.success_imagined_fraction > 1:
+            raise ValueError(f"models.success_imagined_fraction must be in [0, 1], got "
+                             f"{self.success_imagined_fraction}")
+        if not 0 < self.success_threshold < 1:
+            raise ValueError(f"models.success_threshold must be a probability in (0, 1), got {self.success_threshold}")
 
 
 # ---- metrics ----------------------------------------------------------------------------------------

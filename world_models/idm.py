@@ -15,6 +15,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from grpo.config import require_at_least
 from grpo.device import module_device
 
 from .encoders import check_video
@@ -27,6 +28,11 @@ class IDMConfig:
     channels: tuple[int, ...] = (32, 64, 64)  # conv channels per block
     hidden: int = 128  # MLP width
     image_size: int = 64  # frame side in pixels
+
+    def __post_init__(self) -> None:
+        require_at_least("idm", self, action_dim=1, window=2, hidden=1, image_size=1)
+        if not self.channels or min(self.channels) < 1:
+            raise ValueError(f"idm.channels must be a non-empty list of channel counts >= 1, got {list(self.channels)}")
 
 
 class InverseDynamicsModel(nn.Module):

@@ -49,6 +49,7 @@ with ``env.video_camera: srpo``), and ``data.policy_image_size`` rolls ``data.po
 from __future__ import annotations
 
 import json
+import math
 import os
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -503,6 +504,8 @@ class FitDataConfig:
                 or not 0 <= int(self.detour_steps[0]) <= int(self.detour_steps[1]):
             raise ValueError(f"data: need detour_per_task >= 0 and detour_steps = [low, high] with 0 <= low <= high, "
                              f"got {self.detour_per_task}, {self.detour_steps}")
+        if not 0 <= self.expert_noise < math.inf:
+            raise ValueError(f"data.expert_noise must be a finite std >= 0, got {self.expert_noise}")
         if self.policy_image_size != 0 and self.policy_image_size < 16:
             raise ValueError(f"data.policy_image_size={self.policy_image_size}: expected 0 (= data.image_size) or a "
                              "render size >= 16 px")
@@ -536,15 +539,23 @@ def check_fit_inputs(cfg: FitEncoderConfig) -> None:
     """Before anything is recorded or trained: the demo files exist, the tasks are registered, the output can be
     written."""
     import sims
-    from grpo.preflight import check_choice, check_path_exists, check_writable_file
+    from grpo.preflight import check_choice, check_hdf5_demo_file, check_path_exists, check_writable_file
 
     for p in cfg.data.demo_paths:
-        check_path_exists("data.demo_paths", p, "an HDF5 demo file (vla-rl record-demos / libero-demos)")
+        what = "an HDF5 demo file (vla-rl record-demos / libero-demos)"
+        check_path_exists("data.demo_paths", p, what)
+        check_hdf5_demo_file("data.demo_paths", p, what)
     tasks = list(sims.list_tasks())
     for t in cfg.data.expert_tasks:
         check_choice("data.expert_tasks", t, tasks)
     for t in cfg.data.policy_tasks:
         check_choice("data.policy_tasks", t, tasks)
+    extra = cfg.data.env_kwargs.get("extra_view")
+    own_view = isinstance(extra, (list, tuple)) and len(extra) == 3 and extra[0] == cfg.data.camera
+    for t in dict.fromkeys([*cfg.data.expert_tasks, *cfg.data.policy_tasks]):  # options and camera, no env built
+        sims.check_options(t, dict(cfg.data.env_kwargs), "data.env_kwargs")
+        if not own_view:
+            sims.check_options(t, {**cfg.data.env_kwargs, "cameras": (cfg.data.camera,)}, "data.camera")
     check_path_exists("data.policy", cfg.data.policy, "a VLA policy directory (save_pretrained) or builtin:<name>")
     check_writable_file(cfg.output, "output")
 

@@ -44,6 +44,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from grpo.config import require_at_least
 from grpo.device import module_device, rand, randint, randn
 from grpo.flow_sde import flow_chain, flow_sigmas
 
@@ -82,6 +83,11 @@ class WorldModelConfig:
     state_camera: tuple[float, ...] = ()  # camera projection for the instruction grounding (empty: none)
 
     def __post_init__(self) -> None:
+        require_at_least("wm", self, image_size=1, context_frames=1, chunk=1, action_dim=1, hidden_heads=1, head_dim=1,
+                         layers=1, ffn_dim=1, token_dim=1, patch=1, sampling_steps=1, reward_pool=1, text_dim=0)
+        if not self.reward_channels or min(self.reward_channels) < 1:
+            raise ValueError(f"wm.reward_channels must be a non-empty list of channel counts >= 1, got "
+                             f"{list(self.reward_channels)}")
         if self.image_size % self.patch:
             raise ValueError(f"image_size {self.image_size} must be divisible by patch {self.patch}")
         if self.state_dim < 0:
