@@ -41,7 +41,8 @@ def load_run(run_dir: str | Path, merge: bool = False):
 
     from .config import DiffusionRLConfig
 
-    p = resolve_checkpoint(run_dir)  # a missing / truncated / corrupt checkpoint, a stale latest: one line naming it
+    # a missing / truncated / corrupt checkpoint, a stale latest: one line naming it
+    p = resolve_checkpoint(run_dir, "run directory not found")
     state = load_checkpoint(p)
     if "trainable" not in state:  # e.g. a vla-rl checkpoint, or one whose LoRA file is gone
         other = (" (a vla-rl checkpoint)" if "policy_config" in state

@@ -229,10 +229,11 @@ def check_latest_pointer(root: str | os.PathLike) -> None:
                              "(expected the latest checkpoint the run wrote; name a step_* directory instead)")
 
 
-def resolve_checkpoint(path: str | os.PathLike) -> Path:
+def resolve_checkpoint(path: str | os.PathLike, missing: str = "checkpoint not found") -> Path:
     """The checkpoint directory that ``path`` (a run directory, its ``checkpoints/`` folder, a ``step_*`` or ``best``
     directory) names, checked complete (:func:`check_latest_pointer`, :func:`check_checkpoint_dir`) before anything
-    loads it: what ``eval`` and ``export`` read. A missing path, or one holding no checkpoint: one line."""
+    loads it: what ``eval`` and ``export`` read. A missing path (``missing: <path>``), or one holding no checkpoint:
+    one line."""
     from .checkpoint import latest_checkpoint
 
     p = Path(path)
@@ -240,7 +241,7 @@ def resolve_checkpoint(path: str | os.PathLike) -> Path:
         raise ValueError("the checkpoint path is empty (expected a run directory, its checkpoints/ folder or a step_* "
                          "directory)")
     if not p.exists():
-        raise FileNotFoundError(f"checkpoint not found: {p}")
+        raise FileNotFoundError(f"{missing}: {p}")
     if (p / "state.json").exists():
         check_checkpoint_dir(p)
         return p
