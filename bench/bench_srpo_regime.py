@@ -15,6 +15,9 @@ equal success after SFT, checked here):
                          strongest binary setting; an all-failure group's advantages are 0 under a binary reward
                          anyway);
 * ``srpo_random_conv``  as ``srpo_progress`` with ``srpo.encoder=random_conv`` (the untrained encoder).
+* ``srpo_progress_mixed`` (``--arms``, not in the default three) SRPO with the learned encoder and the recipe's band:
+                         only mixed groups train, as binary's, so the two differ only in how a mixed group's
+                         failures are graded (latent progress vs 0): the all-failure groups' share of the effect.
 
 Common overrides (:data:`COMMON`): ``sft.demos_per_task=1``, ``rl.eval_split=test`` (every evaluation, the curve's
 points included, runs on the *test* initial states ``rl.test_seed_offset + i`` = 5000000+, which nothing here was
@@ -58,7 +61,11 @@ CONFIG = "configs/vla/tabletop_reach_one_progress.yaml"
 FIT_CONFIG = "configs/vla/fit_progress_encoder.yaml"
 KEEP = "rl.success_band=[-0.5,1.0]"
 ARMS = {"srpo_progress": [KEEP], "binary": ["rl.reward=binary"],
-        "srpo_random_conv": [KEEP, "srpo.encoder=random_conv", "srpo.encoder_path=null"]}
+        "srpo_random_conv": [KEEP, "srpo.encoder=random_conv", "srpo.encoder_path=null"],
+        "srpo_progress_mixed": []}
+DEFAULT_ARMS = ("srpo_progress", "binary", "srpo_random_conv")  # issue 32 item 4's three arms
+PAIRS = (("srpo_progress", "binary"), ("srpo_progress", "srpo_random_conv"), ("srpo_progress_mixed", "binary"),
+         ("srpo_progress", "srpo_progress_mixed"))  # paired differences reported when both arms ran
 COMMON = ["sft.demos_per_task=1", "rl.eval_split=test", "rl.num_videos=0", "log.backends=[]"]
 SMALL_FIT = ["data.expert_per_task=2", "data.play_per_task=1", "data.expert_tasks=[tabletop/reach]", "train.steps=3",
              "train.batch_episodes=2"]
@@ -138,10 +145,17 @@ def main(argv: list[str] | None = None) -> int:
     ap = seeds_parser(__doc__, 5, out="runs/bench_srpo_regime", reuse=True)
     ap.add_argument("--iterations", type=int, default=20, help="rl.iterations of every arm")
     ap.add_argument("--eval-every", type=int, default=5, help="rl.eval_every: iterations between test evaluations")
+    ap.add_argument("--arms", default=",".join(DEFAULT_ARMS),
+                    help=f"comma-separated arms, of {', '.join(ARMS)} (default: issue 32 item 4's three)")
     ap.add_argument("--eval-episodes", type=int, default=64,
                     help="rl.eval_episodes: test initial states per evaluation (one episode each; resolution 1/N)")
     args = ap.parse_args(argv)
     if bad_args(args, seeds=1, jobs=1, iterations=1, eval_every=0, eval_episodes=1):
+        return 2
+    arms = [a for a in args.arms.split(",") if a]
+    unknown = [a for a in arms if a not in ARMS]
+    if unknown or not arms or len(set(arms)) != len(arms):
+        print(f"error: --arms {args.arms!r}: expected distinct names from {', '.join(ARMS)}", file=sys.stderr)
         return 2
     out = Path(args.out).resolve()
     out.mkdir(parents=True, exist_ok=True)
@@ -154,7 +168,7 @@ def main(argv: list[str] | None = None) -> int:
     split = load_config(VLARLConfig, str(ROOT / CONFIG), [*COMMON, *extra]).rl.split_line()
     print(f"SRPO regime: {CONFIG} {' '.join(COMMON + extra)}, seeds {seeds}, {args.jobs} at once\n{split}")
     t0 = time.time()
-    jobs = [(arm, s) for s in seeds for arm in ARMS]
+    jobs = [(arm, s) for s in seeds for arm in arms]
     try:
         encoder = fit_encoder(out, args.small, args.reuse)
     except RuntimeError as e:
@@ -164,43 +178,43 @@ def main(argv: list[str] | None = None) -> int:
     if results is None:
         return 1
     for s in seeds:  # the same SFT start in every arm of a seed
-        starts = {arm: results[arm, s]["curve"].get(0) for arm in ARMS}
+        starts = {arm: results[arm, s]["curve"].get(0) for arm in arms}
         if len(set(starts.values())) != 1:
             print(f"error: seed {s}: the arms start RL from different SFT policies (test success {starts})",
                   file=sys.stderr)
             return 1
-    report(results, seeds)
+    report(results, seeds, arms)
     print(f"total {time.time() - t0:.0f}s")
     return 0
 
 
-def report(results: dict, seeds: list[int]) -> None:
-    """Print the per-run curves, the per-arm means and the paired differences (markdown tables)."""
+def report(results: dict, seeds: list[int], arms: tuple[str, ...] | list[str] = DEFAULT_ARMS) -> None:
+    """Print the per-run curves, the per-arm means and the paired differences of :data:`PAIRS` whose arms both ran
+    (markdown tables)."""
     points = sorted(set.intersection(*(set(r["curve"]) for r in results.values())))
     print("\ntest success per run (iteration 0: after SFT)")
     print("| arm | seed | " + " | ".join(f"@{p}" for p in points)
           + " | training env steps | rollout success | groups kept / it | wall s |")
     print("|---|---|" + "---|" * (len(points) + 4))
-    for arm in ARMS:
+    for arm in arms:
         for s in seeds:
             r = results[arm, s]
             print(f"| {arm} | {s} | " + " | ".join(f"{r['curve'][p]:.3f}" for p in points)
                   + f" | {r['episodes']['env_steps']} | {r['episodes']['rollout_success']:.3f} | "
                   f"{r['episodes']['groups_kept']:.1f} | {r['wall_s']:.0f}{' (reused)' if r['reused'] else ''} |")
-    auc = mean_table(results, list(ARMS), seeds, points)
+    auc = mean_table(results, list(arms), seeds, points)
     last = points[-1]
-    for other in ("binary", "srpo_random_conv"):
-        diff = {p: [results["srpo_progress", s]["curve"][p] - results[other, s]["curve"][p] for s in seeds]
-                for p in points}
-        print(f"| srpo_progress - {other} (paired) | " + " | ".join(fmt(diff[p]) for p in points)
-              + f" | {fmt([a - b for a, b in zip(auc['srpo_progress'], auc[other])])} | |")
-    for other in ("binary", "srpo_random_conv"):
-        d = [results["srpo_progress", s]["curve"][last] - results[other, s]["curve"][last] for s in seeds]
+    pairs = [(a, b) for a, b in PAIRS if a in arms and b in arms]
+    for a, b in pairs:
+        diff = {p: [results[a, s]["curve"][p] - results[b, s]["curve"][p] for s in seeds] for p in points}
+        print(f"| {a} - {b} (paired) | " + " | ".join(fmt(diff[p]) for p in points)
+              + f" | {fmt([x - y for x, y in zip(auc[a], auc[b])])} | |")
+    for a, b in pairs:
+        d = [results[a, s]["curve"][last] - results[b, s]["curve"][last] for s in seeds]
         m, se = mean_se(d)
         verdict = "holds" if len(d) > 1 and m > 2 * se else "does not hold"
-        print(f"final (@{last}) srpo_progress - {other}, paired: {m:+.3f} +- {se:.3f} (ahead in "
+        print(f"final (@{last}) {a} - {b}, paired: {m:+.3f} +- {se:.3f} (ahead in "
               f"{sum(x > 0 for x in d)} of {len(d)} seeds; > 2 SE: {verdict})")
-
 
 if __name__ == "__main__":
     sys.exit(main())

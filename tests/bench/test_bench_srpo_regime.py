@@ -27,15 +27,19 @@ def test_small_runs_three_arms_on_test_states_and_reuse_reads_them_back(capsys, 
     assert arms == {"srpo_progress", "binary", "srpo_random_conv", "srpo_progress - binary (paired)",
                     "srpo_progress - srpo_random_conv (paired)"}
     assert "final (@1) srpo_progress - binary, paired:" in out and "> 2 SE: does not hold" in out
-    cfgs = {arm: json.loads((runs / f"{arm}_seed0" / "run_info.json").read_text())["config"] for arm in mod.ARMS}
+    cfgs = {arm: json.loads((runs / f"{arm}_seed0" / "run_info.json").read_text())["config"]
+            for arm in mod.DEFAULT_ARMS}
     assert all(c["rl"]["eval_split"] == "test" and c["sft"]["demos_per_task"] == 1 for c in cfgs.values())
     assert cfgs["srpo_progress"]["srpo"]["encoder"] == "progress" and cfgs["binary"]["rl"]["reward"] == "binary"
     assert cfgs["srpo_progress"]["srpo"]["encoder_path"] == str(runs.resolve() / "encoder.safetensors")
     assert cfgs["srpo_random_conv"]["srpo"]["encoder"] == "random_conv"
     full = {arm: mod.expected_config(mod.arm_args(arm, runs / "e.safetensors", []), 0) for arm in mod.ARMS}
+    assert not (runs / "srpo_progress_mixed_seed0").exists()  # not one of the default arms
     # outside --small (whose tiny band keeps every group in every arm): SRPO arms keep the all-failure groups,
     # binary trains on mixed groups only (the recipe's band)
-    assert [list(full[a]["rl"]["success_band"]) for a in mod.ARMS] == [[-0.5, 1.0], [0.0, 1.0], [-0.5, 1.0]]
+    # (the --arms option srpo_progress_mixed: the learned encoder with the recipe's band, as binary's)
+    assert [list(full[a]["rl"]["success_band"]) for a in mod.ARMS] == [[-0.5, 1.0], [0.0, 1.0], [-0.5, 1.0], [0.0, 1.0]]
+    assert full["srpo_progress_mixed"]["srpo"] == full["srpo_progress"]["srpo"]
 
     assert mod.main([*args, "--reuse"]) == 0
     again = capsys.readouterr().out
@@ -76,10 +80,29 @@ def test_same_encoder_accepts_a_copied_encoder_only_with_the_same_bytes(tmp_path
 @pytest.mark.parametrize("args, word", [(["--seeds", "0"], "--seeds"), (["--jobs", "0"], "--jobs"),
                                         (["--iterations", "0"], "--iterations"),
                                         (["--eval-every", "-1"], "--eval-every"),
-                                        (["--eval-episodes", "0"], "--eval-episodes")])
+                                        (["--eval-episodes", "0"], "--eval-episodes"),
+                                        (["--arms", "srpo_progress,nope"], "nope"),
+                                        (["--arms", "binary,binary"], "binary,binary"), (["--arms", ","], "--arms")])
 def test_bad_arguments_exit_2_with_one_line(capsys, tmp_path, args, word):
     mod = load_bench("bench_srpo_regime")
     assert mod.main(["--small", *args, "--out", str(tmp_path / "o")]) == 2
     err = capsys.readouterr().err.strip()
     assert word in err and "\n" not in err
     assert not (tmp_path / "o").exists()  # nothing written
+
+
+def test_report_prints_the_pairs_of_the_arms_that_ran(capsys):
+    mod = load_bench("bench_srpo_regime")
+    finals = {"srpo_progress": [0.1, 0.2], "binary": [0.3, 0.5], "srpo_progress_mixed": [0.4, 0.5]}
+    results = {(arm, s): {"curve": {0: 0.05, 10: f[s]}, "wall_s": 10.0, "reused": False,
+                          "episodes": {"env_steps": 100, "rollout_success": 0.1, "groups_kept": 3.0}}
+               for arm, f in finals.items() for s in (0, 1)}
+    mod.report(results, [0, 1], list(finals))
+    out = capsys.readouterr().out
+    assert {r[0] for r in markdown_table(out, "| arm | seed |")} == set(finals)
+    # srpo_random_conv did not run: its pair is left out; the mixed arm's pairs are printed (hand values)
+    assert "srpo_random_conv" not in out
+    assert "final (@10) srpo_progress - binary, paired: -0.250 +- 0.050 (ahead in 0 of 2 seeds; > 2 SE: does not " \
+        "hold)" in out
+    assert "final (@10) srpo_progress_mixed - binary, paired: +0.050 +- 0.050 (ahead in 1 of 2 seeds" in out
+    assert "final (@10) srpo_progress - srpo_progress_mixed, paired: -0.300 +- 0.000" in out
