@@ -56,4 +56,7 @@ def build_monitor(name: str):
         return STATS[name]
     from . import build_reward
 
-    return build_reward(name)
+    try:
+        return build_reward(name)
+    except ValueError as e:  # an unknown name: say which setting named it, and the monitors' own names
+        raise ValueError(f"eval.monitors: {e}; or one of the image statistics {', '.join(STATS)}") from None

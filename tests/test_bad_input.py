@@ -533,6 +533,7 @@ SWEEP = {
     "d-shapes-unknown-option": (*D, ["prompts.shapes={nosuch: 1}"], ["prompts.shapes", "nosuch", "p_relation"]),
     "l-unknown-episode-kind": (*L, ["data.train={nosuch: 3}"], ["data.train", "nosuch", "success, near"]),
     "l-vla-unknown-task": (*L, ["vla.env.tasks=[tabletop/nosuch]"], ["vla.env.tasks", "tabletop/nosuch"]),
+    "d-unknown-monitor": (*D, ["eval.monitors=[nosuch_reward]"], ["eval.monitors", "nosuch_reward", "colour_variance"]),
     "v-report-not-metrics": ("vla_rl.cli", ["report", "{assets}/binary.txt", "--out", "{assets}/r2.html"], [],
                              ["binary.txt", "not JSON"]),
 }
