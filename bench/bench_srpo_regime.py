@@ -18,6 +18,8 @@ equal success after SFT, checked here):
 * ``srpo_progress_mixed`` (``--arms``, not in the default three) SRPO with the learned encoder and the recipe's band:
                          only mixed groups train, as binary's, so the two differ only in how a mixed group's
                          failures are graded (latent progress vs 0): the all-failure groups' share of the effect.
+* ``srpo_random_conv_mixed`` (``--arms``) as ``srpo_progress_mixed`` with ``srpo.encoder=random_conv``: whether the
+                         learned encoder or any grading of a mixed group's failures makes the difference.
 
 Common overrides (:data:`COMMON`): ``sft.demos_per_task=1``, ``rl.eval_split=test`` (every evaluation, the curve's
 points included, runs on the *test* initial states ``rl.test_seed_offset + i`` = 5000000+, which nothing here was
@@ -62,10 +64,11 @@ FIT_CONFIG = "configs/vla/fit_progress_encoder.yaml"
 KEEP = "rl.success_band=[-0.5,1.0]"
 ARMS = {"srpo_progress": [KEEP], "binary": ["rl.reward=binary"],
         "srpo_random_conv": [KEEP, "srpo.encoder=random_conv", "srpo.encoder_path=null"],
-        "srpo_progress_mixed": []}
+        "srpo_progress_mixed": [], "srpo_random_conv_mixed": ["srpo.encoder=random_conv", "srpo.encoder_path=null"]}
 DEFAULT_ARMS = ("srpo_progress", "binary", "srpo_random_conv")  # issue 32 item 4's three arms
 PAIRS = (("srpo_progress", "binary"), ("srpo_progress", "srpo_random_conv"), ("srpo_progress_mixed", "binary"),
-         ("srpo_progress", "srpo_progress_mixed"))  # paired differences reported when both arms ran
+         ("srpo_progress", "srpo_progress_mixed"), ("srpo_progress_mixed", "srpo_random_conv_mixed"),
+         ("srpo_random_conv_mixed", "binary"))  # paired differences reported when both arms ran
 COMMON = ["sft.demos_per_task=1", "rl.eval_split=test", "rl.num_videos=0", "log.backends=[]"]
 SMALL_FIT = ["data.expert_per_task=2", "data.play_per_task=1", "data.expert_tasks=[tabletop/reach]", "train.steps=3",
              "train.batch_episodes=2"]

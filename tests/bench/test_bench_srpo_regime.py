@@ -38,8 +38,10 @@ def test_small_runs_three_arms_on_test_states_and_reuse_reads_them_back(capsys, 
     # outside --small (whose tiny band keeps every group in every arm): SRPO arms keep the all-failure groups,
     # binary trains on mixed groups only (the recipe's band)
     # (the --arms option srpo_progress_mixed: the learned encoder with the recipe's band, as binary's)
-    assert [list(full[a]["rl"]["success_band"]) for a in mod.ARMS] == [[-0.5, 1.0], [0.0, 1.0], [-0.5, 1.0], [0.0, 1.0]]
+    assert [list(full[a]["rl"]["success_band"]) for a in mod.ARMS] == [[-0.5, 1.0], [0.0, 1.0], [-0.5, 1.0], [0.0, 1.0],
+                                                                       [0.0, 1.0]]
     assert full["srpo_progress_mixed"]["srpo"] == full["srpo_progress"]["srpo"]
+    assert full["srpo_random_conv_mixed"]["srpo"] == full["srpo_random_conv"]["srpo"]
 
     assert mod.main([*args, "--reuse"]) == 0
     again = capsys.readouterr().out
