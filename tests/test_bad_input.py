@@ -497,8 +497,6 @@ SWEEP = {
                     ["--noise=inf", "finite"]),
     "r-seed-offset-huge": ("vla_rl.cli", ["record-demos", "tabletop/reach", "1", "{assets}/r.hdf5", "--seed-offset",
                                           "18446744073709551616"], [], ["--seed-offset", "4294967295"]),
-    "r-cameras-empty": ("vla_rl.cli", ["record-demos", "tabletop/reach", "1", "{assets}/r.hdf5", "--cameras"], [],
-                        ["--cameras", "none for no images"]),
     "r-n-huge": ("vla_rl.cli", ["record-demos", "tabletop/reach", "99999999999", "{assets}/r.hdf5"], [],
                  ["n=99999999999", "at most 1000000"]),
     "v-eval-episodes-huge": ("vla_rl.cli", ["eval", "{vrun}", "--episodes", "99999999999999999999"], [],

@@ -255,8 +255,7 @@ def cmd_record_demos(args: argparse.Namespace) -> int:
                 ("--image-size", args.image_size, args.image_size >= 1, ">= 1"),
                 ("--noise", args.noise, 0 <= args.noise < math.inf, "a finite number >= 0"),
                 ("--drop-prob", args.drop_prob, 0.0 <= args.drop_prob <= 1.0, "in [0, 1]"),
-                ("--seed-offset", args.seed_offset, 0 <= args.seed_offset <= MAX_SEED, f"in [0, {MAX_SEED}]"),
-                ("--cameras", " ".join(args.cameras), bool(args.cameras), "camera names, or none for no images"))
+                ("--seed-offset", args.seed_offset, 0 <= args.seed_offset <= MAX_SEED, f"in [0, {MAX_SEED}]"))
     tasks = sims.list_tasks()
     if args.task not in tasks:
         known = [t for t in tasks if not t.startswith("libero/")] + (["libero/<suite>/<i>"] if len(tasks) > 20 else [])
@@ -344,7 +343,8 @@ def main(argv: list[str] | None = None) -> int:
     d.add_argument("n", type=int, help="number of episodes")
     d.add_argument("out", help="output .hdf5 path")
     d.add_argument("--image-size", type=int, default=64)
-    d.add_argument("--cameras", nargs="*", default=["agentview", "wrist"], help="none: no images")
+    d.add_argument("--cameras", nargs="*", default=["agentview", "wrist"],
+                   help="cameras to record; none (or the flag with no names): no images")
     d.add_argument("--noise", type=float, default=0.0, help="Gaussian noise std on the motion components")
     d.add_argument("--wrong-object", action="store_true", help="solve the task for another object (failure data)")
     d.add_argument("--drop-prob", type=float, default=0.0, help="per-step chance of opening the gripper while carrying")
