@@ -18,6 +18,14 @@ from torch import nn
 DEVICE_TYPES = ("cpu", "cuda", "mps")  # the device types a trainer, evaluation or policy of this project runs on
 
 
+def check_device_type(dev: torch.device, name: object) -> None:
+    """``dev`` (parsed from the option ``name``) is of a type in :data:`DEVICE_TYPES`, else one line naming it: e.g.
+    meta / xla / hpu, which torch parses but no trainer here runs on."""
+    if dev.type not in DEVICE_TYPES:
+        raise ValueError(f"device {name!r}: expected 'auto', 'cpu', 'cuda', 'cuda:<index>' or 'mps' (this project "
+                         f"does not run on {dev.type!r} devices)")
+
+
 def resolve_device(name: str | torch.device) -> torch.device:
     """``"auto"`` -> ``cuda`` (``torch.cuda.current_device()``, which ``grpo.distributed.init_distributed`` sets to
     ``LOCAL_RANK``) when CUDA is available, else ``cpu``; ``"cpu"``, ``"cuda"``, ``"cuda:1"``, ``"mps"`` as given.
@@ -34,9 +42,7 @@ def resolve_device(name: str | torch.device) -> torch.device:
         except RuntimeError as e:
             raise ValueError(f"device {name!r} is not a torch device (expected 'auto', 'cpu', 'cuda', 'cuda:<index>' "
                              f"or 'mps'): {e}") from None
-    if dev.type not in DEVICE_TYPES:
-        raise ValueError(f"device {name!r}: expected 'auto', 'cpu', 'cuda', 'cuda:<index>' or 'mps' (this project "
-                         f"does not run on {dev.type!r} devices)")
+    check_device_type(dev, name)
     if dev.type == "mps" and not torch.backends.mps.is_available():
         raise ValueError(f"device {name!r} asks for Apple's MPS, but torch.backends.mps.is_available() is False on "
                          "this machine (use device: auto or cpu)")
@@ -69,9 +75,7 @@ def check_device_name(name: str) -> str:
     except (RuntimeError, TypeError):
         raise ValueError(f"device {name!r} is not a torch device: expected 'auto', 'cpu', 'cuda', 'cuda:<index>' "
                          "or 'mps'") from None
-    if dev.type not in DEVICE_TYPES:  # e.g. meta / xla / hpu: torch parses them, no trainer here runs on them
-        raise ValueError(f"device {name!r}: expected 'auto', 'cpu', 'cuda', 'cuda:<index>' or 'mps' (this project "
-                         f"does not run on {dev.type!r} devices)")
+    check_device_type(dev, name)
     return name
 
 
