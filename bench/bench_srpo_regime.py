@@ -20,6 +20,12 @@ equal success after SFT, checked here):
                          failures are graded (latent progress vs 0): the all-failure groups' share of the effect.
 * ``srpo_random_conv_mixed`` (``--arms``) as ``srpo_progress_mixed`` with ``srpo.encoder=random_conv``: whether the
                          learned encoder or any grading of a mixed group's failures makes the difference.
+* ``srpo_progress_global`` (``--arms``) as ``srpo_progress`` (all-failure groups kept) with ``grpo.std_mode=global``:
+                         every advantage divided by the batch's reward std instead of its group's, so an
+                         all-failure group whose progress values barely differ gets advantages of that small size
+                         instead of unit scale (Dr.GRPO's argument against per-group scaling; Flow-GRPO's
+                         ``global_std``), while a mixed group's success still stands out by ``1 - progress``.
+* ``binary_global`` (``--arms``) as ``binary`` with ``grpo.std_mode=global``: the control for that scale change.
 
 Common overrides (:data:`COMMON`): ``sft.demos_per_task=1``, ``rl.eval_split=test`` (every evaluation, the curve's
 points included, runs on the *test* initial states ``rl.test_seed_offset + i`` = 5000000+, which nothing here was
@@ -62,13 +68,17 @@ from claims_toy import fmt, mean_se  # noqa: E402
 CONFIG = "configs/vla/tabletop_reach_one_progress.yaml"
 FIT_CONFIG = "configs/vla/fit_progress_encoder.yaml"
 KEEP = "rl.success_band=[-0.5,1.0]"
+GLOBAL = "grpo.std_mode=global"  # one advantage scale for the whole batch (Flow-GRPO's global_std; Dr.GRPO)
 ARMS = {"srpo_progress": [KEEP], "binary": ["rl.reward=binary"],
         "srpo_random_conv": [KEEP, "srpo.encoder=random_conv", "srpo.encoder_path=null"],
-        "srpo_progress_mixed": [], "srpo_random_conv_mixed": ["srpo.encoder=random_conv", "srpo.encoder_path=null"]}
+        "srpo_progress_mixed": [], "srpo_random_conv_mixed": ["srpo.encoder=random_conv", "srpo.encoder_path=null"],
+        "srpo_progress_global": [KEEP, GLOBAL], "binary_global": ["rl.reward=binary", GLOBAL]}
 DEFAULT_ARMS = ("srpo_progress", "binary", "srpo_random_conv")  # issue 32 item 4's three arms
 PAIRS = (("srpo_progress", "binary"), ("srpo_progress", "srpo_random_conv"), ("srpo_progress_mixed", "binary"),
          ("srpo_progress", "srpo_progress_mixed"), ("srpo_progress_mixed", "srpo_random_conv_mixed"),
-         ("srpo_random_conv_mixed", "binary"))  # paired differences reported when both arms ran
+         ("srpo_random_conv_mixed", "binary"), ("srpo_progress_global", "binary"),
+         ("srpo_progress_global", "binary_global"), ("binary_global", "binary"),
+         ("srpo_progress_global", "srpo_progress"))  # paired differences reported when both arms ran
 COMMON = ["sft.demos_per_task=1", "rl.eval_split=test", "rl.num_videos=0", "log.backends=[]"]
 SMALL_FIT = ["data.expert_per_task=2", "data.play_per_task=1", "data.expert_tasks=[tabletop/reach]", "train.steps=3",
              "train.batch_episodes=2"]

@@ -39,7 +39,15 @@ def test_small_runs_three_arms_on_test_states_and_reuse_reads_them_back(capsys, 
     # binary trains on mixed groups only (the recipe's band)
     # (the --arms option srpo_progress_mixed: the learned encoder with the recipe's band, as binary's)
     assert [list(full[a]["rl"]["success_band"]) for a in mod.ARMS] == [[-0.5, 1.0], [0.0, 1.0], [-0.5, 1.0], [0.0, 1.0],
-                                                                       [0.0, 1.0]]
+                                                                       [0.0, 1.0], [-0.5, 1.0], [0.0, 1.0]]
+    # the global-scale options differ from their arms in grpo.std_mode alone
+    assert {a: full[a]["grpo"]["std_mode"] for a in mod.ARMS if "global" in a} == \
+        {"srpo_progress_global": "global", "binary_global": "global"}
+    assert {k: v for k, v in full["srpo_progress_global"].items() if k != "grpo"} == \
+        {k: v for k, v in full["srpo_progress"].items() if k != "grpo"}
+    assert {k: v for k, v in full["binary_global"].items() if k != "grpo"} == \
+        {k: v for k, v in full["binary"].items() if k != "grpo"}
+    assert full["srpo_progress"]["grpo"]["std_mode"] == "group"
     assert full["srpo_progress_mixed"]["srpo"] == full["srpo_progress"]["srpo"]
     assert full["srpo_random_conv_mixed"]["srpo"] == full["srpo_random_conv"]["srpo"]
 
