@@ -252,9 +252,28 @@ def read_best_record(root: str | os.PathLike) -> dict[str, Any] | None:
     p = best_checkpoint(root)
     if p is None:
         return None
-    with open(p / "state.json") as f:
-        skeleton = json.load(f)["state"].get("__dict__", {}).get("best")
+    skeleton = _read_meta(p)["state"].get("__dict__", {}).get("best")
     return None if skeleton is None else _unflatten(skeleton, {})
+
+
+def read_saved_config(path: str | os.PathLike) -> dict[str, Any] | None:
+    """The run config that checkpoint directory ``path`` saved (its state's ``"config"`` entry, the trainer's
+    :func:`grpo.config.config_to_dict`), read from ``state.json`` alone: no tensors are loaded. None when the
+    checkpoint holds no config.
+
+    ``state.json`` is ``{"step": int, "state": skeleton, "files"?: [names]}``; the skeleton of a state mapping is
+    ``{"__dict__": {name: value}}``, a config value nests only dicts, lists, numbers, strings and None (decoded as
+    :func:`load_checkpoint` decodes them). A skeleton that is not a mapping (a damaged file) reads as no config; a
+    file that is not JSON raises ``ValueError`` (:func:`grpo.preflight.check_checkpoint_dir` reports it first)."""
+    state = _read_meta(Path(path)).get("state")
+    saved = state.get("__dict__", {}).get("config") if isinstance(state, dict) else None
+    return None if saved is None else _unflatten(saved, {})
+
+
+def _read_meta(path: Path) -> dict[str, Any]:
+    """The parsed ``state.json`` of checkpoint directory ``path`` (layout: :func:`read_saved_config`)."""
+    with open(path / "state.json") as f:
+        return json.load(f)
 
 
 def _write_atomic(path: Path, text: str) -> None:
@@ -310,8 +329,7 @@ def load_checkpoint(path: str | os.PathLike, map_location: str | torch.device = 
         if latest is None:
             raise FileNotFoundError(f"{path} holds no checkpoint (expected state.json or step_* directories)")
         path = latest
-    with open(path / "state.json") as f:
-        meta = json.load(f)
+    meta = _read_meta(path)
     tensors = load_file(str(path / "state.safetensors"),
                         device=str(map_location)) if (path / "state.safetensors").exists() else {}
     state = _unflatten(meta["state"], tensors)

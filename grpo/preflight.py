@@ -216,17 +216,19 @@ def check_checkpoint_dir(path: str | os.PathLike) -> None:
         check_safetensors_file(f)
 
 
-def check_latest_pointer(root: str | os.PathLike) -> None:
+def check_latest_pointer(root: str | os.PathLike,
+                         advice: str = " (expected the latest checkpoint the run wrote; name a step_* directory "
+                                       "instead)") -> None:
     """``root/latest`` (when there) names a complete checkpoint: a pointer to a missing or incomplete one is refused
-    (one line), never silently replaced by an older checkpoint."""
+    (one line, ending in ``advice``: what to do instead), never silently replaced by an older checkpoint."""
     from .checkpoint import LATEST
 
     pointer = Path(root) / LATEST
     if pointer.is_file():
         named = Path(root) / pointer.read_text().strip()
         if not (named / "state.json").exists():
-            raise ValueError(f"{named} (named by {pointer}) has no state.json, an incomplete or corrupt checkpoint "
-                             "(expected the latest checkpoint the run wrote; name a step_* directory instead)")
+            raise ValueError(f"{named} (named by {pointer}) has no state.json, an incomplete or corrupt checkpoint"
+                             f"{advice}")
 
 
 def resolve_checkpoint(path: str | os.PathLike, missing: str = "checkpoint not found") -> Path:
@@ -262,34 +264,25 @@ def check_resumable(ckpt_root: str | os.PathLike, cfg: Any = None) -> None:
     With ``cfg`` (the run's config), its saved config must match too (:func:`grpo.config.check_resume_config`, as
     the trainer's resume checks it; read from ``state.json`` alone), so that a refused resume has written nothing
     (the trainer opens its logs before it loads the checkpoint)."""
-    from .checkpoint import LATEST, latest_checkpoint
+    from .checkpoint import latest_checkpoint, read_saved_config
 
     root = Path(ckpt_root)
     if not root.is_dir():
         return
-    advice = "; it was left untouched: move it away to resume from an older checkpoint, or set resume=false"
-    pointer = root / LATEST
-    if pointer.exists():
-        named = root / pointer.read_text().strip()
-        if not (named / "state.json").exists():
-            raise ValueError(f"resume: {named} (named by {pointer}) has no state.json, an incomplete or corrupt "
-                             f"checkpoint{advice}")
-    latest = latest_checkpoint(root)
-    if latest is not None:
-        try:
+    try:
+        check_latest_pointer(root, advice="")
+        latest = latest_checkpoint(root)
+        if latest is not None:
             check_checkpoint_dir(latest)
-        except ValueError as e:
-            raise ValueError(f"resume: {e}{advice}") from None
-        if cfg is not None:
-            import json
+    except ValueError as e:
+        raise ValueError(f"resume: {e}; it was left untouched: move it away to resume from an older checkpoint, or "
+                         "set resume=false") from None
+    if latest is not None and cfg is not None:
+        from .config import check_resume_config
 
-            from .checkpoint import _unflatten
-            from .config import check_resume_config
-
-            state = json.loads((latest / "state.json").read_text()).get("state")
-            saved = state.get("__dict__", {}).get("config") if isinstance(state, dict) else None
-            if saved is not None:
-                check_resume_config(_unflatten(saved, {}), cfg, str(latest))
+        saved = read_saved_config(latest)
+        if saved is not None:
+            check_resume_config(saved, cfg, str(latest))
 
 
 def check_custom_reward(name: str, kwargs: dict, build, batch, check_output) -> None:

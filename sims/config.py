@@ -56,6 +56,16 @@ def check_extra_view(view: Any) -> tuple:
     return (str(view[0]), str(view[1]), int(view[2]))
 
 
+def extra_view_name_size(env_kwargs: Any) -> tuple[Any, Any]:
+    """The ``(name, size)`` of the ``extra_view`` that env options ``env_kwargs`` give, read as given (not checked:
+    the env checks it when built, :func:`check_extra_view`): ``name`` is its first item, ``size`` its third when it
+    has the three of ``(name, camera, size)``; None for what is not there (no ``extra_view``, or not a list/tuple)."""
+    view = env_kwargs.get("extra_view")
+    if not isinstance(view, (list, tuple)) or not view:
+        return None, None
+    return view[0], (view[2] if len(view) == 3 else None)
+
+
 def checked_action(action: Any, dim: int, out_of_bounds: str) -> np.ndarray:
     """A robosuite-style ``[dx, dy, dz, dax, day, daz, gripper]`` action as float64 ``[dim]`` in [-1, 1]: a wrong shape
     or a non-finite value raises (naming it); components outside [-1, 1] are clipped, or raise with

@@ -157,7 +157,7 @@ class VLARLConfig:
         """``policy.cameras`` and ``env.video_camera`` must be cameras the env renders: those of ``env.kwargs.cameras``
         when given, else names the shipped sims know (``sims.config.CAMERAS``; a plugin's sim may name others);
         ``env.video_camera`` may also be the name of ``env.kwargs.extra_view`` (tabletop's extra render)."""
-        from sims.config import CAMERAS
+        from sims.config import CAMERAS, extra_view_name_size
 
         given = self.env.kwargs.get("cameras")
         if isinstance(given, str):
@@ -172,8 +172,7 @@ class VLARLConfig:
         for key, cam in wanted:
             if cam not in allowed:
                 raise ValueError(f"{key}: camera {cam!r} is not rendered by the env (expected one of {where})")
-        extra = self.env.kwargs.get("extra_view")  # tabletop's extra render (e.g. SRPO's progress encoder's own view)
-        name = extra[0] if isinstance(extra, (list, tuple)) and extra else None
+        name, _ = extra_view_name_size(self.env.kwargs)  # tabletop's extra render (e.g. SRPO's progress encoder's view)
         if self.env.video_camera not in allowed and self.env.video_camera != name:
             raise ValueError(f"env.video_camera: camera {self.env.video_camera!r} is not rendered by the env (expected "
                              f"one of {where}" + (f" or the extra view {name!r}" if name else "") + ")")

@@ -53,9 +53,11 @@ def check_vla_inputs(cfg, writes: bool = True) -> None:
 def video_frame_size(env) -> int | None:
     """Side (px) of the frames SRPO receives: ``env.video_camera``'s render size -- the extra view's size when it is
     ``env.kwargs.extra_view``'s name, else a square ``env.kwargs.image_size``; None when the config does not say."""
-    extra = env.kwargs.get("extra_view")
-    if isinstance(extra, (list, tuple)) and len(extra) == 3 and env.video_camera == extra[0]:
-        return int(extra[2])
+    from sims.config import extra_view_name_size
+
+    name, extra_size = extra_view_name_size(env.kwargs)
+    if extra_size is not None and env.video_camera == name:
+        return int(extra_size)
     size = env.kwargs.get("image_size")
     if isinstance(size, (list, tuple)) and len(size) == 2 and size[0] == size[1]:
         size = size[0]

@@ -540,6 +540,7 @@ def check_fit_inputs(cfg: FitEncoderConfig) -> None:
     written."""
     import sims
     from grpo.preflight import check_choice, check_hdf5_demo_file, check_path_exists, check_writable_file
+    from sims.config import extra_view_name_size
 
     for p in cfg.data.demo_paths:
         what = "an HDF5 demo file (vla-rl record-demos / libero-demos)"
@@ -550,8 +551,8 @@ def check_fit_inputs(cfg: FitEncoderConfig) -> None:
         check_choice("data.expert_tasks", t, tasks)
     for t in cfg.data.policy_tasks:
         check_choice("data.policy_tasks", t, tasks)
-    extra = cfg.data.env_kwargs.get("extra_view")
-    own_view = isinstance(extra, (list, tuple)) and len(extra) == 3 and extra[0] == cfg.data.camera
+    name, size = extra_view_name_size(cfg.data.env_kwargs)
+    own_view = size is not None and name == cfg.data.camera
     for t in dict.fromkeys([*cfg.data.expert_tasks, *cfg.data.policy_tasks]):  # options and camera, no env built
         sims.check_options(t, dict(cfg.data.env_kwargs), "data.env_kwargs")
         if not own_view:
