@@ -17,9 +17,12 @@ from rewards.success import episode_metadata
 from vla_rl.cli import main
 from vla_rl.srpo_encoders import build_trajectory_encoder
 from world_models.progress_encoder import (
+    FitDataConfig,
+    FitEncoderConfig,
     ProgressEncoder,
     ProgressEncoderConfig,
     ProgressTrainConfig,
+    check_fit_inputs,
     load_progress_encoder,
     read_progress_metadata,
     record_expert_episodes,
@@ -118,6 +121,21 @@ def test_bad_encoder_files_fail_in_one_line(tmp_path, capsys):
                         "output=enc.pt"], capture_output=True, text=True, timeout=300)
     assert r.returncode == 2 and r.stderr.count("\n") == 1, r.stderr
     assert "expected a path ending in .safetensors" in r.stderr, r.stderr
+
+
+def test_fit_inputs_take_the_extra_view_as_data_camera(tmp_path):
+    """data.camera may name the tabletop env's extra view (data.env_kwargs.extra_view = [name, camera, size]); a
+    name that is neither a camera nor that view: one line naming data.camera. Nothing is written."""
+    def cfg(**kw):
+        return FitEncoderConfig(output=str(tmp_path / "enc.safetensors"), model=ProgressEncoderConfig(image_size=64),
+                                data=FitDataConfig(expert_tasks=["tabletop/reach_one"], image_size=64, **kw))
+
+    check_fit_inputs(cfg(camera="srpo", env_kwargs={"extra_view": ["srpo", "agentview", 64]}))
+    for kwargs in ({}, {"extra_view": ["other", "agentview", 64]}):
+        with pytest.raises(ValueError, match="data.camera") as e:
+            check_fit_inputs(cfg(camera="srpo", env_kwargs=kwargs))
+        assert "\n" not in str(e.value) and "'srpo'" in str(e.value), e.value
+    assert list(tmp_path.iterdir()) == []
 
 
 def test_progress_recipe_dry_run(capsys):
