@@ -52,6 +52,12 @@ class RewardConfig:
             from grpo.plugins import REWARD, load_checked
 
             load_checked(self.name, REWARD, "reward.name")
+        elif not self.name.strip():  # (a built-in name is looked up when the reward is built: a job may inject its
+            # own reward under a name of its own, e.g. diffusion_rl.align_world_model's "eva")
+            from rewards import available_rewards
+
+            raise ValueError(f"reward.name is empty (expected a reward: one of {', '.join(available_rewards())}; or "
+                             "package.module:attr, or a reward server's http://HOST:PORT)")
 
 
 @dataclass

@@ -116,7 +116,10 @@ def _convert(value: Any, tp: Any, key: str, source: str) -> Any:
     if tp is float:
         out = None
         if isinstance(value, (int, float)) and not isinstance(value, bool):
-            out = float(value)
+            try:
+                out = float(value)
+            except OverflowError:  # an int beyond the float range: not finite either
+                out = math.inf
         elif isinstance(value, str):  # PyYAML reads "3e-4" (no dot) as a string
             try:
                 out = float(value)
@@ -163,6 +166,39 @@ def build_config(cls: type[T], data: dict, prefix: str = "", source: str = "conf
         raise ConfigError(f"{source}: invalid {prefix or cls.__name__}: {e}") from e
 
 
+class UniqueKeyLoader(yaml.SafeLoader):
+    """``yaml.SafeLoader`` that refuses a mapping holding the same key twice: PyYAML keeps the last one silently, so a
+    second ``train:`` section would drop the whole first one. Merge keys (``<<: *base``) still override."""
+
+    def construct_mapping(self, node, deep=False):
+        if isinstance(node, yaml.MappingNode):
+            seen: dict = {}
+            for key_node, _ in node.value:
+                if key_node.tag == "tag:yaml.org,2002:merge":
+                    continue
+                key = self.construct_object(key_node, deep=True)
+                try:
+                    first = seen.setdefault(key, key_node.start_mark)
+                except TypeError:  # an unhashable key: the base class says so
+                    continue
+                if first is not key_node.start_mark:
+                    raise yaml.constructor.ConstructorError(
+                        None, None, f"key {key!r} appears twice (first at line {first.line + 1}); the second would "
+                        "silently replace the first: keep one", key_node.start_mark)
+        return super().construct_mapping(node, deep=deep)
+
+
+def _yaml_error(e: yaml.YAMLError) -> str:
+    """A PyYAML error as one line: where the parser stopped (1-based line and column) and what it found."""
+    mark = getattr(e, "problem_mark", None) or getattr(e, "context_mark", None)
+    where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
+    what = " ".join(str(getattr(e, "problem", None) or e).split())
+    ctx, cm = getattr(e, "context", None), getattr(e, "context_mark", None)
+    if ctx and cm is not None and cm is not mark:
+        what += f" ({ctx.removeprefix('while ')} at line {cm.line + 1})"
+    return f"{where}: {what}"
+
+
 def parse_overrides(overrides: list[str]) -> dict:
     """``["a.b=1", "c=[1,2]"]`` -> ``{"a": {"b": 1}, "c": [1, 2]}`` (values parsed as YAML)."""
     out: dict = {}
@@ -172,7 +208,15 @@ def parse_overrides(overrides: list[str]) -> dict:
         key, raw = item.split("=", 1)
         if not key:
             raise ConfigError(f"override {item!r} has an empty key")
-        value = yaml.safe_load(raw) if raw != "" else ""
+        if "" in key.split("."):
+            raise ConfigError(f"override {item!r}: key {key!r} has an empty part (expected dotted names, e.g. "
+                              "train.lr=1e-4)")
+        try:
+            value = yaml.load(raw, Loader=UniqueKeyLoader) if raw != "" else ""
+        except yaml.YAMLError as e:  # (a one-line value: its line numbers say nothing)
+            what = _yaml_error(e).replace(" at line 1,", " at").replace(" (first at line 1)", "")
+            hint = "" if isinstance(e, yaml.constructor.ConstructorError) else " (quote it to pass a string)"
+            raise ConfigError(f"override {item!r}: the value is not valid YAML{what}{hint}") from None
         node = out
         parts = key.split(".")
         for p in parts[:-1]:
@@ -199,6 +243,8 @@ def load_config(cls: type[T], path: str | Path | None = None, overrides: list[st
         p = Path(path)
         if p.is_dir():
             raise ConfigError(f"config file {p} is a directory (expected a YAML file for {cls.__name__})")
+        if p.exists() and not p.is_file():  # a FIFO or a device (/dev/null): reading it would block or say nothing
+            raise ConfigError(f"config file {p} is not a regular file (expected a YAML file for {cls.__name__})")
         if not p.is_file():
             raise ConfigError(f"config file not found: {p} (expected a YAML file for {cls.__name__})")
         try:
@@ -207,15 +253,9 @@ def load_config(cls: type[T], path: str | Path | None = None, overrides: list[st
             raise ConfigError(f"config file {p} cannot be read ({type(e).__name__}: {e}); expected a UTF-8 YAML "
                               "file") from e
         try:
-            loaded = yaml.safe_load(text)
+            loaded = yaml.load(text, Loader=UniqueKeyLoader)
         except yaml.YAMLError as e:  # one line, with where the parser stopped (1-based line and column)
-            mark = getattr(e, "problem_mark", None) or getattr(e, "context_mark", None)
-            where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
-            what = " ".join(str(getattr(e, "problem", None) or e).split())
-            ctx, cm = getattr(e, "context", None), getattr(e, "context_mark", None)
-            if ctx and cm is not None and cm is not mark:
-                what += f" ({ctx.removeprefix('while ')} at line {cm.line + 1})"
-            raise ConfigError(f"{p}: not valid YAML{where}: {what}") from e
+            raise ConfigError(f"{p}: not valid YAML{_yaml_error(e)}") from e
         if loaded is None:
             raise ConfigError(f"{p}: the file is empty (expected a YAML mapping of {cls.__name__}'s keys)")
         if not isinstance(loaded, dict):

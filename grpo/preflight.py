@@ -209,11 +209,28 @@ def check_checkpoint_dir(path: str | os.PathLike) -> None:
         raise ValueError(f"{p}: no state.json (an incomplete or corrupt checkpoint; expected a step_* directory "
                          "written by the trainer)")
     try:
-        json.loads(state.read_text())
-    except ValueError as e:
+        meta = json.loads(state.read_text())
+    except ValueError as e:  # (a UnicodeDecodeError too)
         raise ValueError(f"{state}: corrupt checkpoint state ({' '.join(str(e).split())})") from None
+    if not (isinstance(meta, dict) and isinstance(meta.get("step"), int) and isinstance(meta.get("state"), dict)):
+        got = f"keys {sorted(map(str, meta))[:8]}" if isinstance(meta, dict) else f"a JSON {type(meta).__name__}"
+        raise ValueError(f"{state}: corrupt checkpoint state (expected a JSON object with 'step' and 'state', as the "
+                         f"trainer writes; got {got})")
     for f in sorted(p.glob("*.safetensors")):
         check_safetensors_file(f)
+
+
+def read_pointer(pointer: Path) -> str:
+    """The checkpoint name a ``latest`` pointer file holds (one line, e.g. ``step_000010``); a pointer that is not
+    text, is empty or names a path outside its folder: one line naming it."""
+    try:
+        name = pointer.read_text().strip()
+    except (OSError, UnicodeDecodeError) as e:
+        raise ValueError(f"{pointer}: unreadable checkpoint pointer ({type(e).__name__}); expected one line naming a "
+                         "step_* directory beside it") from None
+    if not name or Path(name).name != name or name in (".", ".."):
+        raise ValueError(f"{pointer} holds {name!r}; expected the name of a step_* directory beside it")
+    return name
 
 
 def check_latest_pointer(root: str | os.PathLike,
@@ -225,7 +242,7 @@ def check_latest_pointer(root: str | os.PathLike,
 
     pointer = Path(root) / LATEST
     if pointer.is_file():
-        named = Path(root) / pointer.read_text().strip()
+        named = Path(root) / read_pointer(pointer)
         if not (named / "state.json").exists():
             raise ValueError(f"{named} (named by {pointer}) has no state.json, an incomplete or corrupt checkpoint"
                              f"{advice}")

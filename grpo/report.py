@@ -309,6 +309,8 @@ def report_path(run_dirs: list[str | Path], out: str | Path | None, force: bool)
         first = Path(run_dirs[0]).expanduser()
         out = (first.parent if first.is_file() else first) / REPORT_NAME
     p = check_writable_file(out, "--out")
+    if p.suffix.lower() not in (".html", ".htm"):  # one self-contained HTML page
+        raise ValueError(f"--out={str(p)!r}: expected an .html file (the report is one HTML page)")
     if p.exists() or p.is_symlink():
         check_new_output(p, "--out", force)
     return p

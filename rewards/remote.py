@@ -520,6 +520,9 @@ def make_server(name: str, kwargs: dict | None = None, host: str = "127.0.0.1", 
                          f"{delay_per_item_s}")
     if not 0 <= port <= 65535:
         raise ValueError(f"--port {port}: expected 0..65535 (0: a free port)")
+    if not host.strip():  # the socket would listen on every interface, as an explicit 0.0.0.0 does
+        raise ValueError(f"--host {host!r} is empty (expected an address to listen on: 127.0.0.1 for this machine "
+                         "only, 0.0.0.0 for every interface)")
     reward = build_reward(name, **(kwargs or {}))
     if not callable(reward):  # e.g. math:pi: it would serve, then fail every request
         raise ValueError(f"reward {name!r} is a {type(reward).__name__}, not callable (expected a reward function, a "

@@ -8,6 +8,7 @@ from typing import Any
 import numpy as np
 
 CAMERAS = ("agentview", "wrist")
+IMAGE_RANGE = (16, 1024)  # the camera image sides (pixels) a sim renders
 OUT_OF_BOUNDS = ("clip", "raise")
 
 
@@ -20,8 +21,9 @@ def _image_hw(size: Any) -> tuple[int, int]:
     else:
         raise ValueError(f"image_size must be an int or (height, width) ints, got {size!r}")
     for s in (h, w):
-        if not 16 <= s <= 1024:
-            raise ValueError(f"image_size must be in [16, 1024] pixels (64-256 typical), got {size!r}")
+        if not IMAGE_RANGE[0] <= s <= IMAGE_RANGE[1]:
+            raise ValueError(f"image_size must be in [{IMAGE_RANGE[0]}, {IMAGE_RANGE[1]}] pixels (64-256 typical), "
+                             f"got {size!r}")
     return h, w
 
 
@@ -49,7 +51,7 @@ def check_extra_view(view: Any) -> tuple:
         return ()
     ok = isinstance(view, (tuple, list)) and len(view) == 3 and isinstance(view[0], str) and view[0] \
         and view[0] not in CAMERAS and view[1] in CAMERAS and isinstance(view[2], int) \
-        and not isinstance(view[2], bool) and 16 <= view[2] <= 1024
+        and not isinstance(view[2], bool) and IMAGE_RANGE[0] <= view[2] <= IMAGE_RANGE[1]
     if not ok:
         raise ValueError(f"extra_view must be (name, camera, size) with a name that is not a camera, a camera from "
                          f"{CAMERAS} and a size in [16, 1024] pixels, e.g. ('srpo', 'agentview', 64); got {view!r}")

@@ -98,12 +98,14 @@ def assets(tmp_path_factory):
     (a / "binary.txt").write_bytes(b"\xff\xfe\x00prompts")
     (a / "junk.safetensors").write_bytes(bytes(range(200)))
     (a / "old.hdf5").write_bytes(b"an earlier output\n")
+    (a / "old.html").write_bytes(b"<p>an earlier report</p>\n")
     (a / "old.safetensors").write_bytes(b"an earlier encoder file\n")
     (a / "broken.yaml").write_text("seed: 0\nmodel:\n  kind: sd3\n  height: [16\nreward: {name: x}\n")
     (a / "empty.yaml").write_text("")
     (a / "prev_export").mkdir()
     (a / "prev_export" / "export.json").write_text("{}\n")
     (a / "a_dir.yaml").mkdir()
+    (a / "dup.yaml").write_text((REPO / D_CFG).read_text() + "train: {iterations: 2}\n")  # a second train: section
     (a / "metrics_only").mkdir()
     (a / "metrics_only" / "metrics.jsonl").write_text('{"step": 0, "time": 0.0, "reward/mean": 0.1}\n')
     (a / "junk.hdf5").write_bytes(b"not an HDF5 file\n" * 10)
@@ -122,6 +124,12 @@ def _corrupt_copy(src: Path, dst: Path, how: str) -> Path:
         pass
     elif how == "stalelatest":  # "latest" names a checkpoint that is not there: eval / export must not pick another
         (dst / "checkpoints" / "latest").write_text("step_999999\n")
+    elif how == "statelist":  # state.json parses, but is not the trainer's object
+        (ck / "state.json").write_text("[]\n")
+    elif how == "stateempty":
+        (ck / "state.json").write_text("{}\n")
+    elif how == "latestbinary":  # the "latest" pointer is not text
+        (dst / "checkpoints" / "latest").write_bytes(b"\xff\xfe\x00\x01")
     elif how == "nolora":  # the checkpoint's trainable weights are gone
         for c in (dst / "checkpoints").iterdir():
             if c.is_dir() and not c.is_symlink():
@@ -260,10 +268,10 @@ CASES = {
                           ["{drun}/exported", "inside the run"]),
     "d-export-existing": ("diffusion_rl.cli", ["export", "{drun}", "{assets}/prev_export"], [],
                           ["{assets}/prev_export", "already holds an export", "--force"]),
-    "d-report-existing": ("diffusion_rl.cli", ["report", "{drun}", "--out", "{assets}/old.hdf5"], [],
-                          ["{assets}/old.hdf5", "already exists", "--force"]),
-    "v-report-existing": ("vla_rl.cli", ["report", "{assets}/metrics_only", "--out", "{assets}/old.hdf5"], [],
-                          ["{assets}/old.hdf5", "already exists", "--force"]),
+    "d-report-existing": ("diffusion_rl.cli", ["report", "{drun}", "--out", "{assets}/old.html"], [],
+                          ["{assets}/old.html", "already exists", "--force"]),
+    "v-report-existing": ("vla_rl.cli", ["report", "{assets}/metrics_only", "--out", "{assets}/old.html"], [],
+                          ["{assets}/old.html", "already exists", "--force"]),
     "d-export-unwritable": ("diffusion_rl.cli", ["export", "{drun}", "{assets}/a_file/exp"], [],
                             ["{assets}/a_file/exp"]),
     "p-zero-steps": ("diffusion_rl.cli", ["pretrain-shapes", "--out", "{assets}/ps", "--steps", "0"], [],
@@ -535,9 +543,50 @@ SWEEP = {
     "v-report-not-metrics": ("vla_rl.cli", ["report", "{assets}/binary.txt", "--out", "{assets}/r2.html"], [],
                              ["binary.txt", "not JSON"]),
 }
+# the second misuse sweep's finds: YAML files and overrides of the wrong shape, checkpoints damaged inside their JSON,
+# values of the newer commands (fit-encoder, serve-reward, report) that were accepted or failed with a traceback
+SWEEP_2 = {
+    "d-yaml-dup-section": ("diffusion_rl.cli", ["train", "{assets}/dup.yaml", "--dry-run"], [],
+                           ["dup.yaml", "key 'train' appears twice", "first at line"]),
+    "l-override-dup-key": (*L, ["data={image_size: 32, image_size: 64}"], ["image_size", "appears twice"]),
+    "v-override-bad-yaml": (*V, ["rl.lr=[1,"], ["rl.lr=[1,", "not valid YAML"]),
+    "t-override-empty-part": (*T, ["train..lr=1"], ["train..lr", "empty part"]),
+    "d-lr-beyond-float": (*D, ["train.lr=1" + "0" * 400], ["train.lr", "finite"]),
+    "d-config-dev-null": ("diffusion_rl.cli", ["train", "/dev/null", "--dry-run"], [],
+                          ["/dev/null", "not a regular file"]),
+    "d-reward-name-empty": (*D, ["reward.name="], ["reward.name is empty", "shapes_verifier"]),
+    "fe-play-horizon-0": ("vla_rl.cli", ["fit-encoder", FE_CFG, "--dry-run"], ["data.play_horizon=0"],
+                          ["data.play_horizon", ">= 1", "0"]),
+    "fe-rank-tau-0": ("vla_rl.cli", ["fit-encoder", FE_CFG, "--dry-run"], ["train.rank_tau=0"],
+                      ["train.rank_tau", "> 0"]),
+    "fe-seed-offset-2-64": ("vla_rl.cli", ["fit-encoder", FE_CFG, "--dry-run"],
+                            ["data.expert_seed_offset=18446744073709551616"],
+                            ["data.expert_seed_offset", "2**32 - 1"]),
+    "v-tasks-twice": (*V, ["env.tasks=[tabletop/reach,tabletop/reach]"],
+                      ["env.tasks", "tabletop/reach", "more than once"]),
+    "v-cameras-twice": (*V, ["policy.cameras=[agentview,agentview]"], ["policy.cameras", "more than once"]),
+    "v-image-huge": (*V, ["policy.image_size=100000"], ["policy.image_size=100000", "at most 1024"]),
+    "r-image-huge": ("vla_rl.cli", ["record-demos", "tabletop/reach", "1", "{assets}/r.hdf5", "--image-size", "100000"],
+                     [], ["--image-size=100000", "[16, 1024]"]),
+    "d-resume-state-list": ("diffusion_rl.cli", ["train", D_CFG], ["{drun_statelist}", *D_TINY, "train.iterations=2"],
+                            ["state.json", "corrupt checkpoint state", "a JSON list"]),
+    "v-resume-state-empty": ("vla_rl.cli", ["train", V_CFG], ["{vrun_stateempty}", *V_TINY, "rl.iterations=2"],
+                             ["state.json", "'step' and 'state'"]),
+    "d-eval-state-empty": ("diffusion_rl.cli", ["eval", "{drun_stateempty_dir}"], [],
+                           ["state.json", "'step' and 'state'"]),
+    "d-resume-latest-binary": ("diffusion_rl.cli", ["train", D_CFG], ["{drun_latestbinary}", *D_TINY,
+                                                                      "train.iterations=2"],
+                               ["latest", "unreadable checkpoint pointer"]),
+    "v-eval-latest-binary": ("vla_rl.cli", ["eval", "{vrun_latestbinary_dir}"], [], ["latest", "unreadable"]),
+    "d-report-out-not-html": ("diffusion_rl.cli", ["report", "{assets}/metrics_only", "--out", "{assets}/r.png"], [],
+                              ["r.png", ".html"]),
+    "d-serve-empty-host": ("diffusion_rl.cli", ["serve-reward", "shapes_verifier", "--host", "", "--port", "0"], [],
+                           ["--host ''", "127.0.0.1"]),
+}
 CASES.update(SWEEP)
+CASES.update(SWEEP_2)
 EXIT_2 = {c for c in CASES if c.startswith(("v-sim-", "v-robosuite-", "v-libero-", "l-sim-", "l-demo-", "v-eval-sim-"))
-          } | set(SWEEP)
+          } | set(SWEEP) | set(SWEEP_2)
 NEEDS = {"drun": "diffusion_run", "vrun": "vla_run", "demo": "demo_wrong_action"}
 # Run as ``python -m <cli>`` in a subprocess (the real entry point and exit code of a fresh interpreter): one case of
 # every subcommand of both CLIs, and every case whose command imports robosuite or LIBERO (their imports print to the
@@ -546,7 +595,7 @@ SUBPROCESS = {"d-unknown-key", "t-unknown-key", "d-serve-unknown", "d-eval-missi
               "d-report-existing", "p-zero-steps", "v-unknown-key", "l-unknown-key", "v-serve-bad-port",
               "v-eval-missing", "v-report-existing", "r-zero-n", "fe-unknown-key",
               # (they served forever before their checks: a subprocess times out, a call would hang)
-              "d-serve-delay-nan", "v-serve-not-callable",
+              "d-serve-delay-nan", "v-serve-not-callable", "d-serve-empty-host",
               *(c for c, (_, head, extra, _) in CASES.items()
                 if c.startswith("lb-") or any(w in " ".join(head + extra) for w in ("robosuite", "libero")))}
 
@@ -568,7 +617,7 @@ def test_bad_input(case, assets, request, tmp_path, capfd, caplog, monkeypatch):
         kwargs["bogus_opt"] = 1
         (ck / "state.json").write_text(json.dumps(st))
         subs["vrun_badenv_ck"] = str(ck)
-    for kind in ("truncated", "nostate", "copy", "stalelatest", "nolora"):
+    for kind in ("truncated", "nostate", "copy", "stalelatest", "nolora", "statelist", "stateempty", "latestbinary"):
         for key, fixture in (("drun", "diffusion_run"), ("vrun", "vla_run")):
             if f"{{{key}_{kind}" in text:
                 src = request.getfixturevalue(fixture)

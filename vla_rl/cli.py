@@ -250,9 +250,11 @@ def _check_hdf5_name(out: str, hint: str = "") -> None:
 def cmd_record_demos(args: argparse.Namespace) -> int:
     """Scripted-expert demos of a ``sims`` task to robomimic-style HDF5 (``sims.demos.record_demos``)."""
     import sims
+    from sims.config import IMAGE_RANGE
 
     check_flags(("n", args.n, args.n >= 1, ">= 1"), ("n", args.n, args.n <= MAX_EPISODES, f"at most {MAX_EPISODES}"),
-                ("--image-size", args.image_size, args.image_size >= 1, ">= 1"),
+                ("--image-size", args.image_size, IMAGE_RANGE[0] <= args.image_size <= IMAGE_RANGE[1],
+                 f"in [{IMAGE_RANGE[0]}, {IMAGE_RANGE[1]}] pixels"),
                 ("--noise", args.noise, 0 <= args.noise < math.inf, "a finite number >= 0"),
                 ("--drop-prob", args.drop_prob, 0.0 <= args.drop_prob <= 1.0, "in [0, 1]"),
                 ("--seed-offset", args.seed_offset, 0 <= args.seed_offset <= MAX_SEED, f"in [0, {MAX_SEED}]"))

@@ -46,6 +46,10 @@ class EnvConfig:
                                  f"(a plugin registers with sims.registry.register('<suite>/<task>', factory))")
         if not self.tasks:
             raise ValueError("env.tasks is empty")
+        dup = sorted({t for t in self.tasks if self.tasks.count(t) > 1})
+        if dup:  # each task is one group of rollouts and one row of the evaluation, by name
+            raise ValueError(f"env.tasks names {dup} more than once (expected distinct tasks; rl.groups_per_task sets "
+                             "how many groups each task gets)")
         if self.max_episode_steps < 1:
             raise ValueError(f"env.max_episode_steps must be >= 1, got {self.max_episode_steps}")
 

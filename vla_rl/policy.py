@@ -123,6 +123,9 @@ class PolicyConfig:
             raise ValueError("policy needs at least one of use_images / use_state")
         if self.use_images and not self.cameras:
             raise ValueError("policy.use_images is set but policy.cameras is empty")
+        dup = sorted({c for c in self.cameras if list(self.cameras).count(c) > 1})
+        if dup:
+            raise ValueError(f"policy.cameras names {dup} more than once (expected distinct cameras)")
 
 
 class SpatialSoftmax(nn.Module):

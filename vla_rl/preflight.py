@@ -5,7 +5,14 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from grpo.preflight import check_choice, check_path_exists, check_resumable, check_sizes, check_writable_dir
+from grpo.preflight import (
+    check_choice,
+    check_flags,
+    check_path_exists,
+    check_resumable,
+    check_sizes,
+    check_writable_dir,
+)
 
 
 def known_tasks() -> list[str]:
@@ -26,8 +33,12 @@ def check_task(key: str, task: str, tasks: list[str]) -> None:
 def check_vla_inputs(cfg, writes: bool = True) -> None:
     """A ``VLARLConfig``'s checks before anything is built. ``writes=False`` (a dry run, which writes nothing and
     needs no data) checks the values only; a run also checks its weights, demo file and output directory."""
+    from sims.config import IMAGE_RANGE
+
     check_sizes(("policy.image_size", cfg.policy.image_size, 1), ("rl.iterations", cfg.rl.iterations, 0),
                 ("grpo.group_size", cfg.grpo.group_size, 2))
+    check_flags(("policy.image_size", cfg.policy.image_size, cfg.policy.image_size <= IMAGE_RANGE[1],
+                 f"at most {IMAGE_RANGE[1]} pixels (the largest frame a sim renders)"))
     if "image_size" in cfg.env.kwargs:
         check_sizes(("env.kwargs.image_size", cfg.env.kwargs["image_size"], 1))
     tasks = known_tasks()

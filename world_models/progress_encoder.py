@@ -60,6 +60,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from grpo.config import MAX_SEED, require_at_least, require_positive
 from grpo.device import module_device
 
 KIND = "progress"
@@ -76,8 +77,7 @@ class ProgressEncoderConfig:
         if not self.channels or any(int(c) < 4 or int(c) % 4 for c in self.channels):
             raise ValueError(f"model.channels={self.channels}: expected a non-empty list of multiples of 4 "
                              "(GroupNorm(4))")
-        if self.image_size < 8 or self.hidden < 1:
-            raise ValueError(f"need model.image_size >= 8 and model.hidden >= 1, got {self.image_size}, {self.hidden}")
+        require_at_least("model", self, image_size=8, hidden=1)
 
 
 class ProgressEncoder(nn.Module):
@@ -135,10 +135,8 @@ class ProgressTrainConfig:
     shift: int = 2  # random image shift (pixels, pad + crop) as augmentation; 0: none
 
     def __post_init__(self) -> None:
-        if self.steps < 1 or self.batch_episodes < 1 or self.lr <= 0 or self.rank_weight < 0 or self.rank_tau <= 0 \
-                or self.shift < 0:
-            raise ValueError("train: need steps >= 1, batch_episodes >= 1, lr > 0, rank_weight >= 0, rank_tau > 0, "
-                             f"shift >= 0; got {self}")
+        require_at_least("train", self, steps=1, batch_episodes=1, rank_weight=0, shift=0)
+        require_positive("train", self, "lr", "rank_tau")
 
 
 def time_to_go(success: np.ndarray) -> np.ndarray:
@@ -496,22 +494,19 @@ class FitDataConfig:
         if not self.demo_paths and not self.expert_tasks:
             raise ValueError("data: no training data; set data.demo_paths (HDF5 demo files) and/or data.expert_tasks "
                              "(sims tasks with a scripted expert)")
-        if self.expert_per_task < 1 or self.max_steps < 1 or self.image_size < 8 or self.hold_steps < 0 \
-                or self.play_per_task < 0 or self.play_horizon < 1:
-            raise ValueError(f"data: need expert_per_task >= 1, max_steps >= 1, image_size >= 8, hold_steps >= 0; got "
-                             f"{self.expert_per_task}, {self.max_steps}, {self.image_size}, {self.hold_steps}")
-        if self.detour_per_task < 0 or len(self.detour_steps) != 2 \
-                or not 0 <= int(self.detour_steps[0]) <= int(self.detour_steps[1]):
-            raise ValueError(f"data: need detour_per_task >= 0 and detour_steps = [low, high] with 0 <= low <= high, "
-                             f"got {self.detour_per_task}, {self.detour_steps}")
+        require_at_least("data", self, expert_per_task=1, expert_seed_offset=0, max_steps=1, image_size=8,
+                         hold_steps=0, play_per_task=0, play_horizon=1, detour_per_task=0, policy_seed_offset=0)
+        for key in ("expert_seed_offset", "policy_seed_offset"):  # initial-state seeds, as every job's ``seed``
+            if getattr(self, key) > MAX_SEED:
+                raise ValueError(f"data.{key}={getattr(self, key)}: expected at most 2**32 - 1 = {MAX_SEED}")
+        if len(self.detour_steps) != 2 or not 0 <= int(self.detour_steps[0]) <= int(self.detour_steps[1]):
+            raise ValueError(f"data.detour_steps={self.detour_steps}: expected [low, high] with 0 <= low <= high")
         if not 0 <= self.expert_noise < math.inf:
             raise ValueError(f"data.expert_noise must be a finite std >= 0, got {self.expert_noise}")
         if self.policy_image_size != 0 and self.policy_image_size < 16:
             raise ValueError(f"data.policy_image_size={self.policy_image_size}: expected 0 (= data.image_size) or a "
                              "render size >= 16 px")
-        if self.policy_per_task < 0 or self.policy_max_steps < 1:
-            raise ValueError(f"data: need policy_per_task >= 0 and policy_max_steps >= 1, got {self.policy_per_task}, "
-                             f"{self.policy_max_steps}")
+        require_at_least("data", self, policy_per_task=0, policy_max_steps=1)
         if self.policy_per_task and not self.policy:
             raise ValueError(f"data.policy_per_task={self.policy_per_task} but data.policy is empty (name the VLA to "
                              "roll out, e.g. builtin:tabletop_base)")
