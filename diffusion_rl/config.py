@@ -142,4 +142,7 @@ class DiffusionRLConfig:
         if self.train.loss != "nft":
             why = "train.loss='grpo' (these are DiffusionNFT's settings)"
             out.update({k: why for k in ("train.nft_beta", "train.nft_timesteps")})
+        if not (is_url(self.reward.name) or self.reward.remote.url):
+            out["reward.remote"] = (f"reward.name={self.reward.name!r} (they set up a reward server's client: "
+                                    "reward.name=http://HOST:PORT)")
         return out

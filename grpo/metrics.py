@@ -10,6 +10,7 @@ import dataclasses
 import json
 import math
 import os
+import shutil
 import time
 from pathlib import Path
 from typing import Mapping
@@ -62,21 +63,26 @@ class MetricsLogger:
         self._t0 = time.time()
         if not enabled:
             return
+        created = self.logdir  # the top-most directory made here (None: logdir was there)
+        while not created.exists() and created.parent != created and not created.parent.exists():
+            created = created.parent
+        created = None if created.exists() else created
         self.logdir.mkdir(parents=True, exist_ok=True)
+        log = log or LogConfig()
+        if not tensorboard and "tensorboard" in log.backends:
+            log = dataclasses.replace(log, backends=[b for b in log.backends if b != "tensorboard"])
+        try:  # first: a tracker that cannot start (no login, a bad tracking URI) leaves no run directory behind
+            self.trackers = open_trackers(self.logdir, log, config, resume)
+        except BaseException:
+            if created is not None:
+                shutil.rmtree(created, ignore_errors=True)
+            raise
         _drop_cut_row(self.logdir / "metrics.jsonl")
         self._jsonl = open(self.logdir / "metrics.jsonl", "a")
         if config is not None:  # the resolved config, seed, versions and machine beside the metrics (grpo.runinfo)
             from .runinfo import write_run_info
 
             write_run_info(self.logdir, config)
-        log = log or LogConfig()
-        if not tensorboard and "tensorboard" in log.backends:
-            log = dataclasses.replace(log, backends=[b for b in log.backends if b != "tensorboard"])
-        try:
-            self.trackers = open_trackers(self.logdir, log, config, resume)
-        except BaseException:
-            self._jsonl.close()
-            raise
 
     def log(self, step: int, scalars: Mapping[str, float | torch.Tensor]) -> None:
         if not self.enabled:

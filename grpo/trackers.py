@@ -57,6 +57,11 @@ class LogConfig:
                              "once)")
         if not self.project.strip():
             raise ValueError("log.project must not be empty (the tracker project or experiment the run goes to)")
+        for key, value, default, backend in (("wandb_mode", self.wandb_mode, "auto", "wandb"),
+                                             ("mlflow_uri", self.mlflow_uri, "", "mlflow")):
+            if value != default and backend not in self.backends:  # a setting of a tracker the run does not start
+                raise ValueError(f"log.{key}={value!r} does nothing: log.backends={list(self.backends)} has no "
+                                 f"{backend!r} (add it, or leave log.{key} out)")
 
 
 def missing_packages(log: LogConfig) -> str | None:

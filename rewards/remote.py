@@ -68,6 +68,18 @@ def is_url(name: str) -> bool:
     return name.startswith(("http://", "https://"))
 
 
+def check_url(key: str, url: str) -> None:
+    """A reward server's address ``url`` (config key ``key``) names a host and, if any, a port in 0..65535 (else one
+    ``ValueError``: the first request would fail, after the run started)."""
+    parts = urlsplit(url)
+    if not parts.hostname:
+        raise ValueError(f"{key}={url!r}: no host in it; expected http://HOST:PORT")
+    try:
+        parts.port
+    except ValueError:
+        raise ValueError(f"{key}={url!r}: the port is not a number in 0..65535; expected http://HOST:PORT") from None
+
+
 @dataclass
 class RemoteRewardConfig:
     url: str = ""  # the reward server http://HOST:PORT (serve-reward NAME --port P); empty: reward.name is the address
@@ -82,8 +94,8 @@ class RemoteRewardConfig:
         """One ``ValueError`` naming the first bad field."""
         if self.url and not is_url(self.url):
             raise ValueError(f"{key}.url={self.url!r}: expected http://HOST:PORT or https://HOST:PORT")
-        if self.url and not urlsplit(self.url).hostname:
-            raise ValueError(f"{key}.url={self.url!r}: no host in it; expected http://HOST:PORT")
+        if self.url:
+            check_url(f"{key}.url", self.url)
         if not self.timeout_s > 0:
             raise ValueError(f"{key}.timeout_s must be > 0, got {self.timeout_s}")
         if self.retries < 0:
@@ -405,8 +417,7 @@ def build_remote_reward(name: str, cfg: RemoteRewardConfig | None, key: str = "r
         raise ValueError(f"{key}: the server is named twice, {name!r} and remote.url={cfg.url!r}; give one")
     if not url:
         return None
-    if urlsplit(url).hostname is None:
-        raise ValueError(f"{key}={url!r}: no host in it; expected http://HOST:PORT")
+    check_url(key, url)
     return RemoteReward(cfg, url)
 
 
@@ -584,6 +595,8 @@ def add_serve_command(sub, prog: str) -> None:
 
 def serve_command(args) -> int:
     """Run ``serve-reward`` from parsed arguments (bad input: ``ValueError``, one line, exit 2)."""
+    if not args.name.strip():
+        raise ValueError("NAME is empty (expected a built-in reward name or package.module:attr)")
     try:
         kwargs = json.loads(args.kwargs)
     except json.JSONDecodeError as e:

@@ -582,6 +582,16 @@ SWEEP_2 = {
                               ["r.png", ".html"]),
     "d-serve-empty-host": ("diffusion_rl.cli", ["serve-reward", "shapes_verifier", "--host", "", "--port", "0"], [],
                            ["--host ''", "127.0.0.1"]),
+    "v-serve-empty-name": ("vla_rl.cli", ["serve-reward", "", "--port", "0"], [], ["NAME is empty"]),
+    "d-remote-port-range": (*D, ["reward.name=http://127.0.0.1:99999"], ["http://127.0.0.1:99999", "0..65535"]),
+    "d-remote-settings-unused": (*D, ["reward.remote.timeout_s=5"], ["reward.remote.timeout_s", "does nothing"]),
+    "v-remote-settings-unused": (*V, ["rl.remote.retries=1"], ["rl.remote.retries", "does nothing"]),
+    "d-log-mlflow-uri-unused": (*D, ["log.mlflow_uri=file:///tmp/x"], ["log.mlflow_uri", "does nothing"]),
+    "v-log-wandb-mode-unused": (*V, ["log.wandb_mode=offline"], ["log.wandb_mode", "does nothing"]),
+    # a tracker that cannot start its run (here: a tracking URI MLflow does not know) leaves no run directory behind
+    "d-tracker-cannot-start": ("diffusion_rl.cli", ["train", D_CFG],
+                               ["log.backends=[mlflow]", "log.mlflow_uri=nosuch://host", *D_TINY],
+                               ["mlflow could not start its run", "nosuch://host"]),
 }
 CASES.update(SWEEP)
 CASES.update(SWEEP_2)
@@ -595,7 +605,7 @@ SUBPROCESS = {"d-unknown-key", "t-unknown-key", "d-serve-unknown", "d-eval-missi
               "d-report-existing", "p-zero-steps", "v-unknown-key", "l-unknown-key", "v-serve-bad-port",
               "v-eval-missing", "v-report-existing", "r-zero-n", "fe-unknown-key",
               # (they served forever before their checks: a subprocess times out, a call would hang)
-              "d-serve-delay-nan", "v-serve-not-callable", "d-serve-empty-host",
+              "d-serve-delay-nan", "v-serve-not-callable", "d-serve-empty-host", "d-tracker-cannot-start",
               *(c for c, (_, head, extra, _) in CASES.items()
                 if c.startswith("lb-") or any(w in " ".join(head + extra) for w in ("robosuite", "libero")))}
 

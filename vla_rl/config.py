@@ -192,6 +192,9 @@ class VLARLConfig:
         if self.rl.train_seeds:
             out["rl.train_seed_range"] = "rl.train_seeds set (the fixed training states are cycled)"
         out.update(self.grpo.inactive_keys())
+        if not is_url(self.rl.reward):
+            out["rl.remote"] = (f"rl.reward={self.rl.reward!r} (they set up a reward server's client: "
+                                "rl.reward=http://HOST:PORT)")
         if self.policy.kind == "builtin":
             for k in ("path", "lerobot"):
                 out[f"policy.{k}"] = "policy.kind='builtin' (it configures a LeRobot policy)"
