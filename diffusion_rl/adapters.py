@@ -210,6 +210,12 @@ class DiffusionAdapter:
         unknown = [k for k in state if k not in params]
         if unknown:
             raise KeyError(f"checkpoint holds parameters {unknown[:5]} that this model does not have")
+        wrong = [(k, tuple(v.shape), tuple(params[k].shape)) for k, v in state.items() if v.shape != params[k].shape]
+        if wrong:  # copy_ would broadcast a [1, ...] tensor into every row: a damaged or foreign checkpoint, refused
+            k, got, want = wrong[0]
+            raise ValueError(f"checkpoint tensor {k!r} has shape {list(got)}, this model's is {list(want)} "
+                             f"({len(wrong)} of {len(state)} tensors differ: a damaged checkpoint, or one of another "
+                             "model.lora / model size)")
         with torch.no_grad():
             for k, v in state.items():
                 params[k].copy_(v)

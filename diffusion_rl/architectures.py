@@ -180,7 +180,7 @@ def arch_for(path: str | None, name: str | None = None) -> Arch:
     """The architecture named ``name``, else the one whose hub id or name appears in ``model.path``."""
     if name:
         if name not in ARCHS:
-            raise ValueError(f"unknown architecture {name!r}; expected one of {sorted(ARCHS)}")
+            raise ValueError(f"--arch {name!r}: unknown architecture; expected one of {sorted(ARCHS)}")
         return ARCHS[name]
     p = (path or "").lower()
     for a in ARCHS.values():

@@ -118,6 +118,7 @@ def main(argv: list[str] | None = None) -> int:
     s.add_argument("--init", default=None, help="continue training a saved shapes pipeline directory")
     s.add_argument("--save-every", type=int, default=500,
                    help="steps between resumable checkpoints in OUT.ckpt (0: none)")
+    s.add_argument("--force", action="store_true", help="write into an existing non-empty OUT (refused otherwise)")
     add_config_command(sub, "toy", lambda: __import__("grpo.demo", fromlist=["ToyConfig"]).ToyConfig,
                        config=dict(nargs="?", default=None, help="a ToyConfig YAML (e.g. configs/grpo/toy_flow.yaml)"),
                        overrides="train.iterations=10", dry_run="print the resolved config and the cost per iteration",
@@ -205,7 +206,7 @@ def _pretrain_shapes(args) -> int:
     from .preflight import check_pretrain_args
     from .pretrain_shapes import DEFAULT_DIR, pretrain
 
-    check_pretrain_args(args)
+    check_pretrain_args(args, args.out or DEFAULT_DIR)
     torch.set_num_threads(int(os.environ.get("OMP_NUM_THREADS", "2")))
     out = pretrain(args.out or DEFAULT_DIR, args.steps, args.size, args.batch, lr=args.lr, seed=args.seed,
                    hidden=args.hidden,

@@ -7,7 +7,7 @@ import math
 from pathlib import Path
 
 from grpo.config import MAX_SEED
-from grpo.preflight import check_path_exists, check_resumable, check_sizes, check_writable_dir
+from grpo.preflight import check_new_output, check_path_exists, check_resumable, check_sizes, check_writable_dir
 
 
 def check_train_inputs(cfg, writes: bool = True) -> None:
@@ -26,8 +26,9 @@ def check_train_inputs(cfg, writes: bool = True) -> None:
 MAX_PRETRAIN_SIZE = 256  # pretrain-shapes' largest --size (pixels)
 
 
-def check_pretrain_args(args) -> None:
-    """``diffusion-rl pretrain-shapes`` flags."""
+def check_pretrain_args(args, out: str | Path | None = None) -> None:
+    """``diffusion-rl pretrain-shapes`` flags; ``out``: where the model goes (``--out`` or the default folder), a new
+    path (or an empty folder) unless ``--force``, beside a resumable state ``OUT.ckpt`` that is complete when there."""
     check_sizes(("--steps", args.steps, 1), ("--size", args.size, 8), ("--batch", args.batch, 1),
                 ("--hidden", args.hidden, 1), ("--layers", args.layers, 1), ("--save-every", args.save_every, 0))
     if not (args.lr > 0 and math.isfinite(args.lr)):
@@ -39,8 +40,15 @@ def check_pretrain_args(args) -> None:
     check_path_exists("--init", args.init, "a saved shapes pipeline directory")
     if args.out is not None and not args.out.strip():
         raise ValueError("--out is empty (expected a directory path; leave --out out for the default cache folder)")
-    if args.out:
-        check_writable_dir(args.out, "--out")
+    from .tiny_models import check_tiny_sd3_width
+
+    if args.init is None:  # (--init continues a saved pipeline: its own width)
+        check_tiny_sd3_width(args.hidden, "--hidden")
+    out = out or args.out
+    if out:
+        check_writable_dir(out, "--out")
+        check_new_output(out, "--out", getattr(args, "force", False))  # a finished model is never overwritten
+        check_resumable(Path(str(out) + ".ckpt"), advice="move it away (or delete it) to pretrain from step 0")
 
 
 def probe_reward(cfg) -> None:

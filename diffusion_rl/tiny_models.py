@@ -74,6 +74,20 @@ def tiny_vae(latent_channels: int = 4, channels: Sequence[int] = (16, 16), shift
                          scaling_factor=scale, shift_factor=shift)
 
 
+def tiny_sd3_heads(hidden: int) -> int:
+    """Attention heads of :func:`tiny_sd3_pipeline`'s transformer of width ``hidden`` (16-wide heads, at least one)."""
+    return max(1, hidden // 16)
+
+
+def check_tiny_sd3_width(hidden: int, key: str = "hidden") -> None:
+    """``hidden`` splits into :func:`tiny_sd3_heads` equal heads and is a multiple of 4 (the 2-D sin-cos position
+    embedding), else one ``ValueError`` naming ``key``."""
+    heads = tiny_sd3_heads(hidden)
+    if hidden % 4 or hidden % heads:
+        raise ValueError(f"{key}={hidden}: expected a multiple of 4 that splits into its {heads} attention heads "
+                         "(hidden // 16 of them), e.g. 64 or 128")
+
+
 def tiny_sd3_pipeline(words: Iterable[str] = (), seed: int = 0, hidden: int = 32, layers: int = 2,
                       sample_size: int = 16,
                       latent_channels: int = 4, with_vae: bool = True, with_t5: bool = True, patch_size: int = 2,
@@ -85,7 +99,8 @@ def tiny_sd3_pipeline(words: Iterable[str] = (), seed: int = 0, hidden: int = 32
     torch.manual_seed(seed)
     tok = make_tokenizer(words, max_length)
     v = len(tok)
-    heads = max(1, hidden // 16)
+    check_tiny_sd3_width(hidden)
+    heads = tiny_sd3_heads(hidden)
     in_ch = latent_channels if with_vae else 3
     transformer = SD3Transformer2DModel(
         sample_size=sample_size, patch_size=patch_size, in_channels=in_ch, out_channels=in_ch, num_layers=layers,

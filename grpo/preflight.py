@@ -93,6 +93,7 @@ def check_flags(*items: tuple[str, Any, bool, str]) -> None:
 
 
 PLAN_FLAGS = {"gpus": "1,8", "gpu_mem": 80.0, "mfu": 0.4}  # --plan's options shared by both CLIs, with defaults
+MAX_PLAN_GPUS = 100_000  # the largest --gpus count planned for (a typo beyond it would print a table of noise)
 
 
 def check_plan_flags(gpus: str, gpu_mem: float, peak_tflops: float | None, mfu: float) -> tuple[int, ...]:
@@ -105,7 +106,8 @@ def check_plan_flags(gpus: str, gpu_mem: float, peak_tflops: float | None, mfu: 
         counts = tuple(int(g) for g in str(gpus).split(","))
     except ValueError:
         counts = ()
-    check_flags(("--gpus", repr(gpus), bool(counts) and min(counts) >= 1, "positive integers, e.g. 1,8"),
+    check_flags(("--gpus", repr(gpus), bool(counts) and 1 <= min(counts) <= max(counts) <= MAX_PLAN_GPUS,
+                 f"positive integers up to {MAX_PLAN_GPUS}, e.g. 1,8"),
                 ("--gpu-mem", gpu_mem, math.isfinite(gpu_mem) and gpu_mem > 0, "a finite number of GB > 0"),
                 ("--mfu", mfu, 0 < mfu <= 1, "a fraction in (0, 1]"))
     if peak_tflops is not None:
@@ -275,7 +277,10 @@ def resolve_checkpoint(path: str | os.PathLike, missing: str = "checkpoint not f
                             "checkpoints/ folder or a step_* directory)")
 
 
-def check_resumable(ckpt_root: str | os.PathLike, cfg: Any = None) -> None:
+RESUME_ADVICE = "move it away to resume from an older checkpoint, or set resume=false"
+
+
+def check_resumable(ckpt_root: str | os.PathLike, cfg: Any = None, advice: str = RESUME_ADVICE) -> None:
     """Before resuming from ``ckpt_root``: the checkpoint the run would resume from is complete. A corrupt one is
     reported (one line) and left as it is, never deleted or overwritten; the user moves it away or starts afresh.
     With ``cfg`` (the run's config), its saved config must match too (:func:`grpo.config.check_resume_config`, as
@@ -292,8 +297,7 @@ def check_resumable(ckpt_root: str | os.PathLike, cfg: Any = None) -> None:
         if latest is not None:
             check_checkpoint_dir(latest)
     except ValueError as e:
-        raise ValueError(f"resume: {e}; it was left untouched: move it away to resume from an older checkpoint, or "
-                         "set resume=false") from None
+        raise ValueError(f"resume: {e}; it was left untouched: {advice}") from None
     if latest is not None and cfg is not None:
         from .config import check_resume_config
 

@@ -105,6 +105,8 @@ def assets(tmp_path_factory):
     (a / "prev_export").mkdir()
     (a / "prev_export" / "export.json").write_text("{}\n")
     (a / "a_dir.yaml").mkdir()
+    (a / "dmg.ckpt" / "step_000001").mkdir(parents=True)  # pretrain-shapes' resumable state, damaged
+    (a / "dmg.ckpt" / "step_000001" / "state.json").write_text('{"step": 1, "sta')
     (a / "dup.yaml").write_text((REPO / D_CFG).read_text() + "train: {iterations: 2}\n")  # a second train: section
     (a / "metrics_only").mkdir()
     (a / "metrics_only" / "metrics.jsonl").write_text('{"step": 0, "time": 0.0, "reward/mean": 0.1}\n')
@@ -130,6 +132,13 @@ def _corrupt_copy(src: Path, dst: Path, how: str) -> Path:
         (ck / "state.json").write_text("{}\n")
     elif how == "latestbinary":  # the "latest" pointer is not text
         (dst / "checkpoints" / "latest").write_bytes(b"\xff\xfe\x00\x01")
+    elif how == "shape":  # weights of another shape under the same names (a [1, ...] tensor would broadcast)
+        from safetensors.torch import load_file, save_file
+
+        for f in [*ck.glob("trainable.safetensors"), *ck.glob("model.safetensors")]:
+            sd = load_file(f)
+            k = next(k for k, v in sd.items() if v.dim() == 2)
+            save_file({**sd, k: sd[k][:1].clone()}, f)
     elif how == "nolora":  # the checkpoint's trainable weights are gone
         for c in (dst / "checkpoints").iterdir():
             if c.is_dir() and not c.is_symlink():
@@ -588,6 +597,19 @@ SWEEP_2 = {
     "v-remote-settings-unused": (*V, ["rl.remote.retries=1"], ["rl.remote.retries", "does nothing"]),
     "d-log-mlflow-uri-unused": (*D, ["log.mlflow_uri=file:///tmp/x"], ["log.mlflow_uri", "does nothing"]),
     "v-log-wandb-mode-unused": (*V, ["log.wandb_mode=offline"], ["log.wandb_mode", "does nothing"]),
+    "p-out-nonempty": ("diffusion_rl.cli", ["pretrain-shapes", "--out", "{assets}/prev_export", "--steps", "1"], [],
+                       ["{assets}/prev_export", "already exists", "--force"]),
+    "p-ckpt-damaged": ("diffusion_rl.cli", ["pretrain-shapes", "--out", "{assets}/dmg", "--steps", "1"], [],
+                       ["dmg.ckpt", "corrupt checkpoint state", "left untouched"]),
+    "p-hidden-heads": ("diffusion_rl.cli", ["pretrain-shapes", "--out", "{assets}/ps", "--hidden", "50", "--steps",
+                                            "1"], [], ["--hidden=50", "attention heads"]),
+    "d-plan-arch-unknown": (*D_PLAN, ["--arch", "sd9"], ["--arch 'sd9'", "unknown architecture"]),
+    "d-plan-gpus-huge": (*D_PLAN, ["--gpus", "99999999999999"], ["--gpus", "up to 100000"]),
+    # a checkpoint tensor of another shape was broadcast into the weights (diffusion) or a traceback (VLA)
+    "d-eval-weights-shape": ("diffusion_rl.cli", ["eval", "{drun_shape_dir}"], [],
+                             ["has shape [1,", "this model's is"]),
+    "v-eval-weights-shape": ("vla_rl.cli", ["eval", "{vrun_shape_dir}"], [], ["model.safetensors",
+                                                                          "does not fit this policy"]),
     # a tracker that cannot start its run (here: a tracking URI MLflow does not know) leaves no run directory behind
     "d-tracker-cannot-start": ("diffusion_rl.cli", ["train", D_CFG],
                                ["log.backends=[mlflow]", "log.mlflow_uri=nosuch://host", *D_TINY],
@@ -627,7 +649,8 @@ def test_bad_input(case, assets, request, tmp_path, capfd, caplog, monkeypatch):
         kwargs["bogus_opt"] = 1
         (ck / "state.json").write_text(json.dumps(st))
         subs["vrun_badenv_ck"] = str(ck)
-    for kind in ("truncated", "nostate", "copy", "stalelatest", "nolora", "statelist", "stateempty", "latestbinary"):
+    for kind in ("truncated", "nostate", "copy", "stalelatest", "nolora", "statelist", "stateempty", "latestbinary",
+                 "shape"):
         for key, fixture in (("drun", "diffusion_run"), ("vrun", "vla_run")):
             if f"{{{key}_{kind}" in text:
                 src = request.getfixturevalue(fixture)

@@ -155,7 +155,9 @@ def cmd_eval(args: argparse.Namespace) -> int:
     ck = Path(st["__path__"]).resolve()
     run_dir = next((p for p in [ck, *ck.parents] if (p / "checkpoints").is_dir()), Path(cfg.output_dir))
     policy = make_policy(policy_config_from_dict(st["policy_config"]), workdir=run_dir, vocabulary=st.get("vocab"))
-    policy.load_state_dict(st["model"])  # the checkpoint's CPU tensors
+    from .policies.base import load_checkpoint_weights
+
+    load_checkpoint_weights(policy, st["model"], st["__path__"])  # the checkpoint's CPU tensors
     policy.to(resolve_device(cfg.device))
     policy.set_mixed_precision(cfg.dist.mixed_precision)
     policy.eval()

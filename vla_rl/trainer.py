@@ -63,7 +63,7 @@ from .episode_rewards import build_episode_reward, episode_rewards, rollout_scal
 from .fsdp_policy import shard_for_rl, sync_replica
 from .heldout_eval import eval_everywhere, run_eval
 from .policies import TrainablePolicy, make_policy
-from .policies.base import policy_vocabulary, restore_vocabulary
+from .policies.base import load_checkpoint_weights, policy_vocabulary, restore_vocabulary
 from .policy import batch_to
 from .rollout import (
     EnvPool,
@@ -180,7 +180,7 @@ class VLARLTrainer(TrainerBase):
     def load_state_dict(self, st: dict[str, Any]) -> None:
         # load_state_dict copies the weights and the optimizer state onto the policy's device: a run resumes anywhere
         restore_vocabulary(self.policy, st.get("vocab"))
-        self.policy.load_state_dict(st["model"])
+        load_checkpoint_weights(self.policy, st["model"], st.get("__path__"))
         self.optimizer.load_state_dict(st["optimizer"])  # full state; ``shard_for_rl`` shards it under FSDP
         self.restore_progress(st["trainer"])
         before = st["config"].get("rl", {})

@@ -76,6 +76,16 @@ def policy_vocabulary(policy: Any) -> list[str] | None:
     return get() if callable(get) else None
 
 
+def load_checkpoint_weights(policy, state: dict, path) -> None:
+    """``policy.load_state_dict(state)`` of a checkpoint at ``path``; tensors of other shapes or names (a damaged
+    checkpoint, or another policy's) raise one ``ValueError`` naming the file and the first mismatch."""
+    try:
+        policy.load_state_dict(state)
+    except RuntimeError as e:
+        first = next((ln.strip() for ln in str(e).splitlines()[1:] if ln.strip()), " ".join(str(e).split()))
+        raise ValueError(f"{path}/model.safetensors does not fit this policy: {first}") from None
+
+
 def restore_vocabulary(policy: Any, words: list[str] | None) -> None:
     """Give ``policy`` a checkpoint's vocabulary (:func:`policy_vocabulary`); nothing when ``words`` is None or
     the class keeps none."""
