@@ -216,6 +216,10 @@ class DiffusionAdapter:
             raise ValueError(f"checkpoint tensor {k!r} has shape {list(got)}, this model's is {list(want)} "
                              f"({len(wrong)} of {len(state)} tensors differ: a damaged checkpoint, or one of another "
                              "model.lora / model size)")
+        bad = [k for k, v in state.items() if v.is_floating_point() and not torch.isfinite(v).all()]
+        if bad:  # training on from them would give NaN samples and rewards
+            raise ValueError(f"checkpoint tensor {bad[0]!r} holds NaN/inf ({len(bad)} of {len(state)} tensors): a "
+                             "damaged checkpoint, left as it is; resume from an older one")
         with torch.no_grad():
             for k, v in state.items():
                 params[k].copy_(v)

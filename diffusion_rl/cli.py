@@ -40,6 +40,7 @@ from grpo.monitors import RewardHackingError
 from grpo.onpolicy import OnPolicyError
 from grpo.preflight import (
     PLAN_FLAGS,
+    check_new_output,
     check_plan_flags,
     check_plan_only,
     check_writable_dir,
@@ -267,6 +268,7 @@ def check_export_target(run_dir: str, out: str, force: bool) -> None:
     if held and not force:
         raise ValueError(f"OUT={out!r} already holds an export ({', '.join(held)}); expected an empty or new directory "
                          "(pass --force to replace it)")
+    check_new_output(target, "OUT", force)  # other files: not written among them either
 
 
 def _eval(args) -> int:

@@ -139,6 +139,14 @@ def _corrupt_copy(src: Path, dst: Path, how: str) -> Path:
             sd = load_file(f)
             k = next(k for k, v in sd.items() if v.dim() == 2)
             save_file({**sd, k: sd[k][:1].clone()}, f)
+    elif how == "nan":  # weights of NaN: training on from them would give NaN samples / actions
+        from safetensors.torch import load_file, save_file
+
+        for f in [*ck.glob("trainable.safetensors"), *ck.glob("model.safetensors")]:
+            save_file({k: v.fill_(float("nan")) if v.is_floating_point() else v for k, v in load_file(f).items()}, f)
+    elif how == "policytrunc":  # the saved policy (sft.base_policy) cut short
+        f = dst / "policy" / "model.safetensors"
+        f.write_bytes(f.read_bytes()[:300])
     elif how == "nolora":  # the checkpoint's trainable weights are gone
         for c in (dst / "checkpoints").iterdir():
             if c.is_dir() and not c.is_symlink():
@@ -610,6 +618,13 @@ SWEEP_2 = {
                              ["has shape [1,", "this model's is"]),
     "v-eval-weights-shape": ("vla_rl.cli", ["eval", "{vrun_shape_dir}"], [], ["model.safetensors",
                                                                           "does not fit this policy"]),
+    "d-eval-weights-nan": ("diffusion_rl.cli", ["eval", "{drun_nan_dir}"], [], ["NaN/inf", "damaged checkpoint"]),
+    "v-eval-weights-nan": ("vla_rl.cli", ["eval", "{vrun_nan_dir}"], [], ["model.safetensors", "NaN/inf"]),
+    "v-base-policy-truncated": ("vla_rl.cli", ["train", V_CFG],
+                                [*V_TINY, "sft.base_policy={vrun_policytrunc_dir}/policy"],
+                                ["sft.base_policy", "model.safetensors", "corrupt safetensors"]),
+    "d-export-nonempty-dir": ("diffusion_rl.cli", ["export", "{drun}", "{assets}/metrics_only"], [],
+                              ["metrics_only", "already exists", "--force"]),
     # a tracker that cannot start its run (here: a tracking URI MLflow does not know) leaves no run directory behind
     "d-tracker-cannot-start": ("diffusion_rl.cli", ["train", D_CFG],
                                ["log.backends=[mlflow]", "log.mlflow_uri=nosuch://host", *D_TINY],
@@ -650,7 +665,7 @@ def test_bad_input(case, assets, request, tmp_path, capfd, caplog, monkeypatch):
         (ck / "state.json").write_text(json.dumps(st))
         subs["vrun_badenv_ck"] = str(ck)
     for kind in ("truncated", "nostate", "copy", "stalelatest", "nolora", "statelist", "stateempty", "latestbinary",
-                 "shape"):
+                 "shape", "nan", "policytrunc"):
         for key, fixture in (("drun", "diffusion_run"), ("vrun", "vla_run")):
             if f"{{{key}_{kind}" in text:
                 src = request.getfixturevalue(fixture)

@@ -30,6 +30,29 @@ def check_task(key: str, task: str, tasks: list[str]) -> None:
                  hint="; LIBERO tasks are libero/<suite>/<i>")
 
 
+def check_policy_files(key: str, value: str | None) -> None:
+    """A saved policy directory named by ``key`` (when local) holds a readable ``config.json`` and whole safetensors
+    files (headers only), else one line naming the file."""
+    import json
+
+    from grpo.preflight import check_safetensors_file
+
+    p = Path(value).expanduser() if value and not value.startswith("builtin:") else None
+    if p is None or not p.is_dir():
+        return
+    if (p / "config.json").is_file():
+        try:
+            json.loads((p / "config.json").read_text())
+        except ValueError as e:
+            raise ValueError(f"{key}={value!r}: {p / 'config.json'} is not valid JSON ({' '.join(str(e).split())}); "
+                             "expected a policy saved by save_pretrained") from None
+    for f in sorted(p.glob("*.safetensors")):
+        try:
+            check_safetensors_file(f)
+        except ValueError as e:
+            raise ValueError(f"{key}={value!r}: {e}") from None
+
+
 def check_vla_inputs(cfg, writes: bool = True) -> None:
     """A ``VLARLConfig``'s checks before anything is built. ``writes=False`` (a dry run, which writes nothing and
     needs no data) checks the values only; a run also checks its weights, demo file and output directory."""
@@ -50,6 +73,8 @@ def check_vla_inputs(cfg, writes: bool = True) -> None:
     check_path_exists("sft.base_policy", cfg.sft.base_policy,
                       "a saved policy directory (save_pretrained) or builtin:<name>")
     check_path_exists("sft.init_policy", cfg.sft.init_policy, "a saved policy directory (save_pretrained)")
+    check_policy_files("sft.base_policy", cfg.sft.base_policy)
+    check_policy_files("sft.init_policy", cfg.sft.init_policy)
     check_path_exists("sft.demo_path", cfg.sft.demo_path, "an HDF5 demo file (vla-rl record-demos / libero-demos)")
     if cfg.sft.demo_path:
         check_demo_actions(cfg.sft.demo_path, cfg.env.tasks[0], cfg.env.kwargs)
@@ -117,6 +142,8 @@ def check_loop_inputs(cfg, writes: bool = True) -> None:
         return
     check_path_exists("vla.sft.base_policy", cfg.vla.sft.base_policy, "a saved policy directory or builtin:<name>")
     check_path_exists("vla.sft.init_policy", cfg.vla.sft.init_policy, "a saved policy directory (save_pretrained)")
+    check_policy_files("vla.sft.base_policy", cfg.vla.sft.base_policy)
+    check_policy_files("vla.sft.init_policy", cfg.vla.sft.init_policy)
     check_path_exists("vla.sft.demo_path", cfg.vla.sft.demo_path,
                       "an HDF5 demo file (vla-rl record-demos / libero-demos)")
     if cfg.vla.sft.demo_path:  # the loop's SFT runs on data.task
