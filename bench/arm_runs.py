@@ -9,6 +9,7 @@ every run holds the arms asked for (:func:`missing_arms`)."""
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import subprocess
 import sys
@@ -106,3 +107,35 @@ def missing_arms(prog: str, runs: list[dict], arms: list[str]) -> bool:
     if gaps:
         print(f"{prog}: {'; '.join(gaps)}: pass --arms with the arms the runs hold", file=sys.stderr)
     return bool(gaps)
+
+
+def parse_seed_list(text: str | None, n: int) -> list[int]:
+    """``--seed-list`` (``"0,2,5"``) or, without it, ``0 .. n-1``: distinct integers >= 0, else ``ValueError`` (one
+    line naming the flag)."""
+    if not text:
+        return list(range(n))
+    try:
+        seeds = [int(s) for s in text.split(",")]
+    except ValueError:
+        raise ValueError(f"--seed-list {text!r}: expected comma-separated integers") from None
+    if min(seeds) < 0 or len(set(seeds)) != len(seeds):
+        raise ValueError(f"--seed-list {text!r}: expected distinct seeds >= 0")
+    return seeds
+
+
+def read_json_runs(paths: str) -> list[dict]:
+    """The runs of ``--report-from`` (comma-separated ``--json-out`` files, each a JSON list of runs
+    ``{"seed": int, "arms": {...}, ...}``), else ``ValueError`` naming the file and what it should hold."""
+    runs: list[dict] = []
+    for path in paths.split(","):
+        try:
+            data = json.loads(Path(path).read_text())
+        except (OSError, ValueError) as e:
+            raise ValueError(f"--report-from {path!r}: {' '.join(str(e).split())}") from None
+        if not (isinstance(data, list) and data and all(
+                isinstance(r, dict) and isinstance(r.get("seed"), int) and isinstance(r.get("arms"), dict)
+                for r in data)):
+            raise ValueError(f"--report-from {path!r}: expected a --json-out file (a non-empty JSON list of runs, "
+                             "each with 'seed' and 'arms')")
+        runs += data
+    return runs

@@ -59,7 +59,7 @@ import torch  # noqa: E402
 
 torch.set_num_threads(int(os.environ["OMP_NUM_THREADS"]))
 
-from arm_runs import missing_arms  # noqa: E402
+from arm_runs import missing_arms, parse_seed_list, read_json_runs  # noqa: E402
 from big_shapes_task import TARGET_AREA, BigShapesReward  # noqa: E402
 from claims_toy import mean_se  # noqa: E402
 from layout_shapes_task import LayoutShapesReward  # noqa: E402
@@ -411,20 +411,19 @@ def run_seeds(prog: str, args, problems: list[str], run_seed, report) -> int:
     or one ``run_seed(args, seed)`` per seed (``--json-out`` rewritten after each seed, so a killed bench keeps what
     it finished), then ``report(args, runs)`` (its return value, if any, is the exit code: 2 for runs it refuses)."""
     try:
-        seeds = [int(s) for s in args.seed_list.split(",")] if args.seed_list else list(range(args.seeds))
-    except ValueError:
-        problems.append(f"--seed-list {args.seed_list!r}: expected comma-separated integers")
+        seeds = parse_seed_list(args.seed_list, args.seeds)
+    except ValueError as e:
+        problems.append(str(e))
     if problems:
         print(f"{prog}: {problems[0]}", file=sys.stderr)
         return 2
     runs = []
     if args.report_from:
-        for path in args.report_from.split(","):
-            try:
-                runs += json.loads(Path(path).read_text())
-            except (OSError, ValueError) as e:
-                print(f"{prog}: --report-from {path!r}: {e}", file=sys.stderr)
-                return 2
+        try:
+            runs = read_json_runs(args.report_from)
+        except ValueError as e:
+            print(f"{prog}: {e}", file=sys.stderr)
+            return 2
         return report(args, runs) or 0
     for seed in seeds:
         t = time.perf_counter()

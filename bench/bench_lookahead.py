@@ -77,7 +77,7 @@ import torch  # noqa: E402
 
 torch.set_num_threads(int(os.environ["OMP_NUM_THREADS"]))
 
-from arm_runs import join_seeds, missing_arms  # noqa: E402
+from arm_runs import join_seeds, missing_arms, parse_seed_list, read_json_runs  # noqa: E402
 from bench_branch_headroom import fmt, make_trainer  # noqa: E402
 from big_shapes_task import TARGET_AREA  # noqa: E402
 from claims_toy import mean_se  # noqa: E402
@@ -445,9 +445,9 @@ def main(argv=None) -> int:
         if not ok:
             problems.append(f"{flag} {v}: out of range")
     try:
-        seeds = [int(s) for s in args.seed_list.split(",")] if args.seed_list else list(range(args.seeds))
-    except ValueError:
-        problems.append(f"--seed-list {args.seed_list!r}: expected comma-separated integers")
+        seeds = parse_seed_list(args.seed_list, args.seeds)
+    except ValueError as e:
+        problems.append(str(e))
     if problems:
         print(f"bench_lookahead: {problems[0]}", file=sys.stderr)
         return 2
@@ -456,10 +456,10 @@ def main(argv=None) -> int:
     runs = []
     if args.report_from:
         try:
-            runs = join_seeds([r for path in args.report_from.split(",") for r in json.loads(Path(path).read_text())],
-                              "leaves", "leaf rewards")
+            runs = join_seeds(read_json_runs(args.report_from), "leaves", "leaf rewards")
         except (OSError, ValueError, KeyError) as e:
-            print(f"bench_lookahead: --report-from {args.report_from!r}: {e}", file=sys.stderr)
+            print(f"bench_lookahead: {e}" if "--report-from" in str(e) else
+                  f"bench_lookahead: --report-from {args.report_from!r}: {e}", file=sys.stderr)
             return 2
         if missing_arms("bench_lookahead", runs, args.arms):
             return 2

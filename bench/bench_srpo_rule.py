@@ -52,8 +52,9 @@ def parse(argv=None) -> argparse.Namespace:
         a.seeds = [int(s) for s in a.seed_list.split(",") if s.strip()]
     except ValueError:
         p.exit(2, f"bench_srpo_rule: --seed-list {a.seed_list!r} is not a comma-separated list of integers\n")
-    if not a.seeds or a.iterations < 1 or a.episodes < 1:
-        p.exit(2, "bench_srpo_rule: --seed-list, --iterations and --episodes must be non-empty / positive\n")
+    if not a.seeds or min(a.seeds) < 0 or a.state < 0 or a.iterations < 1 or a.episodes < 1:
+        p.exit(2, "bench_srpo_rule: --seed-list must be seeds >= 0, --state >= 0, --iterations and --episodes "
+                  f"positive; got {a.seed_list!r}, {a.state}, {a.iterations}, {a.episodes}\n")
     return a
 
 
@@ -133,8 +134,19 @@ def main(argv=None) -> int:
             if not path.is_file():
                 print(f"bench_srpo_rule: --report-from file {f!r} does not exist", file=sys.stderr)
                 return 2
-            rows += json.loads(path.read_text())["rows"]
-        print(report(sorted(rows, key=lambda r: r["seed"])))
+            try:
+                got = json.loads(path.read_text())["rows"]
+                rows += [r for r in got if isinstance(r, dict) and isinstance(r["seed"], int)]
+            except (ValueError, KeyError, TypeError) as e:  # not JSON, or not a --json-out file
+                print(f"bench_srpo_rule: --report-from file {f!r}: not a --json-out file ({type(e).__name__}: {e}; "
+                      "expected a JSON object whose 'rows' are the per-seed results)", file=sys.stderr)
+                return 2
+        try:
+            print(report(sorted(rows, key=lambda r: r["seed"])))
+        except (KeyError, TypeError, ValueError) as e:
+            print(f"bench_srpo_rule: --report-from {a.report_from!r}: rows lack {e} (not --json-out files of this "
+                  "bench)", file=sys.stderr)
+            return 2
         return 0
     rows = [run_seed(s, a) for s in a.seeds]
     if a.json_out:

@@ -746,3 +746,24 @@ def test_sigint_mid_run_then_resume_diffusion(tmp_path):
     args = ["train", D_CFG, f"output_dir={out}", *D_TINY, "train.iterations=200", "train.save_every=100",
             "train.eval_every=0"]
     _interrupt_then_resume("diffusion_rl.cli", args, lambda o: _metrics_rows(o) >= 1, "train.iterations", out)
+
+
+# ---- the benches' own flags (the misuse sweep 2): one line, exit 2, before any run -------------------------------
+@pytest.mark.parametrize("script,args,data,expect", [
+    ("bench_tree_pool.py", ["--seed-list=-1"], None, ["--seed-list '-1'", "distinct seeds >= 0"]),
+    ("bench_tree_pool.py", ["--report-from", "{f}"], {"seed": 0, "arms": {}}, ["--report-from", "a --json-out file"]),
+    ("bench_lookahead.py", ["--report-from", "{f}"], [{"seed": 0}], ["--report-from", "'seed' and 'arms'"]),
+    ("bench_srpo_rule.py", ["--report-from", "{f}"], {"seed": 0}, ["--report-from file", "not a --json-out file"]),
+])
+def test_bench_bad_input(script, args, data, expect, tmp_path):
+    f = tmp_path / "runs.json"
+    if data is not None:
+        f.write_text(json.dumps(data))
+    before = snapshot(tmp_path)
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "PYTHONPATH": str(REPO)}
+    r = subprocess.run([sys.executable, str(REPO / "bench" / script), *[a.replace("{f}", str(f)) for a in args]],
+                       cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
+    lines = [ln for ln in r.stderr.splitlines() if ln.strip() and "Warning" not in ln and "warnings.warn" not in ln]
+    assert r.returncode == 2 and "Traceback" not in r.stderr, r.stderr[-2000:]
+    assert len(lines) == 1 and all(e in lines[0] for e in expect), lines
+    assert snapshot(tmp_path) == before
