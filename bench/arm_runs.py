@@ -39,7 +39,16 @@ def seeds_parser(doc: str, seeds: int, seeds_help: str = "training seeds per arm
 
 def bad_args(args: argparse.Namespace, **minimum: int) -> bool:
     """Whether an option is below its ``minimum`` (``dest=least value``); if so, one line on stderr naming every
-    option's rule and the values given."""
+    option's rule and the values given; also whether ``--out`` (when the bench has one) cannot be a directory."""
+    out = getattr(args, "out", None)
+    if out is not None:
+        from grpo.preflight import check_writable_dir
+
+        try:
+            check_writable_dir(out, "--out")
+        except ValueError as e:
+            print(f"error: {e}", file=sys.stderr)
+            return True
     if all(getattr(args, k) >= lo for k, lo in minimum.items()):
         return False
     rules = [f"--{k.replace('_', '-')} >= {lo}" for k, lo in minimum.items()]

@@ -754,6 +754,7 @@ def test_sigint_mid_run_then_resume_diffusion(tmp_path):
     ("bench_tree_pool.py", ["--report-from", "{f}"], {"seed": 0, "arms": {}}, ["--report-from", "a --json-out file"]),
     ("bench_lookahead.py", ["--report-from", "{f}"], [{"seed": 0}], ["--report-from", "'seed' and 'arms'"]),
     ("bench_srpo_rule.py", ["--report-from", "{f}"], {"seed": 0}, ["--report-from file", "not a --json-out file"]),
+    ("bench_srpo_regime.py", ["--out", "{f}/runs"], {}, ["--out", "is a file, not a directory"]),
 ])
 def test_bench_bad_input(script, args, data, expect, tmp_path):
     f = tmp_path / "runs.json"
