@@ -28,6 +28,7 @@ from typing import Any, Iterator, Literal
 
 import torch
 
+from grpo.checkpoint import nonfinite_tensors
 from grpo.device import check_device_name, resolve_device
 
 from .families import DEFAULT_LORA_TARGETS, PIPELINES  # noqa: F401  (re-exported: the families' defaults)
@@ -216,7 +217,7 @@ class DiffusionAdapter:
             raise ValueError(f"checkpoint tensor {k!r} has shape {list(got)}, this model's is {list(want)} "
                              f"({len(wrong)} of {len(state)} tensors differ: a damaged checkpoint, or one of another "
                              "model.lora / model size)")
-        bad = [k for k, v in state.items() if v.is_floating_point() and not torch.isfinite(v).all()]
+        bad = nonfinite_tensors(state)
         if bad:  # training on from them would give NaN samples and rewards
             raise ValueError(f"checkpoint tensor {bad[0]!r} holds NaN/inf ({len(bad)} of {len(state)} tensors): a "
                              "damaged checkpoint, left as it is; resume from an older one")

@@ -256,6 +256,12 @@ def read_best_record(root: str | os.PathLike) -> dict[str, Any] | None:
     return None if skeleton is None else _unflatten(skeleton, {})
 
 
+def nonfinite_tensors(state: Mapping[str, Any]) -> list[str]:
+    """Names of the floating-point tensors of a weight ``state`` (``{name: tensor}``) that hold NaN or inf: a damaged
+    checkpoint, which the loaders refuse rather than train or evaluate from (non-tensor values are skipped)."""
+    return [k for k, v in state.items() if torch.is_tensor(v) and v.is_floating_point() and not torch.isfinite(v).all()]
+
+
 def read_saved_config(path: str | os.PathLike) -> dict[str, Any] | None:
     """The run config that checkpoint directory ``path`` saved (its state's ``"config"`` entry, the trainer's
     :func:`grpo.config.config_to_dict`), read from ``state.json`` alone: no tensors are loaded. None when the

@@ -79,9 +79,9 @@ def policy_vocabulary(policy: Any) -> list[str] | None:
 def load_checkpoint_weights(policy, state: dict, path) -> None:
     """``policy.load_state_dict(state)`` of a checkpoint at ``path``; tensors of other shapes or names (a damaged
     checkpoint, or another policy's) raise one ``ValueError`` naming the file and the first mismatch."""
-    import torch
+    from grpo.checkpoint import nonfinite_tensors
 
-    bad = [k for k, v in state.items() if torch.is_tensor(v) and v.is_floating_point() and not torch.isfinite(v).all()]
+    bad = nonfinite_tensors(state)
     if bad:  # training or evaluating from them would give NaN actions
         raise ValueError(f"{path}/model.safetensors: tensor {bad[0]!r} holds NaN/inf ({len(bad)} of {len(state)} "
                          "tensors): a damaged checkpoint, left as it is")
