@@ -343,11 +343,15 @@ def given_keys(cls: type, data: dict, prefix: str = "") -> set[str]:
 
 def check_inactive_keys(cfg: Any, given: set[str], source: str = "config") -> None:
     """Refuse keys that the chosen mode ignores: ``cfg.inactive_keys()`` maps a dotted key (a leaf, or a section
-    meaning everything under it) to the reason; raise :class:`ConfigError` naming the first given one."""
-    inactive = getattr(cfg, "inactive_keys", None)
-    if inactive is None:
-        return
-    for key, why in inactive().items():
+    meaning everything under it) to the reason; raise :class:`ConfigError` naming the first given one. The tracker
+    settings of every ``log:`` section (:meth:`grpo.trackers.LogConfig.inactive_keys`: a tracker's setting while
+    ``backends`` does not start it) are refused the same way, in any job's config."""
+    from .trackers import LogConfig
+
+    inactive = dict(getattr(cfg, "inactive_keys", dict)())
+    for prefix, log in _sections(cfg, LogConfig):
+        inactive.update(log.inactive_keys(prefix))
+    for key, why in inactive.items():
         hits = sorted(g for g in given if g == key or g.startswith(key + "."))
         if hits:
             raise ConfigError(f"{source}: config key '{hits[-1]}' does nothing with {why}; remove it "

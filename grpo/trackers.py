@@ -57,11 +57,17 @@ class LogConfig:
                              "once)")
         if not self.project.strip():
             raise ValueError("log.project must not be empty (the tracker project or experiment the run goes to)")
-        for key, value, default, backend in (("wandb_mode", self.wandb_mode, "auto", "wandb"),
-                                             ("mlflow_uri", self.mlflow_uri, "", "mlflow")):
-            if value != default and backend not in self.backends:  # a setting of a tracker the run does not start
-                raise ValueError(f"log.{key}={value!r} does nothing: log.backends={list(self.backends)} has no "
-                                 f"{backend!r} (add it, or leave log.{key} out)")
+
+    def inactive_keys(self, prefix: str = "log") -> dict[str, str]:
+        """Keys of this section that no started tracker reads (``prefix.key`` -> why), for
+        :func:`grpo.config.check_inactive_keys` (which gathers them from every ``log:`` section of a job's config):
+        ``wandb_mode`` without ``wandb`` in ``backends``, ``mlflow_uri`` without ``mlflow``."""
+        out: dict[str, str] = {}
+        for key, backend in (("wandb_mode", "wandb"), ("mlflow_uri", "mlflow")):
+            if backend not in self.backends:  # a setting of a tracker the run does not start
+                out[f"{prefix}.{key}"] = (f"{prefix}.backends={list(self.backends)} (it sets up the {backend!r} "
+                                          f"tracker: add {backend!r} to {prefix}.backends)")
+        return out
 
 
 def missing_packages(log: LogConfig) -> str | None:

@@ -179,6 +179,28 @@ def test_vla_mode_refuses_unused_keys():
     load_config(VLARLConfig, None, ["rl.reward=binary", "srpo.num_frames=4", "policy.gaussian.hidden=64"])
 
 
+def test_tracker_settings_without_their_tracker_are_inactive_keys(tmp_path):
+    """log.wandb_mode / log.mlflow_uri without their backend: refused by check_inactive_keys in every job's config
+    (a nested log: section too), with the message of the other inactive keys, whatever value is given."""
+    from diffusion_rl.config import DiffusionRLConfig
+    from grpo.demo import ToyConfig
+    from vla_rl.config import VLARLConfig
+    from vla_rl.wm_loop import WorldLoopConfig
+
+    for cls, log in ((DiffusionRLConfig, "log"), (VLARLConfig, "log"), (ToyConfig, "log"),
+                     (WorldLoopConfig, "vla.log")):
+        for key, value in (("wandb_mode", "offline"), ("wandb_mode", "auto"), ("mlflow_uri", "file:///tmp/x")):
+            with pytest.raises(ConfigError, match=rf"^defaults \+ overrides: config key '{log}.{key}' does "
+                               rf"nothing with {log}.backends=\['tensorboard'\] .*; remove it"):
+                load_config(cls, None, [f"{log}.{key}={value}"])
+    p = _yaml(tmp_path, "log:\n  backends: []\n  mlflow_uri: file:///tmp/x\n")
+    with pytest.raises(ConfigError, match=r"c.yaml: config key 'log.mlflow_uri' does nothing with log.backends=\[\]"):
+        load_config(ToyConfig, p)
+    cfg = load_config(ToyConfig, None, ["log.backends=[wandb,mlflow]", "log.wandb_mode=offline",
+                                        "log.mlflow_uri=file:///tmp/x"])  # with their trackers: taken
+    assert (cfg.log.wandb_mode, cfg.log.mlflow_uri) == ("offline", "file:///tmp/x")
+
+
 def test_config_help_lists_every_leaf():
     from grpo.config import config_help, format_config_help
 
