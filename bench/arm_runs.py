@@ -1,6 +1,7 @@
 """What the benches that compare training arms over seeds share (``bench_srpo_vs_binary``, ``bench_srpo_regime``,
 ``bench_pool_vs_plain``, ``bench_gdpo``): their command line (``--small``, ``--seeds``; for runs in subprocesses
-``--jobs``, ``--out`` and ``--reuse``) and its check (one line, exit 2, nothing written), one training CLI run in a
+``--jobs``, ``--out`` and ``--reuse``) and their checks (:func:`bad_args` for the values, :func:`bad_out` for the
+output folder: one line, exit 2, nothing written), one training CLI run in a
 fresh one-core process (:func:`train_cli`), and the arms x seeds runs at once (:func:`run_jobs`). For the benches
 that write per-seed ``--json-out`` files and read them back with ``--report-from`` (``bench_tree_pool``,
 ``bench_lookahead``, ``bench_branch_headroom``): the join of a seed's runs (:func:`join_seeds`) and the check that
@@ -39,16 +40,7 @@ def seeds_parser(doc: str, seeds: int, seeds_help: str = "training seeds per arm
 
 def bad_args(args: argparse.Namespace, **minimum: int) -> bool:
     """Whether an option is below its ``minimum`` (``dest=least value``); if so, one line on stderr naming every
-    option's rule and the values given; also whether ``--out`` (when the bench has one) cannot be a directory."""
-    out = getattr(args, "out", None)
-    if out is not None:
-        from grpo.preflight import check_writable_dir
-
-        try:
-            check_writable_dir(out, "--out")
-        except ValueError as e:
-            print(f"error: {e}", file=sys.stderr)
-            return True
+    option's rule and the values given."""
     if all(getattr(args, k) >= lo for k, lo in minimum.items()):
         return False
     rules = [f"--{k.replace('_', '-')} >= {lo}" for k, lo in minimum.items()]
@@ -57,6 +49,19 @@ def bad_args(args: argparse.Namespace, **minimum: int) -> bool:
     got = ", ".join(got[:-1]) + f" and {got[-1]}" if len(got) > 1 else got[0]
     print(f"error: need {rules}, got {got}", file=sys.stderr)
     return True
+
+
+def bad_out(out: str) -> bool:
+    """Whether ``--out`` (the folder the runs write into) cannot be a directory (a file, or under one; not writable:
+    :func:`grpo.preflight.check_writable_dir`); if so, one line on stderr. Nothing is created."""
+    from grpo.preflight import check_writable_dir
+
+    try:
+        check_writable_dir(out, "--out")
+    except ValueError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return True
+    return False
 
 
 def run_cli(label: str, module: str, *argv: str) -> float:

@@ -29,7 +29,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from arm_runs import bad_args, run_jobs, seeds_parser, train_cli  # noqa: E402
+from arm_runs import bad_args, bad_out, run_jobs, seeds_parser, train_cli  # noqa: E402
 from claims_toy import fmt  # noqa: E402
 
 CONFIG = "configs/diffusion/shapes_pool_fp8.yaml"
@@ -59,7 +59,7 @@ def run_arm(arm: str, seed: int, out: Path, extra: list[str]) -> dict[str, float
 
 def main(argv: list[str] | None = None) -> int:
     args = seeds_parser(__doc__, 3, "seeds per arm", out="runs/bench_pool_vs_plain").parse_args(argv)
-    if bad_args(args, seeds=1, jobs=1):
+    if bad_out(args.out) or bad_args(args, seeds=1, jobs=1):
         return 2
     out = Path(args.out).resolve()
     extra = SMALL if args.small else []

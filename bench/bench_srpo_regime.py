@@ -52,7 +52,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(ROOT))
 
-from arm_runs import bad_args, run_cli, run_jobs, seeds_parser  # noqa: E402
+from arm_runs import bad_args, bad_out, run_cli, run_jobs, seeds_parser  # noqa: E402
 from bench_srpo_vs_binary import (  # noqa: E402
     IGNORED,
     SMALL,
@@ -163,7 +163,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--eval-episodes", type=int, default=64,
                     help="rl.eval_episodes: test initial states per evaluation (one episode each; resolution 1/N)")
     args = ap.parse_args(argv)
-    if bad_args(args, seeds=1, jobs=1, iterations=1, eval_every=0, eval_episodes=1):
+    if bad_out(args.out) or bad_args(args, seeds=1, jobs=1, iterations=1, eval_every=0, eval_episodes=1):
         return 2
     arms = [a for a in args.arms.split(",") if a]
     unknown = [a for a in arms if a not in ARMS]

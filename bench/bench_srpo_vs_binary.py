@@ -35,7 +35,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(ROOT))
 
-from arm_runs import bad_args, run_jobs, seeds_parser, train_cli  # noqa: E402
+from arm_runs import bad_args, bad_out, run_jobs, seeds_parser, train_cli  # noqa: E402
 from claims_toy import fmt, mean_se  # noqa: E402
 
 CONFIG = "configs/vla/tabletop_reach_one.yaml"
@@ -128,7 +128,7 @@ def main(argv: list[str] | None = None) -> int:
     ap = seeds_parser(__doc__, 3, out="runs/bench_srpo_vs_binary", reuse=True)
     ap.add_argument("--iterations", type=int, default=0, help="rl.iterations for both arms (0: the config's)")
     args = ap.parse_args(argv)
-    if bad_args(args, seeds=1, jobs=1, iterations=0):
+    if bad_out(args.out) or bad_args(args, seeds=1, jobs=1, iterations=0):
         return 2
     out = Path(args.out).resolve()
     extra = (SMALL if args.small else []) + ([f"rl.iterations={args.iterations}"] if args.iterations else [])

@@ -15,6 +15,7 @@ run the real entry point, ``python -m <cli>``, in a subprocess: each of those pa
 
 from __future__ import annotations
 
+import argparse
 import hashlib
 import importlib
 import json
@@ -755,6 +756,8 @@ def test_sigint_mid_run_then_resume_diffusion(tmp_path):
     ("bench_lookahead.py", ["--report-from", "{f}"], [{"seed": 0}], ["--report-from", "'seed' and 'arms'"]),
     ("bench_srpo_rule.py", ["--report-from", "{f}"], {"seed": 0}, ["--report-from file", "not a --json-out file"]),
     ("bench_srpo_regime.py", ["--out", "{f}/runs"], {}, ["--out", "is a file, not a directory"]),
+    ("bench_srpo_vs_binary.py", ["--out", "{f}"], {}, ["--out", "is a file, not a directory"]),
+    ("bench_pool_vs_plain.py", ["--out", "{f}/runs", "--seeds", "0"], {}, ["--out", "is a file, not a directory"]),
 ])
 def test_bench_bad_input(script, args, data, expect, tmp_path):
     f = tmp_path / "runs.json"
@@ -768,3 +771,22 @@ def test_bench_bad_input(script, args, data, expect, tmp_path):
     assert r.returncode == 2 and "Traceback" not in r.stderr, r.stderr[-2000:]
     assert len(lines) == 1 and all(e in lines[0] for e in expect), lines
     assert snapshot(tmp_path) == before
+
+
+def test_bench_out_is_checked_apart_from_the_values(tmp_path, capsys):
+    """bench/arm_runs.py: ``bad_out`` checks the output folder, ``bad_args`` only the values (each bench that takes
+    --out calls both); either failure is one line."""
+    from tests.bench.benchutil import load_bench
+
+    arm_runs = load_bench("arm_runs")
+    f = tmp_path / "runs.json"
+    f.write_text("{}")
+    args = argparse.Namespace(out=str(f), seeds=1, jobs=1)
+    assert not arm_runs.bad_args(args, seeds=1, jobs=1)  # the values are fine: --out is not its business
+    assert capsys.readouterr().err == ""
+    assert arm_runs.bad_out(str(f)) and arm_runs.bad_out(str(f / "runs"))
+    err = capsys.readouterr().err.splitlines()
+    assert len(err) == 2 and all(ln.startswith("error: --out") and "is a file, not a directory" in ln for ln in err)
+    assert not arm_runs.bad_out(str(tmp_path / "new" / "runs")) and not (tmp_path / "new").exists()
+    assert arm_runs.bad_args(argparse.Namespace(out=str(f), seeds=0, jobs=1), seeds=1, jobs=1)
+    assert capsys.readouterr().err.strip() == "error: need --seeds >= 1 and --jobs >= 1, got 0 and 1"
