@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Callable, Literal
 
 import torch
 
@@ -79,12 +79,15 @@ class BranchConfig:
     #              "population": population std + grpo.adv_eps (x sqrt(n / (n - 1)) of the reference at n nodes).
     depth_norm: Literal["reference", "population"] = "reference"  # reference (unbiased std, eps 1e-8) or
                                                                   # population (std, adv_eps)
+    lookahead_candidates: int = 0  # lookahead@1 (diffusion_rl.lookahead): m > the first factor k candidate children at
+                                   # the first split, previewed to a leaf by the pool.quant copy, best ceil(k/2) +
+                                   # worst floor(k/2) kept and grown in full precision; 0 = off (the plain tree)
 
     def __post_init__(self) -> None:
         if self.fusion_temperature <= 0:
             raise ValueError(f"branch.fusion_temperature must be > 0 (the path_prob softmax divides by it), got "
                              f"{self.fusion_temperature}")
-        require_at_least("branch", self, prune_k=1, depth_window=0, depth_stride=1)
+        require_at_least("branch", self, prune_k=1, depth_window=0, depth_stride=1, lookahead_candidates=0)
 
     def branch_factors(self) -> list[int]:
         if len(self.branch) == 1:
@@ -105,12 +108,20 @@ class BranchConfig:
                              "2: the leaves are the group)")
         return RolloutTree(num_steps, self.split_steps, factors)
 
+    def lookahead_tree(self, num_steps: int) -> RolloutTree:
+        """The tree a lookahead@1 rollout indexes its nodes in: :meth:`make_tree` with the first factor widened to
+        ``lookahead_candidates`` (its depth-1 nodes are the candidates; the kept tree is a pruned subtree of it)."""
+        plain = self.make_tree(num_steps)
+        return RolloutTree(num_steps, self.split_steps, [self.lookahead_candidates, *self.branch_factors()[1:]]) \
+            if self.lookahead_candidates else plain
+
 
 @torch.no_grad()
 def tree_rollout(adapter: DiffusionAdapter, prompts: list[str], tree: RolloutTree, sc: SamplerConfig,
                  generator: torch.Generator | None = None, iteration: int = 0, uncond_prompt: str = "", *,
                  seed: int | None = None, prompt_ids: range | list[int] | None = None,
-                 present: torch.Tensor | None = None) -> Rollout:
+                 present: torch.Tensor | None = None,
+                 choose: Callable[[torch.Tensor], torch.Tensor] | None = None) -> Rollout:
     """Roll out one tree per prompt; node ``n`` of prompt ``p`` has global row id ``p * len(tree) + n``.
 
     ``prompt_ids``: the global prompt indices whose trees are rolled out here (a rank's share; default all).
@@ -127,6 +138,10 @@ def tree_rollout(adapter: DiffusionAdapter, prompts: list[str], tree: RolloutTre
     prompts are still one denoiser batch, a present node draws exactly the noise it draws in the whole tree, and
     ``final`` holds the present leaves only (prompt-major, in ``tree.leaves`` order). This is the full-precision
     regeneration of a tree-x-pool rollout (:mod:`diffusion_rl.tree_pool`); all nodes present is the plain rollout.
+
+    ``choose`` (instead of ``present``): called once, after the roots' segment, with the roots' latents at the first
+    split ``[P', *latent]`` (``prompt_ids`` order); returns the ``present [P', N]`` the rest of the rollout grows
+    (the lookahead's selection, :mod:`diffusion_rl.lookahead`). A node then draws the noise it draws in the whole tree.
     """
     N = len(tree)
     seed = seed_from(generator, seed)
@@ -175,6 +190,11 @@ def tree_rollout(adapter: DiffusionAdapter, prompts: list[str], tree: RolloutTre
                 edge_lp.view(-1)[local] += r.log_prob.cpu() * float(r.stochastic)
         for j, g in enumerate(rows.tolist()):
             state[g] = x[j]
+        if d == 0 and choose is not None:
+            present = torch.as_tensor(choose(torch.stack([state[p * N] for p in pids])), device="cpu").bool()
+            if present.shape != (P, N) or not bool(present[:, 0].all()):
+                raise ValueError(f"choose must return present [{P}, {N}] with every root present, got "
+                                 f"{tuple(present.shape)}")
     kept = [(p, n) for j, p in enumerate(pids) for n in tree.leaves if present is None or bool(present[j, n])]
     leaves = torch.tensor([p * N + n for p, n in kept], dtype=torch.long, device="cpu")
     final = (torch.stack([state[g] for g in leaves.tolist()]) if len(leaves)

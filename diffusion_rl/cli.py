@@ -79,6 +79,11 @@ def _mode(cfg) -> str:
         q = cfg.pool.quant
         return (f"pool-and-select GRPO (pool {cfg.pool.pool_size} -> train {cfg.pool.train_size} per prompt, "
                 f"{q.format} rollout copy, backend {q.backend}){loss}")
+    if cfg.branch.enabled and cfg.branch.lookahead_candidates:
+        q = cfg.pool.quant
+        return (f"BranchGRPO lookahead@1 ({cfg.branch.lookahead_candidates} candidates at the first split previewed by "
+                f"the {q.format} rollout copy, backend {q.backend}; the best + worst {cfg.branch.branch_factors()[0]} "
+                f"grown in full precision){loss}")
     return ("BranchGRPO" if cfg.branch.enabled else "flat GRPO") + loss
 
 

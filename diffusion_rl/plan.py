@@ -223,6 +223,8 @@ def iteration_counts(cfg, world: int) -> dict:
         train_rows = trees * max((sum(1 for n in a if n.depth > 0 and (keep is None or keep[n.id])) for s, a in
                                   enumerate(active) if mask[s]), default=0)
         final_local = trees * tree.num_leaves
+        if cfg.branch.lookahead_candidates and not cfg.pool.enabled:  # the previews: one batch of every candidate
+            rows_call = max(rows_call, trees * cfg.branch.lookahead_candidates)
     return {"nfe": cost["nfe"], "nfe_policy": cost["nfe_policy"], "nfe_lowp": cost["nfe_lowp"],
             "backward": cost["backward"], "final": cost["final_samples"], "cfg_mult": cfg_mult,
             "rows_call": rows_call * cfg_mult, "train_rows": max(1, train_rows) * cfg_mult, "final_local": final_local,
@@ -411,12 +413,15 @@ def cost_modes(cfg) -> dict[str, object]:
     (the recipe's group size, or its tree's leaves): flat GRPO (G samples); BranchGRPO (the recipe's ``branch:``
     tree, or splits at steps 0, T/5, 2T/5, 3T/5 with factor 2: 16 leaves); + pruning (top-1 leaf per last-split
     parent, depth window 2); pool-and-select (``pool.pool_size`` candidates -> G, default 4G); tree x pool (the tree
-    grown in low precision, half its leaves regenerated; no width / depth pruning). Low precision:
+    grown in low precision, half its leaves regenerated; no width / depth pruning); lookahead@1 + pruning (the pruned
+    tree, its first split chosen from ``branch.lookahead_candidates`` previews, default twice the factor). Low
+    precision:
     ``pool.quant.format`` (nvfp4 unless the recipe has a pool)."""
     import copy
 
     base = copy.deepcopy(cfg)
     T = base.sampler.num_steps
+    base.branch.lookahead_candidates = 0
     if not base.branch.enabled:
         base.branch.split_steps, base.branch.branch = sorted({0, T // 5, 2 * T // 5, 3 * T // 5}), [2]
         base.branch.width_prune, base.branch.depth_window = "none", 0
@@ -437,9 +442,13 @@ def cost_modes(cfg) -> dict[str, object]:
     pool.pool.pool_size = max(pool.pool.pool_size, G)
     tp = copy.deepcopy(tr)
     tp.pool.enabled, tp.pool.pool_size, tp.pool.train_size = True, tree.num_leaves, max(1, tree.num_leaves // 2)
+    la = copy.deepcopy(pr)
+    k = tree.branch[0]
+    la.branch.lookahead_candidates = cfg.branch.lookahead_candidates or 2 * k
     return {"flat GRPO": flat, "BranchGRPO": tr, "BranchGRPO + pruning": pr,
             f"pool {pool.pool.pool_size}->{G}": pool,
-            f"tree x pool {tree.num_leaves}->{tp.pool.train_size}": tp}
+            f"tree x pool {tree.num_leaves}->{tp.pool.train_size}": tp,
+            f"lookahead@1 {la.branch.lookahead_candidates}->{k} +prune": la}
 
 
 def format_mode_costs(plan: Plan, cfg, gpus: int, peak_tflops: float, mfu: float) -> list[str]:

@@ -1,6 +1,6 @@
 """Scale-out and faults of ``diffusion-rl train``: 2 processes (torchrun, gloo) match 1 process over the same global
-batch (flat, BranchGRPO and tree x pool), a 2-process checkpoint resumes in 1 process, SIGTERM saves and a rerun
-resumes exactly, a raising reward is retried and then reported with its prompts."""
+batch (flat, BranchGRPO, tree x pool and lookahead@1), a 2-process checkpoint resumes in 1 process, SIGTERM saves and
+a rerun resumes exactly, a raising reward is retried and then reported with its prompts."""
 
 import os
 import signal
@@ -42,6 +42,11 @@ CONFIGS = {
                                                            "pool.enabled=true", "pool.pool_size=4",
                                                            "pool.train_size=2", "pool.quant.format=nvfp4",
                                                            "train.lr=0.003", "grpo.clip_low=0.2"]),
+    # lookahead@1: 2 full-precision trees of 2 x 2 leaves whose first split keeps the best and worst of 4 NVFP4 previews
+    "lookahead": ("configs/diffusion/tiny_sd3_branch.yaml", ["sampler.num_steps=6", "branch.split_steps=[1,3]",
+                                                            "branch.branch=[2]", "branch.lookahead_candidates=4",
+                                                            "pool.quant.format=nvfp4", "train.lr=0.003",
+                                                            "grpo.clip_low=0.2"]),
 }
 
 
@@ -69,7 +74,7 @@ def _iter_rows(out):
     return [r for r in read_jsonl(Path(out) / "metrics.jsonl") if "reward/mean" in r]
 
 
-@pytest.mark.parametrize("name", ["flat", "branch", "treepool"])
+@pytest.mark.parametrize("name", ["flat", "branch", "treepool", "lookahead"])
 def test_two_processes_match_one_process_and_resume_in_one(tmp_path, name):
     one, _ = _run(name, tmp_path / "one", "train.iterations=3")  # checkpoints at 2 and 3
     _cli(2, name, tmp_path / "two", "train.iterations=2")

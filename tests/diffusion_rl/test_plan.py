@@ -43,6 +43,7 @@ def test_plan_on_every_full_size_recipe(recipe, capsys):
     assert "s/iter on 8 GPU(s) at 989 TFLOP/s x 40% MFU" in out
     # every rollout mode's cost per precision and its projected GPU cost (issue 35)
     assert "cost by rollout mode" in out and re.search(r"tree x pool \d+->\d+ +\d+ +\d+ +\d+ +\d+", out)
+    assert re.search(r"lookahead@1 \d+->\d+ \+prune +\d+ +[1-9]\d* +\d+ +\d+", out)  # its previews in lowp
     if arch.kind == "flux":
         assert "published   698 s/iter" in out and "BranchGRPO-Mix" in out
     if arch.experts == 2:  # Wan 2.2 A14B: both experts held, one LoRA each

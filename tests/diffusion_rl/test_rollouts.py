@@ -160,8 +160,8 @@ def test_shipped_tree_recipes_use_the_parent_credit_and_the_default_stays_eq7():
     root = Path(__file__).resolve().parents[2] / "configs" / "diffusion"
     trees = {p.stem: c for p in sorted(root.glob("*.yaml"))
              if (c := load_config(DiffusionRLConfig, str(p), [])).branch.enabled}
-    assert set(trees) == {"shapes_branch", "shapes_tree_pool", "sd35m_pickscore", "sd35l_pickscore",
-                          "tiny_sd3_branch", "wan_video"}
+    assert set(trees) == {"shapes_branch", "shapes_tree_pool", "shapes_tree_lookahead", "sd35m_pickscore",
+                          "sd35l_pickscore", "tiny_sd3_branch", "wan_video"}
     for name, c in trees.items():
         want = ("depth", "depth") if c.pool.enabled else ("parent", "leaf")
         assert (c.branch.adv_baseline, c.branch.adv_scale) == want, name
