@@ -26,6 +26,10 @@ equal success after SFT, checked here):
                          instead of unit scale (Dr.GRPO's argument against per-group scaling; Flow-GRPO's
                          ``global_std``), while a mixed group's success still stands out by ``1 - progress``.
 * ``binary_global`` (``--arms``) as ``binary`` with ``grpo.std_mode=global``: the control for that scale change.
+* ``sim_progress_global`` (``--arms``) as ``srpo_progress_global`` with ``rl.reward=sim_progress``: the failures
+                         graded by SRPO's rule and scale on the *simulator's* own progress of the final state
+                         (``rewards.sim_progress``) instead of the encoder's latent distance; the ceiling any
+                         encoder could reach with this recipe (a perfect progress signal).
 
 Common overrides (:data:`COMMON`): ``sft.demos_per_task=1``, ``rl.eval_split=test`` (every evaluation, the curve's
 points included, runs on the *test* initial states ``rl.test_seed_offset + i`` = 5000000+, which nothing here was
@@ -72,13 +76,15 @@ GLOBAL = "grpo.std_mode=global"  # one advantage scale for the whole batch (Flow
 ARMS = {"srpo_progress": [KEEP], "binary": ["rl.reward=binary"],
         "srpo_random_conv": [KEEP, "srpo.encoder=random_conv", "srpo.encoder_path=null"],
         "srpo_progress_mixed": [], "srpo_random_conv_mixed": ["srpo.encoder=random_conv", "srpo.encoder_path=null"],
-        "srpo_progress_global": [KEEP, GLOBAL], "binary_global": ["rl.reward=binary", GLOBAL]}
+        "srpo_progress_global": [KEEP, GLOBAL], "binary_global": ["rl.reward=binary", GLOBAL],
+        "sim_progress_global": [KEEP, GLOBAL, "rl.reward=sim_progress"]}
 DEFAULT_ARMS = ("srpo_progress", "binary", "srpo_random_conv")  # issue 32 item 4's three arms
 PAIRS = (("srpo_progress", "binary"), ("srpo_progress", "srpo_random_conv"), ("srpo_progress_mixed", "binary"),
          ("srpo_progress", "srpo_progress_mixed"), ("srpo_progress_mixed", "srpo_random_conv_mixed"),
          ("srpo_random_conv_mixed", "binary"), ("srpo_progress_global", "binary"),
          ("srpo_progress_global", "binary_global"), ("binary_global", "binary"),
-         ("srpo_progress_global", "srpo_progress"))  # paired differences reported when both arms ran
+         ("srpo_progress_global", "srpo_progress"), ("sim_progress_global", "binary_global"),
+         ("sim_progress_global", "srpo_progress_global"))  # paired differences reported when both arms ran
 COMMON = ["sft.demos_per_task=1", "rl.eval_split=test", "rl.num_videos=0", "log.backends=[]"]
 SMALL_FIT = ["data.expert_per_task=2", "data.play_per_task=1", "data.expert_tasks=[tabletop/reach]", "train.steps=3",
              "train.batch_episodes=2"]

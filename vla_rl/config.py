@@ -16,6 +16,7 @@ from grpo.trackers import LogConfig
 from grpo.train_step import GRPOConfig
 from grpo.trainer_base import LoopConfig
 from rewards.remote import RemoteRewardConfig, build_remote_reward, is_url
+from rewards.sim_progress import PROGRESS_SUITES, has_sim_progress
 from rewards.srpo import SRPOConfig
 
 from .policy import PolicyConfig
@@ -54,6 +55,9 @@ class EnvConfig:
             raise ValueError(f"env.max_episode_steps must be >= 1, got {self.max_episode_steps}")
 
 
+REWARDS = ("binary", "srpo", "sim_progress")  # rl.reward's named rewards (besides a reward server's address)
+
+
 @dataclass
 class RLConfig(LoopConfig):
     """The loop (:class:`grpo.trainer_base.LoopConfig`: iterations, lr and its schedule, inner epochs, cadence,
@@ -68,8 +72,11 @@ class RLConfig(LoopConfig):
     save_every: int = free_on_resume("iterations between checkpoints", default=5)
     groups_per_task: int = 4  # initial states per task per iteration
     minibatch_size: int = 256  # decision points per optimizer step
-    reward: str = "srpo"  # srpo (latent progress for failures), binary (success only), or a reward server's address
-                          # http://HOST:PORT (vla-rl serve-reward; it gets the episodes' videos and metadata)
+    reward: str = "srpo"  # srpo (latent progress for failures), binary (success only), sim_progress (the simulator's
+                          # own task-progress measure as a shaped reward for failures, successes 1: a dense simulator
+                          # reward available only in simulation, the ceiling SRPO's latent progress approximates;
+                          # rewards.sim_progress), or a reward server's address http://HOST:PORT (vla-rl serve-reward;
+                          # it gets the episodes' videos and metadata)
     remote: RemoteRewardConfig = field(  # the reward server's settings (rewards.remote) when rl.reward is
         # http://HOST:PORT
         default_factory=RemoteRewardConfig)
@@ -90,8 +97,9 @@ class RLConfig(LoopConfig):
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        if self.reward not in ("binary", "srpo") and not is_url(self.reward):
-            raise ValueError(f"rl.reward={self.reward!r}: expected binary, srpo or a reward server http://HOST:PORT")
+        if self.reward not in REWARDS and not is_url(self.reward):
+            raise ValueError(f"rl.reward={self.reward!r}: expected {', '.join(REWARDS)} or a reward server "
+                             "http://HOST:PORT")
         if self.remote.url:
             raise ValueError(f"rl.remote.url={self.remote.url!r}: name the server in rl.reward=http://HOST:PORT")
         self.remote.validate("rl.remote")
@@ -129,6 +137,15 @@ class RLConfig(LoopConfig):
                 f"rl.test_seed_offset={self.test_seed_offset})")
 
 
+def check_sim_progress_tasks(tasks: list[str], key: str) -> None:
+    """``rl.reward: sim_progress`` reads the simulator's own progress measure: every task must have one
+    (:func:`rewards.sim_progress.has_sim_progress`), else ``ValueError`` (one line)."""
+    bad = [t for t in tasks if not has_sim_progress(t)]
+    if bad:
+        raise ValueError(f"rl.reward=sim_progress: {key} {bad} report no dense simulator progress (expected tasks of "
+                         f"{', '.join(s + '*' for s in PROGRESS_SUITES)}; elsewhere use srpo or binary)")
+
+
 @dataclass
 class VLARLConfig:
     seed: int = 0  # seeds demos, initial states, noise and weights (reproducible from it)
@@ -138,7 +155,8 @@ class VLARLConfig:
     policy: PolicyConfig = field(default_factory=PolicyConfig)  # the policy architecture (built-in small VLA)
     sft: SFTConfig = field(default_factory=SFTConfig)  # the supervised warm-up on demos before RL
     rl: RLConfig = field(default_factory=RLConfig)  # the RL phase: iterations, groups, reward, evaluation
-    srpo: SRPOConfig = field(default_factory=SRPOConfig)  # the SRPO progress reward (rl.reward: srpo)
+    srpo: SRPOConfig = field(default_factory=SRPOConfig)  # the SRPO progress reward (rl.reward: srpo; sim_progress
+                                                          # reads its progress_max)
     grpo: GRPOConfig = field(default_factory=lambda: GRPOConfig(group_size=8, clip_low=0.2, clip_high=0.28,
                                                                 adv_clip=None),
                              metadata={"help": "advantages, clipped loss and KL (shared with diffusion-rl)"})
@@ -156,6 +174,8 @@ class VLARLConfig:
         # picked this rank's GPU, and refuses a CUDA device on a machine without one
         check_device_name(self.device)
         self._check_cameras()
+        if self.rl.reward == "sim_progress":
+            check_sim_progress_tasks(self.env.tasks, "env.tasks")
 
     def _check_cameras(self) -> None:
         """``policy.cameras`` and ``env.video_camera`` must be cameras the env renders: those of ``env.kwargs.cameras``
@@ -184,8 +204,9 @@ class VLARLConfig:
     def inactive_keys(self) -> dict[str, str]:
         """Keys the chosen mode reads nowhere (:func:`grpo.config.check_inactive_keys` refuses them when given).
 
-        Kept: the switchable sections (``srpo:`` when ``rl.reward`` is binary, the other head's ``policy.flow`` /
-        ``policy.gaussian``), so one YAML compares arms by toggling one key."""
+        Kept: the switchable sections (``srpo:`` when ``rl.reward`` is binary or sim_progress, which reads
+        ``srpo.progress_max`` only; the other head's ``policy.flow`` / ``policy.gaussian``), so one YAML compares
+        arms by toggling one key."""
         out: dict[str, str] = {}
         if not self.rl.dynamic_sampling:
             out["rl.success_band"] = "rl.dynamic_sampling=false (every group is kept)"

@@ -1,6 +1,6 @@
-"""The rewards of :class:`vla_rl.trainer.VLARLTrainer`'s episodes over the global batch (binary success, SRPO or a
-reward server: :func:`episode_rewards`, the trainer's ``rewards``) and the iteration's rollout and reward numbers
-(:func:`rollout_scalars`)."""
+"""The rewards of :class:`vla_rl.trainer.VLARLTrainer`'s episodes over the global batch (binary success, SRPO, the
+simulator's progress (``rl.reward: sim_progress``) or a reward server: :func:`episode_rewards`, the trainer's
+``rewards``) and the iteration's rollout and reward numbers (:func:`rollout_scalars`)."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ from grpo.distributed import all_reduce_floats, any_rank, gather_cpu
 from grpo.loop import StopRun
 from rewards.base import RewardBatch, RewardOutput
 from rewards.remote import RemoteReward, RemoteRewardError, build_remote_reward, check_served, is_url
+from rewards.sim_progress import SimProgressReward, sim_progress_metadata
 from rewards.srpo import SRPOReward
 from rewards.success import episode_metadata, success_reward
 
@@ -48,6 +49,10 @@ def episode_rewards(tr: VLATrainerLike, batch: RolloutBatch, specs: list[Episode
         emb = tr.srpo.embed([np.stack(e.frames) for e in batch.episodes])  # [local E, D]
         return tr.srpo.from_embeddings(gather_cpu(emb),
                                        episode_metadata(tasks, success, [s.group_id for s in specs]))
+    if tr.cfg.rl.reward == "sim_progress":  # the final state's info["progress"] of every episode, gathered
+        prog = gather_cpu(torch.tensor([e.progress for e in batch.episodes], dtype=torch.float32, device="cpu"))
+        meta = sim_progress_metadata(tasks, success, prog, [s.group_id for s in specs])
+        return SimProgressReward(tr.cfg.srpo.progress_max)(RewardBatch(metadata=meta))
     return success_reward(RewardBatch(metadata=episode_metadata(tasks, success)))
 
 
@@ -85,6 +90,8 @@ def rollout_scalars(tr: VLATrainerLike, batch: RolloutBatch, specs: list[Episode
         "time/reward_s": t_rew, "throughput/rollout_episodes_per_s": len(specs) / max(t_roll_max, 1e-9),
         "throughput/rollout_env_steps_per_s": env_steps / max(t_roll_max, 1e-9),
     }
+    if tr.cfg.rl.reward == "sim_progress" and (~succ).any():
+        scal["reward/srpo_failure_mean"] = float(rew.total[~succ].mean())
     if tr.srpo is not None and tr.srpo.last is not None:
         fail = ~succ
         if fail.any():

@@ -468,6 +468,9 @@ def check_robot_loop_inputs(cfg: RobotLoopConfig, writes: bool = True, flagged: 
     from .policies.factory import POLICY_KINDS
     from .preflight import check_task, known_tasks
 
+    if cfg.vla.rl.reward == "sim_progress":
+        raise ValueError("vla.rl.reward=sim_progress: a robot's recorded episodes carry no simulator progress "
+                         "(expected binary, srpo or a reward server http://HOST:PORT)")
     check_sizes(("rounds", cfg.rounds, 1), ("groups_per_round", cfg.groups_per_round, 1),
                 ("vla.grpo.group_size", cfg.vla.grpo.group_size, 1 if cfg.grouping == "round" else 2))
     if cfg.episodes_per_round < 2:

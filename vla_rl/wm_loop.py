@@ -106,6 +106,9 @@ class WorldLoopConfig:
             raise ConfigError(f"device: {e}") from None
         if self.cycles < 0 or self.rl_iterations < 0:
             raise ValueError("cycles and rl_iterations must be >= 0")
+        if self.vla.rl.reward == "sim_progress":
+            raise ValueError("vla.rl.reward=sim_progress: the world model's imagined episodes carry no simulator "
+                             "progress (expected binary, srpo or a reward server http://HOST:PORT)")
         for name in ("rollouts_per_cycle", "policy_seed_offset"):
             if getattr(self, name) < 0:
                 raise ValueError(f"{name} must be >= 0, got {getattr(self, name)}")
