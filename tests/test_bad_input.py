@@ -326,6 +326,10 @@ CASES = {
     "v-missing-model": ("vla_rl.cli", ["train", V_CFG], ["sft.base_policy=/nonexistent/policy", *V_TINY],
                         ["/nonexistent/policy"]),
     "v-unknown-reward": (*V, ["rl.reward=nosuch_reward"], ["nosuch_reward"]),
+    # rl.reward=sim_progress reads the simulator's own progress: refused where the tasks have none (a run)
+    "v-sim-progress-no-measure": ("vla_rl.cli", ["train", V_CFG], [*V_TINY, "rl.reward=sim_progress",
+                                                                   "env.tasks=[robosuite/Lift]"],
+                                  ["rl.reward=sim_progress", "robosuite/Lift", "tabletop/*"]),
     "v-unknown-task": (*V, ["env.tasks=[tabletop/nosuch_task]"], ["tabletop/nosuch_task"]),
     "v-unknown-policy-kind": (*V, ["policy.head=nosuch_head"], ["policy.head", "nosuch_head", "'flow', 'gaussian'"]),
     "v-unknown-encoder": (*V, ["srpo.encoder=nosuch_encoder"], ["nosuch_encoder"]),

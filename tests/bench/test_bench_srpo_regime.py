@@ -39,10 +39,11 @@ def test_small_runs_three_arms_on_test_states_and_reuse_reads_them_back(capsys, 
     # binary trains on mixed groups only (the recipe's band)
     # (the --arms option srpo_progress_mixed: the learned encoder with the recipe's band, as binary's)
     assert [list(full[a]["rl"]["success_band"]) for a in mod.ARMS] == [[-0.5, 1.0], [0.0, 1.0], [-0.5, 1.0], [0.0, 1.0],
-                                                                       [0.0, 1.0], [-0.5, 1.0], [0.0, 1.0]]
+                                                                       [0.0, 1.0], [-0.5, 1.0], [0.0, 1.0],
+                                                                       [-0.5, 1.0]]
     # the global-scale options differ from their arms in grpo.std_mode alone
     assert {a: full[a]["grpo"]["std_mode"] for a in mod.ARMS if "global" in a} == \
-        {"srpo_progress_global": "global", "binary_global": "global"}
+        {"srpo_progress_global": "global", "binary_global": "global", "sim_progress_global": "global"}
     assert {k: v for k, v in full["srpo_progress_global"].items() if k != "grpo"} == \
         {k: v for k, v in full["srpo_progress"].items() if k != "grpo"}
     assert {k: v for k, v in full["binary_global"].items() if k != "grpo"} == \
@@ -116,3 +117,23 @@ def test_report_prints_the_pairs_of_the_arms_that_ran(capsys):
         "hold)" in out
     assert "final (@10) srpo_progress_mixed - binary, paired: +0.050 +- 0.050 (ahead in 1 of 2 seeds" in out
     assert "final (@10) srpo_progress - srpo_progress_mixed, paired: -0.300 +- 0.000" in out
+
+
+def test_sim_progress_arm_differs_from_srpo_progress_global_in_the_reward_alone(capsys, tmp_path):
+    mod = load_bench("bench_srpo_regime")
+    enc = tmp_path / "e.safetensors"
+    args = mod.arm_args("sim_progress_global", enc, ["rl.iterations=100"])
+    assert args[-4:-1] == ["rl.success_band=[-0.5,1.0]", "grpo.std_mode=global", "rl.reward=sim_progress"]
+    ours, theirs = (mod.expected_config(mod.arm_args(a, enc, []), 3) for a in ("sim_progress_global",
+                                                                                "srpo_progress_global"))
+    assert ours["rl"]["reward"] == "sim_progress" and theirs["rl"]["reward"] == "srpo"
+    assert {**ours, "rl": {**ours["rl"], "reward": "srpo"}} == theirs  # the same SFT start, band, scale, srpo: keys
+    finals = {"sim_progress_global": [0.6, 0.7], "binary_global": [0.5, 0.5], "srpo_progress_global": [0.4, 0.6]}
+    results = {(arm, s): {"curve": {0: 0.05, 100: f[s]}, "wall_s": 10.0, "reused": False,
+                          "episodes": {"env_steps": 100, "rollout_success": 0.1, "groups_kept": 3.0}}
+               for arm, f in finals.items() for s in (0, 1)}
+    mod.report(results, [0, 1], list(finals))
+    out = capsys.readouterr().out
+    assert "final (@100) sim_progress_global - binary_global, paired: +0.150 +- 0.050 (ahead in 2 of 2 seeds; > 2 " \
+        "SE: holds)" in out
+    assert "final (@100) sim_progress_global - srpo_progress_global, paired: +0.150 +- 0.050" in out
