@@ -21,6 +21,10 @@ eta, clip, steps:
 * ``tree x pool+prune`` the same rollout, BranchGRPO's width / depth pruning on top of the selection
                      (``--txp-width`` / ``--txp-k`` among the present leaves, a sliding ``--txp-window`` of depths):
                      the backward rows of tree+prune for the rollout of tree x pool.
+* ``lookahead@1``    BranchGRPO (factor 2, every node trained) whose first split keeps the best and worst of ``--cands``
+                     candidate children previewed to a leaf by the ``--format`` copy (diffusion_rl/lookahead.py);
+* ``lookahead@1+prune`` the same rollout with tree+prune's width / depth pruning: compared with ``tree+prune`` (paired
+                     per seed: units to target and reward @ B minus tree+prune's).
 
 Cost: each iteration's logged ``cost/gpu_units`` (full-precision forward passes: policy NFE + low-precision NFE /
 the format's published throughput ratio + 3 x trained rows; ``diffusion_rl.strategies.projected_gpu_units``). Every
@@ -35,6 +39,8 @@ arm's curve read at flat's budget ``B``.
     python bench/bench_tree_pool.py --report-from /tmp/tp/s0.json,/tmp/tp/s1.json  # the table of docs/RESULTS.md
     python bench/bench_tree_pool.py --task layout --seed-list 0 --json-out /tmp/tp/L0.json   # the second task
     python bench/bench_tree_pool.py --small                                        # seconds: the test's mode
+    python bench/bench_tree_pool.py --arms "flat GRPO,tree+prune,lookahead@1+prune" --seed-list 0 --json-out \
+        /tmp/tp/la0.json          # the lookahead arm; joins the other arms' files of the same seed in --report-from
 """
 
 from __future__ import annotations
@@ -65,8 +71,9 @@ from diffusion_rl.pool_config import PoolConfig  # noqa: E402
 from diffusion_rl.quant import QuantConfig  # noqa: E402
 from diffusion_rl.trainer import DiffusionGRPOTrainer  # noqa: E402
 
-ARMS = ("flat GRPO", "tree+prune", "pool", "tree x pool", "tree x pool+prune")
+ARMS = ("flat GRPO", "tree+prune", "pool", "tree x pool", "tree x pool+prune", "lookahead@1", "lookahead@1+prune")
 COMBOS = ("tree x pool", "tree x pool+prune")  # compared with the best parent
+LOOKAHEAD = ("lookahead@1", "lookahead@1+prune")  # compared with tree+prune
 
 
 def arm_settings(name: str, args) -> tuple[BranchConfig, PoolConfig, int]:
@@ -76,10 +83,12 @@ def arm_settings(name: str, args) -> tuple[BranchConfig, PoolConfig, int]:
     tree = dict(enabled=True, split_steps=splits, fusion="mean")
     wide = [2] * (len(splits) - 1) + [2 * args.pool // args.train]  # the last split widened to --pool leaves
     off = PoolConfig(enabled=False)
+    prune = dict(width_prune="topk_per_parent", prune_k=1, depth_window=2)  # tree+prune's
+    la = dict(**tree, branch=[2], lookahead_candidates=getattr(args, "cands", 4))
+    previews = PoolConfig(enabled=False, quant=q)  # the pool's rollout copy, for the previews only
     return {
         "flat GRPO": (BranchConfig(enabled=False), off, args.train),
-        "tree+prune": (BranchConfig(**tree, branch=[2], width_prune="topk_per_parent", prune_k=1, depth_window=2),
-                       off, args.train),
+        "tree+prune": (BranchConfig(**tree, branch=[2], **prune), off, args.train),
         "pool": (BranchConfig(enabled=False), PoolConfig(enabled=True, pool_size=args.pool, train_size=args.train,
                                                          select="best_worst", quant=q), args.train),
         "tree x pool": (BranchConfig(**tree, branch=wide), PoolConfig(enabled=True, pool_size=args.pool,
@@ -89,6 +98,8 @@ def arm_settings(name: str, args) -> tuple[BranchConfig, PoolConfig, int]:
                                            depth_window=args.txp_window),
                               PoolConfig(enabled=True, pool_size=args.pool, train_size=args.train, select="best_worst",
                                          quant=q), args.train),
+        "lookahead@1": (BranchConfig(**la), previews, args.train),
+        "lookahead@1+prune": (BranchConfig(**la, **prune), previews, args.train),
     }[name]
 
 
@@ -201,7 +212,8 @@ def report(args, runs: list[dict]) -> int:
     print(f"\ntree x pool on the {task}: {args.steps} steps, {args.train} trained samples per prompt, pool "
           f"{args.pool} ({args.format}), splits {args.splits}, lr {args.lr:g}, {args.eval_prompts} eval prompts; flat "
           f"{args.flat_iters} iterations = budget B; tree x pool+prune: {args.txp_width} k={args.txp_k}, depth window "
-          f"{args.txp_window}; target = before + {args.target_frac:g} x flat's gain; {n} "
+          f"{args.txp_window}; lookahead@1: {getattr(args, 'cands', 4)} candidates -> 2 at the first split; "
+          f"target = before + {args.target_frac:g} x flat's gain; {n} "
           f"seed(s), mean +- SE\n")
     hdr = ("| mode        | NFE bf16/iter | NFE lowp/iter | backward/iter | units/iter | CPU s/iter | units to target "
            "| CPU s to target | units ratio flat/mode | CPU ratio flat/mode | reward @ B | all-correct @ B |")
@@ -247,6 +259,19 @@ def report(args, runs: list[dict]) -> int:
             print(f"  {combo} - best parent, units to target: {m:.0f} +- {se:.0f} over {len(diffs)} seed(s) "
                   f"(the claim holds when below -2 SE: {'yes' if len(diffs) > 1 and m < -2 * se else 'no'}); "
                   f"reward @ B - best parent's {fmt(dr, 3)}")
+    if "tree+prune" in args.arms:
+        for la in (a for a in LOOKAHEAD if a in args.arms):
+            du = [r["arms"][la]["u_target"] - r["arms"]["tree+prune"]["u_target"] for r in runs
+                  if r["arms"][la]["u_target"] is not None and r["arms"]["tree+prune"]["u_target"] is not None]
+            dr = [r["arms"][la]["reward_B"] - r["arms"]["tree+prune"]["reward_B"] for r in runs]
+            if du:
+                m, se = mean_se(du)
+                units = (f"{m:.0f} +- {se:.0f} over {len(du)} seed(s) where both reached (ahead when below -2 SE: "
+                         f"{'yes' if len(du) > 1 and m < -2 * se else 'no'})")
+            else:
+                units = "no seed where both reached the target"
+            print(f"  {la} units to target - tree+prune's: {units}; reward @ B - tree+prune's, all {n} seed(s): "
+                  f"{fmt(dr, 3)}")
     print("\nevaluation curves (units:reward/all-correct):")
     for r in runs:
         for name in args.arms:
@@ -273,6 +298,8 @@ def main(argv=None) -> int:
                     help="tree x pool+prune: width pruning among the regenerated (present) leaves")
     ap.add_argument("--txp-k", type=int, default=1, help="tree x pool+prune: k of the width pruning")
     ap.add_argument("--txp-window", type=int, default=2, help="tree x pool+prune: sliding depth window (0: all)")
+    ap.add_argument("--cands", type=int, default=4, help="lookahead@1: candidate children previewed at the first split "
+                    "(2 kept: the best and the worst preview)")
     ap.add_argument("--lr", type=float, default=1e-3, help="AdamW learning rate of the LoRA, every arm")
     ap.add_argument("--eta", type=float, default=0.7, help="SDE noise level, every arm")
     ap.add_argument("--eval-prompts", type=int, default=64, help="fixed evaluation prompts")
@@ -319,7 +346,7 @@ def main(argv=None) -> int:
                         ("--eval-every", args.eval_every, args.eval_every >= 1), ("--lr", args.lr, args.lr > 0),
                         ("--txp-k", args.txp_k, args.txp_k >= 1), ("--txp-window", args.txp_window,
                                                                     0 <= args.txp_window <= len(args.splits)),
-                        ("--overrun", args.overrun, args.overrun >= 1),
+                        ("--overrun", args.overrun, args.overrun >= 1), ("--cands", args.cands, args.cands > 2),
                         ("--target-frac", args.target_frac, 0 < args.target_frac <= 1)):
         if not ok:
             problems.append(f"{flag} {v}: out of range")

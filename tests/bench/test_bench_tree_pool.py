@@ -72,7 +72,7 @@ def test_a_fifth_arm_from_another_run_joins_its_seed(tmp_path, capsys):
     assert mod.main(["--report-from", ",".join(files + extra)]) == 0
     out = capsys.readouterr().out
     rows = markdown_table(out, "| mode ")
-    assert [r[0] for r in rows] == list(mod.ARMS) and rows[4][6] == "650 +- 29"
+    assert [r[0] for r in rows] == list(mod.ARMS[:5]) and rows[4][6] == "650 +- 29"
     # best parent per seed 1600, 1680, 1760 -> 600 - 1600, 700 - 1680, 650 - 1760 = -1030 +- 40
     assert "tree x pool+prune - best parent, units to target: -1030 +- 40 over 3 seed(s)" in out
     assert "reward @ B - best parent's 0.140 +- 0.000" in out  # 0.8 - tree+prune's 0.66
@@ -89,6 +89,48 @@ def test_a_fifth_arm_from_another_run_joins_its_seed(tmp_path, capsys):
     assert mod.main(["--report-from", f"{files[0]},{tmp_path / 'bad.json'}"]) == 2
     err = capsys.readouterr().err
     assert "seed 0: arm 'flat GRPO' has different evaluation curves" in err and len(err.strip().splitlines()) == 1
+
+
+def test_lookahead_arms_run_join_older_runs_of_the_seed_and_pair_with_tree_prune(tmp_path, capsys):
+    """lookahead@1 (+prune): tree+prune's tree (factor 2) whose first split keeps 2 of --cands NVFP4 previews, +prune
+    with tree+prune's pruning. A run of the new arm (--small, real trainers) joins another run's tree+prune of the same
+    seed (flat's curve reproduces across runs) and the report pairs it with tree+prune."""
+    mod = load_bench("bench_tree_pool")
+    args = type("A", (), {"format": "nvfp4", "splits": [0, 2, 4], "pool": 32, "train": 8, "cands": 4,
+                          "txp_width": "topk_per_parent", "txp_k": 1, "txp_window": 2})()
+    bl, pl, g = mod.arm_settings("lookahead@1+prune", args)
+    bt, _, _ = mod.arm_settings("tree+prune", args)
+    b1, _, _ = mod.arm_settings("lookahead@1", args)
+    assert bl.lookahead_candidates == b1.lookahead_candidates == 4 and bl.branch == bt.branch == [2] and g == 8
+    assert (bl.width_prune, bl.prune_k, bl.depth_window) == (bt.width_prune, bt.prune_k, bt.depth_window)
+    assert b1.width_prune == "none" and not pl.enabled and pl.quant.format == "nvfp4"
+    a, b = tmp_path / "a.json", tmp_path / "b.json"
+    o = ["--small", "--out", str(tmp_path / "o"), "--seed-list", "0"]
+    assert mod.main([*o, "--arms", "flat GRPO,tree+prune", "--json-out", str(a)]) == 0
+    assert mod.main([*o, "--arms", "flat GRPO,lookahead@1+prune", "--json-out", str(b)]) == 0
+    la = json.loads(b.read_text())[0]["arms"]["lookahead@1+prune"]
+    assert la["nfe_lowp"] == 4 * (4 - 0) and la["nfe_policy"] == 1 * (0 + 2 * 2 + 4 * 2)  # previews; the 4-leaf tree
+    capsys.readouterr()
+    assert mod.main(["--small", "--report-from", f"{a},{b}"]) == 0
+    out = capsys.readouterr().out
+    assert [r[0] for r in markdown_table(out, "| mode ")] == ["flat GRPO", "tree+prune", "lookahead@1+prune"]
+    assert "lookahead@1+prune units to target - tree+prune's: " in out
+    assert "reward @ B - tree+prune's, all 1 seed(s): " in out
+    # the paired numbers, from fabricated runs: 3 seeds, lookahead@1+prune 100 units sooner, +0.02 reward @ B
+    files = []
+    for s in range(3):
+        r = _run(s, 2000.0 + 100 * s, 1000.0)
+        tp = r["arms"]["tree+prune"]
+        r["arms"] = {"flat GRPO": r["arms"]["flat GRPO"], "tree+prune": tp,
+                     "lookahead@1+prune": dict(tp, u_target=tp["u_target"] - 100 - 10 * s, reward_B=0.68)}
+        (tmp_path / f"l{s}.json").write_text(json.dumps([r]))
+        files.append(str(tmp_path / f"l{s}.json"))
+    assert mod.main(["--report-from", ",".join(files)]) == 0
+    out = capsys.readouterr().out
+    assert ("lookahead@1+prune units to target - tree+prune's: -110 +- 6 over 3 seed(s) where both reached (ahead "
+            "when below -2 SE: yes); reward @ B - tree+prune's, all 3 seed(s): 0.020 +- 0.000") in out
+    assert mod.main(["--cands", "2"]) == 2
+    assert "--cands 2: out of range" in capsys.readouterr().err
 
 
 def test_bad_input_is_one_line_exit_2(capsys):
