@@ -107,9 +107,10 @@ class DiffusionGRPOTrainer(TrainerBase):
         self.gen = torch.Generator().manual_seed(cfg.seed)
         self.rng = random.Random(cfg.seed)
         self.out = Path(cfg.output_dir)
+        # opened by train() after the checkpoint it resumes from is loaded (a refused resume writes nothing), or by
+        # the first log call
         self.logger = MetricsLogger(self.out, enabled=log and self.dist.is_main, config=config_to_dict(cfg),
-                                    log=cfg.log,
-                                    resume=cfg.resume)
+                                    log=cfg.log, resume=cfg.resume, defer=True)
         self.iteration = 0
         self.eval_before: float | None = None
         self.best: dict[str, Any] | None = None  # {"metric", "value", "iteration", "mode"} of checkpoints/best
@@ -359,6 +360,7 @@ class DiffusionGRPOTrainer(TrainerBase):
         ended the run)."""
         cfg, main = self.cfg, self.dist.is_main
         latest = resume_latest(self.out / "checkpoints", cfg.resume, self.load)
+        self.logger.open()  # after the checkpoint's weights and state passed their checks
         if latest is not None and main:
             print(f"resumed from {latest} at iteration {self.iteration}")
         t0 = time.time()

@@ -53,24 +53,38 @@ class MetricsLogger:
 
     def __init__(self, logdir: str | Path, enabled: bool = True, tensorboard: bool = True,
                  config: Mapping | None = None,
-                 log: LogConfig | None = None, resume: bool = True):
+                 log: LogConfig | None = None, resume: bool = True, defer: bool = False):
         """``log``: the job's ``log:`` section (default: TensorBoard only); ``tensorboard=False`` drops TensorBoard
-        from it. ``resume``: continue the tracker runs saved in ``logdir/trackers.json`` (the job's ``resume``)."""
+        from it. ``resume``: continue the tracker runs saved in ``logdir/trackers.json`` (the job's ``resume``).
+        ``defer``: write nothing yet; :meth:`open` (or the first ``log*`` call) opens the files and the trackers, so
+        that a trainer checks the checkpoint it resumes from before anything is written."""
         self.logdir = Path(logdir)
         self.enabled = enabled
         self.trackers: list = []
         self._jsonl = None
         self._t0 = time.time()
+        self._pending: tuple | None = None  # (log, config, resume) until opened
         if not enabled:
             return
+        log = log or LogConfig()
+        if not tensorboard and "tensorboard" in log.backends:
+            log = dataclasses.replace(log, backends=[b for b in log.backends if b != "tensorboard"])
+        self._pending = (log, config, resume)
+        if not defer:
+            self.open()
+
+    def open(self) -> None:
+        """Create ``logdir``, start the trackers, open ``metrics.jsonl`` and write the run info (once; nothing on a
+        disabled or opened logger)."""
+        if self._pending is None:
+            return
+        (log, config, resume), self._pending = self._pending, None
+        self._t0 = time.time()
         created = self.logdir  # the top-most directory made here (None: logdir was there)
         while not created.exists() and created.parent != created and not created.parent.exists():
             created = created.parent
         created = None if created.exists() else created
         self.logdir.mkdir(parents=True, exist_ok=True)
-        log = log or LogConfig()
-        if not tensorboard and "tensorboard" in log.backends:
-            log = dataclasses.replace(log, backends=[b for b in log.backends if b != "tensorboard"])
         try:  # first: a tracker that cannot start (no login, a bad tracking URI) leaves no run directory behind
             self.trackers = open_trackers(self.logdir, log, config, resume)
         except BaseException:
@@ -87,6 +101,7 @@ class MetricsLogger:
     def log(self, step: int, scalars: Mapping[str, float | torch.Tensor]) -> None:
         if not self.enabled:
             return
+        self.open()
         values = {k: float(v.detach().float().mean()) if isinstance(v, torch.Tensor) else float(v)
                   for k, v in scalars.items()}
         row = {"step": step, "time": round(time.time() - self._t0, 3), **values}
@@ -102,6 +117,7 @@ class MetricsLogger:
         ``captions`` (one per image) the tiles are upscaled to >= ``min_tile`` px and captioned (grpo.captions)."""
         if not self.enabled:
             return None
+        self.open()
         import imageio.v3 as iio
 
         if captions is not None:
@@ -123,6 +139,7 @@ class MetricsLogger:
         trackio get; TensorBoard gets an animated GIF (what ``SummaryWriter.add_video`` writes, without moviepy)."""
         if not self.enabled:
             return None
+        self.open()
         import imageio.v3 as iio
 
         out = self.logdir / "videos" / f"{tag.replace('/', '_')}_{step:06d}.mp4"
@@ -135,7 +152,7 @@ class MetricsLogger:
 
     def close(self) -> None:
         """Finish every tracker run (each is closed once; a second ``close`` does nothing)."""
-        trackers, self.trackers = self.trackers, []
+        trackers, self.trackers, self._pending = self.trackers, [], None  # (a deferred logger never opened: nothing)
         for tr in trackers:
             tr.close()
         if self._jsonl is not None:

@@ -284,8 +284,8 @@ def check_resumable(ckpt_root: str | os.PathLike, cfg: Any = None, advice: str =
     """Before resuming from ``ckpt_root``: the checkpoint the run would resume from is complete. A corrupt one is
     reported (one line) and left as it is, never deleted or overwritten; the user moves it away or starts afresh.
     With ``cfg`` (the run's config), its saved config must match too (:func:`grpo.config.check_resume_config`, as
-    the trainer's resume checks it; read from ``state.json`` alone), so that a refused resume has written nothing
-    (the trainer opens its logs before it loads the checkpoint)."""
+    the trainer's resume checks it; read from ``state.json`` alone), so that a refused resume stops before a model is
+    built (the trainers load the checkpoint before they open their logs, so a refusal there writes nothing either)."""
     from .checkpoint import latest_checkpoint, read_saved_config
 
     root = Path(ckpt_root)

@@ -625,6 +625,16 @@ SWEEP_2 = {
                                                                           "does not fit this policy"]),
     "d-eval-weights-nan": ("diffusion_rl.cli", ["eval", "{drun_nan_dir}"], [], ["NaN/inf", "damaged checkpoint"]),
     "v-eval-weights-nan": ("vla_rl.cli", ["eval", "{vrun_nan_dir}"], [], ["model.safetensors", "NaN/inf"]),
+    # a resume refused for its weights: the checkpoint is checked before the logs open (was: one TensorBoard events
+    # file written into the run directory before the refusal)
+    "d-resume-weights-nan": ("diffusion_rl.cli", ["train", D_CFG], ["{drun_nan}", *D_TINY, "train.iterations=2"],
+                             ["NaN/inf", "damaged checkpoint"]),
+    "v-resume-weights-nan": ("vla_rl.cli", ["train", V_CFG], ["{vrun_nan}", *V_TINY, "rl.iterations=2"],
+                             ["model.safetensors", "NaN/inf"]),
+    "d-resume-weights-shape": ("diffusion_rl.cli", ["train", D_CFG], ["{drun_shape}", *D_TINY, "train.iterations=2"],
+                               ["has shape [1,", "this model's is"]),
+    "v-resume-weights-shape": ("vla_rl.cli", ["train", V_CFG], ["{vrun_shape}", *V_TINY, "rl.iterations=2"],
+                               ["model.safetensors", "does not fit this policy"]),
     "v-base-policy-truncated": ("vla_rl.cli", ["train", V_CFG],
                                 [*V_TINY, "sft.base_policy={vrun_policytrunc_dir}/policy"],
                                 ["sft.base_policy", "model.safetensors", "corrupt safetensors"]),

@@ -426,8 +426,8 @@ def run_robot_loop(cfg: RobotLoopConfig, robot=None, judge: Judge | None = None,
     tr = RobotTrainer(cfg, robot, judge, ready, quiet)
     check_policy_fits_robot(tr.policy, robot, dict(cfg.robot.camera_map), "robot.camera_map={{{c}: <robot camera>}}")
     names = list(robot.action_features)
+    resumed = tr.maybe_resume()  # first: a checkpoint refused (its weights, its state) leaves no log files
     tr.logger = MetricsLogger(tr.out, config=config_to_dict(cfg))
-    resumed = tr.maybe_resume()
     if not resumed:
         tr.sft_done = True
         tr.save()  # round 0: the starting policy

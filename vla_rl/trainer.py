@@ -349,8 +349,8 @@ class VLARLTrainer(TrainerBase):
     def train(self) -> dict[str, Any]:
         cfg, main = self.cfg, self.dist.is_main
         t_start = time.time()
+        resumed = self.maybe_resume()  # first: a checkpoint refused (its weights, its state) leaves no log files
         self.logger = MetricsLogger(self.out, enabled=main, config=config_to_dict(cfg), log=cfg.log, resume=cfg.resume)
-        resumed = self.maybe_resume()
         if not self.sft_done:
             if cfg.sft.init_policy:
                 self.sft_done = True

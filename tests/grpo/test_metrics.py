@@ -24,3 +24,22 @@ def test_scalars_images_and_videos_reach_jsonl_files_and_tensorboard(tmp_path):
     gif = iio.imread(img.encoded_image_string, extension=".gif")  # [T, H, W, C], animated
     assert gif.shape[:3] == (5, 8, 12)
     assert np.array_equal(gif[..., :3], (frames.permute(0, 2, 3, 1) * 255).to(torch.uint8).numpy())
+
+
+def test_a_deferred_logger_writes_nothing_until_opened_or_first_logged(tmp_path):
+    """defer=True (the trainers: a resume is checked first): no directory, file or tracker until open() or the first
+    log call; open() twice opens once; a deferred logger closed unopened writes nothing."""
+    out = tmp_path / "run"
+    MetricsLogger(out, config={"seed": 0}, defer=True).close()
+    assert not out.exists()
+    log = MetricsLogger(out, config={"seed": 0}, defer=True)
+    assert not out.exists()
+    log.open()
+    log.open()
+    assert sorted(p.name for p in out.iterdir()) == ["metrics.jsonl", "run_info.json", "tb"]
+    assert len(list((out / "tb").iterdir())) == 1
+    log.close()
+    lazy = MetricsLogger(tmp_path / "lazy", defer=True)
+    lazy.log(1, {"x": 2.0})  # the first write opens it
+    lazy.close()
+    assert read_jsonl(tmp_path / "lazy" / "metrics.jsonl")[0]["x"] == 2.0
