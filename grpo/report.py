@@ -66,8 +66,35 @@ class Run:
         return vals[-1] if vals else None
 
 
+def _is_number(v: Any) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool)
+
+
+def _bad_value(row: dict[str, Any]) -> str | None:
+    """What is wrong in one ``metrics.jsonl`` row (``None``: nothing). :class:`grpo.metrics.MetricsLogger` writes
+    ``step`` (an integer >= 0, the iteration), ``time`` (seconds) and scalars, all numbers (NaN and infinities
+    included, as Python's ``json`` writes them)."""
+    if "step" not in row:
+        return f"no 'step' in {_short(row)}"
+    step = row["step"]
+    if not (isinstance(step, int) and not isinstance(step, bool) and step >= 0):
+        return f"'step' is {_short(step)}, not an integer >= 0"
+    for k, v in row.items():
+        if not _is_number(v):
+            return f"{k!r} is {_short(v)} ({type(v).__name__}), not a number"
+    return None
+
+
+def _short(v: Any, n: int = 60) -> str:
+    """``repr(v)``, cut to ``n`` characters (a long list or string stays one readable line)."""
+    r = " ".join(repr(v).split())
+    return r if len(r) <= n else r[: n - 3] + "..."
+
+
 def load_run(path: str | Path) -> Run:
-    """A run directory (or a ``metrics.jsonl`` file); raises ``FileNotFoundError`` naming what is missing."""
+    """A run directory (or a ``metrics.jsonl`` file); raises ``FileNotFoundError`` naming what is missing and
+    ``ValueError`` (one line: the file, the line number and the bad value) for a row that is not a JSON object of
+    numbers with an integer ``step`` (:func:`_bad_value`)."""
     p = Path(path)
     metrics = p if p.is_file() else p / "metrics.jsonl"
     if not metrics.is_file():
@@ -86,6 +113,10 @@ def load_run(path: str | Path) -> Run:
             if not isinstance(row, dict):
                 raise ValueError(f"report: {metrics} line {i + 1} is {type(row).__name__}, not a JSON object; expected "
                                  "the metrics.jsonl of a run")
+            bad = _bad_value(row)
+            if bad is not None:
+                raise ValueError(f"report: {metrics} line {i + 1}: {bad}; expected the metrics.jsonl of a run (an "
+                                 "integer 'step' and numbers)")
             rows.append(row)
     if not rows:
         raise ValueError(f"report: {metrics} holds no metrics rows (expected the metrics.jsonl of a run that logged at "

@@ -139,3 +139,27 @@ def test_report_goes_to_the_run_dir_and_never_replaces_a_file(tmp_path, monkeypa
     assert (cwd / "report.html").read_text() == "the user's own page\n"
     assert main(["report", str(run), "--force"]) == 0
     assert "<html" in (run / "report.html").read_text()
+
+
+@pytest.mark.parametrize("row,expect", [
+    ({"step": 1, "time": 1.0, "reward/mean": "0.5"}, "'reward/mean' is '0.5' (str), not a number"),
+    ({"step": 1, "time": 1.0, "reward/mean": [0.1, 0.2]}, "'reward/mean' is [0.1, 0.2] (list), not a number"),
+    ({"step": 1, "time": 1.0, "eval/success_rate": True}, "'eval/success_rate' is True (bool), not a number"),
+    ({"step": 1, "time": None, "reward/mean": 0.5}, "'time' is None (NoneType), not a number"),
+    ({"step": "one", "reward/mean": 0.5}, "'step' is 'one', not an integer >= 0"),
+    ({"step": 1.5, "reward/mean": 0.5}, "'step' is 1.5, not an integer >= 0"),
+    ({"time": 1.0, "reward/mean": 0.5}, "no 'step' in {'time': 1.0, 'reward/mean': 0.5}"),
+    ([1, 0.5], "line 2 is list, not a JSON object"),
+], ids=["str", "list-value", "bool", "null-time", "str-step", "float-step", "no-step", "list-row"])
+def test_metrics_rows_of_the_wrong_type_are_refused(tmp_path, capsys, row, expect):
+    """A metrics.jsonl row that MetricsLogger cannot have written (a value that is not a number, a step that is not
+    an integer, a row that is not an object): one line naming the file, the line and the value, exit 2, no page."""
+    run = tmp_path / "run"
+    run.mkdir()
+    metrics = run / "metrics.jsonl"
+    metrics.write_text(json.dumps({"step": 0, "time": 0.0, "reward/mean": float("nan")}) + "\n" + json.dumps(row)
+                       + "\n" + json.dumps({"step": 2, "time": 2.0, "reward/mean": 0.2}) + "\n")
+    assert vla_main(["report", str(run), "--out", str(tmp_path / "r.html")]) == 2
+    err = [ln for ln in capsys.readouterr().err.splitlines() if ln.strip()]
+    assert len(err) == 1 and str(metrics) in err[0] and "line 2" in err[0] and expect in err[0], err
+    assert sorted(p.name for p in tmp_path.rglob("*")) == ["metrics.jsonl", "run"]
