@@ -414,6 +414,9 @@ def run_seeds(prog: str, args, problems: list[str], run_seed, report) -> int:
         seeds = parse_seed_list(args.seed_list, args.seeds)
     except ValueError as e:
         problems.append(str(e))
+    jo = getattr(args, "json_out", None)
+    if jo and not args.report_from and (Path(jo).is_dir() or not Path(jo).resolve().parent.is_dir()):
+        problems.append(f"--json-out {jo!r}: expected a file path in an existing folder (written after each seed)")
     if problems:
         print(f"{prog}: {problems[0]}", file=sys.stderr)
         return 2

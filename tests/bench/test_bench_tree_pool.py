@@ -140,6 +140,7 @@ def test_bad_input_is_one_line_exit_2(capsys):
                       (["--arms", "pool"], "expected 'flat GRPO' first"),
                       (["--splits", "0,2,12"], "expected increasing steps in [0, --steps 10)"),
                       (["--txp-window", "4"], "--txp-window 4: out of range"),
+                      (["--json-out", "/no/s0.json"], "--json-out '/no/s0.json': expected a file path"),
                       (["--report-from", "/nonexistent.json"], "--report-from '/nonexistent.json'")):
         assert mod.main(argv) == 2
         err = capsys.readouterr().err
