@@ -15,8 +15,14 @@
                                            ``<Pipeline>.from_pretrained(OUT/merged)`` and no peft at all
 
 The weights exported are the EMA weights when the run kept an EMA (they are what the run's evaluation scores),
-else the live ones; ``weights="live"`` forces the latter. The LoRA-only export reads the checkpoint alone (no base
-model is loaded); ``--merge`` loads the base pipeline named by the run's ``model`` config.
+else the live ones; ``weights="live"`` forces the latter. The LoRA-only export loads no base weights; ``--merge``
+loads the base pipeline named by the run's ``model`` config (before anything is written).
+
+Before OUT is written the LoRA is checked (:func:`check_lora_tensors`): finite, A/B in pairs of rank
+``model.lora.rank`` and, where the base model's structure is cheap to get (:func:`denoiser_modules`: the tiny
+in-code models, a local diffusers directory built from its ``config.json`` on the meta device, the pipeline
+``--merge`` loads), of the in/out sizes of the modules they name. A hub id or a single-file checkpoint without
+``--merge`` gets the first checks alone (its config would need the network or parsing the whole file).
 """
 
 from __future__ import annotations
@@ -24,6 +30,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 from typing import Literal
+
+import torch
 
 from .families import pipeline_class
 from .lora_files import EXPERT_FILES, lora_metadata, write_diffusers_lora
@@ -62,6 +70,17 @@ def export_run(run_dir: str | Path, out: str | Path, merge: bool = False,
         raise ValueError(f"--weights ema: the run kept no EMA (train.ema_decay={cfg.train.ema_decay})")
     use_ema = weights in ("auto", "ema") and "ema" in state
     src = state["ema"] if use_ema else state["trainable"]
+    pipe = None
+    if merge:  # the base pipeline first: a model that cannot load leaves OUT unwritten
+        from .adapters import load_pipeline
+
+        pipe = load_pipeline(cfg.model)
+    denoisers = denoiser_modules(cfg.model, pipe)
+    try:
+        check_lora_tensors(src, cfg.model.lora.rank, denoisers)
+    except ValueError as e:
+        raise ValueError(f"export: {state['__path__']} ({'EMA' if use_ema else 'live'} weights): {e}; nothing "
+                         "written") from None
     cls = pipeline_class(cfg.model.kind)
     out = Path(out)
     meta = lora_metadata(cfg.model.lora, cfg.model.kind)
@@ -73,17 +92,18 @@ def export_run(run_dir: str | Path, out: str | Path, merge: bool = False,
             "files": {c: EXPERT_FILES[c] for c in experts}, "merged": None}
     if merge:
         info["merged"] = str(out / "merged")
-        merge_into_pipeline(cfg.model, out, out / "merged")
+        merge_into_pipeline(cfg.model, out, out / "merged", pipe)
     (out / "export.json").write_text(json.dumps(info, indent=2))
     return info
 
 
-def merge_into_pipeline(model_cfg, lora_dir: str | Path, dest: str | Path) -> None:
-    """Load the base pipeline of ``model_cfg`` (tiny, directory or single file), load the exported LoRA the stock way
-    (``load_lora_weights``), fold it into the weights (``fuse_lora``), drop the adapter and ``save_pretrained``."""
+def merge_into_pipeline(model_cfg, lora_dir: str | Path, dest: str | Path, pipe=None) -> None:
+    """Load the base pipeline of ``model_cfg`` (tiny, directory or single file; or take ``pipe``, loaded from it),
+    load the exported LoRA the stock way (``load_lora_weights``), fold it into the weights (``fuse_lora``), drop the
+    adapter and ``save_pretrained``."""
     from .adapters import load_pipeline
 
-    pipe = load_pipeline(model_cfg)
+    pipe = pipe if pipe is not None else load_pipeline(model_cfg)
     comps = [c for c, f in EXPERT_FILES.items() if (Path(lora_dir) / f).is_file()]
     for c in comps:  # the second expert's file (Wan 2.2 A14B) loads into transformer_2
         pipe.load_lora_weights(str(lora_dir), weight_name=EXPERT_FILES[c], adapter_name="grpo",
@@ -93,3 +113,85 @@ def merge_into_pipeline(model_cfg, lora_dir: str | Path, dest: str | Path) -> No
     pipe.save_pretrained(str(dest))
 
 
+def denoiser_modules(model_cfg, pipe=None) -> dict[str, torch.nn.Module]:
+    """The run's denoiser(s) by pipeline component (``transformer``, Wan 2.2 A14B's ``transformer_2``), for the
+    export's shape check, where that is cheap: ``pipe``'s (``--merge`` loads the base pipeline anyway); the tiny
+    in-code models (built, a fraction of a second); a local diffusers directory's, built from its ``config.json`` on
+    the meta device (no weights read). ``{}`` for a hub id or a single-file checkpoint (reading their config means
+    the network or the whole file's parsing): the export then checks the LoRA's own shapes alone."""
+    if pipe is None and model_cfg.path is None:
+        from .adapters import load_pipeline
+
+        pipe = load_pipeline(model_cfg)
+    if pipe is not None:
+        return {c: m for c in EXPERT_FILES if isinstance(m := getattr(pipe, c, None), torch.nn.Module)}
+    from .adapters import resolve_model_path
+    from .checkpoints import is_single_file
+
+    if is_single_file(model_cfg.path):
+        return {}
+    root = resolve_model_path(model_cfg.path)
+    try:
+        index = json.loads((root / "model_index.json").read_text())
+    except (OSError, ValueError):
+        return {}  # a hub id (or no pipeline there): nothing local to read
+    import diffusers
+
+    out = {}
+    for comp in EXPERT_FILES:
+        entry = index.get(comp) if isinstance(index, dict) else None
+        cls = getattr(diffusers, entry[1], None) if isinstance(entry, list) and len(entry) == 2 and entry[1] else None
+        if cls is None or not (root / comp / "config.json").is_file():
+            continue
+        try:
+            with torch.device("meta"):  # the module tree and its parameter shapes, no memory, no weights read
+                out[comp] = cls.from_config(cls.load_config(str(root / comp)))
+        except Exception:  # noqa: BLE001 - a model that cannot be built on the meta device: its LoRA's own checks
+            continue
+    return out
+
+
+def check_lora_tensors(trainable: dict[str, torch.Tensor], rank: int,
+                       denoisers: dict[str, torch.nn.Module] | None = None) -> None:
+    """Refuse (``ValueError``, one line) a run's LoRA weights that no model of the run's config can load: a module
+    with ``lora_A`` but no ``lora_B`` (or the reverse); ``A`` not ``[rank, in, ...]`` or ``B`` not ``[out, rank, ...]``
+    (``rank`` = ``model.lora.rank``); NaN/inf values; and, for each component of ``denoisers``
+    (:func:`denoiser_modules`), a module it does not have, or ``in`` / ``out`` other than its weight's
+    ``[out, in, ...]``."""
+    from grpo.checkpoint import nonfinite_tensors
+
+    from .lora_files import split_experts, to_diffusers_keys
+
+    bad = nonfinite_tensors(trainable)
+    if bad:
+        raise ValueError(f"LoRA tensor {bad[0]!r} holds NaN/inf ({len(bad)} of {len(trainable)} tensors): a damaged "
+                         "checkpoint, left as it is; export an older one")
+    for comp, part in split_experts(trainable).items():
+        layers = to_diffusers_keys(part)
+        model = (denoisers or {}).get(comp)
+        pairs: dict[str, dict[str, torch.Tensor]] = {}
+        for k, v in layers.items():
+            module, ab = k.rsplit(".lora_", 1)
+            pairs.setdefault(module, {})[ab.split(".", 1)[0]] = v
+        for module, ab in sorted(pairs.items()):
+            if set(ab) != {"A", "B"}:
+                has, lacks = ("A", "B") if "A" in ab else ("B", "A")
+                raise ValueError(f"{comp}.{module} has lora_{has} but no lora_{lacks}: a damaged checkpoint")
+            a, b = ab["A"], ab["B"]
+            if a.dim() < 2 or a.shape[0] != rank or b.dim() < 2 or b.shape[1] != rank:
+                key, t, want = ((f"{module}.lora_A", a, f"[{rank}, in_features]") if a.dim() < 2 or a.shape[0] != rank
+                                else (f"{module}.lora_B", b, f"[out_features, {rank}]"))
+                raise ValueError(f"LoRA tensor {comp}.{key} has shape {list(t.shape)}, expected {want} "
+                                 f"(model.lora.rank={rank}): a damaged checkpoint, or one of another model.lora")
+            if model is None:
+                continue
+            try:
+                weight = model.get_submodule(module).weight
+            except AttributeError:
+                raise ValueError(f"LoRA module {comp}.{module} is not in this run's {type(model).__name__} (model."
+                                 "path / model.tiny): a checkpoint of another model") from None
+            if a.shape[1] != weight.shape[1] or b.shape[0] != weight.shape[0]:
+                raise ValueError(f"LoRA tensors {comp}.{module}.lora_A / lora_B have shapes {list(a.shape)} / "
+                                 f"{list(b.shape)}, but the model's {module} weight is {list(weight.shape)} (expected "
+                                 f"[{rank}, {weight.shape[1]}] / [{weight.shape[0]}, {rank}]): a checkpoint of another "
+                                 "model size")

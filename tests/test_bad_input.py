@@ -625,6 +625,11 @@ SWEEP_2 = {
                                                                           "does not fit this policy"]),
     "d-eval-weights-nan": ("diffusion_rl.cli", ["eval", "{drun_nan_dir}"], [], ["NaN/inf", "damaged checkpoint"]),
     "v-eval-weights-nan": ("vla_rl.cli", ["eval", "{vrun_nan_dir}"], [], ["model.safetensors", "NaN/inf"]),
+    # an export of damaged LoRA weights (another shape, NaN): refused before OUT is written (was: exported)
+    "d-export-weights-shape": ("diffusion_rl.cli", ["export", "{drun_shape_dir}", "{assets}/exp_shape"], [],
+                               ["export", "has shape [1,", "model.lora.rank=", "nothing written"]),
+    "d-export-weights-nan": ("diffusion_rl.cli", ["export", "{drun_nan_dir}", "{assets}/exp_nan"], [],
+                             ["export", "NaN/inf", "damaged checkpoint", "nothing written"]),
     # a resume refused for its weights: the checkpoint is checked before the logs open (was: one TensorBoard events
     # file written into the run directory before the refusal)
     "d-resume-weights-nan": ("diffusion_rl.cli", ["train", D_CFG], ["{drun_nan}", *D_TINY, "train.iterations=2"],

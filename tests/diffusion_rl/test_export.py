@@ -217,3 +217,45 @@ def test_checkpoint_dir_loads_in_stock_diffusers(tmp_path, monkeypatch):
     assert (images["export"] - base).abs().max() > 1e-3  # the LoRA changes the images: equality below is not vacuous
     torch.testing.assert_close(images["checkpoint"], images["export"], atol=0, rtol=0)
     torch.testing.assert_close(images["best"], images["export"], atol=0, rtol=0)
+
+
+def test_export_checks_the_lora_shapes_against_the_model(tmp_path, capsys):
+    """Before anything is written, each LoRA pair must fit the run's model: A [rank, in], B [out, rank] of the module
+    it names. The tiny model is built; a local diffusers directory's denoiser is built from its config on the meta
+    device (no weights read). A pair of the right rank but another module size: one line, exit 2, OUT absent."""
+    from safetensors.torch import load_file, save_file
+
+    from diffusion_rl.export import check_lora_tensors, denoiser_modules
+    from grpo.checkpoint import latest_checkpoint
+
+    cfg, tr = _run(tmp_path, "sd3")
+    ck = latest_checkpoint(tmp_path / "run" / "checkpoints")
+    good = load_file(str(ck / "trainable.safetensors"))
+    a_key = "transformer_blocks.0.attn.to_q.lora_A.default.weight"
+    b_key = a_key.replace("lora_A", "lora_B")
+    wide = {**good, a_key: torch.zeros(4, 40), b_key: torch.zeros(40, 4)}  # the model's to_q is 32 -> 32
+    save_file(wide, str(ck / "trainable.safetensors"))
+    out = tmp_path / "lora"
+    assert main(["export", str(tmp_path / "run"), str(out)]) == 2
+    err = [ln for ln in capsys.readouterr().err.splitlines() if ln.strip()]
+    assert len(err) == 1 and "transformer.transformer_blocks.0.attn.to_q.lora_A / lora_B have shapes [4, 40] / " \
+        "[40, 4], but the model's transformer_blocks.0.attn.to_q weight is [32, 32]" in err[0] \
+        and "nothing written" in err[0], err
+    assert not out.exists()
+
+    base = tmp_path / "base"  # the same model as a local diffusers directory: checked from its config alone
+    _stock("sd3", cfg.model).save_pretrained(str(base))
+    meta = denoiser_modules(ModelConfig(kind="sd3", path=str(base)))["transformer"]
+    assert {p.device.type for p in meta.parameters()} == {"meta"}
+    trained = {n.replace(".base_layer", ""): p.shape for n, p in tr.adapter.pipe.transformer.named_parameters()
+               if "lora_" not in n}  # (peft keeps a targeted layer's own weight under .base_layer)
+    assert {n: p.shape for n, p in meta.named_parameters()} == trained
+    check_lora_tensors(good, 4, {"transformer": meta})
+    with pytest.raises(ValueError, match=r"to_q weight is \[32, 32\]"):
+        check_lora_tensors(wide, 4, {"transformer": meta})
+    with pytest.raises(ValueError, match=r"lora_A has shape \[4, 32\], expected \[2, in_features\] "
+                                         r"\(model.lora.rank=2\)"):
+        check_lora_tensors(good, 2)  # another rank: refused without any model
+    renamed = {k.replace("transformer_blocks.0.", "transformer_blocks.9."): v for k, v in good.items()}
+    with pytest.raises(ValueError, match=r"transformer_blocks.9.attn.* is not in this run's SD3Transformer2DModel"):
+        check_lora_tensors(renamed, 4, {"transformer": meta})
