@@ -25,6 +25,12 @@ eta, clip, steps:
                      candidate children previewed to a leaf by the ``--format`` copy (diffusion_rl/lookahead.py);
 * ``lookahead@1+prune`` the same rollout with tree+prune's width / depth pruning: compared with ``tree+prune`` (paired
                      per seed: units to target and reward @ B minus tree+prune's).
+* ``Prune-parent``   tree+prune with the parent credit (``branch.adv_baseline=parent``, ``adv_scale=leaf``: a node's
+                     advantage is its reward minus its parent's, so an edge is credited only with what its own
+                     segment's noise changed; ``bench_branch_headroom.py``'s arm of that name);
+* ``lookahead@1+prune-parent`` lookahead@1+prune with the parent credit: compared with ``Prune-parent``. The first
+                     split's selection widens the gap between the kept subtrees; under the depth credit every deeper
+                     edge's advantage carries that gap, under the parent credit only the first split's edges do.
 
 Cost: each iteration's logged ``cost/gpu_units`` (full-precision forward passes: policy NFE + low-precision NFE /
 the format's published throughput ratio + 3 x trained rows; ``diffusion_rl.strategies.projected_gpu_units``). Every
@@ -71,9 +77,11 @@ from diffusion_rl.pool_config import PoolConfig  # noqa: E402
 from diffusion_rl.quant import QuantConfig  # noqa: E402
 from diffusion_rl.trainer import DiffusionGRPOTrainer  # noqa: E402
 
-ARMS = ("flat GRPO", "tree+prune", "pool", "tree x pool", "tree x pool+prune", "lookahead@1", "lookahead@1+prune")
+ARMS = ("flat GRPO", "tree+prune", "pool", "tree x pool", "tree x pool+prune", "lookahead@1", "lookahead@1+prune",
+        "Prune-parent", "lookahead@1+prune-parent")
 COMBOS = ("tree x pool", "tree x pool+prune")  # compared with the best parent
-LOOKAHEAD = ("lookahead@1", "lookahead@1+prune")  # compared with tree+prune
+LOOKAHEAD = {"lookahead@1": "tree+prune", "lookahead@1+prune": "tree+prune",  # each compared with its tree
+             "lookahead@1+prune-parent": "Prune-parent"}
 
 
 def arm_settings(name: str, args) -> tuple[BranchConfig, PoolConfig, int]:
@@ -84,6 +92,7 @@ def arm_settings(name: str, args) -> tuple[BranchConfig, PoolConfig, int]:
     wide = [2] * (len(splits) - 1) + [2 * args.pool // args.train]  # the last split widened to --pool leaves
     off = PoolConfig(enabled=False)
     prune = dict(width_prune="topk_per_parent", prune_k=1, depth_window=2)  # tree+prune's
+    parent = dict(adv_baseline="parent", adv_scale="leaf")  # the parent credit (bench_branch_headroom's Prune-parent)
     la = dict(**tree, branch=[2], lookahead_candidates=getattr(args, "cands", 4))
     previews = PoolConfig(enabled=False, quant=q)  # the pool's rollout copy, for the previews only
     return {
@@ -100,6 +109,8 @@ def arm_settings(name: str, args) -> tuple[BranchConfig, PoolConfig, int]:
                                          quant=q), args.train),
         "lookahead@1": (BranchConfig(**la), previews, args.train),
         "lookahead@1+prune": (BranchConfig(**la, **prune), previews, args.train),
+        "Prune-parent": (BranchConfig(**tree, branch=[2], **prune, **parent), off, args.train),
+        "lookahead@1+prune-parent": (BranchConfig(**la, **prune, **parent), previews, args.train),
     }[name]
 
 
@@ -259,19 +270,18 @@ def report(args, runs: list[dict]) -> int:
             print(f"  {combo} - best parent, units to target: {m:.0f} +- {se:.0f} over {len(diffs)} seed(s) "
                   f"(the claim holds when below -2 SE: {'yes' if len(diffs) > 1 and m < -2 * se else 'no'}); "
                   f"reward @ B - best parent's {fmt(dr, 3)}")
-    if "tree+prune" in args.arms:
-        for la in (a for a in LOOKAHEAD if a in args.arms):
-            du = [r["arms"][la]["u_target"] - r["arms"]["tree+prune"]["u_target"] for r in runs
-                  if r["arms"][la]["u_target"] is not None and r["arms"]["tree+prune"]["u_target"] is not None]
-            dr = [r["arms"][la]["reward_B"] - r["arms"]["tree+prune"]["reward_B"] for r in runs]
-            if du:
-                m, se = mean_se(du)
-                units = (f"{m:.0f} +- {se:.0f} over {len(du)} seed(s) where both reached (ahead when below -2 SE: "
-                         f"{'yes' if len(du) > 1 and m < -2 * se else 'no'})")
-            else:
-                units = "no seed where both reached the target"
-            print(f"  {la} units to target - tree+prune's: {units}; reward @ B - tree+prune's, all {n} seed(s): "
-                  f"{fmt(dr, 3)}")
+    for la, base in ((a, b) for a, b in LOOKAHEAD.items() if a in args.arms and b in args.arms):
+        du = [r["arms"][la]["u_target"] - r["arms"][base]["u_target"] for r in runs
+              if r["arms"][la]["u_target"] is not None and r["arms"][base]["u_target"] is not None]
+        dr = [r["arms"][la]["reward_B"] - r["arms"][base]["reward_B"] for r in runs]
+        if du:
+            m, se = mean_se(du)
+            units = (f"{m:.0f} +- {se:.0f} over {len(du)} seed(s) where both reached (ahead when below -2 SE: "
+                     f"{'yes' if len(du) > 1 and m < -2 * se else 'no'})")
+        else:
+            units = "no seed where both reached the target"
+        print(f"  {la} units to target - {base}'s: {units}; reward @ B - {base}'s, all {n} seed(s): "
+              f"{fmt(dr, 3)}")
     print("\nevaluation curves (units:reward/all-correct):")
     for r in runs:
         for name in args.arms:

@@ -104,6 +104,12 @@ def test_lookahead_arms_run_join_older_runs_of_the_seed_and_pair_with_tree_prune
     assert bl.lookahead_candidates == b1.lookahead_candidates == 4 and bl.branch == bt.branch == [2] and g == 8
     assert (bl.width_prune, bl.prune_k, bl.depth_window) == (bt.width_prune, bt.prune_k, bt.depth_window)
     assert b1.width_prune == "none" and not pl.enabled and pl.quant.format == "nvfp4"
+    bp, _, _ = mod.arm_settings("Prune-parent", args)  # the parent credit on tree+prune's tree, and on the lookahead's
+    blp, _, _ = mod.arm_settings("lookahead@1+prune-parent", args)
+    for c in (bp, blp):
+        assert (c.adv_baseline, c.adv_scale, c.width_prune, c.depth_window) == ("parent", "leaf", "topk_per_parent", 2)
+    assert (bp.lookahead_candidates, blp.lookahead_candidates) == (0, 4) and mod.LOOKAHEAD[
+        "lookahead@1+prune-parent"] == "Prune-parent"
     a, b = tmp_path / "a.json", tmp_path / "b.json"
     o = ["--small", "--out", str(tmp_path / "o"), "--seed-list", "0"]
     assert mod.main([*o, "--arms", "flat GRPO,tree+prune", "--json-out", str(a)]) == 0
