@@ -34,7 +34,7 @@ import torch
 
 from grpo.config import require_at_least
 from grpo.flow_sde import flow_sigmas
-from grpo.tree import RolloutTree, TreeCredit, tree_advantages
+from grpo.tree import MAX_TREE_NODES, RolloutTree, TreeCredit, tree_advantages, tree_size
 
 from .adapters import DiffusionAdapter, cond_select
 from .sampling import (
@@ -103,7 +103,18 @@ class BranchConfig:
             raise ValueError(f"branch.branch needs 1 factor or one per split step ({len(self.split_steps)}), got "
                              f"{self.branch}")
         factors = self.branch_factors()
-        if factors and min(factors) >= 1 and math.prod(factors) < 2:
+        if not factors:
+            raise ValueError("branch.split_steps is empty: the tree has 1 leaf (expected at least one split step; the "
+                             "leaves are the group)")
+        if min(factors) >= 1 and tree_size(factors) > MAX_TREE_NODES:
+            raise ValueError(f"branch.branch={self.branch} over branch.split_steps={self.split_steps}: a tree of more "
+                             f"than {MAX_TREE_NODES} nodes per prompt (expected smaller factors)")
+        if self.lookahead_candidates and min(factors) >= 1 and \
+                tree_size([self.lookahead_candidates, *factors[1:]]) > MAX_TREE_NODES:
+            raise ValueError(f"branch.lookahead_candidates={self.lookahead_candidates}: the previewed tree has more "
+                             f"than {MAX_TREE_NODES} nodes per prompt (expected a few more candidates than the first "
+                             f"factor {factors[0]}, e.g. {2 * factors[0]})")
+        if min(factors) >= 1 and math.prod(factors) < 2:
             raise ValueError(f"branch.branch={self.branch}: the tree has 1 leaf (expected factors whose product is >= "
                              "2: the leaves are the group)")
         return RolloutTree(num_steps, self.split_steps, factors)

@@ -162,7 +162,9 @@ def _train(args) -> int:
     check_train_inputs(cfg, writes=not (args.dry_run or args.plan))  # before any model is built
     if args.plan:
         from .plan import build_plan, format_plan
+        from .strategies import check_strategy
 
+        check_strategy(cfg, 1)  # the strategy's own settings, as a dry run or a run checks them (was: planned anyway)
         gpus = check_plan_flags(args.gpus, args.gpu_mem, args.peak_tflops, args.mfu)
         print(format_plan(build_plan(cfg, args.arch), cfg, gpus, args.gpu_mem, args.peak_tflops, args.mfu))
         return 0

@@ -59,6 +59,21 @@ class TreeNode:
         return self.end - self.start
 
 
+MAX_TREE_NODES = 100_000  # the most nodes one prompt's tree may have (each holds a latent per denoising segment)
+
+
+def tree_size(branch: Sequence[int]) -> int:
+    """Nodes of a tree with children per depth ``branch`` (``1 + k_1 + k_1 k_2 + ...``), counted without building
+    it (a factor < 1 counts as 1)."""
+    total, width = 1, 1
+    for k in branch:
+        width *= max(int(k), 1)
+        total += width
+        if total > MAX_TREE_NODES:  # stop early: the caller refuses it
+            return total
+    return total
+
+
 class RolloutTree:
     """The static shape of one prompt's rollout tree (what is shared, what branches, where).
 
@@ -82,6 +97,9 @@ class RolloutTree:
             raise ValueError(f"got {len(branches)} branch factors for {len(split_steps)} split steps")
         if any(b < 1 for b in branches):
             raise ValueError(f"branch factors must be >= 1, got {branches}")
+        if tree_size(branches) > MAX_TREE_NODES:
+            raise ValueError(f"branch factors {branches} make a tree of more than {MAX_TREE_NODES} nodes per prompt "
+                             "(expected factors whose products stay below that)")
         self.num_steps = num_steps
         self.split_steps = split_steps
         self.branch = branches

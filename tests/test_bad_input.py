@@ -650,10 +650,32 @@ SWEEP_2 = {
                                ["log.backends=[mlflow]", "log.mlflow_uri=nosuch://host", *D_TINY],
                                ["mlflow could not start its run", "nosuch://host"]),
 }
+# the third misuse sweep (the newest surfaces: lookahead@1, rl.reward=sim_progress, fit-encoder, reward servers, export,
+# report): values that were accepted (a tree of a billion nodes filled the memory in a dry run; --plan planned a
+# strategy a run refuses) or failed with a traceback
+LA = ("diffusion_rl.cli", ["train", "configs/diffusion/shapes_tree_lookahead.yaml", "--dry-run"])
+LA_PLAN = ("diffusion_rl.cli", ["train", "configs/diffusion/shapes_tree_lookahead.yaml", "--dry-run", "--plan",
+                                "--arch", "sd3.5-medium"])
+BR = ("diffusion_rl.cli", ["train", "configs/diffusion/shapes_branch.yaml", "--dry-run"])
+SWEEP_3 = {
+    "d-lookahead-huge": (*LA, ["branch.lookahead_candidates=1000000000"],
+                         ["branch.lookahead_candidates=1000000000", "more than 100000 nodes"]),
+    "d-branch-factor-huge": (*BR, ["branch.split_steps=[0]", "branch.branch=[100000000]"],
+                             ["branch.branch=[100000000]", "more than 100000 nodes"]),
+    "d-branch-no-splits": (*BR, ["branch.split_steps=[]"],
+                           ["branch.split_steps is empty", "1 leaf"]),
+    "d-lookahead-no-splits": (*LA, ["branch.split_steps=[]"], ["branch.split_steps is empty"]),
+    "d-plan-lookahead-pool": (*LA_PLAN, ["pool.enabled=true"],
+                              ["branch.lookahead_candidates=4 with pool.enabled=true", "choose one"]),
+    "d-plan-lookahead-bf16": (*LA_PLAN, ["pool.quant.format=bf16"], ["pool.quant.format must be fp8 or nvfp4"]),
+    "d-plan-lookahead-few": (*LA_PLAN, ["branch.lookahead_candidates=2"],
+                             ["branch.lookahead_candidates=2", "must exceed", "branch factor 2"]),
+}
 CASES.update(SWEEP)
 CASES.update(SWEEP_2)
+CASES.update(SWEEP_3)
 EXIT_2 = {c for c in CASES if c.startswith(("v-sim-", "v-robosuite-", "v-libero-", "l-sim-", "l-demo-", "v-eval-sim-"))
-          } | set(SWEEP) | set(SWEEP_2)
+          } | set(SWEEP) | set(SWEEP_2) | set(SWEEP_3)
 NEEDS = {"drun": "diffusion_run", "vrun": "vla_run", "demo": "demo_wrong_action"}
 # Run as ``python -m <cli>`` in a subprocess (the real entry point and exit code of a fresh interpreter): one case of
 # every subcommand of both CLIs, and every case whose command imports robosuite or LIBERO (their imports print to the
