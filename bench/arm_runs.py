@@ -19,6 +19,8 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, Callable
 
+MAX_SEED = 2**32 - 1  # the largest seed a bench takes (grpo.config.MAX_SEED: torch's generators take no more)
+
 ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -109,6 +111,26 @@ def join_seeds(runs: list[dict], same: str, what: str) -> list[dict]:
     return [by_seed[s] for s in sorted(by_seed)]
 
 
+def bad_arm_fields(runs: list[dict], numbers: tuple[str, ...], optional: tuple[str, ...] = (),
+                   lists: tuple[str, ...] = ()) -> str | None:
+    """The first arm of ``runs`` (``--report-from`` files) that is not an object with a number for each of
+    ``numbers`` (``optional``: a number or null) and a list for each of ``lists``, as one line naming the seed, the arm
+    and the field; ``None`` when all are."""
+    for r in runs:
+        for name, a in r["arms"].items():
+            where = f"seed {r['seed']}, arm {name!r}"
+            if not isinstance(a, dict):
+                return f"{where} is {type(a).__name__}, not an object of the bench's numbers"
+            for k in (*numbers, *optional, *lists):
+                v = a.get(k)
+                ok = (isinstance(v, list) if k in lists else
+                      (v is None and k in optional) or (isinstance(v, (int, float)) and not isinstance(v, bool)))
+                if not ok:
+                    return (f"{where}: {k!r} is {v!r}, expected " + ("a list" if k in lists else "a number")
+                            + " (a --json-out file of this bench and version)")
+    return None
+
+
 def missing_arms(prog: str, runs: list[dict], arms: list[str]) -> bool:
     """Whether a run lacks an arm of ``arms`` (``--report-from`` files written with other ``--arms``); if so one line
     on stderr naming, per seed, the missing arms and the arms it has."""
@@ -132,8 +154,8 @@ def parse_seed_list(text: str | None, n: int) -> list[int]:
         seeds = [int(s) for s in text.split(",")]
     except ValueError:
         raise ValueError(f"--seed-list {text!r}: expected comma-separated integers") from None
-    if min(seeds) < 0 or len(set(seeds)) != len(seeds):
-        raise ValueError(f"--seed-list {text!r}: expected distinct seeds >= 0")
+    if min(seeds) < 0 or max(seeds) > MAX_SEED or len(set(seeds)) != len(seeds):
+        raise ValueError(f"--seed-list {text!r}: expected distinct seeds >= 0 (at most {MAX_SEED})")
     return seeds
 
 
@@ -141,15 +163,17 @@ def read_json_runs(paths: str) -> list[dict]:
     """The runs of ``--report-from`` (comma-separated ``--json-out`` files, each a JSON list of runs
     ``{"seed": int, "arms": {...}, ...}``), else ``ValueError`` naming the file and what it should hold."""
     runs: list[dict] = []
+    if not paths.strip() or any(not p.strip() for p in paths.split(",")):
+        raise ValueError(f"--report-from {paths!r}: an empty file name; expected comma-separated --json-out files")
     for path in paths.split(","):
         try:
             data = json.loads(Path(path).read_text())
         except (OSError, ValueError) as e:
             raise ValueError(f"--report-from {path!r}: {' '.join(str(e).split())}") from None
         if not (isinstance(data, list) and data and all(
-                isinstance(r, dict) and isinstance(r.get("seed"), int) and isinstance(r.get("arms"), dict)
-                for r in data)):
+                isinstance(r, dict) and type(r.get("seed")) is int and 0 <= r["seed"] <= MAX_SEED
+                and isinstance(r.get("arms"), dict) for r in data)):
             raise ValueError(f"--report-from {path!r}: expected a --json-out file (a non-empty JSON list of runs, "
-                             "each with 'seed' and 'arms')")
+                             "each with 'seed' and 'arms'; seed an integer >= 0)")
         runs += data
     return runs

@@ -421,7 +421,7 @@ def run_seeds(prog: str, args, problems: list[str], run_seed, report) -> int:
         print(f"{prog}: {problems[0]}", file=sys.stderr)
         return 2
     runs = []
-    if args.report_from:
+    if args.report_from is not None:  # (an empty --report-from is refused there, not taken as "run the bench")
         try:
             runs = read_json_runs(args.report_from)
         except ValueError as e:

@@ -454,7 +454,7 @@ def main(argv=None) -> int:
     # the training-side settings make_trainer reads (nothing trains here)
     args.lr, args.eval_steps, args.eval_prompts = 1e-3, args.steps, 1
     runs = []
-    if args.report_from:
+    if args.report_from is not None:  # (an empty one is refused by read_json_runs)
         try:
             runs = join_seeds(read_json_runs(args.report_from), "leaves", "leaf rewards")
         except (OSError, ValueError, KeyError) as e:

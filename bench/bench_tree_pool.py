@@ -67,7 +67,7 @@ import torch  # noqa: E402
 
 torch.set_num_threads(int(os.environ["OMP_NUM_THREADS"]))
 
-from arm_runs import join_seeds, missing_arms  # noqa: E402
+from arm_runs import bad_arm_fields, join_seeds, missing_arms  # noqa: E402
 from bench_branch_headroom import TASKS, check_same_start, crossing, fmt, make_trainer, reward_at, run_seeds  # noqa: E402
 from big_shapes_task import TARGET_AREA  # noqa: E402
 from claims_toy import mean_se  # noqa: E402
@@ -79,6 +79,10 @@ from diffusion_rl.trainer import DiffusionGRPOTrainer  # noqa: E402
 
 ARMS = ("flat GRPO", "tree+prune", "pool", "tree x pool", "tree x pool+prune", "lookahead@1", "lookahead@1+prune",
         "Prune-parent", "lookahead@1+prune-parent")
+# the numbers run_seed writes per arm (u_target / t_target: null when the target was not reached; curve: a list)
+ARM_NUMBERS = ("iters", "units_per_iter", "s_per_iter", "nfe_policy", "nfe_lowp", "backward", "spent", "reward_B",
+               "acc_B", "s_per_unit")
+MAX_CANDS = 64  # --cands: the most lookahead@1 candidates (each previewed to a leaf every iteration)
 COMBOS = ("tree x pool", "tree x pool+prune")  # compared with the best parent
 LOOKAHEAD = {"lookahead@1": "tree+prune", "lookahead@1+prune": "tree+prune",  # each compared with its tree
              "lookahead@1+prune-parent": "Prune-parent"}
@@ -205,6 +209,10 @@ def merge_runs(runs: list[dict]) -> list[dict]:
 def report(args, runs: list[dict]) -> int:
     """Print the table of ``runs`` (joined per seed, :func:`merge_runs`); 2 (one line on stderr) for runs that cannot
     be joined or lack an arm of ``--arms``, else 0."""
+    bad = bad_arm_fields(runs, ARM_NUMBERS, ("u_target", "t_target"), ("curve",))
+    if bad:
+        print(f"bench_tree_pool: --report-from: {bad}", file=sys.stderr)
+        return 2
     try:
         runs = merge_runs(runs)
     except ValueError as e:
@@ -340,6 +348,8 @@ def main(argv=None) -> int:
         args.splits = [0]
     args.all_arms = args.arms is None
     args.arms = list(ARMS) if args.arms is None else [a.strip() for a in args.arms.split(",")]
+    if len(set(args.arms)) != len(args.arms):
+        problems.append(f"--arms {','.join(args.arms)!r}: names an arm more than once (expected distinct arms)")
     if [a for a in args.arms if a not in ARMS] or not args.arms or args.arms[0] != "flat GRPO":
         problems.append(f"--arms {','.join(args.arms)!r}: expected 'flat GRPO' first, then any of "
                         f"{', '.join(ARMS[1:])}")
@@ -351,15 +361,18 @@ def main(argv=None) -> int:
         problems.append(f"--train {args.train}: must be 2^(number of splits) = {2 ** len(args.splits)}")
     if args.pool < args.train or (2 * args.pool) % args.train:
         problems.append(f"--pool {args.pool}: must be >= --train {args.train} and a multiple of --train / 2")
-    for flag, v, ok in (("--seeds", args.seeds, args.seeds >= 1),
-                        ("--flat-iters", args.flat_iters, args.flat_iters >= 2),
-                        ("--eval-every", args.eval_every, args.eval_every >= 1), ("--lr", args.lr, args.lr > 0),
-                        ("--txp-k", args.txp_k, args.txp_k >= 1), ("--txp-window", args.txp_window,
-                                                                    0 <= args.txp_window <= len(args.splits)),
-                        ("--overrun", args.overrun, args.overrun >= 1), ("--cands", args.cands, args.cands > 2),
-                        ("--target-frac", args.target_frac, 0 < args.target_frac <= 1)):
+    for flag, v, ok, want in (
+            ("--seeds", args.seeds, args.seeds >= 1, ">= 1"),
+            ("--flat-iters", args.flat_iters, args.flat_iters >= 2, ">= 2"),
+            ("--eval-every", args.eval_every, args.eval_every >= 1, ">= 1"), ("--lr", args.lr, args.lr > 0, "> 0"),
+            ("--txp-k", args.txp_k, args.txp_k >= 1, ">= 1"),
+            ("--txp-window", args.txp_window, 0 <= args.txp_window <= len(args.splits),
+             f"in [0, {len(args.splits)}] (the number of splits)"),
+            ("--overrun", args.overrun, args.overrun >= 1, ">= 1"),
+            ("--cands", args.cands, 2 < args.cands <= MAX_CANDS, f"in [3, {MAX_CANDS}] (more than the 2 kept)"),
+            ("--target-frac", args.target_frac, 0 < args.target_frac <= 1, "in (0, 1]")):
         if not ok:
-            problems.append(f"{flag} {v}: out of range")
+            problems.append(f"{flag} {v}: out of range (expected {want})")
     return run_seeds("bench_tree_pool", args, problems, run_seed, report)
 
 

@@ -155,13 +155,18 @@ def check_lora_tensors(trainable: dict[str, torch.Tensor], rank: int,
                        denoisers: dict[str, torch.nn.Module] | None = None) -> None:
     """Refuse (``ValueError``, one line) a run's LoRA weights that no model of the run's config can load: a module
     with ``lora_A`` but no ``lora_B`` (or the reverse); ``A`` not ``[rank, in, ...]`` or ``B`` not ``[out, rank, ...]``
-    (``rank`` = ``model.lora.rank``); NaN/inf values; and, for each component of ``denoisers``
-    (:func:`denoiser_modules`), a module it does not have, or ``in`` / ``out`` other than its weight's
+    (``rank`` = ``model.lora.rank``); tensors that are not floating point; NaN/inf values; and, for each component
+    of ``denoisers`` (:func:`denoiser_modules`), a module it does not have, or ``in`` / ``out`` other than its weight's
     ``[out, in, ...]``."""
     from grpo.checkpoint import nonfinite_tensors
 
     from .lora_files import split_experts, to_diffusers_keys
 
+    ints = [k for k, v in trainable.items() if not v.is_floating_point()]
+    if ints:
+        raise ValueError(f"LoRA tensor {ints[0]!r} is {str(trainable[ints[0]].dtype).removeprefix('torch.')} "
+                         f"({len(ints)} of {len(trainable)} tensors), expected floating-point weights: a damaged "
+                         "checkpoint")
     bad = nonfinite_tensors(trainable)
     if bad:
         raise ValueError(f"LoRA tensor {bad[0]!r} holds NaN/inf ({len(bad)} of {len(trainable)} tensors): a damaged "

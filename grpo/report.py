@@ -347,8 +347,24 @@ def report_path(run_dirs: list[str | Path], out: str | Path | None, force: bool)
     return p
 
 
+def check_report_args(run_dirs: list[str | Path], title: str | None) -> None:
+    """The same run named twice (a directory and its ``metrics.jsonl`` count as one) and an empty ``--title``:
+    ``ValueError`` (one line; the page would overlay a run on itself / have no title)."""
+    if title is not None and not title.strip():
+        raise ValueError("--title is empty (expected the page's title; leave --title out for the default)")
+    seen: dict[Path, str] = {}
+    for d in run_dirs:
+        p = Path(d).expanduser().resolve()
+        key = p.parent if p.name == "metrics.jsonl" else p
+        if key in seen:
+            raise ValueError(f"report: the run {key} is named twice ({seen[key]!r} and {str(d)!r}); expected "
+                             "distinct runs to overlay")
+        seen[key] = str(d)
+
+
 def run_report(args: argparse.Namespace) -> int:
     """The ``report`` subcommand: bad input raises (the CLI prints one line, exit 2), before anything is written."""
+    check_report_args(args.run_dirs, args.title)
     out = report_path(args.run_dirs, args.out, args.force)
     path = write_report(args.run_dirs, out, args.title)
     print(f"report: {path} ({path.stat().st_size / 1e6:.2f} MB)")

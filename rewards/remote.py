@@ -69,11 +69,17 @@ def is_url(name: str) -> bool:
 
 
 def check_url(key: str, url: str) -> None:
-    """A reward server's address ``url`` (config key ``key``) names a host and, if any, a port in 0..65535 (else one
-    ``ValueError``: the first request would fail, after the run started)."""
+    """A reward server's address ``url`` (config key ``key``) names a host and, if any, a port in 0..65535, with no
+    whitespace and no ``?query`` / ``#fragment`` (the client appends ``/score`` to it), else one ``ValueError``: the
+    first request would fail, after the run started."""
     parts = urlsplit(url)
     if not parts.hostname:
         raise ValueError(f"{key}={url!r}: no host in it; expected http://HOST:PORT")
+    if any(c.isspace() for c in url):
+        raise ValueError(f"{key}={url!r}: holds whitespace; expected http://HOST:PORT")
+    if parts.query or parts.fragment or url.rstrip("/").endswith(("?", "#")):
+        raise ValueError(f"{key}={url!r}: a ?query or #fragment would swallow the requests' paths (/score, /health); "
+                         "expected http://HOST:PORT (a path prefix allowed)")
     try:
         parts.port
     except ValueError:

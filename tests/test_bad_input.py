@@ -140,6 +140,12 @@ def _corrupt_copy(src: Path, dst: Path, how: str) -> Path:
             sd = load_file(f)
             k = next(k for k, v in sd.items() if v.dim() == 2)
             save_file({**sd, k: sd[k][:1].clone()}, f)
+    elif how == "int":  # LoRA weights stored as integers (the export wrote them out)
+        import torch
+        from safetensors.torch import load_file, save_file
+
+        for f in [*ck.glob("trainable.safetensors"), *ck.glob("pytorch_lora_weights.safetensors")]:
+            save_file({k: v.to(torch.int32) for k, v in load_file(f).items()}, f)
     elif how == "nan":  # weights of NaN: training on from them would give NaN samples / actions
         from safetensors.torch import load_file, save_file
 
@@ -670,6 +676,27 @@ SWEEP_3 = {
     "d-plan-lookahead-bf16": (*LA_PLAN, ["pool.quant.format=bf16"], ["pool.quant.format must be fp8 or nvfp4"]),
     "d-plan-lookahead-few": (*LA_PLAN, ["branch.lookahead_candidates=2"],
                              ["branch.lookahead_candidates=2", "must exceed", "branch factor 2"]),
+    # GDPO weights of a component the named reward does not return: a KeyError-like refusal after SFT + a rollout
+    "v-gdpo-weight-unknown": (*V, ["rl.reward=sim_progress", "grpo.advantage=gdpo",
+                                   "grpo.reward_weights={success: 1, nosuch: 2}"],
+                              ["grpo.reward_weights", "nosuch", "rl.reward=sim_progress", "'success', 'progress'"]),
+    "l-gdpo-weight-progress": (*L, ["vla.grpo.advantage=gdpo", "vla.grpo.reward_weights={progress: 2}"],
+                               ["grpo.reward_weights", "progress", "rl.reward=binary", "['success']"]),
+    # reward server addresses the client would mangle (it appends /score)
+    "v-remote-url-query": (*V, ["rl.reward=http://127.0.0.1:8000/x?y=1"], ["http://127.0.0.1:8000/x?y=1", "?query"]),
+    "d-remote-url-space": (*D, ["reward.name=http://127.0.0.1 :8000"], ["http://127.0.0.1 :8000", "whitespace"]),
+    "d-export-weights-int": ("diffusion_rl.cli", ["export", "{drun_int_dir}", "{assets}/exp_int"], [],
+                             ["export", "int32", "floating-point", "nothing written"]),
+    "d-report-same-run-twice": ("diffusion_rl.cli", ["report", "{assets}/metrics_only", "{assets}/metrics_only/"
+                                                     "metrics.jsonl", "--out", "{assets}/r3.html"],
+                                [], ["metrics_only", "named twice"]),
+    "v-report-title-empty": ("vla_rl.cli", ["report", "{assets}/metrics_only", "--out", "{assets}/r4.html", "--title",
+                                            " "], [], ["--title is empty"]),
+    "fe-expert-tasks-twice": ("vla_rl.cli", ["fit-encoder", FE_CFG, "--dry-run"],
+                              ["data.expert_tasks=[tabletop/reach,tabletop/reach]"],
+                              ["data.expert_tasks", "tabletop/reach", "more than once"]),
+    "fe-shift-beyond-image": ("vla_rl.cli", ["fit-encoder", FE_CFG, "--dry-run"], ["train.shift=1000"],
+                              ["train.shift=1000", "model.image_size=32"]),
 }
 CASES.update(SWEEP)
 CASES.update(SWEEP_2)
@@ -707,7 +734,7 @@ def test_bad_input(case, assets, request, tmp_path, capfd, caplog, monkeypatch):
         (ck / "state.json").write_text(json.dumps(st))
         subs["vrun_badenv_ck"] = str(ck)
     for kind in ("truncated", "nostate", "copy", "stalelatest", "nolora", "statelist", "stateempty", "latestbinary",
-                 "shape", "nan", "policytrunc"):
+                 "shape", "nan", "policytrunc", "int"):
         for key, fixture in (("drun", "diffusion_run"), ("vrun", "vla_run")):
             if f"{{{key}_{kind}" in text:
                 src = request.getfixturevalue(fixture)
@@ -799,6 +826,18 @@ def test_sigint_mid_run_then_resume_diffusion(tmp_path):
     ("bench_srpo_regime.py", ["--out", "{f}/runs"], {}, ["--out", "is a file, not a directory"]),
     ("bench_srpo_vs_binary.py", ["--out", "{f}"], {}, ["--out", "is a file, not a directory"]),
     ("bench_pool_vs_plain.py", ["--out", "{f}/runs", "--seeds", "0"], {}, ["--out", "is a file, not a directory"]),
+    # the misuse sweep 3: these started a run (an arm twice, 10^8 lookahead candidates, an empty --report-from), or a
+    # --report-from file of other fields / seeds was a traceback or reported
+    ("bench_tree_pool.py", ["--arms", "flat GRPO,lookahead@1,lookahead@1"], None, ["--arms", "more than once"]),
+    ("bench_tree_pool.py", ["--cands", "100000000"], None, ["--cands 100000000", "expected in [3, 64]"]),
+    ("bench_tree_pool.py", ["--report-from", ""], None, ["--report-from ''", "an empty file name"]),
+    ("bench_lookahead.py", ["--report-from", "{f},"], [], ["--report-from", "an empty file name"]),
+    ("bench_tree_pool.py", ["--report-from", "{f}", "--arms", "flat GRPO"], [{"seed": 0, "arms": {"flat GRPO": 5}}],
+     ["--report-from", "seed 0, arm 'flat GRPO' is int"]),
+    ("bench_tree_pool.py", ["--report-from", "{f}", "--arms", "flat GRPO"],
+     [{"seed": 0, "arms": {"flat GRPO": {"iters": 2}}}], ["seed 0, arm 'flat GRPO'", "expected a number"]),
+    ("bench_tree_pool.py", ["--report-from", "{f}"], [{"seed": True, "arms": {}}], ["--report-from", "integer >= 0"]),
+    ("bench_tree_pool.py", ["--seed-list", "1" + "0" * 30], None, ["--seed-list", "at most 4294967295"]),
 ])
 def test_bench_bad_input(script, args, data, expect, tmp_path):
     f = tmp_path / "runs.json"

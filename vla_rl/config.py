@@ -56,6 +56,8 @@ class EnvConfig:
 
 
 REWARDS = ("binary", "srpo", "sim_progress")  # rl.reward's named rewards (besides a reward server's address)
+# the components each named reward returns (grpo.advantage=gdpo normalizes each; grpo.reward_weights may name them)
+REWARD_COMPONENTS = {"binary": ("success",), "srpo": ("success", "progress"), "sim_progress": ("success", "progress")}
 
 
 @dataclass
@@ -146,6 +148,17 @@ def check_sim_progress_tasks(tasks: list[str], key: str) -> None:
                          f"{', '.join(s + '*' for s in PROGRESS_SUITES)}; elsewhere use srpo or binary)")
 
 
+def check_reward_weights(reward: str, weights: dict[str, float], prefix: str) -> None:
+    """GDPO's ``grpo.reward_weights`` may name only components the named ``rl.reward`` returns
+    (:data:`REWARD_COMPONENTS`; a reward server's are known only when it answers), else ``ValueError`` (one line):
+    the advantage step would raise it after the SFT phase and the first rollout."""
+    have = REWARD_COMPONENTS.get(reward)
+    unknown = sorted(set(weights) - set(have)) if have is not None else []
+    if unknown:
+        raise ValueError(f"{prefix}grpo.reward_weights names {unknown}, which {prefix}rl.reward={reward} does not "
+                         f"return (expected weights of its components {list(have)})")
+
+
 @dataclass
 class VLARLConfig:
     seed: int = 0  # seeds demos, initial states, noise and weights (reproducible from it)
@@ -176,6 +189,7 @@ class VLARLConfig:
         self._check_cameras()
         if self.rl.reward == "sim_progress":
             check_sim_progress_tasks(self.env.tasks, "env.tasks")
+        check_reward_weights(self.rl.reward, self.grpo.reward_weights, "")
 
     def _check_cameras(self) -> None:
         """``policy.cameras`` and ``env.video_camera`` must be cameras the env renders: those of ``env.kwargs.cameras``

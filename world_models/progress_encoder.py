@@ -507,6 +507,13 @@ class FitDataConfig:
             raise ValueError(f"data.policy_image_size={self.policy_image_size}: expected 0 (= data.image_size) or a "
                              "render size >= 16 px")
         require_at_least("data", self, policy_per_task=0, policy_max_steps=1)
+        for key in ("expert_tasks", "policy_tasks", "demo_paths"):  # twice: the same episodes (same seeds) twice
+            names = [str(t) for t in getattr(self, key)]
+            dup = sorted({t for t in names if names.count(t) > 1})
+            if dup:
+                raise ValueError(f"data.{key} names {dup} more than once (expected distinct entries; "
+                                 + ("data.expert_per_task sets the episodes per task)" if key != "demo_paths"
+                                    else "each file is read once)"))
         if self.policy_per_task and not self.policy:
             raise ValueError(f"data.policy_per_task={self.policy_per_task} but data.policy is empty (name the VLA to "
                              "roll out, e.g. builtin:tabletop_base)")
@@ -524,6 +531,9 @@ class FitEncoderConfig:
     def __post_init__(self) -> None:
         if not str(self.output).endswith(".safetensors"):
             raise ValueError(f"output={self.output!r}: expected a path ending in .safetensors")
+        if self.train.shift >= self.model.image_size:  # the pad + crop would move the frame out of its own view
+            raise ValueError(f"train.shift={self.train.shift}: expected fewer pixels than model.image_size="
+                             f"{self.model.image_size} (a random shift of a few pixels; 0: none)")
         if self.data.expert_tasks and self.data.image_size != self.model.image_size:
             raise ValueError(f"data.image_size={self.data.image_size} but model.image_size={self.model.image_size}: "
                              "the encoder would learn from resized frames, not the view SRPO gives it; set both to "
