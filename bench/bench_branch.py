@@ -71,7 +71,8 @@ def modes(steps: int, credit: str = "depth") -> dict[str, tuple[BranchConfig, di
     return {
         "flat GRPO": (BranchConfig(enabled=False), {}),
         "BranchGRPO": (BranchConfig(**tree), {}),
-        "Branch+prune": (BranchConfig(**tree, width_prune="topk_per_parent", prune_k=1, depth_window=2), {}),
+        "Branch+prune": (BranchConfig(**tree, width_prune="topk_per_parent", prune_k=1,
+                                     depth_window=min(2, len(splits))), {}),
         "Branch-Mix": (BranchConfig(**tree), {"mix_window": 4}),
     }
 

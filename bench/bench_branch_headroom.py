@@ -91,13 +91,14 @@ def task_reward(args):
 def arm_settings(name: str, splits: list[int]) -> tuple[BranchConfig, dict]:
     """``(branch section, extra sampler settings)`` of an arm; the tree arms share ``splits`` (factor 2)."""
     tree = dict(enabled=True, split_steps=list(splits), branch=[2], fusion="mean")
+    window = min(2, len(splits))  # 2 depths (all of them on a tree of fewer)
     return {
         "flat GRPO": (BranchConfig(enabled=False), {}),
         "BranchGRPO": (BranchConfig(**tree), {}),
-        "Branch+prune": (BranchConfig(**tree, width_prune="topk_per_parent", prune_k=1, depth_window=2), {}),
+        "Branch+prune": (BranchConfig(**tree, width_prune="topk_per_parent", prune_k=1, depth_window=window), {}),
         "Branch-Mix": (BranchConfig(**tree), {"mix_window": 4}),
         "Branch-parent": (BranchConfig(**tree, adv_baseline="parent", adv_scale="leaf"), {}),
-        "Prune-parent": (BranchConfig(**tree, width_prune="topk_per_parent", prune_k=1, depth_window=2,
+        "Prune-parent": (BranchConfig(**tree, width_prune="topk_per_parent", prune_k=1, depth_window=window,
                                       adv_baseline="parent", adv_scale="leaf"), {}),
     }[name]
 
@@ -397,6 +398,7 @@ def main(argv=None) -> int:
                         ("--eval-every", args.eval_every, args.eval_every >= 1),
                         ("--prompts", args.prompts, args.prompts >= 1),
                         ("--lr", args.lr, args.lr > 0), ("--overrun", args.overrun, args.overrun >= 1),
+                        ("--eta", args.eta, args.eta > 0),
                         ("--target-frac", args.target_frac, 0 < args.target_frac <= 1),
                         ("--target-area", args.target_area, args.target_area > 0)):
         if not ok:

@@ -276,7 +276,7 @@ def costs(args) -> dict[str, dict[str, float]]:
     look_lowp = sum(k ** d * m * (T - b[d]) for d in range(D))  # m previews per parent, each to the end
     look_fpp = look_lowp  # the oracle's previews, in full precision
 
-    prune_kw = dict(width_prune="topk_per_parent", prune_k=1, depth_window=2)
+    prune_kw = dict(width_prune="topk_per_parent", prune_k=1, depth_window=min(2, len(args.splits)))
 
     def cfg(prune: bool, branch: list[int], pool: bool = False):
         bc = BranchConfig(enabled=True, split_steps=list(args.splits), branch=branch, **(prune_kw if prune else {}))

@@ -95,7 +95,7 @@ def arm_settings(name: str, args) -> tuple[BranchConfig, PoolConfig, int]:
     tree = dict(enabled=True, split_steps=splits, fusion="mean")
     wide = [2] * (len(splits) - 1) + [2 * args.pool // args.train]  # the last split widened to --pool leaves
     off = PoolConfig(enabled=False)
-    prune = dict(width_prune="topk_per_parent", prune_k=1, depth_window=2)  # tree+prune's
+    prune = dict(width_prune="topk_per_parent", prune_k=1, depth_window=min(2, len(splits)))  # tree+prune's
     parent = dict(adv_baseline="parent", adv_scale="leaf")  # the parent credit (bench_branch_headroom's Prune-parent)
     la = dict(**tree, branch=[2], lookahead_candidates=getattr(args, "cands", 4))
     previews = PoolConfig(enabled=False, quant=q)  # the pool's rollout copy, for the previews only
@@ -365,6 +365,7 @@ def main(argv=None) -> int:
             ("--seeds", args.seeds, args.seeds >= 1, ">= 1"),
             ("--flat-iters", args.flat_iters, args.flat_iters >= 2, ">= 2"),
             ("--eval-every", args.eval_every, args.eval_every >= 1, ">= 1"), ("--lr", args.lr, args.lr > 0, "> 0"),
+            ("--eta", args.eta, args.eta > 0, "> 0 (the SDE noise the trees branch on)"),
             ("--txp-k", args.txp_k, args.txp_k >= 1, ">= 1"),
             ("--txp-window", args.txp_window, 0 <= args.txp_window <= len(args.splits),
              f"in [0, {len(args.splits)}] (the number of splits)"),

@@ -106,6 +106,10 @@ class BranchConfig:
         if not factors:
             raise ValueError("branch.split_steps is empty: the tree has 1 leaf (expected at least one split step; the "
                              "leaves are the group)")
+        if self.depth_window > len(self.split_steps):
+            raise ValueError(f"branch.depth_window={self.depth_window}: the tree has {len(self.split_steps)} depths "
+                             f"(branch.split_steps={self.split_steps}); expected 0 (all depths) .. "
+                             f"{len(self.split_steps)}")
         if min(factors) >= 1 and tree_size(factors) > MAX_TREE_NODES:
             raise ValueError(f"branch.branch={self.branch} over branch.split_steps={self.split_steps}: a tree of more "
                              f"than {MAX_TREE_NODES} nodes per prompt (expected smaller factors)")

@@ -120,6 +120,17 @@ class DiffusionRLConfig:
     def __post_init__(self) -> None:
         if self.branch.enabled:  # the tree fits the schedule (split steps inside it, one factor or one per split)
             self.branch.make_tree(self.sampler.num_steps)
+        sc = self.sampler
+        if sc.sde == "ode" or sc.eta == 0:  # no step draws noise (grpo.flow_sde: std 0, log-prob 0)
+            what = "sampler.sde=ode" if sc.sde == "ode" else "sampler.eta=0"
+            why = ("the children of a tree's split would be copies of one sample (BranchGRPO: they differ by the "
+                   "split step's noise)" if self.branch.enabled else
+                   "every log-prob is 0, so train.loss=grpo has no gradient" if self.train.loss == "grpo" else
+                   "with sampler.same_init_noise=true every sample of a group is the same image"
+                   if sc.same_init_noise else "")
+            if why:
+                raise ValueError(f"{what}: no step draws noise, and {why}; expected an SDE kind (e.g. flow_grpo) "
+                                 "with sampler.eta > 0")
 
     def inactive_keys(self) -> dict[str, str]:
         """Keys the chosen mode reads nowhere (:func:`grpo.config.check_inactive_keys` refuses them when given).

@@ -695,6 +695,11 @@ SWEEP_3 = {
     "fe-expert-tasks-twice": ("vla_rl.cli", ["fit-encoder", FE_CFG, "--dry-run"],
                               ["data.expert_tasks=[tabletop/reach,tabletop/reach]"],
                               ["data.expert_tasks", "tabletop/reach", "more than once"]),
+    # no step draws noise: a tree's children are copies, a GRPO loss has no gradient (were accepted)
+    "d-lookahead-ode": (*LA, ["sampler.sde=ode"], ["sampler.sde=ode", "children of a tree's split", "flow_grpo"]),
+    "d-flat-eta-0": (*D, ["sampler.eta=0"], ["sampler.eta=0", "no gradient"]),
+    "d-lookahead-window-beyond": (*LA, ["branch.depth_window=4"],
+                                  ["branch.depth_window=4", "3 depths", "0 (all depths)"]),
     "fe-shift-beyond-image": ("vla_rl.cli", ["fit-encoder", FE_CFG, "--dry-run"], ["train.shift=1000"],
                               ["train.shift=1000", "model.image_size=32"]),
 }
@@ -838,6 +843,7 @@ def test_sigint_mid_run_then_resume_diffusion(tmp_path):
      [{"seed": 0, "arms": {"flat GRPO": {"iters": 2}}}], ["seed 0, arm 'flat GRPO'", "expected a number"]),
     ("bench_tree_pool.py", ["--report-from", "{f}"], [{"seed": True, "arms": {}}], ["--report-from", "integer >= 0"]),
     ("bench_tree_pool.py", ["--seed-list", "1" + "0" * 30], None, ["--seed-list", "at most 4294967295"]),
+    ("bench_tree_pool.py", ["--eta", "0"], None, ["--eta 0.0", "expected > 0"]),
 ])
 def test_bench_bad_input(script, args, data, expect, tmp_path):
     f = tmp_path / "runs.json"
