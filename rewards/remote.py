@@ -40,6 +40,7 @@ import itertools
 import json
 import logging
 import math
+import re
 import threading
 import time
 import urllib.error
@@ -72,9 +73,17 @@ def check_url(key: str, url: str) -> None:
     """A reward server's address ``url`` (config key ``key``) names a host and, if any, a port in 0..65535, with no
     whitespace and no ``?query`` / ``#fragment`` (the client appends ``/score`` to it), else one ``ValueError``: the
     first request would fail, after the run started."""
-    parts = urlsplit(url)
+    try:
+        parts = urlsplit(url)
+    except ValueError as e:  # e.g. an unclosed IPv6 bracket
+        raise ValueError(f"{key}={url!r}: {e}; expected http://HOST:PORT") from None
     if not parts.hostname:
         raise ValueError(f"{key}={url!r}: no host in it; expected http://HOST:PORT")
+    if parts.username is not None or parts.password is not None:
+        raise ValueError(f"{key}={url!r}: a user:password@ part is not sent by the client; expected http://HOST:PORT")
+    if not re.fullmatch(r"[A-Za-z0-9._:%-]+", parts.hostname) and not any(c.isspace() for c in url):
+        raise ValueError(f"{key}={url!r}: the host {parts.hostname!r} is not a name or an IP address; expected "
+                         "http://HOST:PORT")
     if any(c.isspace() for c in url):
         raise ValueError(f"{key}={url!r}: holds whitespace; expected http://HOST:PORT")
     if parts.query or parts.fragment or url.rstrip("/").endswith(("?", "#")):
