@@ -112,6 +112,10 @@ def assets(tmp_path_factory):
     (a / "metrics_only").mkdir()
     (a / "metrics_only" / "metrics.jsonl").write_text('{"step": 0, "time": 0.0, "reward/mean": 0.1}\n')
     (a / "junk.hdf5").write_bytes(b"not an HDF5 file\n" * 10)
+    import h5py
+
+    with h5py.File(a / "zero_demos.hdf5", "w") as f:  # a demo file with no demos in it
+        f.create_group("data")
     (a / "metrics_empty").mkdir()
     (a / "metrics_empty" / "metrics.jsonl").write_text("")
     return a
@@ -702,6 +706,10 @@ SWEEP_3 = {
     "d-flat-eta-0": (*D, ["sampler.eta=0"], ["sampler.eta=0", "no gradient"]),
     "d-lookahead-window-beyond": (*LA, ["branch.depth_window=4"],
                                   ["branch.depth_window=4", "3 depths", "0 (all depths)"]),
+    "fe-demo-none-successful": ("vla_rl.cli", ["fit-encoder", FE_CFG],
+                                ["data.demo_paths=[{assets}/zero_demos.hdf5]", "data.expert_tasks=[]",
+                                 "output={assets}/enc_zero.safetensors"],
+                                ["data.demo_paths=", "zero_demos.hdf5", "no successful demos"]),
     "fe-shift-beyond-image": ("vla_rl.cli", ["fit-encoder", FE_CFG, "--dry-run"], ["train.shift=1000"],
                               ["train.shift=1000", "model.image_size=32"]),
 }

@@ -358,13 +358,15 @@ def demo_file_episodes(path: str | os.PathLike, camera: str) -> list[tuple[np.nd
             obs = g["obs"]
             key = f"{camera}_image" if f"{camera}_image" in obs else camera
             if key not in obs:
-                raise ValueError(f"{path}:{k} has no camera {camera!r}; obs keys: {sorted(obs)}")
+                raise ValueError(f"data.demo_paths={str(path)!r}: demo {k} has no camera data.camera={camera!r}; "
+                                 f"expected one of its obs keys {sorted(obs)}")
             frames = obs[key][()]
             flags = np.zeros(len(frames) + 1, bool)
             flags[-1] = True
             out.append((frames, flags))
     if not out:
-        raise ValueError(f"{path}: no successful demos")
+        raise ValueError(f"data.demo_paths={str(path)!r}: no successful demos (expected a demo file holding at least "
+                         "one demo whose 'success' attribute is true, or none)")
     return out
 
 
