@@ -28,6 +28,7 @@ The batch: ``metadata[i]`` holds ``task``, ``success`` and ``progress`` (float, 
 
 from __future__ import annotations
 
+import hashlib
 from typing import Sequence
 
 import numpy as np
@@ -65,11 +66,14 @@ class SimProgressReward:
 
     name = "sim_progress"
 
-    def __init__(self, progress_max: float = 0.6):
+    def __init__(self, progress_max: float = 0.6, noise: float = 0.0):
         if not 0.0 <= progress_max < 1.0:
             raise ValueError(f"progress_max must be in [0, 1) so that failures stay below successes, got "
                              f"{progress_max}")
-        self.progress_max = progress_max
+        if not (np.isfinite(noise) and noise >= 0):
+            raise ValueError(f"noise must be a finite number >= 0 (the failures' distance noise in units of their "
+                             f"spread), got {noise}")
+        self.progress_max, self.noise = progress_max, float(noise)
 
     def __call__(self, batch: RewardBatch) -> RewardOutput:
         tasks, success, _ = episode_fields(batch.metadata, self.name)
@@ -81,6 +85,8 @@ class SimProgressReward:
         if not np.isfinite(p).all() or (p < 0).any() or (p > 1).any():
             raise ValueError(f"simulator progress must be finite and in [0, 1], got min {p.min()} max {p.max()}")
         succ = success.numpy()
+        rng = np.random.default_rng(int.from_bytes(hashlib.sha256(p.tobytes()).digest()[:8], "little")) \
+            if self.noise else None
         total = succ.astype(np.float64).copy()
         graded = succ.astype(np.float64).copy()
         for task in dict.fromkeys(tasks):
@@ -88,7 +94,10 @@ class SimProgressReward:
             s_idx, f_idx = idx[succ[idx]], idx[~succ[idx]]
             if len(s_idx) == 0 or len(f_idx) == 0:
                 continue  # no success of the task in the batch: no reference, failures keep 0 (as SRPO)
-            g = distance_progress(1.0 - p[f_idx])
+            d = 1.0 - p[f_idx]
+            if rng is not None:
+                d = d + self.noise * d.std() * rng.standard_normal(len(d))
+            g = distance_progress(d)
             graded[f_idx] = g
             total[f_idx] = self.progress_max * g
         f32 = lambda a: torch.as_tensor(a, dtype=torch.float32, device="cpu")  # noqa: E731

@@ -5,6 +5,7 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -79,6 +80,9 @@ class RLConfig(LoopConfig):
                           # reward available only in simulation, the ceiling SRPO's latent progress approximates;
                           # rewards.sim_progress), or a reward server's address http://HOST:PORT (vla-rl serve-reward;
                           # it gets the episodes' videos and metadata)
+    sim_progress_noise: float = 0.0  # rl.reward=sim_progress only, a measurement knob: Gaussian noise on each
+        # failure's distance to go, in units of the batch's failures' spread, so the reward ranks failures like a
+        # progress signal of Spearman ~ 1/sqrt(1 + s^2) with the simulator's (rewards.sim_progress); 0: the exact one
     remote: RemoteRewardConfig = field(  # the reward server's settings (rewards.remote) when rl.reward is
         # http://HOST:PORT
         default_factory=RemoteRewardConfig)
@@ -107,6 +111,8 @@ class RLConfig(LoopConfig):
         self.remote.validate("rl.remote")
         if is_url(self.reward):
             build_remote_reward(self.reward, self.remote, "rl.reward")  # the address parses
+        if not (math.isfinite(self.sim_progress_noise) and self.sim_progress_noise >= 0):
+            raise ValueError(f"rl.sim_progress_noise={self.sim_progress_noise}: expected a finite number >= 0")
         lo, hi = self.success_band
         if not lo < hi:
             raise ValueError(f"rl.success_band must be (low, high) with low < high, got {self.success_band}")
@@ -227,6 +233,8 @@ class VLARLConfig:
         if self.rl.train_seeds:
             out["rl.train_seed_range"] = "rl.train_seeds set (the fixed training states are cycled)"
         out.update(self.grpo.inactive_keys())
+        if self.rl.reward != "sim_progress":
+            out["rl.sim_progress_noise"] = f"rl.reward={self.rl.reward!r} (it degrades rl.reward=sim_progress)"
         if not is_url(self.rl.reward):
             out["rl.remote"] = (f"rl.reward={self.rl.reward!r} (they set up a reward server's client: "
                                 "rl.reward=http://HOST:PORT)")

@@ -52,7 +52,7 @@ def episode_rewards(tr: VLATrainerLike, batch: RolloutBatch, specs: list[Episode
     if tr.cfg.rl.reward == "sim_progress":  # the final state's info["progress"] of every episode, gathered
         prog = gather_cpu(torch.tensor([e.progress for e in batch.episodes], dtype=torch.float32, device="cpu"))
         meta = sim_progress_metadata(tasks, success, prog, [s.group_id for s in specs])
-        return SimProgressReward(tr.cfg.srpo.progress_max)(RewardBatch(metadata=meta))
+        return SimProgressReward(tr.cfg.srpo.progress_max, tr.cfg.rl.sim_progress_noise)(RewardBatch(metadata=meta))
     return success_reward(RewardBatch(metadata=episode_metadata(tasks, success)))
 
 
@@ -90,13 +90,11 @@ def rollout_scalars(tr: VLATrainerLike, batch: RolloutBatch, specs: list[Episode
         "time/reward_s": t_rew, "throughput/rollout_episodes_per_s": len(specs) / max(t_roll_max, 1e-9),
         "throughput/rollout_env_steps_per_s": env_steps / max(t_roll_max, 1e-9),
     }
-    if tr.cfg.rl.reward == "sim_progress" and (~succ).any():
-        scal["reward/srpo_failure_mean"] = float(rew.total[~succ].mean())
-    if tr.srpo is not None and tr.srpo.last is not None:
-        fail = ~succ
-        if fail.any():
-            scal["reward/srpo_failure_mean"] = float(rew.total[fail].mean())
-        if int(fail.sum()) >= 3:  # diagnostic only: does SRPO's latent progress agree with the env's?
+    fail = ~succ
+    if (tr.cfg.rl.reward == "sim_progress" or (tr.srpo is not None and tr.srpo.last is not None)) and fail.any():
+        scal["reward/srpo_failure_mean"] = float(rew.total[fail].mean())
+        if int(fail.sum()) >= 3:  # diagnostic only: does the failures' progress reward agree with the env's?
+            # (SRPO's latent progress; sim_progress: 1 unless rl.sim_progress_noise degrades it)
             env_prog = gather_cpu(torch.tensor([e.progress for e in batch.episodes], dtype=torch.float32,
                                                device="cpu"))
             scal["reward/srpo_vs_env_progress_spearman"] = spearman(rew.total[fail], env_prog[fail])

@@ -44,6 +44,16 @@ def test_a_runs_rewards_are_srpos_map_of_the_simulators_progress(tmp_path):
     assert rew.total[top] == rew.total[fail].max()  # the failure closest to the ball by the simulator: highest
 
 
+def test_the_noise_knob_is_checked_and_only_with_sim_progress(tmp_path):
+    cfg = load_config(VLARLConfig, RECIPE, ["rl.reward=sim_progress", "rl.sim_progress_noise=3"])
+    assert cfg.rl.sim_progress_noise == 3.0
+    for bad in ("-0.5", "nan", "inf"):
+        with pytest.raises((ValueError, ConfigError), match=r"rl.sim_progress_noise"):
+            load_config(VLARLConfig, RECIPE, ["rl.reward=sim_progress", f"rl.sim_progress_noise={bad}"])
+    rc = main(["train", RECIPE, "rl.reward=binary", "rl.sim_progress_noise=1", f"output_dir={tmp_path / 'r'}"])
+    assert rc == 2 and not (tmp_path / "r").exists()
+
+
 @pytest.mark.parametrize("tasks", ["[robosuite/Lift]", "[tabletop/reach_one,libero/libero_spatial/0]"])
 def test_tasks_without_a_simulator_progress_are_refused(tasks):
     with pytest.raises(ValueError, match=r"rl.reward=sim_progress: env.tasks \[.*\] report no dense simulator "
