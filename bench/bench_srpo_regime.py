@@ -145,7 +145,8 @@ def run_arm(arm: str, seed: int, out: Path, encoder: Path, extra: list[str], reu
     run_dir = out / f"{arm}_seed{seed}"
     args = arm_args(arm, encoder, extra)
     metrics = run_dir / "metrics.jsonl"
-    if reuse and finished(run_dir, same_encoder(run_dir, expected_config(args, seed))):
+    base = expected_config([f"srpo.encoder_path={encoder}", *COMMON, *extra], seed)  # no arm's overrides
+    if reuse and finished(run_dir, same_encoder(run_dir, expected_config(args, seed)), base):
         curve = eval_curve(metrics)
         print(f"  {arm} seed {seed}: reused {run_dir}: " + _curve_str(curve), flush=True)
         return {"curve": curve, "wall_s": _wall_from_metrics(metrics), "episodes": _train_episodes(metrics),

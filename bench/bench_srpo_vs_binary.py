@@ -67,12 +67,30 @@ def eval_curve(metrics: Path) -> dict[int, float]:
     return curve
 
 
-def finished(run_dir: Path, want: dict) -> bool:
-    """Whether ``run_dir`` holds a finished run of config ``want`` (its evaluation at the last iteration)."""
+def without_added_keys(want: dict, got: dict, base: dict) -> dict:
+    """``want`` less the keys ``got`` (a saved run's config) lacks where ``want`` holds ``base``'s value: config
+    fields added to the code after that run was saved, at the value every run had before they existed (``base``:
+    the config without the arm's overrides). A key the arm sets to another value stays, so the run is not reused."""
+    out = {}
+    for k, v in want.items():
+        if k not in got:
+            if k in base and base[k] == v:
+                continue
+        elif isinstance(v, dict) and isinstance(got[k], dict) and isinstance(base.get(k), dict):
+            v = without_added_keys(v, got[k], base[k])
+        out[k] = v
+    return out
+
+
+def finished(run_dir: Path, want: dict, base: dict | None = None) -> bool:
+    """Whether ``run_dir`` holds a finished run of config ``want`` (its evaluation at the last iteration); with
+    ``base``, config fields added after the run at their base value are not held against it
+    (:func:`without_added_keys`)."""
     info, metrics = run_dir / "run_info.json", run_dir / "metrics.jsonl"
     if not (info.is_file() and metrics.is_file() and (run_dir / "policy").is_dir()):
         return False
     got = {k: v for k, v in json.loads(info.read_text())["config"].items() if k not in IGNORED}
+    want = without_added_keys(want, got, base) if base is not None else want
     return json.dumps(got, sort_keys=True) == json.dumps(want, sort_keys=True) and \
         want["rl"]["iterations"] in eval_curve(metrics)
 
