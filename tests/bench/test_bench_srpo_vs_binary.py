@@ -40,3 +40,15 @@ def test_bad_arguments_exit_2_with_one_line(capsys, tmp_path, args, word):
     err = capsys.readouterr().err.strip()
     assert word in err and "\n" not in err
     assert not any(tmp_path.iterdir())  # nothing written
+
+
+def test_reuse_ignores_fields_added_after_a_run_only_at_their_base_value():
+    """A saved run lacks a config field added to the code later: reused when the arm holds the base config's value
+    (every run had it before it existed), not when the arm sets another."""
+    mod = load_bench("bench_srpo_vs_binary")
+    got = {"rl": {"iterations": 3, "reward": "binary"}, "seed": 0}
+    base = {"rl": {"iterations": 3, "reward": "srpo", "noise": 0.0}, "seed": 0, "new": "x"}
+    want = {"rl": {"iterations": 3, "reward": "binary", "noise": 0.0}, "seed": 0, "new": "x"}
+    assert mod.without_added_keys(want, got, base) == got
+    changed = {**want, "rl": {**want["rl"], "noise": 1.0}}
+    assert mod.without_added_keys(changed, got, base) == {**got, "rl": {**got["rl"], "noise": 1.0}}
