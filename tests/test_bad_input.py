@@ -689,6 +689,8 @@ SWEEP_3 = {
     # reward server addresses the client would mangle (it appends /score)
     "v-remote-url-query": (*V, ["rl.reward=http://127.0.0.1:8000/x?y=1"], ["http://127.0.0.1:8000/x?y=1", "?query"]),
     "d-remote-url-space": (*D, ["reward.name=http://127.0.0.1 :8000"], ["http://127.0.0.1 :8000", "whitespace"]),
+    # the loops' vla: section: its inactive keys were not checked (vla-rl train refuses them)
+    "l-vla-inactive-key": (*L, ["vla.rl.remote.retries=1"], ["vla.rl.remote.retries", "does nothing"]),
     "v-remote-url-userinfo": (*V, ["rl.reward=http://user:pw@127.0.0.1:8000"], ["user:pw@", "not sent"]),
     "d-remote-url-ipv6-open": (*D, ["reward.name=http://[::1:8000"], ["http://[::1:8000", "IPv6"]),
     "d-export-weights-int": ("diffusion_rl.cli", ["export", "{drun_int_dir}", "{assets}/exp_int"], [],

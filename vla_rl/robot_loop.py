@@ -128,6 +128,12 @@ class RobotLoopConfig:
     vla: VLARLConfig = field(default_factory=VLARLConfig)  # policy, rl (lr, epochs, minibatch, reward), grpo, srpo,
                                                            # device: vla-rl train's keys
 
+    def inactive_keys(self) -> dict[str, str]:
+        """The ``vla:`` section's keys its mode reads nowhere (:meth:`VLARLConfig.inactive_keys`, e.g.
+        ``vla.rl.sim_progress_noise`` without ``vla.rl.reward=sim_progress``), refused as vla-rl train refuses them
+        (:func:`grpo.config.check_inactive_keys`)."""
+        return {f"vla.{k}": why for k, why in self.vla.inactive_keys().items()}
+
     @property
     def episodes_per_round(self) -> int:
         return self.groups_per_round * self.vla.grpo.group_size

@@ -118,6 +118,12 @@ class WorldLoopConfig:
                               f"{WM_CAMERA!r} camera, so the policy can read only [{WM_CAMERA}] (and the state: with "
                               "vla.env.kwargs.object_state=true it holds the object positions too)")
 
+    def inactive_keys(self) -> dict[str, str]:
+        """The ``vla:`` section's keys its mode reads nowhere (:meth:`VLARLConfig.inactive_keys`, e.g.
+        ``vla.rl.sim_progress_noise`` without ``vla.rl.reward=sim_progress``), refused as vla-rl train refuses them
+        (:func:`grpo.config.check_inactive_keys`)."""
+        return {f"vla.{k}": why for k, why in self.vla.inactive_keys().items()}
+
 
 def policy_actor(policy: TrainablePolicy, stochastic: bool = True, seed: int = 0):
     """The VLA as ``act(env, obs, t, info) -> action[A]`` for ``world_models.data.collect_policy_episodes``: chunked
