@@ -7,37 +7,18 @@ import torch
 
 from diffusion_rl.branch import BranchConfig, tree_rollout
 from diffusion_rl.lookahead import kept_present, lookahead_rollout
-from diffusion_rl.pool_rollout import QuantizedAdapterView
-from diffusion_rl.quant import QuantConfig, make_rollout_copy
 from diffusion_rl.sampling import SamplerConfig
 from grpo.tree import RolloutTree, tree_advantages
 
-from .conftest import redness
+from .conftest import redness, redness_score, same_records
 
 PROMPTS = ["a red circle", "a blue square", "a green triangle"]
 SC = SamplerConfig(num_steps=5, eta=1.0)
 
 
 def _score(adapter):
-    from rewards import RewardBatch
+    return redness_score(adapter, PROMPTS)
 
-    def score(lat, pidx):
-        im = adapter.decode(lat)
-        return redness(RewardBatch(images=im, prompts=[PROMPTS[i] for i in pidx.tolist()],
-                                   metadata=[{}] * len(pidx))).total
-    return score
-
-
-@pytest.fixture(scope="module")
-def explorer(sd3):
-    return QuantizedAdapterView(sd3, make_rollout_copy(sd3.transformer, QuantConfig(format="nvfp4")))
-
-
-def _same_records(a, b):
-    assert len(a.records) == len(b.records)
-    for x, y in zip(a.records, b.records):
-        assert x.step == y.step and torch.equal(x.rows, y.rows) and torch.equal(x.prompt_idx, y.prompt_idx)
-        assert torch.equal(x.x, y.x) and torch.equal(x.x_next, y.x_next) and torch.equal(x.log_prob, y.log_prob)
 
 
 def test_selection_keeps_best_and_worst_and_the_kept_paths_are_the_plain_tree_bit_for_bit(sd3, explorer):
@@ -55,7 +36,7 @@ def test_selection_keeps_best_and_worst_and_the_kept_paths_are_the_plain_tree_bi
         assert set(torch.nonzero(la.present[p]).flatten().tolist()) == want
     # the kept trees are the policy's rollout of the wide tree restricted to them, same noise keys, bit for bit
     ref = tree_rollout(sd3, PROMPTS, wide, SC, seed=5, iteration=2, present=la.present)
-    _same_records(ro, ref)
+    same_records(ro, ref)
     assert torch.equal(ro.final, ref.final) and torch.equal(ro.final_rows, ref.final_rows)
     assert torch.equal(ro.extra["edge_log_prob"], ref.extra["edge_log_prob"])
     leaves = [p * N + wide.leaves[i] for p in range(3) for i in la.selected[p].tolist()]

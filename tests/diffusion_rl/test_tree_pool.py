@@ -11,38 +11,19 @@ import torch
 
 from diffusion_rl.branch import tree_rollout
 from diffusion_rl.pool_config import PUBLISHED_LOWP_SPEEDUP, PoolConfig
-from diffusion_rl.pool_rollout import QuantizedAdapterView
-from diffusion_rl.quant import QuantConfig, make_rollout_copy
 from diffusion_rl.sampling import SamplerConfig
 from diffusion_rl.tree_pool import expected_subtree_nfe, subtree_presence_probability, tree_pool_rollout
 from grpo.tree import RolloutTree, subtree_of_leaves, tree_advantages
 
-from .conftest import redness
+from .conftest import redness, redness_score, same_records
 
 PROMPTS = ["a red circle", "a blue square", "a green triangle"]
 SC = SamplerConfig(num_steps=5, eta=1.0)
 
 
 def _score(adapter):
-    from rewards import RewardBatch
+    return redness_score(adapter, PROMPTS)
 
-    def score(lat, pidx):
-        im = adapter.decode(lat)
-        return redness(RewardBatch(images=im, prompts=[PROMPTS[i] for i in pidx.tolist()],
-                                   metadata=[{}] * len(pidx))).total
-    return score
-
-
-@pytest.fixture(scope="module")
-def explorer(sd3):
-    return QuantizedAdapterView(sd3, make_rollout_copy(sd3.transformer, QuantConfig(format="nvfp4")))
-
-
-def _same_records(a, b):
-    assert len(a.records) == len(b.records)
-    for x, y in zip(a.records, b.records):
-        assert x.step == y.step and torch.equal(x.rows, y.rows) and torch.equal(x.prompt_idx, y.prompt_idx)
-        assert torch.equal(x.x, y.x) and torch.equal(x.x_next, y.x_next) and torch.equal(x.log_prob, y.log_prob)
 
 
 def test_subtree_of_leaves_and_selection_keeps_the_extremes(sd3, explorer):
@@ -71,7 +52,7 @@ def test_regeneration_is_the_full_precision_tree_rollout_bit_for_bit(sd3, explor
     ro = tp.rollout
     # the regeneration is the policy's tree rollout of the pruned trees, same noise keys, bit for bit
     ref = tree_rollout(sd3, PROMPTS, tree, SC, seed=5, iteration=2, present=tp.present)
-    _same_records(ro, ref)
+    same_records(ro, ref)
     assert torch.equal(ro.final, ref.final) and torch.equal(ro.final_rows, ref.final_rows)
     leaves = [p * N + tree.leaves[i] for p in range(3) for i in tp.selected[p].tolist()]
     assert ro.final_rows.tolist() == leaves and ro.final_prompt_idx.tolist() == [0, 0, 1, 1, 2, 2]
@@ -87,7 +68,7 @@ def test_regeneration_is_the_full_precision_tree_rollout_bit_for_bit(sd3, explor
     # every leaf selected: the regeneration IS the plain BranchGRPO rollout, bit for bit
     allp = tree_pool_rollout(sd3, explorer, PROMPTS, tree, SC, PoolConfig(pool_size=6, train_size=6), _score(sd3),
                              seed=5, iteration=2)
-    _same_records(allp.rollout, full)
+    same_records(allp.rollout, full)
     assert torch.equal(allp.rollout.final, full.final)
     assert torch.equal(allp.rollout.extra["edge_log_prob"], full.extra["edge_log_prob"])
 
