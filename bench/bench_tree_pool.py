@@ -31,6 +31,9 @@ eta, clip, steps:
 * ``lookahead@1+prune-parent`` lookahead@1+prune with the parent credit: compared with ``Prune-parent``. The first
                      split's selection widens the gap between the kept subtrees; under the depth credit every deeper
                      edge's advantage carries that gap, under the parent credit only the first split's edges do.
+* ``tree x pool+prune-parent`` tree x pool+prune with the parent credit: the same selection question for the pool's
+                     leaves (best and worst of the low-precision tree), compared with the best parent run, ``Prune-parent``
+                     included when it is among ``--arms``.
 
 Cost: each iteration's logged ``cost/gpu_units`` (full-precision forward passes: policy NFE + low-precision NFE /
 the format's published throughput ratio + 3 x trained rows; ``diffusion_rl.strategies.projected_gpu_units``). Every
@@ -78,12 +81,12 @@ from diffusion_rl.quant import QuantConfig  # noqa: E402
 from diffusion_rl.trainer import DiffusionGRPOTrainer  # noqa: E402
 
 ARMS = ("flat GRPO", "tree+prune", "pool", "tree x pool", "tree x pool+prune", "lookahead@1", "lookahead@1+prune",
-        "Prune-parent", "lookahead@1+prune-parent")
+        "Prune-parent", "lookahead@1+prune-parent", "tree x pool+prune-parent")
 # the numbers run_seed writes per arm (u_target / t_target: null when the target was not reached; curve: a list)
 ARM_NUMBERS = ("iters", "units_per_iter", "s_per_iter", "nfe_policy", "nfe_lowp", "backward", "spent", "reward_B",
                "acc_B", "s_per_unit")
 MAX_CANDS = 64  # --cands: the most lookahead@1 candidates (each previewed to a leaf every iteration)
-COMBOS = ("tree x pool", "tree x pool+prune")  # compared with the best parent
+COMBOS = ("tree x pool", "tree x pool+prune", "tree x pool+prune-parent")  # compared with the best parent
 LOOKAHEAD = {"lookahead@1": "tree+prune", "lookahead@1+prune": "tree+prune",  # each compared with its tree
              "lookahead@1+prune-parent": "Prune-parent"}
 
@@ -115,6 +118,10 @@ def arm_settings(name: str, args) -> tuple[BranchConfig, PoolConfig, int]:
         "lookahead@1+prune": (BranchConfig(**la, **prune), previews, args.train),
         "Prune-parent": (BranchConfig(**tree, branch=[2], **prune, **parent), off, args.train),
         "lookahead@1+prune-parent": (BranchConfig(**la, **prune, **parent), previews, args.train),
+        "tree x pool+prune-parent": (BranchConfig(**tree, branch=wide, width_prune=args.txp_width, prune_k=args.txp_k,
+                                                  depth_window=args.txp_window, **parent),
+                                     PoolConfig(enabled=True, pool_size=args.pool, train_size=args.train,
+                                                select="best_worst", quant=q), args.train),
     }[name]
 
 
@@ -260,7 +267,7 @@ def report(args, runs: list[dict]) -> int:
     for name in args.arms[1:]:
         d = [r["arms"][name]["reward_B"] - r["arms"]["flat GRPO"]["reward_B"] for r in runs]
         print(f"  {name:<11} reward @ B - flat {fmt(d, 3)}")
-    parents = [p for p in ("flat GRPO", "tree+prune", "pool") if p in args.arms]
+    parents = [p for p in ("flat GRPO", "tree+prune", "Prune-parent", "pool") if p in args.arms]  # every parent run
     for combo in (c for c in COMBOS if c in args.arms):
         # reward @ B minus the parents' highest, every seed; the units line below pairs only seeds where all reached
         best_r = [r["arms"][combo]["reward_B"] - max(r["arms"][p]["reward_B"] for p in parents) for r in runs]
