@@ -31,9 +31,9 @@ eta, clip, steps:
 * ``lookahead@1+prune-parent`` lookahead@1+prune with the parent credit: compared with ``Prune-parent``. The first
                      split's selection widens the gap between the kept subtrees; under the depth credit every deeper
                      edge's advantage carries that gap, under the parent credit only the first split's edges do.
-* ``tree x pool+prune-parent`` tree x pool+prune with the parent credit: the same selection question for the pool's
-                     leaves (best and worst of the low-precision tree), compared with the best parent run, ``Prune-parent``
-                     included when it is among ``--arms``.
+* ``tree x pool+prune-parent`` tree x pool+prune with the parent credit: the same selection question for the
+                     pool's leaves (best and worst of the low-precision tree), compared with the best parent run,
+                     ``Prune-parent`` included when it is among ``--arms``.
 
 Cost: each iteration's logged ``cost/gpu_units`` (full-precision forward passes: policy NFE + low-precision NFE /
 the format's published throughput ratio + 3 x trained rows; ``diffusion_rl.strategies.projected_gpu_units``). Every

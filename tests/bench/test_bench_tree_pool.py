@@ -139,6 +139,36 @@ def test_lookahead_arms_run_join_older_runs_of_the_seed_and_pair_with_tree_prune
     assert "--cands 2: out of range" in capsys.readouterr().err
 
 
+def test_tree_pool_prune_parent_arm_is_compared_with_the_best_parent_prune_parent_included(tmp_path, capsys):
+    """tree x pool+prune-parent: tree x pool+prune's rollout and pruning with the parent credit. Its runs join older
+    runs of the seed, and the claim line takes the best parent over every parent run, Prune-parent included."""
+    mod = load_bench("bench_tree_pool")
+    args = type("A", (), {"format": "nvfp4", "splits": [0, 2, 4], "pool": 32, "train": 8,
+                          "txp_width": "topk_per_parent", "txp_k": 1, "txp_window": 2})()
+    bc, pc, g = mod.arm_settings("tree x pool+prune-parent", args)
+    bt, pt, _ = mod.arm_settings("tree x pool+prune", args)
+    assert (bc.adv_baseline, bc.adv_scale) == ("parent", "leaf") and bt.adv_baseline == "depth"
+    assert (bc.width_prune, bc.prune_k, bc.depth_window, bc.branch) == (bt.width_prune, bt.prune_k, bt.depth_window,
+                                                                         bt.branch)
+    assert pc == pt and g == 8 and "tree x pool+prune-parent" in mod.COMBOS
+    files = []
+    for s in range(3):
+        r = _run(s, 2000.0, 1000.0)
+        tp = r["arms"]["tree+prune"]  # 1600 units
+        r["arms"] = {"flat GRPO": r["arms"]["flat GRPO"], "tree+prune": tp, "pool": r["arms"]["pool"],
+                     "Prune-parent": dict(tp, u_target=1200.0 + 10 * s, reward_B=0.7),
+                     "tree x pool+prune-parent": dict(tp, u_target=1000.0 + 30 * s, reward_B=0.72)}
+        (tmp_path / f"q{s}.json").write_text(json.dumps([r]))
+        files.append(str(tmp_path / f"q{s}.json"))
+    assert mod.main(["--report-from", ",".join(files), "--arms",
+                     "flat GRPO,tree+prune,pool,Prune-parent,tree x pool+prune-parent"]) == 0
+    out = capsys.readouterr().out
+    # best parent per seed: Prune-parent (1200, 1210, 1220), not tree+prune (1600): -200, -180, -160
+    assert "tree x pool+prune-parent - best parent, units to target: -180 +- 12 over 3 seed(s)" in out
+    assert ("tree x pool+prune-parent reward @ B - the best parent's (per seed, the parents' highest reward @ B), all "
+            "3 seed(s): 0.020 +- 0.000; behind on 0 of 3") in out
+
+
 def test_bad_input_is_one_line_exit_2(capsys):
     mod = load_bench("bench_tree_pool")
     for argv, msg in ((["--train", "4"], "--train 4: must be 2^(number of splits) = 8"),
