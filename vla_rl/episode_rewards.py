@@ -49,11 +49,16 @@ def episode_rewards(tr: VLATrainerLike, batch: RolloutBatch, specs: list[Episode
         emb = tr.srpo.embed([np.stack(e.frames) for e in batch.episodes])  # [local E, D]
         return tr.srpo.from_embeddings(gather_cpu(emb),
                                        episode_metadata(tasks, success, [s.group_id for s in specs]))
-    if tr.cfg.rl.reward == "sim_progress":  # the final state's info["progress"] of every episode, gathered
-        prog = gather_cpu(torch.tensor([e.progress for e in batch.episodes], dtype=torch.float32, device="cpu"))
-        meta = sim_progress_metadata(tasks, success, prog, [s.group_id for s in specs])
+    if tr.cfg.rl.reward == "sim_progress":
+        meta = sim_progress_metadata(tasks, success, env_progress(batch), [s.group_id for s in specs])
         return SimProgressReward(tr.cfg.srpo.progress_max, tr.cfg.rl.sim_progress_noise)(RewardBatch(metadata=meta))
     return success_reward(RewardBatch(metadata=episode_metadata(tasks, success)))
+
+
+def env_progress(batch: RolloutBatch) -> torch.Tensor:
+    """The simulator's own progress of every episode of the global batch (the final state's ``info["progress"]``),
+    float32 ``[E]`` on the CPU, gathered over ranks (a collective: every rank calls it)."""
+    return gather_cpu(torch.tensor([e.progress for e in batch.episodes], dtype=torch.float32, device="cpu"))
 
 
 def remote_rewards(remote, batch: RolloutBatch) -> RewardOutput:
@@ -95,7 +100,5 @@ def rollout_scalars(tr: VLATrainerLike, batch: RolloutBatch, specs: list[Episode
         scal["reward/srpo_failure_mean"] = float(rew.total[fail].mean())
         if int(fail.sum()) >= 3:  # diagnostic only: does the failures' progress reward agree with the env's?
             # (SRPO's latent progress; sim_progress: 1 unless rl.sim_progress_noise degrades it)
-            env_prog = gather_cpu(torch.tensor([e.progress for e in batch.episodes], dtype=torch.float32,
-                                               device="cpu"))
-            scal["reward/srpo_vs_env_progress_spearman"] = spearman(rew.total[fail], env_prog[fail])
+            scal["reward/srpo_vs_env_progress_spearman"] = spearman(rew.total[fail], env_progress(batch)[fail])
     return scal

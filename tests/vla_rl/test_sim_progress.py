@@ -12,6 +12,7 @@ from grpo.config import ConfigError, load_config
 from rewards import RewardBatch
 from rewards.sim_progress import SimProgressReward, sim_progress_metadata
 from vla_rl.cli import main
+from vla_rl.episode_rewards import rollout_scalars
 from vla_rl.robot_loop import RobotLoopConfig, check_robot_loop_inputs
 from vla_rl.trainer import VLARLConfig, VLARLTrainer
 from vla_rl.wm_loop import WorldLoopConfig
@@ -42,6 +43,10 @@ def test_a_runs_rewards_are_srpos_map_of_the_simulators_progress(tmp_path):
     assert rew.total[4] == 1.0 and float(rew.total[fail].max()) <= 0.5 and float(rew.total[fail].min()) < 0.01
     top = max(fail, key=lambda i: prog[i])
     assert rew.total[top] == rew.total[fail].max()  # the failure closest to the ball by the simulator: highest
+    # the logged diagnostic: the failures' reward against the simulator's progress, noise 0: the same order
+    scal = rollout_scalars(tr, batch, specs, rew, batch.success, kept=3, t_roll=1.0, t_rew=0.1)
+    assert scal["reward/srpo_vs_env_progress_spearman"] == pytest.approx(1.0)
+    assert scal["reward/srpo_failure_mean"] == pytest.approx(float(rew.total[fail].mean()))
 
 
 def test_the_noise_knob_is_checked_and_only_with_sim_progress(tmp_path):
