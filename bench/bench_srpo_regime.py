@@ -92,7 +92,7 @@ PAIRS = (("srpo_progress", "binary"), ("srpo_progress", "srpo_random_conv"), ("s
          ("srpo_progress_global", "binary_global"), ("binary_global", "binary"),
          ("srpo_progress_global", "srpo_progress"), ("sim_progress_global", "binary_global"),
          ("sim_progress_global", "srpo_progress_global"), ("sim_progress_global_n1", "binary_global"),
-         ("sim_progress_global_n3", "binary_global"),
+         ("sim_progress_global_n1", "srpo_progress_global"), ("sim_progress_global_n3", "binary_global"),
          ("sim_progress_global_n3", "srpo_progress_global"))  # paired differences reported when both arms ran
 COMMON = ["sft.demos_per_task=1", "rl.eval_split=test", "rl.num_videos=0", "log.backends=[]"]
 SMALL_FIT = ["data.expert_per_task=2", "data.play_per_task=1", "data.expert_tasks=[tabletop/reach]", "train.steps=3",
