@@ -39,14 +39,14 @@ def test_small_runs_three_arms_on_test_states_and_reuse_reads_them_back(capsys, 
     # binary trains on mixed groups only (the recipe's band)
     # (the --arms option srpo_progress_mixed: the learned encoder with the recipe's band, as binary's)
     assert [list(full[a]["rl"]["success_band"]) for a in mod.ARMS] == [[-0.5, 1.0], [0.0, 1.0], [-0.5, 1.0], [0.0, 1.0],
-                                                                       [0.0, 1.0], [-0.5, 1.0], [0.0, 1.0],
+                                                                       [0.0, 1.0], [-0.5, 1.0], [0.0, 1.0], [-0.5, 1.0],
                                                                        [-0.5, 1.0], [-0.5, 1.0], [-0.5, 1.0]]
     # the global-scale options differ from their arms in grpo.std_mode alone
     assert {a: full[a]["grpo"]["std_mode"] for a in mod.ARMS if "global" in a} == \
         {"srpo_progress_global": "global", "binary_global": "global", "sim_progress_global": "global",
-         "sim_progress_global_n1": "global", "sim_progress_global_n3": "global"}
+         "sim_progress_global_n1": "global", "sim_progress_global_n2": "global", "sim_progress_global_n3": "global"}
     # the noisy ceilings differ from the exact one in rl.sim_progress_noise alone
-    for a, s in (("sim_progress_global_n1", 1.0), ("sim_progress_global_n3", 3.0)):
+    for a, s in (("sim_progress_global_n1", 1.0), ("sim_progress_global_n2", 2.0), ("sim_progress_global_n3", 3.0)):
         assert full[a]["rl"] == {**full["sim_progress_global"]["rl"], "sim_progress_noise": s}
         assert {k: v for k, v in full[a].items() if k != "rl"} == \
             {k: v for k, v in full["sim_progress_global"].items() if k != "rl"}
