@@ -97,6 +97,13 @@ def _sd3_depth(dual_layers_at_full: int):
     return depth
 
 
+# the transformer config keys every FLUX.1 [dev]-shaped model shares (FLUX.1-dev, FLUX.1-Kontext-dev: the same
+# FluxTransformer2DModel), and the keys every Wan2.x DiT shares (heads, width, depth and latent channels per model)
+_FLUX_DEV = dict(patch_size=1, in_channels=64, num_layers=19, num_single_layers=38, attention_head_dim=128,
+                 num_attention_heads=24, joint_attention_dim=4096, pooled_projection_dim=768, guidance_embeds=True,
+                 axes_dims_rope=(16, 56, 56))
+_WAN_COMMON = dict(patch_size=(1, 2, 2), attention_head_dim=128, text_dim=4096, freq_dim=256, cross_attn_norm=True,
+                   qk_norm="rms_norm_across_heads", eps=1e-6, rope_max_seq_len=1024)
 _SD3_COMMON = dict(sample_size=128, patch_size=2, in_channels=16, out_channels=16, attention_head_dim=64,
                    joint_attention_dim=4096, pooled_projection_dim=2048, qk_norm="rms_norm")
 
@@ -117,25 +124,19 @@ ARCHS: dict[str, Arch] = {
         ("stabilityai/stable-diffusion-3.5-large",), ("MMDiT blocks",), text_tokens={"clip": 77}),
     "flux.1-dev": Arch(
         "flux.1-dev", "flux",
-        dict(patch_size=1, in_channels=64, num_layers=19, num_single_layers=38, attention_head_dim=128,
-             num_attention_heads=24, joint_attention_dim=4096, pooled_projection_dim=768, guidance_embeds=True,
-             axes_dims_rope=(16, 56, 56)),
+        dict(_FLUX_DEV),
         (19, 38), lambda c: {"num_layers": c[0], "num_single_layers": c[1]},
         {"text_encoder": CLIP_L_PLAIN, "text_encoder_2": T5_XXL}, VAE_16CH, 12.0,
         "Black Forest Labs, FLUX.1 [dev] model card: '12 billion parameter rectified flow transformer'",
         ("black-forest-labs/FLUX.1-dev",), ("double-stream blocks", "single-stream blocks")),
     "wan2.1-t2v-1.3b": Arch(
         "wan2.1-t2v-1.3b", "wan",
-        dict(patch_size=(1, 2, 2), num_attention_heads=12, attention_head_dim=128, in_channels=16, out_channels=16,
-             text_dim=4096, freq_dim=256, ffn_dim=8960, num_layers=30, cross_attn_norm=True,
-             qk_norm="rms_norm_across_heads", eps=1e-6, rope_max_seq_len=1024),
+        dict(_WAN_COMMON, num_attention_heads=12, in_channels=16, out_channels=16, ffn_dim=8960, num_layers=30),
         (30,), lambda c: {"num_layers": c[0]}, {"text_encoder": UMT5_XXL}, VAE_WAN21, 1.3,
         "Wan-AI, Wan2.1 report / model card: T2V-1.3B", ("Wan-AI/Wan2.1-T2V-1.3B-Diffusers",), ("DiT blocks",)),
     "wan2.1-t2v-14b": Arch(
         "wan2.1-t2v-14b", "wan",
-        dict(patch_size=(1, 2, 2), num_attention_heads=40, attention_head_dim=128, in_channels=16, out_channels=16,
-             text_dim=4096, freq_dim=256, ffn_dim=13824, num_layers=40, cross_attn_norm=True,
-             qk_norm="rms_norm_across_heads", eps=1e-6, rope_max_seq_len=1024),
+        dict(_WAN_COMMON, num_attention_heads=40, in_channels=16, out_channels=16, ffn_dim=13824, num_layers=40),
         (40,), lambda c: {"num_layers": c[0]}, {"text_encoder": UMT5_XXL}, VAE_WAN21, 14.0,
         "Wan-AI, Wan2.1 report / model card: T2V-14B", ("Wan-AI/Wan2.1-T2V-14B-Diffusers",), ("DiT blocks",)),
     "qwen-image": Arch(
@@ -147,28 +148,22 @@ ARCHS: dict[str, Arch] = {
         "Qwen team, Qwen-Image technical report / model card: '20B MMDiT image foundation model'", ("Qwen/Qwen-Image",),
         ("MM-DiT blocks",)),
     "wan2.2-t2v-a14b": Arch(
-        "wan2.2-t2v-a14b", "wan22", dict(patch_size=(1, 2, 2), num_attention_heads=40, attention_head_dim=128,
-                                         in_channels=16, out_channels=16,
-             text_dim=4096, freq_dim=256, ffn_dim=13824, num_layers=40, cross_attn_norm=True,
-             qk_norm="rms_norm_across_heads", eps=1e-6, rope_max_seq_len=1024),
+        "wan2.2-t2v-a14b", "wan22",
+        dict(_WAN_COMMON, num_attention_heads=40, in_channels=16, out_channels=16, ffn_dim=13824, num_layers=40),
         (40,), lambda c: {"num_layers": c[0]}, {"text_encoder": UMT5_XXL}, VAE_WAN21, 14.0,
         "Wan-AI, Wan2.2 model card: T2V-A14B, a MoE of two 14B experts (27B total, 14B active per step)",
         ("Wan-AI/Wan2.2-T2V-A14B-Diffusers",), ("DiT blocks (per expert)",), experts=2,
         pipeline_config={"boundary_ratio": 0.875}),
     "wan2.2-ti2v-5b": Arch(
         "wan2.2-ti2v-5b", "wan22",
-        dict(patch_size=(1, 2, 2), num_attention_heads=24, attention_head_dim=128, in_channels=48, out_channels=48,
-             text_dim=4096, freq_dim=256, ffn_dim=14336, num_layers=30, cross_attn_norm=True,
-             qk_norm="rms_norm_across_heads", eps=1e-6, rope_max_seq_len=1024),
+        dict(_WAN_COMMON, num_attention_heads=24, in_channels=48, out_channels=48, ffn_dim=14336, num_layers=30),
         (30,), lambda c: {"num_layers": c[0]}, {"text_encoder": UMT5_XXL}, VAE_WAN22, 5.0,
         "Wan-AI, Wan2.2 model card: TI2V-5B (dense 5B, Wan2.2-VAE 16x16x4 compression)",
         ("Wan-AI/Wan2.2-TI2V-5B-Diffusers",), ("DiT blocks",), latent_scale=16,
         pipeline_config={"expand_timesteps": True}),
     "flux.1-kontext-dev": Arch(
         "flux.1-kontext-dev", "flux_kontext",
-        dict(patch_size=1, in_channels=64, num_layers=19, num_single_layers=38, attention_head_dim=128,
-             num_attention_heads=24, joint_attention_dim=4096, pooled_projection_dim=768, guidance_embeds=True,
-             axes_dims_rope=(16, 56, 56)),
+        dict(_FLUX_DEV),
         (19, 38), lambda c: {"num_layers": c[0], "num_single_layers": c[1]},
         {"text_encoder": CLIP_L_PLAIN, "text_encoder_2": T5_XXL}, VAE_16CH, 12.0,
         "Black Forest Labs, FLUX.1 Kontext [dev] model card: '12 billion parameter rectified flow transformer'",
