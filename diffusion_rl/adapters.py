@@ -53,6 +53,9 @@ class LoraSettings:
             raise ValueError(f"lora.alpha must be > 0 (the LoRA scale is alpha / rank), got {self.alpha}")
         if not 0 <= self.dropout < 1:
             raise ValueError(f"lora.dropout must be in [0, 1) (0: off), got {self.dropout}")
+        if any(not str(t).strip() for t in self.targets):
+            raise ValueError(f"lora.targets={list(self.targets)} holds an empty name (expected module names such as "
+                             "to_q, to_k; or [] for the model's defaults)")
 
 
 @dataclass

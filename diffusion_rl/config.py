@@ -91,6 +91,9 @@ class TrainConfig(LoopConfig):
                          eval_steps=1, tracker_buffer=1, tracker_min_count=1)
         if self.ema_decay >= 1:
             raise ValueError(f"train.ema_decay must be < 1 (0 turns the EMA off), got {self.ema_decay}")
+        if self.tracker_min_count > self.tracker_buffer:  # a prompt's own statistics would never be used
+            raise ValueError(f"train.tracker_min_count={self.tracker_min_count}: expected <= train.tracker_buffer="
+                             f"{self.tracker_buffer} (the rewards a prompt keeps)")
 
 
 @dataclass
@@ -156,4 +159,12 @@ class DiffusionRLConfig:
         if not (is_url(self.reward.name) or self.reward.remote.url):
             out["reward.remote"] = (f"reward.name={self.reward.name!r} (they set up a reward server's client: "
                                     "reward.name=http://HOST:PORT)")
+        for key, source in (("prompts.file", "file"), ("prompts.prompts", "list")):
+            if self.prompts.source != source:
+                out[key] = f"prompts.source={self.prompts.source!r} (it is read with prompts.source={source})"
+        from .checkpoints import is_single_file
+
+        if not (self.model.path and is_single_file(self.model.path)):
+            out["model.components"] = (f"model.path={self.model.path!r} (it completes a single-file checkpoint, "
+                                       "model.path=*.safetensors)")
         return out

@@ -241,6 +241,8 @@ def load_config(cls: type[T], path: str | Path | None = None, overrides: list[st
     source = "defaults"
     if path is not None:
         p = Path(path)
+        if not str(path).strip():  # (Path("") is "."; it would be reported as a directory)
+            raise ConfigError(f"config file name is empty ({str(path)!r}); expected a YAML file for {cls.__name__}")
         if p.is_dir():
             raise ConfigError(f"config file {p} is a directory (expected a YAML file for {cls.__name__})")
         if p.exists() and not p.is_file():  # a FIFO or a device (/dev/null): reading it would block or say nothing

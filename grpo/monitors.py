@@ -41,6 +41,9 @@ class MonitorConfig:
             raise ValueError(f"eval.patience must be >= 1, got {self.patience}")
         if self.min_delta < 0:
             raise ValueError(f"eval.min_delta must be >= 0, got {self.min_delta}")
+        twice = sorted({m for m in self.monitors if self.monitors.count(m) > 1})
+        if twice:
+            raise ValueError(f"eval.monitors names {twice} more than once (expected distinct monitors)")
 
 
 @dataclass

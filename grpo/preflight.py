@@ -70,6 +70,8 @@ def check_new_output(path: str | os.PathLike, key: str, force: bool | None) -> P
 
 def check_writable_file(path: str | os.PathLike, key: str) -> Path:
     """The file ``path`` can be written: its directory passes :func:`check_writable_dir` and it is not a directory."""
+    if not str(path).strip():  # (Path("") is ".": it would be reported as a directory)
+        raise ValueError(f"{key} is empty ({str(path)!r}); expected a file path")
     p = Path(path).expanduser()
     if p.is_dir():
         raise ValueError(f"{key}={str(p)!r}: is a directory (expected a file path)")

@@ -183,6 +183,9 @@ def check_demo_actions(path: str, task: str, env_kwargs: dict, key: str = "sft.d
 
     import sims
 
+    if Path(path).is_dir():
+        raise ValueError(f"{key}={path!r} is a directory; expected a robomimic-style HDF5 file with "
+                         "data/<demo>/actions")
     try:
         with h5py.File(path, "r") as f:
             first = sorted(f["data"])[0]

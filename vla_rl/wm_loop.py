@@ -105,7 +105,10 @@ class WorldLoopConfig:
         except ValueError as e:
             raise ConfigError(f"device: {e}") from None
         if self.cycles < 0 or self.rl_iterations < 0:
-            raise ValueError("cycles and rl_iterations must be >= 0")
+            raise ValueError(f"cycles and rl_iterations must be >= 0, got {self.cycles} and {self.rl_iterations}")
+        if self.models.wm.image_size != self.data.image_size:  # (it is fed the recorded frames as they are)
+            raise ValueError(f"models.wm.image_size={self.models.wm.image_size}: expected data.image_size="
+                             f"{self.data.image_size} (the world model learns from and imagines the recorded frames)")
         if self.vla.rl.reward == "sim_progress":
             raise ValueError("vla.rl.reward=sim_progress: the world model's imagined episodes carry no simulator "
                              "progress (expected binary, srpo or a reward server http://HOST:PORT)")
