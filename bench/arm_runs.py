@@ -28,7 +28,9 @@ def seeds_parser(doc: str, seeds: int, seeds_help: str = "training seeds per arm
                  out: str | None = None, reuse: bool = False) -> argparse.ArgumentParser:
     """The parser of a bench whose description is ``doc``'s first paragraph, with ``--small`` and ``--seeds``; with
     ``out`` (the default run directory) also ``--jobs`` and ``--out``, and ``--reuse`` when ``reuse``."""
-    ap = argparse.ArgumentParser(description=doc.split("\n\n")[0])
+    from grpo.cli import ArgumentParser  # argparse whose errors are one line (exit 2)
+
+    ap = ArgumentParser(description=doc.split("\n\n")[0])
     ap.add_argument("--small", action="store_true", help="seconds-long smoke mode (the test's)")
     ap.add_argument("--seeds", type=int, default=seeds, help=seeds_help)
     if out is not None:

@@ -49,6 +49,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import sys
 import time
@@ -74,8 +75,10 @@ SIM_DEMO_OFFSET = 500_000  # the recipes' sft.demo_seed_offset
 
 
 def parse(argv=None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(prog="bench_progress.py", description=__doc__,
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    from grpo.cli import ArgumentParser  # argparse whose errors are one line (exit 2)
+
+    p = ArgumentParser(prog="bench_progress.py", description=__doc__,
+                       formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--seeds", type=int, default=3, help="seeds 0..N-1 (encoder training, expert noise, policy noise)")
     p.add_argument("--tasks", default=",".join(TASKS), help="comma-separated tasks: tabletop " + ",".join(TASKS)
                    + "; other simulators " + ",".join(SIM_TASKS))
@@ -175,6 +178,18 @@ def parse(argv=None) -> argparse.Namespace:
         v = getattr(a, k)
         if v is not None and not os.path.isdir(v):
             p.error(f"--{k} {v!r}: not a directory (expected a save_pretrained directory)")
+    if not a.tasks or not a.encoders:
+        p.error(f"--tasks {a.tasks} / --encoders {a.encoders}: expected at least one of each")
+    if not (math.isfinite(a.eta) and a.eta >= 0):
+        p.error(f"--eta {a.eta}: expected a finite SDE noise level >= 0")
+    if a.frame_size < 1:
+        p.error(f"--frame-size {a.frame_size}: expected a side >= 1 px")
+    from grpo.preflight import check_writable_dir
+
+    try:
+        check_writable_dir(a.out, "--out")
+    except ValueError as e:
+        p.error(str(e))
     return a
 
 

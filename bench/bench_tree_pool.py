@@ -54,7 +54,7 @@ arm's curve read at flat's budget ``B``.
 
 from __future__ import annotations
 
-import argparse
+import math
 import os
 import statistics
 import sys
@@ -79,6 +79,7 @@ from diffusion_rl.branch import BranchConfig  # noqa: E402
 from diffusion_rl.pool_config import PoolConfig  # noqa: E402
 from diffusion_rl.quant import QuantConfig  # noqa: E402
 from diffusion_rl.trainer import DiffusionGRPOTrainer  # noqa: E402
+from grpo.cli import ArgumentParser  # noqa: E402
 
 ARMS = ("flat GRPO", "tree+prune", "pool", "tree x pool", "tree x pool+prune", "lookahead@1", "lookahead@1+prune",
         "Prune-parent", "lookahead@1+prune-parent", "tree x pool+prune-parent")
@@ -307,7 +308,7 @@ def report(args, runs: list[dict]) -> int:
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap = ArgumentParser(description=__doc__.split("\n")[0])  # (grpo.cli's: an argparse error is one line)
     ap.add_argument("--seeds", type=int, default=2, help="seeds 0..N-1 (or --seed-list)")
     ap.add_argument("--seed-list", default=None, help="comma-separated seeds instead of 0..N-1")
     ap.add_argument("--flat-iters", type=int, default=24, help="flat GRPO's iterations: the budget B in units")
@@ -360,6 +361,9 @@ def main(argv=None) -> int:
     if [a for a in args.arms if a not in ARMS] or not args.arms or args.arms[0] != "flat GRPO":
         problems.append(f"--arms {','.join(args.arms)!r}: expected 'flat GRPO' first, then any of "
                         f"{', '.join(ARMS[1:])}")
+    if not (args.model_path.startswith("builtin:") or args.model_path.strip() and Path(args.model_path).is_dir()):
+        problems.append(f"--model-path {args.model_path!r}: expected builtin:<name> or a saved diffusers pipeline "
+                        "directory")
     if args.task not in TASKS:
         problems.append(f"--task {args.task!r}: expected one of {', '.join(TASKS)}")
     if args.splits != sorted(set(args.splits)) or args.splits[0] < 0 or args.splits[-1] >= args.steps:
@@ -376,7 +380,10 @@ def main(argv=None) -> int:
             ("--txp-k", args.txp_k, args.txp_k >= 1, ">= 1"),
             ("--txp-window", args.txp_window, 0 <= args.txp_window <= len(args.splits),
              f"in [0, {len(args.splits)}] (the number of splits)"),
-            ("--overrun", args.overrun, args.overrun >= 1, ">= 1"),
+            ("--overrun", args.overrun, 1 <= args.overrun < math.inf, "finite and >= 1"),
+            ("--eval-prompts", args.eval_prompts, args.eval_prompts >= 1, ">= 1"),
+            ("--eval-steps", args.eval_steps, args.eval_steps >= 1, ">= 1"),
+            ("--target-area", args.target_area, 0 < args.target_area < math.inf, "an area in px^2, finite and > 0"),
             ("--cands", args.cands, 2 < args.cands <= MAX_CANDS, f"in [3, {MAX_CANDS}] (more than the 2 kept)"),
             ("--target-frac", args.target_frac, 0 < args.target_frac <= 1, "in (0, 1]")):
         if not ok:

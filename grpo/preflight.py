@@ -35,6 +35,8 @@ VIRTUAL_FS = ("/proc", "/sys")  # where no command writes its outputs (os.access
 def check_writable_dir(path: str | os.PathLike, key: str, shown: str | os.PathLike | None = None) -> Path:
     """``path`` can be created (or exists) as a writable directory: its nearest existing ancestor is a directory
     we may write into. Nothing is created. Returns the path (``shown``: the path the message names instead)."""
+    if not str(path).strip():  # (Path("") is ".": an empty flag would write into the working directory)
+        raise ValueError(f"{key} is empty ({str(path)!r}); expected a directory path")
     p = Path(path).expanduser()
     probe = p
     shown = Path(shown) if shown is not None else p

@@ -1223,6 +1223,24 @@ def test_sigint_mid_run_then_resume_diffusion(tmp_path):
     _interrupt_then_resume("diffusion_rl.cli", args, lambda o: _metrics_rows(o) >= 1, "train.iterations", out)
 
 
+# the fourth misuse sweep's bench finds: each started the bench (then a traceback, or an unbounded run, or results
+# written from nothing), or printed argparse's usage block (several lines) instead of one line
+SWEEP_4_BENCH = [
+    ("bench_tree_pool.py", ["--eval-prompts", "0"], None, ["--eval-prompts 0", "expected >= 1"]),
+    ("bench_tree_pool.py", ["--target-area", "nan"], None, ["--target-area nan", "finite and > 0"]),
+    ("bench_tree_pool.py", ["--overrun", "inf"], None, ["--overrun inf", "finite and >= 1"]),
+    ("bench_tree_pool.py", ["--model-path", ""], None, ["--model-path ''", "builtin:<name>"]),
+    ("bench_tree_pool.py", ["--format", "bf16"], None, ["--format", "'bf16'", "'fp8', 'nvfp4'"]),
+    ("bench_srpo_regime.py", ["--out", ""], None, ["--out is empty", "a directory path"]),
+    ("bench_srpo_regime.py", ["--seeds", "abc"], None, ["--seeds", "'abc'", "invalid int"]),
+    ("bench_progress.py", ["--tasks", ""], None, ["--tasks []", "at least one"]),
+    ("bench_progress.py", ["--eta", "nan"], None, ["--eta nan", "finite"]),
+    ("bench_progress.py", ["--out", "{f}"], {}, ["--out", "is a file, not a directory"]),
+    ("bench_progress.py", ["--frame-size", "0"], None, ["--frame-size 0", ">= 1"]),
+    ("bench_progress.py", ["--group-size", "1"], None, ["--group-size >= 2"]),
+]
+
+
 # ---- the benches' own flags (the misuse sweep 2): one line, exit 2, before any run -------------------------------
 @pytest.mark.parametrize("script,args,data,expect", [
     ("bench_tree_pool.py", ["--seed-list=-1"], None, ["--seed-list '-1'", "distinct seeds >= 0"]),
@@ -1245,6 +1263,7 @@ def test_sigint_mid_run_then_resume_diffusion(tmp_path):
     ("bench_tree_pool.py", ["--report-from", "{f}"], [{"seed": True, "arms": {}}], ["--report-from", "integer >= 0"]),
     ("bench_tree_pool.py", ["--seed-list", "1" + "0" * 30], None, ["--seed-list", "at most 4294967295"]),
     ("bench_tree_pool.py", ["--eta", "0"], None, ["--eta 0.0", "expected > 0"]),
+    *SWEEP_4_BENCH,
 ])
 def test_bench_bad_input(script, args, data, expect, tmp_path):
     f = tmp_path / "runs.json"
