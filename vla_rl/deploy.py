@@ -411,8 +411,11 @@ def cmd_deploy(args: argparse.Namespace) -> int:
                 ("--max-steps", args.max_steps, args.max_steps >= 0, ">= 0 (0: no step limit)"),
                 ("--image-size", args.image_size, args.image_size >= 1, ">= 1"),
                 ("--seed", args.seed, 0 <= args.seed <= MAX_SEED, f"in [0, {MAX_SEED}]"))
-    if args.joint_limits and not args.joint_limits[0] <= args.joint_limits[1]:
-        raise ValueError(f"--joint-limits {args.joint_limits[0]} {args.joint_limits[1]}: expected LOW <= HIGH")
+    if args.joint_limits and not (all(map(math.isfinite, args.joint_limits))
+                                  and args.joint_limits[0] <= args.joint_limits[1]):
+        raise ValueError(f"--joint-limits {args.joint_limits[0]} {args.joint_limits[1]}: expected finite LOW <= HIGH")
+    if not str(args.policy).strip():  # (Path("") is ".": it would be searched for a policy)
+        raise ValueError("policy is empty (''); expected a saved policy directory, e.g. runs/x/policy")
     camera_map = parse_camera_map(args.camera_map)
     kind, raw = robot_fields(args.robot_flags, args.robot)
     kind = kind or "sims"

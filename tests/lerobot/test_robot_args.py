@@ -134,6 +134,12 @@ BAD = [
      ["--robot.task='tabletop/nosuch' is not a sims task"]),
     (["--robot.type", "sims", "--robot.env_kwargs", "{image_size: 32}", "--robot.init_seed", "x"],
      ["--robot.init_seed"]),
+    # the fourth misuse sweep: a NaN limit (was: "expected LOW <= HIGH", naming no NaN), an empty policy path (was:
+    # "no SmallVLA at ."), and flags that were refused already
+    (["--joint-limits", "nan", "1"], ["--joint-limits nan 1.0", "finite LOW <= HIGH"]),
+    (["--camera-map", "agentview"], ["--camera-map 'agentview'", "POLICY_CAMERA=ROBOT_CAMERA"]),
+    (["--seed", "-1"], ["--seed=-1", "[0, 4294967295]"]), (["--max-steps", "-1"], ["--max-steps=-1", ">= 0"]),
+    (["--image-size", "0"], ["--image-size=0", ">= 1"]),
 ]
 
 
@@ -143,6 +149,13 @@ def test_deploy_bad_robot_flags_are_one_line_before_the_policy_loads(tmp_path, c
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and err.startswith("error: ") and all(e in err for e in expect), err
     assert not (tmp_path / "ds").exists() and list(tmp_path.iterdir()) == []
+
+
+def test_deploy_empty_policy_path_is_one_line(tmp_path, capsys):
+    assert cli_main(["deploy", "", "--dataset", str(tmp_path / "ds")]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "policy is empty" in err and "saved policy directory" in err, err
+    assert list(tmp_path.iterdir()) == []
 
 
 def test_robot_flags_on_another_command_are_refused(capsys):

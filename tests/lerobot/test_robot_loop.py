@@ -212,6 +212,11 @@ def test_cli_asks_the_operator_on_stdin(tmp_path, start_policy, capsys, monkeypa
     ("vla.policy.type=pi0", "holds a lerobot smolvla policy, but vla.policy is kind='lerobot' type='pi0'"),
     ("robot.joint_limits=[[1.0],[-1.0]]", "low > high"),
     ("robot.type=no_such_arm", "robot.type='no_such_arm' is not a registered LeRobot robot"),
+    # the fourth misuse sweep (refused already; kept as guards)
+    ("robot.fps=0", "robot.fps and robot.max_episode_s must be > 0"),
+    ("robot.joint_limits=[[-1.0]]", "robot.joint_limits=[[-1.0]]: expected [[low...], [high...]] or []"),
+    ("robot.typ=sims", "unknown config key 'robot.typ' (did you mean 'type'?)"),
+    ("vla.rl.sim_progress_noise=0.1", "config key 'vla.rl.sim_progress_noise' does nothing"),
 ])
 def test_cli_bad_input_is_one_line_and_writes_nothing(tmp_path, start_policy, capsys, override, message):
     path = _write_yaml(tmp_path, start_policy)
