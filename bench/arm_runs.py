@@ -95,15 +95,20 @@ def run_jobs(jobs: list[Any], run: Callable[[Any], dict], at_once: int) -> dict[
         return None
 
 
-def join_seeds(runs: list[dict], same: str, what: str) -> list[dict]:
+def join_seeds(runs: list[dict], same: str, what: str, agree: tuple[str, ...] = ()) -> list[dict]:
     """One run per seed, in seed order, from the runs of several ``--json-out`` files (e.g. a seed's four arms from one
     run and a fifth arm from another): a seed's arms are joined, its first run's other fields kept. An arm present in
     two runs of one seed must have the same ``arm[same]`` (``what`` names it in the error: the benches are
     deterministic per seed, so a rerun reproduces it; otherwise the runs come from different code and cannot be
-    joined) -> ``ValueError`` naming the seed and the arm."""
+    joined) -> ``ValueError`` naming the seed and the arm. The run fields ``agree`` (the task, the start, the budget)
+    must be the same in every run of a seed that has them: runs of other settings are not joined into one table."""
     by_seed: dict[int, dict] = {}
     for r in runs:
         m = by_seed.setdefault(r["seed"], {**r, "arms": {}})
+        for k in agree:
+            if k in m and k in r and m[k] != r[k]:
+                raise ValueError(f"seed {r['seed']}: the runs differ in {k!r} ({m[k]!r} vs {r[k]!r}): runs of other "
+                                 "settings cannot be joined (expected --report-from files of one bench setting)")
         for name, a in r["arms"].items():
             old = m["arms"].get(name)
             if old is not None and old[same] != a[same]:

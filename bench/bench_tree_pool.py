@@ -211,7 +211,7 @@ def merge_runs(runs: list[dict]) -> list[dict]:
     """One run per seed from several ``--json-out`` files (e.g. seed 0's four arms from one run and a fifth arm from
     another), an arm in two runs of a seed with the same evaluation curve in both, else ``ValueError``
     (:func:`arm_runs.join_seeds`)."""
-    return join_seeds(runs, "curve", "evaluation curves")
+    return join_seeds(runs, "curve", "evaluation curves", agree=("task", "before", "target", "B"))
 
 
 def report(args, runs: list[dict]) -> int:
