@@ -49,6 +49,8 @@ class LoraSettings:
     def __post_init__(self) -> None:
         if self.rank < 1:
             raise ValueError(f"lora.rank must be >= 1, got {self.rank}")
+        if self.rank > 8192:  # (beyond every supported model's width; 1e8 took 13 GB building the tiny model's LoRA)
+            raise ValueError(f"lora.rank={self.rank}: expected at most 8192")
         if self.alpha <= 0:
             raise ValueError(f"lora.alpha must be > 0 (the LoRA scale is alpha / rank), got {self.alpha}")
         if not 0 <= self.dropout < 1:
@@ -108,6 +110,9 @@ class ModelConfig:
         if self.max_sequence_length < 1:
             raise ValueError(f"model.max_sequence_length must be >= 1 (text tokens per prompt), got "
                              f"{self.max_sequence_length}")
+        if self.max_sequence_length > 8192:  # (the tiny model's embeddings are built in a dry run: 1e8 took 13 GB)
+            raise ValueError(f"model.max_sequence_length={self.max_sequence_length}: expected at most 8192 text tokens "
+                             "per prompt")
         from .image_sizes import check_image_size
 
         check_image_size(self)  # sides the VAE and the patching divide evenly (from the configs; no weights read)

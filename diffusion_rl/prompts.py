@@ -27,6 +27,8 @@ class PromptConfig:
     def __post_init__(self) -> None:
         if self.num_eval < 1:
             raise ValueError(f"prompts.num_eval must be >= 1 (the evaluation prompts), got {self.num_eval}")
+        if self.num_eval > 100_000:  # (drawn when the config loads: a typo's 1e9 filled the memory in a dry run)
+            raise ValueError(f"prompts.num_eval={self.num_eval}: expected at most 100000 evaluation prompts")
         if self.shapes:
             from grpo.preflight import check_kwargs
             from rewards import shapes

@@ -57,6 +57,8 @@ class SamplerConfig:
     def __post_init__(self) -> None:
         if self.num_steps < 1:
             raise ValueError(f"sampler.num_steps must be >= 1, got {self.num_steps}")
+        if self.num_steps > 10_000:  # (its schedule is built when the config loads: 1e9 steps took GBs in a dry run)
+            raise ValueError(f"sampler.num_steps={self.num_steps}: expected at most 10000 denoising steps")
         if not 0 < self.timestep_fraction <= 1:
             raise ValueError(f"sampler.timestep_fraction must be in (0, 1], got {self.timestep_fraction}")
         if not 0 <= self.mix_window <= self.num_steps:

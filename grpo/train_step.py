@@ -67,6 +67,8 @@ class GRPOConfig:
     def __post_init__(self) -> None:
         if self.group_size < 2:
             raise ValueError(f"group_size must be >= 2 (group-relative advantages need a group), got {self.group_size}")
+        if self.group_size > 100_000:  # (as grpo.tree.MAX_TREE_NODES: a typo's 1e9 would run out of memory)
+            raise ValueError(f"group_size={self.group_size}: expected at most 100000 samples per group")
         require_at_least("grpo", self, clip_low=0.0, clip_high=0.0, kl_coef=0.0, adv_eps=0.0, max_nonfinite=0)
         require_positive("grpo", self, "adv_clip")
         if self.clip_low >= 1:

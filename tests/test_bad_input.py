@@ -1100,6 +1100,18 @@ SWEEP_4 = {
     "s4-l-yaml-scalar": ("vla_rl.cli", ["loop", "{assets}/scalar.yaml", "--dry-run"], [], ["scalar.yaml", "mapping"]),
     "s4-v-serve-port-neg-huge": ("vla_rl.cli", ["serve-reward", "rewards.success:success_reward", "--port",
                                                 "99999999999999999999"], [], ["--port", "0..65535"]),
+    # was: accepted by a dry run that then filled GBs of memory (a schedule, prompts or embeddings of 1e8-1e9), or a
+    # run that would record / sample for days
+    "s4-d-num-eval-huge": (*D, ["prompts.num_eval=1000000000"], ["prompts.num_eval=1000000000", "at most 100000"]),
+    "s4-d-num-steps-huge": (*D, ["sampler.num_steps=1000000000"], ["sampler.num_steps=1000000000", "at most 10000"]),
+    "s4-d-max-seq-huge": (*D, ["model.max_sequence_length=100000000"],
+                          ["model.max_sequence_length=100000000", "at most 8192"]),
+    "s4-d-lora-rank-huge": (*D, ["model.lora.rank=100000000"], ["lora.rank=100000000", "at most 8192"]),
+    "s4-d-group-huge": (*D, ["grpo.group_size=1000000000"], ["group_size=1000000000", "at most 100000"]),
+    "s4-v-group-huge": (*V, ["grpo.group_size=1000000000"], ["group_size=1000000000", "at most 100000"]),
+    "s4-v-flow-steps-huge": (*V, ["policy.flow.num_steps=1000000000"],
+                             ["flow.num_steps=1000000000", "at most 10000"]),
+    "s4-v-demos-huge": (*V, ["sft.demos_per_task=100000000"], ["sft.demos_per_task=100000000", "at most 1000000"]),
     "s4-v-serve-kwargs-string": ("vla_rl.cli", ["serve-reward", "rewards.success:success_reward", "--port", "0",
                                                 "--kwargs", '"x"'], [], ["--kwargs"]),
 }

@@ -129,6 +129,8 @@ class FlowHeadConfig:
     def __post_init__(self) -> None:
         if self.num_steps < 1:
             raise ValueError(f"flow.num_steps must be >= 1, got {self.num_steps}")
+        if self.num_steps > 10_000:  # (denoising steps per action chunk, every control step)
+            raise ValueError(f"flow.num_steps={self.num_steps}: expected at most 10000 denoising steps")
         if self.eta < 0:
             raise ValueError(f"flow.eta must be >= 0, got {self.eta}")
         require_at_least("flow", self, hidden=1, layers=1)
