@@ -167,6 +167,11 @@ def _corrupt_copy(src: Path, dst: Path, how: str) -> Path:
             sd = load_file(f)
             k = next(k for k, v in sd.items() if v.dim() == 2)
             save_file({**sd, k: sd[k][:1].clone()}, f)
+    elif how == "wrongkeys":  # the weights under names of another model (a safetensors of the wrong keys)
+        from safetensors.torch import load_file, save_file
+
+        for f in [*ck.glob("trainable.safetensors"), *ck.glob("model.safetensors")]:
+            save_file({f"x.{k}": v for k, v in load_file(f).items()}, f)
     elif how == "int":  # LoRA weights stored as integers (the export wrote them out)
         import torch
         from safetensors.torch import load_file, save_file
@@ -1112,6 +1117,17 @@ SWEEP_4 = {
     "s4-v-flow-steps-huge": (*V, ["policy.flow.num_steps=1000000000"],
                              ["flow.num_steps=1000000000", "at most 10000"]),
     "s4-v-demos-huge": (*V, ["sft.demos_per_task=100000000"], ["sft.demos_per_task=100000000", "at most 1000000"]),
+    # checkpoints whose weights carry another model's names; serve-reward on a host that does not resolve
+    "s4-d-export-wrong-keys": ("diffusion_rl.cli", ["export", "{drun_wrongkeys_dir}", "{assets}/exp_wk"], [],
+                               ["export", "x.transformer_blocks", "a checkpoint of another model", "nothing written"]),
+    "s4-d-eval-wrong-keys": ("diffusion_rl.cli", ["eval", "{drun_wrongkeys_dir}"], [],
+                             ["x.transformer_blocks", "this model does not have"]),
+    "s4-d-resume-wrong-keys": ("diffusion_rl.cli", ["train", D_CFG],
+                               ["{drun_wrongkeys}", *D_TINY, "train.iterations=2"],
+                               ["x.transformer_blocks", "this model does not have"]),
+    "s4-v-eval-wrong-keys": ("vla_rl.cli", ["eval", "{vrun_wrongkeys_dir}"], [], ["model.safetensors"]),
+    "s4-d-serve-host-unknown": ("diffusion_rl.cli", ["serve-reward", "shapes_verifier", "--host", "nosuchhost.invalid",
+                                                     "--port", "0"], [], ["nosuchhost.invalid:0", "cannot listen"]),
     "s4-v-serve-kwargs-string": ("vla_rl.cli", ["serve-reward", "rewards.success:success_reward", "--port", "0",
                                                 "--kwargs", '"x"'], [], ["--kwargs"]),
 }
@@ -1130,6 +1146,7 @@ SUBPROCESS = {"d-unknown-key", "t-unknown-key", "d-serve-unknown", "d-eval-missi
               "v-eval-missing", "v-report-existing", "r-zero-n", "fe-unknown-key",
               # (they served forever before their checks: a subprocess times out, a call would hang)
               "d-serve-delay-nan", "v-serve-not-callable", "d-serve-empty-host", "d-tracker-cannot-start",
+              "s4-d-serve-host-unknown",
               *(c for c, (_, head, extra, _) in CASES.items()
                 if c.startswith("lb-") or any(w in " ".join(head + extra) for w in ("robosuite", "libero")))}
 
@@ -1152,7 +1169,7 @@ def test_bad_input(case, assets, request, tmp_path, capfd, caplog, monkeypatch):
         (ck / "state.json").write_text(json.dumps(st))
         subs["vrun_badenv_ck"] = str(ck)
     for kind in ("truncated", "nostate", "copy", "stalelatest", "nolora", "statelist", "stateempty", "latestbinary",
-                 "shape", "nan", "policytrunc", "int"):
+                 "shape", "nan", "policytrunc", "int", "wrongkeys"):
         for key, fixture in (("drun", "diffusion_run"), ("vrun", "vla_run")):
             if f"{{{key}_{kind}" in text:
                 src = request.getfixturevalue(fixture)
