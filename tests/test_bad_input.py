@@ -1265,8 +1265,6 @@ SWEEP_4_BENCH = [
     ("bench_progress.py", ["--tasks", ""], None, ["--tasks []", "at least one"]),
     ("bench_progress.py", ["--eta", "nan"], None, ["--eta nan", "finite"]),
     ("bench_progress.py", ["--out", "{f}"], {}, ["--out", "is a file, not a directory"]),
-    ("bench_progress.py", ["--frame-size", "0"], None, ["--frame-size 0", ">= 1"]),
-    ("bench_progress.py", ["--group-size", "1"], None, ["--group-size >= 2"]),
     # runs of another task (and start, budget) were joined into one seed's table as "same seed, same start"
     ("bench_tree_pool.py", ["--report-from", "{f}", "--arms", "flat GRPO,tree+prune"],
      [{"seed": 0, "task": "big", "before": 0.1, "target": 0.2, "B": 10.0, "arms": {}},
