@@ -159,8 +159,10 @@ class DiffusionRLConfig:
         if not (is_url(self.reward.name) or self.reward.remote.url):
             out["reward.remote"] = (f"reward.name={self.reward.name!r} (they set up a reward server's client: "
                                     "reward.name=http://HOST:PORT)")
-        for key, source in (("prompts.file", "file"), ("prompts.prompts", "list")):
-            if self.prompts.source != source:
+        # a prompt file or list under the built-in sampler is read nowhere; between file and list a recipe's own key
+        # may stay while one override flips prompts.source (the project's "arms differ by one key" rule)
+        if self.prompts.source not in ("file", "list"):
+            for key, source in (("prompts.file", "file"), ("prompts.prompts", "list")):
                 out[key] = f"prompts.source={self.prompts.source!r} (it is read with prompts.source={source})"
         from .checkpoints import is_single_file
 
