@@ -103,26 +103,19 @@ def arm_settings(name: str, args) -> tuple[BranchConfig, PoolConfig, int]:
     parent = dict(adv_baseline="parent", adv_scale="leaf")  # the parent credit (bench_branch_headroom's Prune-parent)
     la = dict(**tree, branch=[2], lookahead_candidates=getattr(args, "cands", 4))
     previews = PoolConfig(enabled=False, quant=q)  # the pool's rollout copy, for the previews only
+    select = PoolConfig(enabled=True, pool_size=args.pool, train_size=args.train, select="best_worst", quant=q)
+    txp_prune = dict(**tree, branch=wide, width_prune=args.txp_width, prune_k=args.txp_k, depth_window=args.txp_window)
     return {
         "flat GRPO": (BranchConfig(enabled=False), off, args.train),
         "tree+prune": (BranchConfig(**tree, branch=[2], **prune), off, args.train),
-        "pool": (BranchConfig(enabled=False), PoolConfig(enabled=True, pool_size=args.pool, train_size=args.train,
-                                                         select="best_worst", quant=q), args.train),
-        "tree x pool": (BranchConfig(**tree, branch=wide), PoolConfig(enabled=True, pool_size=args.pool,
-                                                                       train_size=args.train, select="best_worst",
-                                                                       quant=q), args.train),
-        "tree x pool+prune": (BranchConfig(**tree, branch=wide, width_prune=args.txp_width, prune_k=args.txp_k,
-                                           depth_window=args.txp_window),
-                              PoolConfig(enabled=True, pool_size=args.pool, train_size=args.train, select="best_worst",
-                                         quant=q), args.train),
+        "pool": (BranchConfig(enabled=False), select, args.train),
+        "tree x pool": (BranchConfig(**tree, branch=wide), select, args.train),
+        "tree x pool+prune": (BranchConfig(**txp_prune), select, args.train),
         "lookahead@1": (BranchConfig(**la), previews, args.train),
         "lookahead@1+prune": (BranchConfig(**la, **prune), previews, args.train),
         "Prune-parent": (BranchConfig(**tree, branch=[2], **prune, **parent), off, args.train),
         "lookahead@1+prune-parent": (BranchConfig(**la, **prune, **parent), previews, args.train),
-        "tree x pool+prune-parent": (BranchConfig(**tree, branch=wide, width_prune=args.txp_width, prune_k=args.txp_k,
-                                                  depth_window=args.txp_window, **parent),
-                                     PoolConfig(enabled=True, pool_size=args.pool, train_size=args.train,
-                                                select="best_worst", quant=q), args.train),
+        "tree x pool+prune-parent": (BranchConfig(**txp_prune, **parent), select, args.train),
     }[name]
 
 

@@ -32,11 +32,16 @@ def quiet_third_party_warnings() -> None:
 VIRTUAL_FS = ("/proc", "/sys")  # where no command writes its outputs (os.access cannot tell, as root)
 
 
+def refuse_empty(path: str | os.PathLike, key: str, expected: str) -> None:
+    """``ValueError`` naming ``key`` when ``path`` is empty or blank (``Path("")`` means the working directory)."""
+    if not str(path).strip():
+        raise ValueError(f"{key} is empty ({str(path)!r}); expected {expected}")
+
+
 def check_writable_dir(path: str | os.PathLike, key: str, shown: str | os.PathLike | None = None) -> Path:
     """``path`` can be created (or exists) as a writable directory: its nearest existing ancestor is a directory
     we may write into. Nothing is created. Returns the path (``shown``: the path the message names instead)."""
-    if not str(path).strip():  # (Path("") is ".": an empty flag would write into the working directory)
-        raise ValueError(f"{key} is empty ({str(path)!r}); expected a directory path")
+    refuse_empty(path, key, "a directory path")  # (Path("") is ".": it would write into the working directory)
     p = Path(path).expanduser()
     probe = p
     shown = Path(shown) if shown is not None else p
@@ -72,8 +77,7 @@ def check_new_output(path: str | os.PathLike, key: str, force: bool | None) -> P
 
 def check_writable_file(path: str | os.PathLike, key: str) -> Path:
     """The file ``path`` can be written: its directory passes :func:`check_writable_dir` and it is not a directory."""
-    if not str(path).strip():  # (Path("") is ".": it would be reported as a directory)
-        raise ValueError(f"{key} is empty ({str(path)!r}); expected a file path")
+    refuse_empty(path, key, "a file path")  # (Path("") is ".": it would be reported as a directory)
     p = Path(path).expanduser()
     if p.is_dir():
         raise ValueError(f"{key}={str(p)!r}: is a directory (expected a file path)")

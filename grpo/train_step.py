@@ -25,6 +25,7 @@ import torch
 
 from .advantages import Advantages, decoupled_advantages, group_advantages
 from .config import require_at_least, require_positive
+from .tree import MAX_TREE_NODES
 
 
 @dataclass
@@ -67,8 +68,8 @@ class GRPOConfig:
     def __post_init__(self) -> None:
         if self.group_size < 2:
             raise ValueError(f"group_size must be >= 2 (group-relative advantages need a group), got {self.group_size}")
-        if self.group_size > 100_000:  # (as grpo.tree.MAX_TREE_NODES: a typo's 1e9 would run out of memory)
-            raise ValueError(f"group_size={self.group_size}: expected at most 100000 samples per group")
+        if self.group_size > MAX_TREE_NODES:  # (a tree's leaves are a group too; a typo's 1e9 would run out of memory)
+            raise ValueError(f"group_size={self.group_size}: expected at most {MAX_TREE_NODES} samples per group")
         require_at_least("grpo", self, clip_low=0.0, clip_high=0.0, kl_coef=0.0, adv_eps=0.0, max_nonfinite=0)
         require_positive("grpo", self, "adv_clip")
         if self.clip_low >= 1:

@@ -100,8 +100,7 @@ def rollout_scalars(tr: VLATrainerLike, batch: RolloutBatch, specs: list[Episode
         scal["reward/srpo_failure_mean"] = float(rew.total[fail].mean())
         if int(fail.sum()) >= 3:  # diagnostic only: does the failures' progress reward agree with the env's?
             # (SRPO's latent progress; sim_progress: 1 unless rl.sim_progress_noise degrades it)
-            # sim_progress carries the gathered progress it graded (details["sim_progress"]): no second gather
-            prog = rew.details.get("sim_progress") if tr.cfg.rl.reward == "sim_progress" else None
+            prog = rew.details.get("sim_progress")  # what rl.reward=sim_progress graded, already gathered
             prog = env_progress(batch) if prog is None else prog
             scal["reward/srpo_vs_env_progress_spearman"] = spearman(rew.total[fail], prog[fail])
     return scal
