@@ -235,7 +235,10 @@ def _toy(args) -> int:
     if cfg is not None:
         check_sizes(("train.iterations", cfg.train.iterations, 0), ("grpo.group_size", cfg.grpo.group_size, 2))
         if not args.dry_run:
+            from grpo.preflight import check_run_kind
+
             check_writable_dir(cfg.output_dir, "output_dir")
+            check_run_kind(cfg.output_dir, ToyConfig)  # not another command's run directory
 
     argv = ([args.config] if args.config else []) + list(args.overrides) + (["--dry-run"] if args.dry_run else [])
     return toy_main(argv)
@@ -292,9 +295,14 @@ def _eval(args) -> int:
         raise ValueError(f"{state['__path__']} is not a diffusion-rl checkpoint (it holds no trainable weights){other}")
     cfg = build_cfg(DiffusionRLConfig, state["config"], "", str(p))
     if args.overrides:
-        from grpo.config import _merge, config_to_dict, parse_overrides
+        from grpo.config import _merge, check_inactive_keys, check_seed, config_to_dict, given_keys, parse_overrides
 
-        cfg = build_cfg(DiffusionRLConfig, _merge(config_to_dict(cfg), parse_overrides(args.overrides)), "", str(p))
+        over = parse_overrides(args.overrides)
+        cfg = build_cfg(DiffusionRLConfig, _merge(config_to_dict(cfg), over), "", str(p))
+        # what train refuses of the same keys: a seed out of range (was: an overflow line naming no key), a key the
+        # checkpoint's mode ignores (was: accepted)
+        check_seed(cfg, f"{p} + overrides")
+        check_inactive_keys(cfg, given_keys(DiffusionRLConfig, over), f"{p} + overrides")
     tr = DiffusionGRPOTrainer(cfg, log=False)
     base = tr.evaluate()
     tr.adapter.load_trainable_state_dict(state["trainable"])

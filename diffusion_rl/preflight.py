@@ -7,7 +7,14 @@ import math
 from pathlib import Path
 
 from grpo.config import MAX_SEED
-from grpo.preflight import check_new_output, check_path_exists, check_resumable, check_sizes, check_writable_dir
+from grpo.preflight import (
+    check_new_output,
+    check_path_exists,
+    check_resumable,
+    check_run_kind,
+    check_sizes,
+    check_writable_dir,
+)
 
 
 def check_train_inputs(cfg, writes: bool = True) -> None:
@@ -18,6 +25,7 @@ def check_train_inputs(cfg, writes: bool = True) -> None:
         check_sizes(("grpo.group_size", cfg.grpo.group_size, 2))
     if writes:
         check_writable_dir(cfg.output_dir, "output_dir")
+        check_run_kind(cfg.output_dir, type(cfg))  # not another command's run directory
         probe_reward(cfg)
         if cfg.resume:
             check_resumable(Path(cfg.output_dir) / "checkpoints", cfg)

@@ -275,16 +275,22 @@ def load_config(cls: type[T], path: str | Path | None = None, overrides: list[st
 MAX_SEED = 2**32 - 1  # the largest ``seed`` a job takes (:func:`check_run_keys`)
 
 
-def check_run_keys(cfg: Any, source: str = "config") -> None:
-    """The keys every job's top level shares: ``seed`` must be in [0, 2**32 - 1] (numpy's generators refuse a
-    negative one and torch's a seed of 2**64 or more, so a run would fail late; the noise keys use the low 32 bits,
-    :func:`grpo.distributed.keyed_generator`, so larger seeds would alias smaller ones) and ``output_dir`` must name a
-    directory (an empty one would write into the working directory)."""
+def check_seed(cfg: Any, source: str = "config") -> None:
+    """A config's top-level ``seed`` in [0, 2**32 - 1] (:func:`check_run_keys`; also for a checkpoint's config that
+    an override changed, as ``diffusion-rl eval`` takes)."""
     seed = getattr(cfg, "seed", None)
     if isinstance(seed, int) and seed < 0:
         raise ConfigError(f"{source}: config key 'seed' must be >= 0, got {seed}")
     if isinstance(seed, int) and seed > MAX_SEED:
         raise ConfigError(f"{source}: config key 'seed' must be <= 2**32 - 1 = {MAX_SEED}, got {seed}")
+
+
+def check_run_keys(cfg: Any, source: str = "config") -> None:
+    """The keys every job's top level shares: ``seed`` must be in [0, 2**32 - 1] (numpy's generators refuse a
+    negative one and torch's a seed of 2**64 or more, so a run would fail late; the noise keys use the low 32 bits,
+    :func:`grpo.distributed.keyed_generator`, so larger seeds would alias smaller ones) and ``output_dir`` must name a
+    directory (an empty one would write into the working directory)."""
+    check_seed(cfg, source)
     out = getattr(cfg, "output_dir", None)
     if isinstance(out, str) and not out.strip():
         raise ConfigError(f"{source}: config key 'output_dir' must name a directory, got {out!r}")
@@ -341,6 +347,32 @@ def given_keys(cls: type, data: dict, prefix: str = "") -> set[str]:
         if isinstance(v, dict) and tp is not None and dataclasses.is_dataclass(tp):
             out |= given_keys(tp, v, full)
     return out
+
+
+def foreign_keys(cls: type, data: dict, prefix: str = "") -> list[str]:
+    """The dotted keys of ``data`` (a saved config dict) that dataclass ``cls`` does not have, nested sections
+    included: a config of another job (``env`` in a diffusion config, ``model.hidden`` of the toy's model)."""
+    if not isinstance(data, dict):
+        return []
+    hints, out = get_type_hints(cls), []
+    for k, v in data.items():
+        full = f"{prefix}.{k}" if prefix else str(k)
+        tp = hints.get(k) if isinstance(k, str) else None
+        if tp is None:
+            out.append(full)
+        elif dataclasses.is_dataclass(tp) and isinstance(v, dict):
+            out += foreign_keys(tp, v, full)
+    return out
+
+
+def check_same_job(saved: dict, cls: type, head: str, what: str) -> None:
+    """Refuse a saved config (a checkpoint's, a run directory's ``run_info.json``) of another job than ``cls``:
+    ``ValueError("<head>: ... not a <cls> run ... <what>")``, one line naming the first foreign keys."""
+    foreign = foreign_keys(cls, saved)
+    if foreign:
+        raise ValueError(f"{head}: not a {cls.__name__} run: its config has {', '.join(foreign[:3])}"
+                         f"{' ...' if len(foreign) > 3 else ''}, which {cls.__name__} does not (the run of another "
+                         f"command, or of another version); {what}")
 
 
 def check_inactive_keys(cfg: Any, given: set[str], source: str = "config") -> None:
@@ -533,6 +565,7 @@ def check_resume_config(saved: dict, cfg: Any, source: str, ignore: tuple[str, .
     copied resumes where it is), ``log`` (the trackers: a tracker added on resume) and those that
     ``cfg.inactive_keys()`` names (a run saved before such a key was refused may still hold it). A key the saved
     config lacks (added to the code since) counts as its default."""
+    check_same_job(saved, type(cfg), f"refusing to resume from {source}", "use another output_dir")
     inactive = tuple(getattr(cfg, "inactive_keys", dict)())  # keys the mode ignores cannot change the run
     skip = (*ignore, *resume_free_keys(type(cfg)), "output_dir:", "log:", "log.")  # where metrics go never changes it
     saved = merge_dicts(_defaults(type(cfg)), saved)
@@ -548,9 +581,9 @@ def dump_config(cfg: Any) -> str:
 
 
 __all__ = ["ConfigError", "load_config", "build_config", "merge_dicts", "parse_overrides", "given_keys",
-           "check_inactive_keys", "field_help", "fields_without_help", "config_help", "format_config_help",
-           "config_to_dict", "config_diff", "check_resume_config", "dump_config", "resolve_builtin", "RESUME_FREE",
-           "free_on_resume", "resume_free_keys"]
+           "check_inactive_keys", "foreign_keys", "check_same_job", "field_help", "fields_without_help", "config_help",
+           "format_config_help", "config_to_dict", "config_diff", "check_resume_config", "dump_config",
+           "resolve_builtin", "RESUME_FREE", "free_on_resume", "resume_free_keys"]
 
 
 def resolve_builtin(path: str, assets: Path, key: str) -> Path:

@@ -194,7 +194,6 @@ def train(cfg: ToyConfig) -> dict:
     optimizer = torch.optim.Adam(model.parameters(), lr=cfg.train.lr)
     guard = NonFiniteGuard(cfg.grpo.max_nonfinite)
     upd = DistributedUpdate(model.parameters(), optimizer, guard, cfg.grpo.max_grad_norm, info=info)
-    logger = MetricsLogger(out, enabled=info.is_main, config=config_to_dict(cfg), log=cfg.log, resume=cfg.resume)
     start, ref_state, before = 0, None, None
 
     def load(latest: Path) -> None:
@@ -209,6 +208,8 @@ def train(cfg: ToyConfig) -> dict:
         start, before = int(state["iteration"]), float(state["reward_before"])
 
     latest = resume_latest(ckpt_dir, cfg.resume, load)
+    # the logs open after the resume: a checkpoint refused (another config, damaged) leaves the run as it was
+    logger = MetricsLogger(out, enabled=info.is_main, config=config_to_dict(cfg), log=cfg.log, resume=cfg.resume)
     if latest is not None:
         if info.is_main:
             print(f"resumed from {latest} at iteration {start}")

@@ -314,6 +314,26 @@ def check_resumable(ckpt_root: str | os.PathLike, cfg: Any = None, advice: str =
             check_resume_config(saved, cfg, str(latest))
 
 
+def check_run_kind(out: str | os.PathLike, cls: type, key: str = "output_dir") -> None:
+    """``out`` holds no run of another job: a ``run_info.json`` there (:mod:`grpo.runinfo`, written by every job's
+    logger) whose config has keys that config class ``cls`` has not (:func:`grpo.config.foreign_keys`) belongs to
+    another command's run, which this one would write into (``vla-rl loop`` into a ``vla-rl train`` run emptied its
+    metrics.jsonl): refused, one line, before anything is written. An unreadable ``run_info.json`` is left to the
+    resume checks."""
+    import json
+
+    from .config import check_same_job
+
+    info = Path(out) / "run_info.json"
+    try:
+        saved = json.loads(info.read_text()).get("config") if info.is_file() else None
+    except (OSError, ValueError, AttributeError):
+        return
+    if isinstance(saved, dict):
+        check_same_job(saved, cls, f"{key}={str(out)!r} holds a run of another job ({info.name})",
+                       "expected a new directory, or a run of this command to resume")
+
+
 def check_custom_reward(name: str, kwargs: dict, build, batch, check_output) -> None:
     """A user's ``module:attr`` reward, called once on ``batch`` (e.g. random images, the config's prompts) before
     the run: it must not raise and must return a finite ``total`` of one value per sample (``check_output``, the

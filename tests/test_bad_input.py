@@ -214,6 +214,14 @@ def vla_run(tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
+def toy_run(tmp_path_factory):
+    out = tmp_path_factory.mktemp("trun") / "run"
+    r = run_cli("diffusion_rl.cli", ["toy", T_CFG, f"output_dir={out}", "train.iterations=1"], timeout=300)
+    assert r.returncode == 0, r.stderr[-2000:]
+    return out
+
+
+@pytest.fixture(scope="module")
 def demo_wrong_action(tmp_path_factory):
     import h5py
 
@@ -1134,10 +1142,36 @@ SWEEP_4 = {
 CASES.update(SWEEP)
 CASES.update(SWEEP_2)
 CASES.update(SWEEP_3)
+# the fifth misuse sweep: a run directory of another command (was: `vla-rl loop` into a `vla-rl train` run emptied its
+# metrics.jsonl; train / toy refused with a diff of every key, after the toy had rewritten run_info.json), a refused
+# toy resume (was: its logs opened first), keys eval takes as overrides that train refuses. "was:" marks the failures
+SWEEP_5 = {
+    "s5-l-output-vla-run": ("vla_rl.cli", ["loop", L_CFG], ["{vrun_copy}", "cycles=1"],
+                            ["output_dir=", "another job", "not a WorldLoopConfig run", "env, policy, sft"]),
+    "s5-l-output-diffusion-run": ("vla_rl.cli", ["loop", L_CFG], ["{drun_copy}", "cycles=1"],
+                                  ["another job", "not a WorldLoopConfig run"]),
+    "s5-d-output-vla-run": ("diffusion_rl.cli", ["train", D_CFG], ["{vrun_copy}", *D_TINY],
+                            ["another job", "not a DiffusionRLConfig run", "env, policy, sft"]),
+    "s5-d-output-toy-run": ("diffusion_rl.cli", ["train", D_CFG], ["{trun_copy}", *D_TINY],
+                            ["another job", "not a DiffusionRLConfig run", "model.hidden"]),
+    "s5-v-output-diffusion-run": ("vla_rl.cli", ["train", V_CFG], ["{drun_copy}", *V_TINY],
+                                  ["another job", "not a VLARLConfig run", "model, sampler"]),
+    "s5-t-output-diffusion-run": ("diffusion_rl.cli", ["toy", T_CFG], ["{drun_copy}", "train.iterations=2"],
+                                  ["another job", "not a ToyConfig run", "model.kind"]),
+    "s5-t-resume-other-config": ("diffusion_rl.cli", ["toy", T_CFG], ["{trun_copy}", "train.iterations=2",
+                                                                      "train.lr=0.5"],
+                                 ["refusing to resume", "train.lr", "0.5"]),
+    "s5-d-eval-seed-neg": ("diffusion_rl.cli", ["eval", "{drun}", "seed=-1"], [], ["seed", ">= 0", "-1"]),
+    "s5-d-eval-seed-2-64": ("diffusion_rl.cli", ["eval", "{drun}", "seed=18446744073709551616"], [],
+                            ["seed", "2**32 - 1"]),
+    "s5-d-eval-inactive-key": ("diffusion_rl.cli", ["eval", "{drun}", "reward.remote.timeout_s=5"], [],
+                               ["reward.remote.timeout_s", "does nothing"]),
+}
 CASES.update(SWEEP_4)
+CASES.update(SWEEP_5)
 EXIT_2 = {c for c in CASES if c.startswith(("v-sim-", "v-robosuite-", "v-libero-", "l-sim-", "l-demo-", "v-eval-sim-"))
-          } | set(SWEEP) | set(SWEEP_2) | set(SWEEP_3) | set(SWEEP_4)
-NEEDS = {"drun": "diffusion_run", "vrun": "vla_run", "demo": "demo_wrong_action"}
+          } | set(SWEEP) | set(SWEEP_2) | set(SWEEP_3) | set(SWEEP_4) | set(SWEEP_5)
+NEEDS = {"drun": "diffusion_run", "vrun": "vla_run", "trun": "toy_run", "demo": "demo_wrong_action"}
 # Run as ``python -m <cli>`` in a subprocess (the real entry point and exit code of a fresh interpreter): one case of
 # every subcommand of both CLIs, and every case whose command imports robosuite or LIBERO (their imports print to the
 # process's stdout/stderr once, which a warm test process would not show again). The others run in this process.
@@ -1170,7 +1204,7 @@ def test_bad_input(case, assets, request, tmp_path, capfd, caplog, monkeypatch):
         subs["vrun_badenv_ck"] = str(ck)
     for kind in ("truncated", "nostate", "copy", "stalelatest", "nolora", "statelist", "stateempty", "latestbinary",
                  "shape", "nan", "policytrunc", "int", "wrongkeys"):
-        for key, fixture in (("drun", "diffusion_run"), ("vrun", "vla_run")):
+        for key, fixture in (("drun", "diffusion_run"), ("vrun", "vla_run"), ("trun", "toy_run")):
             if f"{{{key}_{kind}" in text:
                 src = request.getfixturevalue(fixture)
                 dst = _corrupt_copy(src, tmp_path / f"{key}_{kind}", kind)

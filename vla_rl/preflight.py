@@ -10,6 +10,7 @@ from grpo.preflight import (
     check_flags,
     check_path_exists,
     check_resumable,
+    check_run_kind,
     check_sizes,
     check_writable_dir,
 )
@@ -82,6 +83,7 @@ def check_vla_inputs(cfg, writes: bool = True) -> None:
         check_srpo_encoder(cfg.srpo, cfg.env)
     if writes:
         check_writable_dir(cfg.output_dir, "output_dir")
+        check_run_kind(cfg.output_dir, type(cfg))  # not another command's run directory
         if cfg.resume:
             check_resumable(Path(cfg.output_dir) / "checkpoints", cfg)
 
@@ -149,6 +151,7 @@ def check_loop_inputs(cfg, writes: bool = True) -> None:
     if cfg.vla.sft.demo_path:  # the loop's SFT runs on data.task
         check_demo_actions(cfg.vla.sft.demo_path, cfg.data.task, cfg.vla.env.kwargs, "vla.sft.demo_path")
     check_writable_dir(cfg.output_dir, "output_dir")
+    check_run_kind(cfg.output_dir, type(cfg))  # (a vla-rl train run's metrics.jsonl would be emptied)
 
 
 def check_loop_action_dims(cfg) -> None:

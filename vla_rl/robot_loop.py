@@ -469,7 +469,7 @@ def check_robot_loop_inputs(cfg: RobotLoopConfig, writes: bool = True, flagged: 
     """Before anything is built or written: sizes, the robot (``robot.type`` + ``robot.config`` as LeRobot's
     ``RobotConfig``, built without hardware; ``flagged``: the fields given as ``--robot.<field>`` flags, which its
     errors name so), the policy at ``policy_path`` (kind matching ``vla.policy``), the output directory."""
-    from grpo.preflight import check_resumable, check_sizes, check_writable_dir
+    from grpo.preflight import check_resumable, check_run_kind, check_sizes, check_writable_dir
 
     from .policies.factory import POLICY_KINDS
     from .preflight import check_task, known_tasks
@@ -503,6 +503,7 @@ def check_robot_loop_inputs(cfg: RobotLoopConfig, writes: bool = True, flagged: 
                          f"vla.policy is kind={cfg.vla.policy.kind!r} type={cfg.vla.policy.type!r}; set vla.policy to "
                          "the config it was trained with")
     check_writable_dir(cfg.output_dir, "output_dir")
+    check_run_kind(cfg.output_dir, type(cfg))  # not another command's run directory
     if cfg.resume:
         check_resumable(Path(cfg.output_dir) / "checkpoints")
 
