@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from grpo.config import free_on_resume, require_at_least
+from grpo.config import MAX_BATCH, free_on_resume, require_at_least, require_at_most
 from grpo.fsdp import DistConfig
 from grpo.monitors import MonitorConfig
 from grpo.trackers import LogConfig
@@ -89,6 +89,7 @@ class TrainConfig(LoopConfig):
                              f"{self.nft_timesteps}")
         require_at_least("train", self, prompts_per_iter=1, updates_per_iter=1, weight_decay=0.0, ema_decay=0.0,
                          eval_steps=1, tracker_buffer=1, tracker_min_count=1)
+        require_at_most("train", self, prompts_per_iter=MAX_BATCH)  # (each draws its group: 1e9 filled the memory)
         if self.ema_decay >= 1:
             raise ValueError(f"train.ema_decay must be < 1 (0 turns the EMA off), got {self.ema_decay}")
         if self.tracker_min_count > self.tracker_buffer:  # a prompt's own statistics would never be used

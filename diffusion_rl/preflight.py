@@ -6,7 +6,7 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
-from grpo.config import MAX_SEED
+from grpo.config import MAX_SEED, MAX_WIDTH
 from grpo.preflight import (
     check_new_output,
     check_path_exists,
@@ -39,6 +39,10 @@ def check_pretrain_args(args, out: str | Path | None = None) -> None:
     path (or an empty folder) unless ``--force``, beside a resumable state ``OUT.ckpt`` that is complete when there."""
     check_sizes(("--steps", args.steps, 1), ("--size", args.size, 8), ("--batch", args.batch, 1),
                 ("--hidden", args.hidden, 1), ("--layers", args.layers, 1), ("--save-every", args.save_every, 0))
+    for flag, v, hi in (("--hidden", args.hidden, MAX_WIDTH // 2), ("--layers", args.layers, 256),
+                        ("--batch", args.batch, 65_536)):  # (was: 1e6 started and filled the memory)
+        if v > hi:
+            raise ValueError(f"{flag}={v}: expected at most {hi} (the demo model: --hidden 128 --layers 4 --batch 32)")
     if not (args.lr > 0 and math.isfinite(args.lr)):
         raise ValueError(f"--lr={args.lr}: expected a finite number > 0")
     if args.size > MAX_PRETRAIN_SIZE:  # the position table grows with the square of the side: 100000 px asks 80 GB

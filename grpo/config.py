@@ -325,6 +325,22 @@ def require_at_least(section: str, obj: Any, **minimums: float) -> None:
             raise ValueError(f"{section}.{name} must be >= {lo:g}, got {v}")
 
 
+MAX_WIDTH = 8192  # the widest layer / embedding / token count a config key may ask for (beyond every supported model's)
+MAX_EPISODES = 1_000_000  # the most episodes one command records / runs per task or kind (1e11 would run for ever)
+MAX_BATCH = 100_000  # the most prompts / groups one iteration may draw (a typo's 1e9 fills the memory or runs for days)
+
+
+def require_at_most(section: str, obj: Any, **maximums: float) -> None:
+    """Raise ``ValueError("section.name=v: expected at most m")`` for the first attribute ``name`` of ``obj`` above its
+    maximum ``m`` (``None`` skipped; a list's largest item counts): a size whose tensors would not fit in any memory
+    (a width of 1e9 asked 548 GB when the model was built, a traceback), checked when the config loads."""
+    for name, hi in maximums.items():
+        v = getattr(obj, name)
+        big = max(v, default=0) if isinstance(v, (list, tuple)) else v
+        if big is not None and big > hi:
+            raise ValueError(f"{section}.{name}={v}: expected at most {hi}")
+
+
 def require_positive(section: str, obj: Any, *names: str) -> None:
     """Raise ``ValueError("section.name must be > 0, got v")`` for the first of ``names`` that is <= 0 (``None``
     skipped)."""
@@ -581,9 +597,10 @@ def dump_config(cfg: Any) -> str:
 
 
 __all__ = ["ConfigError", "load_config", "build_config", "merge_dicts", "parse_overrides", "given_keys",
-           "check_inactive_keys", "foreign_keys", "check_same_job", "field_help", "fields_without_help", "config_help",
-           "format_config_help", "config_to_dict", "config_diff", "check_resume_config", "dump_config",
-           "resolve_builtin", "RESUME_FREE", "free_on_resume", "resume_free_keys"]
+           "check_inactive_keys", "require_at_most", "foreign_keys", "check_same_job", "field_help",
+           "fields_without_help", "config_help", "format_config_help", "config_to_dict", "config_diff",
+           "check_resume_config", "dump_config", "resolve_builtin", "RESUME_FREE", "free_on_resume",
+           "resume_free_keys"]
 
 
 def resolve_builtin(path: str, assets: Path, key: str) -> Path:

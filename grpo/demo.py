@@ -29,12 +29,15 @@ from torch import nn
 
 from .checkpoint import capture_rng_state, load_checkpoint, restore_rng_state, save_checkpoint
 from .config import (
+    MAX_BATCH,
+    MAX_WIDTH,
     ConfigError,
     check_resume_config,
     config_to_dict,
     dump_config,
     load_config,
     require_at_least,
+    require_at_most,
     require_positive,
 )
 from .distributed import (
@@ -67,6 +70,7 @@ class ToyModelConfig:
 
     def __post_init__(self) -> None:
         require_at_least("model", self, hidden=1, num_prompts=1, num_modes=1, pretrain_steps=0)
+        require_at_most("model", self, hidden=MAX_WIDTH)
         require_positive("model", self, "radius", "mode_std", "pretrain_lr")
 
 
@@ -78,6 +82,7 @@ class ToySamplerConfig:
 
     def __post_init__(self) -> None:
         require_at_least("sampler", self, num_steps=1, eta=0.0)
+        require_at_most("sampler", self, num_steps=10_000)  # (as diffusion-rl's sampler.num_steps)
 
 
 @dataclass
@@ -93,6 +98,7 @@ class ToyTrainConfig:
     def __post_init__(self) -> None:
         require_at_least("train", self, iterations=0, prompts_per_iter=1, inner_epochs=1, eval_samples=1, save_every=1,
                          keep_last=1)
+        require_at_most("train", self, prompts_per_iter=MAX_BATCH, eval_samples=10 * MAX_BATCH)
         require_positive("train", self, "lr")
 
 

@@ -535,6 +535,9 @@ class _Handler(BaseHTTPRequestHandler):
             super().log_message(fmt, *args)
 
 
+MAX_DELAY_S = 3600.0  # the longest stand-in latency serve-reward adds (time.sleep overflows near 1e11 s)
+
+
 def make_server(name: str, kwargs: dict | None = None, host: str = "127.0.0.1", port: int = 0, delay_s: float = 0.0,
                 quiet: bool = True, delay_per_item_s: float = 0.0) -> RewardServer:
     """A :class:`RewardServer` for the reward ``name`` (a built-in name or ``package.module:attr``, built with
@@ -544,6 +547,9 @@ def make_server(name: str, kwargs: dict | None = None, host: str = "127.0.0.1", 
     if not (0 <= delay_s < math.inf and 0 <= delay_per_item_s < math.inf):  # a nan fails both comparisons
         raise ValueError(f"--delay-s and --delay-per-item-s must be finite and >= 0, got {delay_s} and "
                          f"{delay_per_item_s}")
+    if max(delay_s, delay_per_item_s) > MAX_DELAY_S:  # (was: served, then time.sleep overflowed on each request)
+        raise ValueError(f"--delay-s={delay_s} / --delay-per-item-s={delay_per_item_s}: expected at most "
+                         f"{MAX_DELAY_S} s (a stand-in latency)")
     if not 0 <= port <= 65535:
         raise ValueError(f"--port {port}: expected 0..65535 (0: a free port)")
     if not host.strip():  # the socket would listen on every interface, as an explicit 0.0.0.0 does

@@ -40,10 +40,11 @@ from typing import Literal, Sequence
 import torch
 from torch import nn
 
-from grpo.config import require_at_least
+from grpo.config import MAX_WIDTH, require_at_least, require_at_most
 from grpo.device import rand, randint, randn
 from grpo.flow_sde import SDEKind, flow_chain, flow_sigmas, gaussian_log_prob, sde_step
 
+MAX_LAYERS = 256  # the deepest action-head MLP a config may ask for (each layer is built when the policy is)
 NoiseMode = Literal["all", "one"]
 # one generator for the whole batch, or one per row (row i's draws then depend on generator[i] alone, never on
 # which other rows share the batch: what rank-sharded rollouts need, see vla_rl.rollout.run_episodes)
@@ -134,6 +135,7 @@ class FlowHeadConfig:
         if self.eta < 0:
             raise ValueError(f"flow.eta must be >= 0, got {self.eta}")
         require_at_least("flow", self, hidden=1, layers=1)
+        require_at_most("flow", self, hidden=MAX_WIDTH, layers=MAX_LAYERS)
 
 
 class FlowMatchingActionHead(nn.Module):
@@ -247,6 +249,7 @@ class GaussianHeadConfig:
 
     def __post_init__(self) -> None:
         require_at_least("gaussian", self, hidden=1, layers=1)
+        require_at_most("gaussian", self, hidden=MAX_WIDTH, layers=MAX_LAYERS)
         if not 0 < self.min_std <= self.init_std <= self.max_std:
             raise ValueError(f"need 0 < min_std <= init_std <= max_std, got {self.min_std}, {self.init_std}, "
                              f"{self.max_std}")

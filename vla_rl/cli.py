@@ -31,7 +31,7 @@ import sys
 from pathlib import Path
 
 from grpo.cli import ArgumentParser, add_config_command, parse_args, run_command
-from grpo.config import MAX_SEED
+from grpo.config import MAX_EPISODES, MAX_SEED
 from grpo.preflight import (
     PLAN_FLAGS,
     check_flags,
@@ -42,8 +42,6 @@ from grpo.preflight import (
     check_writable_file,
     quiet_third_party_warnings,
 )
-
-MAX_EPISODES = 1_000_000  # the most episodes one record-demos / eval command runs (a typo's 1e11 would run for ever)
 
 
 def _setup_threads() -> None:

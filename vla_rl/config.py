@@ -9,7 +9,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from grpo.config import free_on_resume, require_at_least
+from grpo.config import MAX_BATCH, free_on_resume, require_at_least, require_at_most
 from grpo.device import check_device_name
 from grpo.fsdp import DistConfig
 from grpo.monitors import MonitorConfig
@@ -118,6 +118,7 @@ class RLConfig(LoopConfig):
             raise ValueError(f"rl.success_band must be (low, high) with low < high, got {self.success_band}")
         require_at_least("rl", self, groups_per_task=1, minibatch_size=1, train_seed_range=1, eval_seed_offset=0,
                          eval_episodes=1, num_videos=0, test_seed_offset=0)
+        require_at_most("rl", self, groups_per_task=MAX_BATCH)  # (a typo's 1e9 would roll out for ever)
         for name, off in (("eval_seed_offset", self.eval_seed_offset), ("test_seed_offset", self.test_seed_offset)):
             if off < self.train_seed_range:
                 raise ValueError(f"rl.{name}={off}: expected >= rl.train_seed_range={self.train_seed_range} (held-out "

@@ -44,7 +44,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from grpo.config import require_at_least
+from grpo.config import MAX_WIDTH, require_at_least, require_at_most
 
 from .action_head import (
     FlowHeadConfig,
@@ -113,6 +113,8 @@ class PolicyConfig:
     def __post_init__(self) -> None:
         check_kind_type(self.kind, self.type)
         require_at_least("policy", self, text_dim=1, max_text_len=1, ctx_dim=1, state_dim=0, action_dim=0)
+        require_at_most("policy", self, text_dim=MAX_WIDTH, max_text_len=MAX_WIDTH, ctx_dim=MAX_WIDTH,
+                        state_dim=MAX_WIDTH, action_dim=MAX_WIDTH, chunk_size=MAX_WIDTH, conv_channels=MAX_WIDTH)
         if self.use_images and (not self.conv_channels or min(self.conv_channels) < 1):
             raise ValueError(f"policy.conv_channels must be a non-empty list of channel counts >= 1, got "
                              f"{self.conv_channels}")

@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from grpo.config import require_at_least
+from grpo.config import MAX_EPISODES, require_at_least, require_at_most
 from grpo.device import resolve_device
 
 from .data import KINDS, NEAR_PROGRESS, StatePredictor, Trajectories, predict_states, train_state_predictor
@@ -55,6 +55,7 @@ class DataConfig:
 
     def __post_init__(self) -> None:
         require_at_least("data", self, noise=0.0, train_seed_offset=0, test_seed_offset=0, start_pool=1)
+        require_at_most("data", self, start_pool=MAX_EPISODES)  # (initial observations recorded when the loop starts)
         for name in ("train", "test"):
             counts = getattr(self, name)
             unknown = sorted(set(counts) - set(KINDS))
@@ -63,6 +64,9 @@ class DataConfig:
             bad = {k: v for k, v in counts.items() if v < 0}
             if bad:
                 raise ValueError(f"data.{name} must count episodes >= 0 per kind, got {bad}")
+            big = {k: v for k, v in counts.items() if v > MAX_EPISODES}  # (1e9: recorded for days)
+            if big:
+                raise ValueError(f"data.{name}={big}: expected at most {MAX_EPISODES} episodes per kind")
         lo, hi = self.near_progress
         if not 0 <= lo < hi <= 1:
             raise ValueError(f"data.near_progress must be (low, high) with 0 <= low < high <= 1, got "

@@ -60,7 +60,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from grpo.config import MAX_SEED, require_at_least, require_positive
+from grpo.config import MAX_EPISODES, MAX_SEED, require_at_least, require_at_most, require_positive
 from grpo.device import module_device
 
 KIND = "progress"
@@ -498,6 +498,8 @@ class FitDataConfig:
                              "(sims tasks with a scripted expert)")
         require_at_least("data", self, expert_per_task=1, expert_seed_offset=0, max_steps=1, image_size=8,
                          hold_steps=0, play_per_task=0, play_horizon=1, detour_per_task=0, policy_seed_offset=0)
+        require_at_most("data", self, expert_per_task=MAX_EPISODES, play_per_task=MAX_EPISODES,
+                        detour_per_task=MAX_EPISODES, play_horizon=MAX_EPISODES)  # (1e9: recorded for days)
         for key in ("expert_seed_offset", "policy_seed_offset"):  # initial-state seeds, as every job's ``seed``
             if getattr(self, key) > MAX_SEED:
                 raise ValueError(f"data.{key}={getattr(self, key)}: expected at most 2**32 - 1 = {MAX_SEED}")
