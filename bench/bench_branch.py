@@ -26,7 +26,6 @@ BranchGRPO then wanders below the pretrained model's).
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import os
 import sys
@@ -78,7 +77,9 @@ def modes(steps: int, credit: str = "depth") -> dict[str, tuple[BranchConfig, di
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    from grpo.cli import ArgumentParser  # argparse whose errors are one line (exit 2)
+
+    ap = ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--iterations", type=int, default=4)
     ap.add_argument("--prompts", type=int, default=1, help="prompts per iteration")
     ap.add_argument("--steps", type=int, default=20)
@@ -107,6 +108,20 @@ def main(argv=None) -> int:
                     help="depth: BranchGRPO Eq. 7 (the default of branch:); parent: adv_baseline=parent, "
                          "adv_scale=leaf")
     args = ap.parse_args(argv)
+    low = [f"--{k.replace('_', '-')} {getattr(args, k)}" for k, lo in (
+        ("iterations", 1), ("prompts", 1), ("steps", 17), ("size", 8), ("seeds", 1), ("eval_prompts", 1))
+        if getattr(args, k) < lo]
+    if low:  # (was: a ZeroDivisionError after writing the first mode's run, or a config's traceback)
+        ap.error(f"{', '.join(low)}: expected --iterations, --prompts, --seeds, --eval-prompts >= 1, --size >= 8 and "
+                 "--steps >= 17 (the bench tree splits at steps/2, +3, +6 and steps-2)")
+    if not (0 <= args.budget_s < float("inf") and 0 <= args.shape_width < float("inf")):
+        ap.error(f"--budget-s {args.budget_s} / --shape-width {args.shape_width}: expected finite numbers >= 0")
+    from grpo.preflight import check_writable_dir
+
+    try:
+        check_writable_dir(args.out, "--out")
+    except ValueError as e:
+        ap.error(str(e))
     if args.reward is None:
         args.reward = "shapes_verifier" if args.model == "shapes" else "redness"
     if args.leaves != 16:

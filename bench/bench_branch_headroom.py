@@ -346,7 +346,9 @@ def _splits(text: str) -> list[int]:
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    from grpo.cli import ArgumentParser  # argparse whose errors are one line (exit 2)
+
+    ap = ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--seeds", type=int, default=3, help="seeds 0..N-1 (or --seed-list), one interleaved run each")
     ap.add_argument("--seed-list", default=None, help="comma-separated seeds instead of 0..N-1")
     ap.add_argument("--flat-iters", type=int, default=30, help="flat GRPO's budget in iterations (its wall is T)")

@@ -18,7 +18,6 @@ throughput (global episodes and env steps per second of the slowest rank's rollo
 
 from __future__ import annotations
 
-import argparse
 import os
 import statistics
 import subprocess
@@ -115,7 +114,9 @@ def print_vla(res: dict[int, dict[str, float]]) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser()
+    from grpo.cli import ArgumentParser  # argparse whose errors are one line (exit 2)
+
+    ap = ArgumentParser()
     ap.add_argument("--iterations", type=int, default=30)
     ap.add_argument("--prompts", type=int, default=16)
     ap.add_argument("--diffusion-iterations", type=int, default=6)
@@ -125,6 +126,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--vla-iterations", type=int, default=4)
     ap.add_argument("--vla-groups", type=int, default=4, help="initial states per iteration (x 4 episodes each)")
     a = ap.parse_args(argv)
+    low = {k: getattr(a, k) for k in ("iterations", "diffusion_iterations", "vla_iterations") if getattr(a, k) < 3}
+    if low or min(a.prompts, a.vla_groups) < 1:  # (was: a ZeroDivisionError after the runs: s/iter needs 2 steady
+        # iterations after the first third)
+        ap.error(f"--iterations {a.iterations}, --diffusion-iterations {a.diffusion_iterations}, --vla-iterations "
+                 f"{a.vla_iterations}, --prompts {a.prompts}, --vla-groups {a.vla_groups}: expected the iteration "
+                 "counts >= 3 and the others >= 1")
     with tempfile.TemporaryDirectory() as d:
         if not a.skip_toy:
             t1 = run(1, Path(d) / "p1", a.iterations, a.prompts)

@@ -32,7 +32,6 @@ print the table of its finished seeds) and reruns the seed otherwise.
 
 from __future__ import annotations
 
-import argparse
 import copy
 import json
 import os
@@ -160,7 +159,9 @@ def report(res: dict[int, dict]) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    from grpo.cli import ArgumentParser  # argparse whose errors are one line (exit 2)
+
+    ap = ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--small", action="store_true", help="seconds-long smoke mode (the test's)")
     ap.add_argument("--seeds", type=int, default=5, help="seeds 0..N-1 (default 5; 2 with --small)")
     ap.add_argument("--iterations", type=int, default=40, help="EVA alignment iterations (default 40)")

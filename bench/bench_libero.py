@@ -11,7 +11,6 @@ protocol) unless ``--settle 0``. Results are printed as a table; docs/LIBERO.md 
 
 from __future__ import annotations
 
-import argparse
 import os
 import time
 
@@ -115,7 +114,9 @@ def expert_rates(n_states: int) -> None:
 
 
 def main(argv=None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    from grpo.cli import ArgumentParser  # argparse whose errors are one line (exit 2)
+
+    p = ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--task", default="libero/libero_spatial/0")
     p.add_argument("--steps", type=int, default=40, help="env steps timed per measurement (no camera: x5)")
     p.add_argument("--image-size", type=int, default=128)

@@ -59,7 +59,6 @@ for it to earn its projected cost; a training run would be the next test, not th
 
 from __future__ import annotations
 
-import argparse
 import json
 import math
 import os
@@ -402,7 +401,9 @@ def report(args, runs: list[dict]) -> None:
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    from grpo.cli import ArgumentParser  # argparse whose errors are one line (exit 2)
+
+    ap = ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--seeds", type=int, default=1, help="seeds 0..N-1 (or --seed-list)")
     ap.add_argument("--seed-list", default=None, help="comma-separated seeds instead of 0..N-1")
     ap.add_argument("--prompts", type=int, default=8, help="prompts (trees) per seed")

@@ -37,7 +37,6 @@ seeds.
 
 from __future__ import annotations
 
-import argparse
 import sys
 import time
 from pathlib import Path
@@ -126,7 +125,9 @@ def sign_flips(q: torch.Tensor, arm: str, g: int, noise: str, scale: float, seed
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    from grpo.cli import ArgumentParser  # argparse whose errors are one line (exit 2)
+
+    ap = ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--small", action="store_true", help="seconds-long smoke mode (the test's)")
     ap.add_argument("--seeds", type=int, default=5, help="seeds per arm (each seed: its own pretrained start)")
     ap.add_argument("--group-sizes", default="2,3,4,8", help="G values (median arms sample G + 1)")

@@ -12,7 +12,6 @@ docs/RESULTS.md (On-policy self-check).
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import json
 import sys
@@ -111,9 +110,13 @@ def fmt(name: str, g: list[dict], seconds: float) -> str:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser()
+    from grpo.cli import ArgumentParser  # argparse whose errors are one line (exit 2)
+
+    ap = ArgumentParser()
     ap.add_argument("--only", default=None)
     args = ap.parse_args()
+    if args.only is not None and args.only not in {**DIFFUSION, **VLA}:  # (was: an empty table, exit 0)
+        ap.error(f"--only {args.only!r}: expected one of {', '.join([*DIFFUSION, *VLA])}")
     torch.set_num_threads(1)
     print("| recipe | max abs dlogp | mean abs dlogp | max ratio - 1 | seconds |\n|---|---|---|---|---|")
     for name, over in DIFFUSION.items():

@@ -23,7 +23,6 @@ live tensors (glibc otherwise keeps freed blocks in its heap).
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import gc
 import os
@@ -136,10 +135,14 @@ class _null:
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    from grpo.cli import ArgumentParser  # argparse whose errors are one line (exit 2)
+
+    ap = ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--small", action="store_true", help="one block of each type (full width): seconds")
     ap.add_argument("--tolerance", type=float, default=0.15)
     args = ap.parse_args(argv)
+    if not 0 < args.tolerance < float("inf"):  # (was: every comparison failed, exit 1 after the whole plan)
+        ap.error(f"--tolerance {args.tolerance}: expected a finite fraction > 0 (e.g. 0.15)")
     if os.environ.get("MALLOC_MMAP_THRESHOLD_") is None and argv is None:
         # glibc: serve every allocation >= 64 KiB by mmap and unmap it on free, so the RSS follows live tensors
         os.execve(sys.executable, [sys.executable, *sys.argv], {**os.environ, "MALLOC_MMAP_THRESHOLD_": "65536"})

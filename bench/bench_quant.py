@@ -20,7 +20,6 @@ kernels (FP8 on Hopper, NVFP4 on Blackwell); only the fidelity numbers transfer 
 
 from __future__ import annotations
 
-import argparse
 import os
 import sys
 import time
@@ -139,7 +138,9 @@ def run_training(kind: str, iters: int, n: int, k: int, steps: int, seed: int, p
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    from grpo.cli import ArgumentParser  # argparse whose errors are one line (exit 2)
+
+    ap = ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--samples", type=int, default=96, help="seeds for the reward correlation")
     ap.add_argument("--steps", type=int, default=10)
     ap.add_argument("--iterations", type=int, default=10)
@@ -148,6 +149,12 @@ def main(argv=None) -> int:
     ap.add_argument("--train", type=int, default=4, help="N trained samples per prompt")
     ap.add_argument("--seed", type=int, default=0)
     args = ap.parse_args(argv)
+    if min(args.samples, args.steps, args.iterations, args.prompts) < 1 or not 2 <= args.train <= args.pool:
+        ap.error(f"--samples {args.samples}, --steps {args.steps}, --iterations {args.iterations}, --prompts "
+                 f"{args.prompts}, --train {args.train}, --pool {args.pool}: expected the first four >= 1 and 2 <= "
+                 "--train <= --pool")
+    if not 0 <= args.seed < 2**32:
+        ap.error(f"--seed {args.seed}: expected an integer in [0, 2**32 - 1]")
     t_start = time.perf_counter()
     import random
 

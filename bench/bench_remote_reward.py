@@ -21,7 +21,6 @@ the command: docs/RESULTS.md (Rewards served over the network).
 
 from __future__ import annotations
 
-import argparse
 import statistics
 import subprocess
 import sys
@@ -61,13 +60,20 @@ def run(config: str, over: list[str], out: Path) -> tuple[dict, list[dict]]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    from grpo.cli import ArgumentParser  # argparse whose errors are one line (exit 2)
+
+    ap = ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--iterations", type=int, default=4)
     ap.add_argument("--overlap", type=int, default=2, help="reward.overlap of the overlapped arms (parts per rollout)")
     ap.add_argument("--delay-s", type=float, default=1.0, help="the fixed latency per request")
     ap.add_argument("--delay-per-item-s", type=float, default=0.1, help="the scoring time per item")
     ap.add_argument("--smoke", action="store_true", help="tiny_sd3_branch, 1 iteration, short latencies")
     args = ap.parse_args(argv)
+    if not (args.iterations >= 1 and 1 <= args.overlap <= 16 and 0 <= args.delay_s <= 3600
+            and 0 <= args.delay_per_item_s <= 3600):  # (a nan fails every comparison)
+        ap.error(f"--iterations {args.iterations}, --overlap {args.overlap}, --delay-s {args.delay_s}, "
+                 f"--delay-per-item-s {args.delay_per_item_s}: expected --iterations >= 1, --overlap in 1..16 (as "
+                 "reward.overlap) and delays in [0, 3600] s")
     if args.smoke:
         config, kwargs = "configs/diffusion/tiny_sd3_branch.yaml", "{}"
         base = ["train.iterations=1", "sampler.num_steps=6", "branch.split_steps=[1,3]", "branch.branch=[2]",

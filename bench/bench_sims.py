@@ -23,7 +23,6 @@ is min(N, cores) x).
 
 from __future__ import annotations
 
-import argparse
 import os
 import sys
 import time
@@ -170,7 +169,9 @@ def bench_vector(workers: list[int], seconds: float, size: int) -> list[tuple[in
 
 
 def main(argv=None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    from grpo.cli import ArgumentParser  # argparse whose errors are one line (exit 2)
+
+    p = ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--seconds", type=float, default=0.4, help="timing window per measurement")
     p.add_argument("--image-size", type=int, default=64)
     p.add_argument("--rounds", type=int, default=5, help="interleaved env/raw timing rounds (best of each)")
@@ -180,6 +181,11 @@ def main(argv=None) -> int:
     p.add_argument("--tasks", nargs="+", default=list(TASKS), choices=list(TASKS), help="tabletop tasks to time")
     p.add_argument("--no-robosuite", action="store_true")
     args = p.parse_args(argv)
+    if not (0 < args.seconds < float("inf") and args.rounds >= 1 and 16 <= args.image_size <= 1024
+            and args.rate_seeds >= 0 and all(w >= 1 for w in args.workers or [])):
+        p.error(f"--seconds {args.seconds}, --rounds {args.rounds}, --image-size {args.image_size}, --rate-seeds "
+                f"{args.rate_seeds}, --workers {args.workers}: expected a finite --seconds > 0, --rounds >= 1, "
+                "--image-size in [16, 1024], --rate-seeds >= 0 and --workers >= 1")
     t_start = time.time()
     size = args.image_size
     print(f"sims benchmark: MUJOCO_GL={os.environ.get('MUJOCO_GL')}, {os.cpu_count()} CPU cores, image {size}x{size}\n")

@@ -39,7 +39,9 @@ RULES = ("task", "group")
 
 
 def parse(argv=None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+    from grpo.cli import ArgumentParser  # argparse whose errors are one line (exit 2)
+
+    p = ArgumentParser(description=__doc__.split("\n\n")[0],
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--seed-list", default="0", help="comma-separated training seeds")
     p.add_argument("--iterations", type=int, default=30, help="GRPO+SRPO iterations on the state")

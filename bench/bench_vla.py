@@ -92,7 +92,9 @@ def arm(cfg: VLARLConfig, reward: str, sft_dir: Path, out: Path) -> dict:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    from grpo.cli import ArgumentParser  # argparse whose errors are one line (exit 2)
+
+    ap = ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--config", default="configs/vla/tabletop_reach.yaml")
     ap.add_argument("--iterations", type=int, default=20)
     ap.add_argument("--eval-every", type=int, default=10)
@@ -101,10 +103,18 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--json", default=None)
     ap.add_argument("overrides", nargs="*", help="config overrides, key=value")
     args = ap.parse_args(argv)
-    torch.set_num_threads(1)
-    out = Path(args.out or tempfile.mkdtemp(prefix="bench_vla_"))
+    if args.iterations < 1:
+        ap.error(f"--iterations {args.iterations}: expected >= 1 (GRPO iterations per arm)")
     common = list(args.overrides) + [f"rl.iterations={args.iterations}", f"rl.eval_every={args.eval_every}",
                                      f"rl.eval_episodes={args.eval_episodes}", "rl.num_videos=0", "resume=false"]
+    from grpo.config import ConfigError
+
+    try:  # the config and the overrides, before any folder is made (was: a traceback after mkdtemp)
+        load_config(VLARLConfig, args.config, common + ["output_dir=unused"])
+    except ConfigError as e:
+        ap.error(str(e))
+    torch.set_num_threads(1)
+    out = Path(args.out or tempfile.mkdtemp(prefix="bench_vla_"))
 
     # 1. one SFT warm-up shared by both arms
     cfg = load_config(VLARLConfig, args.config, common + [f"output_dir={out / 'sft'}", "rl.iterations=0"])

@@ -16,7 +16,6 @@ losses; loop_robosuite_lift.yaml: 30.5 GB vs 1.15 GB (27x less).
 
 from __future__ import annotations
 
-import argparse
 import os
 import sys
 import time
@@ -47,16 +46,21 @@ def window_bytes(episodes: int, steps: int, image: int, tc: int, k: int, state_d
 
 
 def main(argv: list[str] | None = None) -> int:
+    from grpo.cli import ArgumentParser  # argparse whose errors are one line (exit 2)
     from world_models.data import collect_sans
     from world_models.video_wm import VideoWorldModel, WorldModelConfig, train_world_model
     from world_models.windows import WindowSet, wm_windows
 
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p = ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--episodes", type=int, default=48)
     p.add_argument("--steps", type=int, default=40)
     p.add_argument("--image-size", type=int, default=64)
     p.add_argument("--batches", type=int, default=200)
     args = p.parse_args(argv)
+    if not (args.episodes >= 8 and args.steps >= 1 and args.batches >= 1 and 16 <= args.image_size <= 1024):
+        p.error(f"--episodes {args.episodes}, --steps {args.steps}, --batches {args.batches}, --image-size "
+                f"{args.image_size}: expected --episodes >= 8 (split over the episode kinds), --steps, --batches >= 1 "
+                "and --image-size in [16, 1024]")
     n = args.episodes
     t0 = time.time()
     data = collect_sans("tabletop/reach", {"success": n // 2, "near": n // 4, "failure": n // 8, "random": n - n // 2

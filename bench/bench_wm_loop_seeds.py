@@ -226,7 +226,9 @@ def report(loops: dict[int, dict], controls: dict[int, dict], rl_iterations: int
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    from grpo.cli import ArgumentParser  # argparse whose errors are one line (exit 2)
+
+    ap = ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--small", action="store_true", help="seconds-long smoke mode (the test's)")
     ap.add_argument("--seeds", type=int, default=3, help="seeds 0..N-1 (default 3; 2 with --small)")
     ap.add_argument("--jobs", type=int, default=2, help="runs at once (one core each)")

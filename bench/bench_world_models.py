@@ -28,7 +28,6 @@ simulator 0.0034 -> 0.0034 (not worse).
 
 from __future__ import annotations
 
-import argparse
 import copy
 import os
 import sys
@@ -75,7 +74,9 @@ def _bench_wm_rollouts(cfg, policy_dir: str, groups: int = 16) -> None:
 
 
 def main() -> None:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    from grpo.cli import ArgumentParser  # argparse whose errors are one line (exit 2)
+
+    p = ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--config", default=CONFIG, help="a vla-rl loop config (default: the make demo-wm loop)")
     p.add_argument("--cycles", type=int, default=None, help="default: the config's")
     p.add_argument("--rl-iterations", type=int, default=None, help="default: the config's")
@@ -84,6 +85,16 @@ def main() -> None:
     p.add_argument("--align-iterations", type=int, default=40)
     p.add_argument("--output-dir", default=None)
     args = p.parse_args()
+    from grpo.config import ConfigError
+
+    try:  # the config and the flags as overrides, before any folder is made (was: a traceback after mkdtemp)
+        load_config(WorldLoopConfig, args.config, ["output_dir=unused"] + [
+            f"{k}={v}" for k, v in (("cycles", args.cycles), ("rl_iterations", args.rl_iterations),
+                                    ("models.wm_steps", args.wm_steps)) if v is not None])
+    except ConfigError as e:
+        p.error(str(e))
+    if min(args.encoder_steps, args.align_iterations) < 1:
+        p.error(f"--encoder-steps {args.encoder_steps} / --align-iterations {args.align_iterations}: expected >= 1")
     # 1 unless set: 2 threads on 2 shared cores ran ~25x slower
     torch.set_num_threads(int(os.environ["OMP_NUM_THREADS"]))
     out = args.output_dir or tempfile.mkdtemp(prefix="bench_wm_")

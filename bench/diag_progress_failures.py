@@ -22,12 +22,17 @@ import torch  # noqa: E402
 
 
 def main(argv=None) -> int:
-    p = argparse.ArgumentParser(prog="diag_progress_failures.py", description=__doc__,
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    from grpo.cli import ArgumentParser  # argparse whose errors are one line (exit 2)
+
+    p = ArgumentParser(prog="diag_progress_failures.py", description=__doc__,
+                       formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("encoder", help="a progress encoder .safetensors file")
     p.add_argument("--states", type=int, default=2_000_000, help="first initial state (validation by default)")
     p.add_argument("--groups", type=int, default=6, help="reach groups of 6 policy episodes")
     a = p.parse_args(argv)
+    if not (Path(a.encoder).is_file() and a.states >= 0 and a.groups >= 1):  # (was: a traceback after the imports)
+        p.error(f"encoder {a.encoder!r} (expected an existing .safetensors file), --states {a.states} (>= 0), "
+                f"--groups {a.groups} (>= 1)")
     from scipy.stats import spearmanr
 
     import vla_rl

@@ -25,8 +25,10 @@ import torch  # noqa: E402
 
 
 def main(argv=None) -> int:
-    p = argparse.ArgumentParser(prog="diag_progress_readout.py", description=__doc__,
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    from grpo.cli import ArgumentParser  # argparse whose errors are one line (exit 2)
+
+    p = ArgumentParser(prog="diag_progress_readout.py", description=__doc__,
+                       formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("runs", nargs="+", help="bench_progress.py output directories")
     p.add_argument("--split", choices=("val", "test"), default="val", help="the states the runs were scored on")
     p.add_argument("--seeds", type=int, default=3, help="seeds 0..N-1 (as the runs)")

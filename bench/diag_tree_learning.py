@@ -23,7 +23,6 @@ trained node-steps (the loss restricted to one depth's rows; the advantages unch
 
 from __future__ import annotations
 
-import argparse
 import math
 import os
 import statistics
@@ -108,7 +107,9 @@ def summary(grads: list[torch.Tensor], G: torch.Tensor) -> dict[str, float]:
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    from grpo.cli import ArgumentParser  # argparse whose errors are one line (exit 2)
+
+    ap = ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--task", default="big", help="the reward: " + "; ".join(f"{k} = {v}" for k, v in TASKS.items()))
     ap.add_argument("--seed", type=int, default=0, help="base seed (LoRA initialisation, prompts, noise)")
     ap.add_argument("--k", type=int, default=12, help="iterations (gradients) per variant")
@@ -133,6 +134,9 @@ def main(argv=None) -> int:
     problems = [f"--only {args.only!r}: expected names among {', '.join(vs)}" for n in only if n not in vs][:1]
     problems += [f"--task {args.task!r}: expected one of {', '.join(TASKS)}"] if args.task not in TASKS else []
     problems += [f"--k {args.k} / --k-ref {args.k_ref}: expected >= 2"] if min(args.k, args.k_ref) < 2 else []
+    problems += ([f"--lr {args.lr} / --eta {args.eta} / --target-area {args.target_area}: expected finite numbers > 0"]
+                 if not all(0 < v < float("inf") for v in (args.lr, args.eta, args.target_area)) else [])
+    problems += [f"--seed {args.seed}: expected an integer in [0, 2**32 - 1]"] if not 0 <= args.seed < 2**32 else []
     problems += ([f"--splits {args.splits}: every split step must be < --steps {args.steps}"]
                  if args.splits[-1] >= args.steps else [])
     if problems:

@@ -34,7 +34,6 @@ that needs CUDA is reported as skipped with its reason. Output: ``OUT/gpu_check.
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import gc
 import json
@@ -490,7 +489,9 @@ def markdown(report: dict) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    from grpo.cli import ArgumentParser  # argparse whose errors are one line (exit 2)
+
+    ap = ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--out", default="runs/gpu_check", help="folder for gpu_check.json and gpu_check.md")
     ap.add_argument("--dry", action="store_true", help="CPU dry mode: tiny sizes, CUDA stages skipped (DEVICE=cpu)")
     ap.add_argument("--stages", default=",".join(STAGES), help=f"comma-separated subset of {','.join(STAGES)}")

@@ -1398,6 +1398,29 @@ SWEEP_4_BENCH = [
      ["seed 0: the runs differ in 'task' ('big' vs 'layout')", "one bench setting"]),
 ]
 
+# the fifth misuse sweep's bench finds: a ZeroDivisionError or a config's traceback after the runs (bench_branch wrote
+# its first mode's run first), a bench that started on values it cannot use, an empty table with exit 0; and
+# argparse's usage block (several lines) of every bench that still printed it
+SWEEP_5_BENCH = [
+    ("bench_branch.py", ["--iterations", "0"], None, ["--iterations 0", "expected", ">= 1"]),
+    ("bench_branch.py", ["--out", "{f}"], {}, ["--out=", "is a file, not a directory"]),
+    ("bench_quant.py", ["--train", "20", "--pool", "4"], None, ["--train 20, --pool 4", "2 <= --train <= --pool"]),
+    ("bench_sims.py", ["--seconds", "-1", "--no-robosuite"], None, ["--seconds -1.0", "a finite --seconds > 0"]),
+    ("bench_vla.py", ["--iterations", "0"], None, ["--iterations 0", "expected >= 1"]),
+    ("bench_vla.py", ["--config", "{f}"], None, ["config file not found", "runs.json"]),
+    ("bench_windows.py", ["--episodes", "0"], None, ["--episodes 0", "expected --episodes >= 8"]),
+    ("bench_world_models.py", ["--cycles", "-1"], None, ["cycles and rl_iterations must be >= 0", "-1"]),
+    ("bench_remote_reward.py", ["--overlap", "0"], None, ["--overlap 0", "1..16"]),
+    ("bench_distributed.py", ["--iterations", "0", "--skip-diffusion", "--skip-vla"], None,
+     ["--iterations 0", "iteration counts >= 3"]),
+    ("bench_onpolicy.py", ["--only", "nosuch"], None, ["--only 'nosuch'", "tiny_sd3_flat"]),
+    ("bench_plan.py", ["--tolerance", "nan"], None, ["--tolerance nan", "finite fraction > 0"]),
+    ("diag_tree_learning.py", ["--lr", "nan", "--small"], None, ["--lr nan", "finite numbers > 0"]),
+    ("diag_progress_failures.py", ["{f}"], None, ["runs.json", "an existing .safetensors file"]),
+    ("bench_branch_headroom.py", ["--seeds", "x"], None, ["--seeds", "invalid int value: 'x'"]),
+    ("bench_libero.py", ["--nosuch"], None, ["unrecognized arguments: --nosuch"]),
+]
+
 
 # ---- the benches' own flags (the misuse sweep 2): one line, exit 2, before any run -------------------------------
 @pytest.mark.parametrize("script,args,data,expect", [
@@ -1422,6 +1445,7 @@ SWEEP_4_BENCH = [
     ("bench_tree_pool.py", ["--seed-list", "1" + "0" * 30], None, ["--seed-list", "at most 4294967295"]),
     ("bench_tree_pool.py", ["--eta", "0"], None, ["--eta 0.0", "expected > 0"]),
     *SWEEP_4_BENCH,
+    *SWEEP_5_BENCH,
 ])
 def test_bench_bad_input(script, args, data, expect, tmp_path):
     f = tmp_path / "runs.json"
