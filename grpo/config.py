@@ -63,6 +63,9 @@ def _convert(value: Any, tp: Any, key: str, source: str) -> Any:
     err = ConfigError(
         f"{source}: config key '{key}' expects {_type_name(tp)}, got {value!r} ({type(value).__name__})"
     )
+    if isinstance(value, str) and "\x00" in value:  # (was: "embedded null byte", naming no key, from the OS)
+        raise ConfigError(f"{source}: config key '{key}' holds a NUL byte ({value!r}); expected text without one (no "
+                          "path or name can hold it)")
     if tp is Any:
         return value
     if dataclasses.is_dataclass(tp):
@@ -294,6 +297,15 @@ def check_run_keys(cfg: Any, source: str = "config") -> None:
     out = getattr(cfg, "output_dir", None)
     if isinstance(out, str) and not out.strip():
         raise ConfigError(f"{source}: config key 'output_dir' must name a directory, got {out!r}")
+    for key in ("output_dir", "output"):  # where a job writes: "~/runs/x" is the home's, as the checks read it (was:
+        # checked under the home, then written to a directory named "~" in the working directory)
+        v = getattr(cfg, key, None)
+        if isinstance(v, str) and v.startswith("~"):
+            try:
+                setattr(cfg, key, str(Path(v).expanduser()))
+            except RuntimeError:  # ~user of no such user
+                raise ConfigError(f"{source}: config key '{key}'={v!r}: no home directory for "
+                                  f"{v.split('/', 1)[0]!r}; expected a path") from None
     from .trackers import LogConfig, missing_packages
 
     for key, log in _sections(cfg, LogConfig):  # a tracker whose package is missing: refused before anything is written

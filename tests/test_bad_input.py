@@ -126,6 +126,7 @@ def assets(tmp_path_factory):
     (a / "nested_dup.yaml").write_text("seed: 0\ntrain:\n  lr: 0.1\n  lr: 0.2\n")
     (a / "latin1.yaml").write_bytes("seed: 0\nlog: {run_name: caf\u00e9}\n".encode("latin-1"))
     (a / "tabs.yaml").write_text("seed: 0\ntrain:\n\tlr: 0.1\n")
+    (a / "nul.yaml").write_text('seed: 0\nreward: {name: "shapes\\0verifier"}\n')  # a NUL byte in a string
     (a / "blank.txt").write_text("\n  \n")
     (a / "prompts_obj.json").write_text('{"prompts": ["a red circle"]}')
     (a / "wrongshape.json").write_text('{"step": [1, 2]}')
@@ -1196,6 +1197,13 @@ SWEEP_5 = {
     "s5-p-hidden-huge": (*PS, ["--hidden", "1000000"], ["--hidden=1000000", "at most 4096"]),
     "s5-p-layers-huge": (*PS, ["--layers", "1000000"], ["--layers=1000000", "at most 256"]),
     "s5-p-batch-huge": (*PS, ["--batch", "1000000000"], ["--batch=1000000000", "at most 65536"]),
+    # (was: "embedded null byte", naming no key; a traceback from Path.expanduser)
+    "s5-d-yaml-nul-byte": ("diffusion_rl.cli", ["train", "{assets}/nul.yaml", "--dry-run"], [],
+                           ["nul.yaml", "'reward.name' holds a NUL byte", "'shapes\\x00verifier'"]),
+    "s5-d-output-dir-unknown-user": ("diffusion_rl.cli", ["train", D_CFG], ["output_dir=~nosuchuser_bl/run", *D_TINY],
+                                     ["'output_dir'='~nosuchuser_bl/run'", "no home directory"]),
+    "s5-fe-output-unknown-user": (*FE, ["output=~nosuchuser_bl/e.safetensors"],
+                                  ["'output'='~nosuchuser_bl/e.safetensors'", "no home directory"]),
     # (was: served, then time.sleep overflowed on every request)
     "s5-d-serve-delay-huge": ("diffusion_rl.cli", ["serve-reward", "shapes_verifier", "--port", "0", "--delay-s",
                                                    "1e30"], [], ["--delay-s=1e+30", "at most 3600"]),

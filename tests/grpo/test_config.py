@@ -133,6 +133,34 @@ def test_resume_ignores_a_moved_run_dir_and_reports_in_one_line():
     assert "\n" not in msg and "lr: 0.001 != 0.002" in msg and "seed: 0 != 1" in msg and "resume=false" in msg
 
 
+def test_output_paths_expand_the_home_and_a_run_of_another_job_is_refused(tmp_path, monkeypatch):
+    """``output_dir: ~/x`` is written where the checks read it, under the home (was: a directory named "~" in the
+    working directory); a saved config with keys the class has not is another job's run, refused in one line."""
+    from grpo.config import check_resume_config, foreign_keys
+
+    @dataclass
+    class Job:
+        seed: int = 0
+        output_dir: str = "runs/a"
+        output: str = "enc.safetensors"
+        inner: Inner = field(default_factory=Inner)
+
+    monkeypatch.setenv("HOME", str(tmp_path))
+    cfg = load_config(Job, None, ["output_dir=~/runs/x", "output=~/enc.safetensors"])
+    assert cfg.output_dir == str(tmp_path / "runs" / "x") and cfg.output == str(tmp_path / "enc.safetensors")
+    assert load_config(Job, None, ["output_dir=runs/~x"]).output_dir == "runs/~x"  # only a leading ~ is the home's
+    with pytest.raises(ConfigError, match=r"'output_dir'='~nosuchuser_bl/x': no home directory"):
+        load_config(Job, None, ["output_dir=~nosuchuser_bl/x"])
+    with pytest.raises(ConfigError, match=r"'inner.name' holds a NUL byte"):
+        load_config(Job, _yaml(tmp_path, 'inner: {name: "a\\0b"}\n'))
+    other = {"seed": 0, "env": {"tasks": []}, "inner": {"lr": 0.1, "hidden": 3}}
+    assert foreign_keys(Job, other) == ["env", "inner.hidden"]
+    with pytest.raises(ValueError) as e:
+        check_resume_config(other, Job(), "ckpt")
+    msg = str(e.value)
+    assert "\n" not in msg and "not a Job run" in msg and "env, inner.hidden" in msg and "another output_dir" in msg
+
+
 def test_non_finite_empty_and_range_errors_name_the_key(tmp_path):
     from grpo.config import require_at_least, require_positive
 
