@@ -235,10 +235,15 @@ def _toy(args) -> int:
     if cfg is not None:
         check_sizes(("train.iterations", cfg.train.iterations, 0), ("grpo.group_size", cfg.grpo.group_size, 2))
         if not args.dry_run:
-            from grpo.preflight import check_run_kind
+            from pathlib import Path
+
+            from grpo.preflight import check_resumable, check_run_kind
 
             check_writable_dir(cfg.output_dir, "output_dir")
             check_run_kind(cfg.output_dir, ToyConfig)  # not another command's run directory
+            if cfg.resume:  # a damaged checkpoint: one line naming it, left as it is (was: a traceback, or a JSON
+                # error naming no file); the config's match is checked where the toy resumes (grpo.demo)
+                check_resumable(Path(cfg.output_dir) / "checkpoints")
 
     argv = ([args.config] if args.config else []) + list(args.overrides) + (["--dry-run"] if args.dry_run else [])
     return toy_main(argv)

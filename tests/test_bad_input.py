@@ -157,6 +157,8 @@ def _corrupt_copy(src: Path, dst: Path, how: str) -> Path:
         (dst / "checkpoints" / "latest").write_text("step_999999\n")
     elif how == "statelist":  # state.json parses, but is not the trainer's object
         (ck / "state.json").write_text("[]\n")
+    elif how == "garbled":  # state.json cut short mid-write
+        (ck / "state.json").write_text('{"step": 1, "sta')
     elif how == "stateempty":
         (ck / "state.json").write_text("{}\n")
     elif how == "latestbinary":  # the "latest" pointer is not text
@@ -1162,6 +1164,15 @@ SWEEP_5 = {
     "s5-t-resume-other-config": ("diffusion_rl.cli", ["toy", T_CFG], ["{trun_copy}", "train.iterations=2",
                                                                       "train.lr=0.5"],
                                  ["refusing to resume", "train.lr", "0.5"]),
+    # a damaged toy checkpoint on resume: one line naming the file, left as it is (was: a safetensors traceback, or
+    # "Invalid control character at: line 1 column 17" naming no file)
+    "s5-t-resume-truncated": ("diffusion_rl.cli", ["toy", T_CFG], ["{trun_truncated}", "train.iterations=2"],
+                              ["model.safetensors", "corrupt safetensors", "left untouched"]),
+    "s5-t-resume-garbled-state": ("diffusion_rl.cli", ["toy", T_CFG], ["{trun_garbled}", "train.iterations=2"],
+                                  ["state.json", "corrupt checkpoint state", "left untouched"]),
+    # a success band beyond [0, 1] (e.g. [1, 2]) keeps no group: the run trained on nothing (was: accepted)
+    "s5-v-success-band-beyond-1": (*V, ["rl.success_band=[1, 2]"], ["rl.success_band", "low < 1 and high > 0",
+                                                                     "[1.0, 2.0]"]),
     "s5-d-eval-seed-neg": ("diffusion_rl.cli", ["eval", "{drun}", "seed=-1"], [], ["seed", ">= 0", "-1"]),
     "s5-d-eval-seed-2-64": ("diffusion_rl.cli", ["eval", "{drun}", "seed=18446744073709551616"], [],
                             ["seed", "2**32 - 1"]),
@@ -1303,7 +1314,7 @@ def test_bad_input(case, assets, request, tmp_path, capfd, caplog, monkeypatch):
         (ck / "state.json").write_text(json.dumps(st))
         subs["vrun_badenv_ck"] = str(ck)
     for kind in ("truncated", "nostate", "copy", "stalelatest", "nolora", "statelist", "stateempty", "latestbinary",
-                 "shape", "nan", "policytrunc", "int", "wrongkeys"):
+                 "shape", "nan", "policytrunc", "int", "wrongkeys", "garbled"):
         for key, fixture in (("drun", "diffusion_run"), ("vrun", "vla_run"), ("trun", "toy_run")):
             if f"{{{key}_{kind}" in text:
                 src = request.getfixturevalue(fixture)

@@ -114,8 +114,10 @@ class RLConfig(LoopConfig):
         if not (math.isfinite(self.sim_progress_noise) and self.sim_progress_noise >= 0):
             raise ValueError(f"rl.sim_progress_noise={self.sim_progress_noise}: expected a finite number >= 0")
         lo, hi = self.success_band
-        if not lo < hi:
-            raise ValueError(f"rl.success_band must be (low, high) with low < high, got {self.success_band}")
+        if not (lo < hi and lo < 1 and hi > 0):  # a group's success rate is in [0, 1]: a band beyond it (e.g. [1, 2])
+            # keeps no group and the run trains on nothing (was: accepted); [-0.5, 1.5] keeps every group
+            raise ValueError(f"rl.success_band must be (low, high) with low < high, low < 1 and high > 0 (a group is "
+                             f"kept iff low < its success rate < high), got {list(self.success_band)}")
         require_at_least("rl", self, groups_per_task=1, minibatch_size=1, train_seed_range=1, eval_seed_offset=0,
                          eval_episodes=1, num_videos=0, test_seed_offset=0)
         require_at_most("rl", self, groups_per_task=MAX_BATCH)  # (a typo's 1e9 would roll out for ever)
