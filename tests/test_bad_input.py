@@ -1173,6 +1173,10 @@ SWEEP_5 = {
     # a success band beyond [0, 1] (e.g. [1, 2]) keeps no group: the run trained on nothing (was: accepted)
     "s5-v-success-band-beyond-1": (*V, ["rl.success_band=[1, 2]"], ["rl.success_band", "low < 1 and high > 0",
                                                                      "[1.0, 2.0]"]),
+    # a policy directory without config.json (here a diffusion-rl run): was, for the loop, data collected and logs
+    # written before the policy failed to load
+    "s5-l-base-policy-not-a-policy": ("vla_rl.cli", ["loop", L_CFG], ["vla.sft.base_policy={drun}", "cycles=1"],
+                                      ["vla.sft.base_policy=", "no saved policy there", "config.json"]),
     "s5-d-eval-seed-neg": ("diffusion_rl.cli", ["eval", "{drun}", "seed=-1"], [], ["seed", ">= 0", "-1"]),
     "s5-d-eval-seed-2-64": ("diffusion_rl.cli", ["eval", "{drun}", "seed=18446744073709551616"], [],
                             ["seed", "2**32 - 1"]),
@@ -1349,6 +1353,19 @@ def test_bad_input(case, assets, request, tmp_path, capfd, caplog, monkeypatch):
     for w, b, a in zip(watched, before, after):
         changed = sorted(set(b.items()) ^ set(a.items()))
         assert not changed, f"{w} changed: {changed[:10]}"
+
+
+def test_vla_eval_video_goes_beside_the_evaluated_run(vla_run, tmp_path):
+    """``vla-rl eval RUN --video`` of a moved (or copied) run writes its video under RUN/eval, not into the directory
+    the run was trained in (the sweep 5 find: the original's directory got it, recreated when it was gone)."""
+    moved = tmp_path / "moved"
+    shutil.copytree(vla_run, moved, symlinks=True)
+    before = snapshot(vla_run)
+    r = run_cli("vla_rl.cli", ["eval", str(moved), "--video"], timeout=300)
+    assert r.returncode == 0, r.stderr[-2000:]
+    video = json.loads(r.stdout.strip().splitlines()[-1])["video"]
+    assert Path(video).is_file() and moved / "eval" in Path(video).parents, video
+    assert snapshot(vla_run) == before
 
 
 # ---- SIGINT mid-run, then resume -----------------------------------------------------------------------------

@@ -169,7 +169,9 @@ def cmd_eval(args: argparse.Namespace) -> int:
     if "best" in st:  # checkpoints/best: the metric, value and iteration it was kept for
         out["best"] = st["best"]
     if args.video:
-        logger = MetricsLogger(Path(cfg.output_dir) / "eval", tensorboard=False)
+        # beside the evaluated checkpoint's run, not in the output_dir it was trained in (was: a moved or copied run's
+        # video went to the original's directory, recreated if gone)
+        logger = MetricsLogger(run_dir / "eval", tensorboard=False)
         out["video"] = str(logger.log_video(int(out["iteration"]), "rollouts/eval",
                                             tile_videos([e.frames for e in res.episodes[:4]]), fps=15))
         logger.close()

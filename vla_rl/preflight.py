@@ -41,6 +41,10 @@ def check_policy_files(key: str, value: str | None) -> None:
     p = Path(value).expanduser() if value and not value.startswith("builtin:") else None
     if p is None or not p.is_dir():
         return
+    if not (p / "config.json").is_file():  # (was: `vla-rl loop` collected data and wrote its logs before the policy
+        # failed to load, e.g. a diffusion-rl run directory given as vla.sft.base_policy)
+        raise ValueError(f"{key}={value!r}: no saved policy there (no config.json); expected a directory written by "
+                         "save_pretrained, e.g. <run>/policy")
     if (p / "config.json").is_file():
         try:
             json.loads((p / "config.json").read_text())
