@@ -114,6 +114,16 @@ def parse(argv=None) -> argparse.Namespace:
                    "not a held-out number)")
     p.add_argument("--progress-pooling", default=None,
                    help="SRPO pooling for the progress encoder (default: --pooling)")
+    p.add_argument("--progress-context", choices=("none", "first"), default="none",
+                   help="the progress encoder's model.context: none (the frame alone) or first (each frame read "
+                   "against its episode's first frame)")
+    p.add_argument("--progress-head", choices=("time_to_go", "distance"), default="time_to_go",
+                   help="the progress encoder's model.head: time_to_go (one latent) or distance (a latent whose "
+                   "distances are temporal distances)")
+    p.add_argument("--reference", choices=("task", "group"), default="task",
+                   help="SRPO's reference rule (srpo.reference): task (SRPO's own: a failure against the successes of "
+                   "its task, every initial state) or group (this project's option: against the successes of its own "
+                   "group, i.e. the same initial state, where there are any)")
     p.add_argument("--tcn-steps", type=int, default=300, help="small (TCN) encoder optimizer steps")
     p.add_argument("--pooling", default="mean_last", help="SRPO pooling (the recipes' mean_last)")
     p.add_argument("--num-frames", type=int, default=6, help="SRPO frames per episode (the recipe's 6)")
@@ -391,10 +401,11 @@ def main(argv=None) -> int:
     if not (a.dinov2 and a.vjepa2) and ({"dinov2", "vjepa2"} & set(a.encoders)):
         tiny = tiny_transformers(out)
         weights = {k: v or tiny[k] for k, v in weights.items()}
-    srpo_cfg = SRPOConfig(num_frames=a.num_frames, frame_size=a.frame_size, pooling=a.pooling, reference="task")
+    srpo_cfg = SRPOConfig(num_frames=a.num_frames, frame_size=a.frame_size, pooling=a.pooling, reference=a.reference)
     ps = a.progress_frame_size
     progress_cfg = SRPOConfig(num_frames=a.num_frames, frame_size=a.frame_size if ps == 32 else ps,
-                              pooling=a.progress_pooling or a.pooling, reference="task")
+                              pooling=a.progress_pooling or a.pooling,
+                              reference=a.reference)
     import vla_rl
 
     meta = json.loads((Path(vla_rl.__file__).parent / "assets/tabletop_base/config.json").read_text())["policy"]
@@ -411,8 +422,9 @@ def main(argv=None) -> int:
     policies = {t: sim_policy(t, a, out) for t in a.tasks if t in SIM_TASKS}  # other simulators: their own policy
     pools = {t: measured_pool(sim_env_kwargs(sim_horizon(t, a))) for t in policies}
     print(f"DINOv2: {which['dinov2']}; V-JEPA 2: {which['vjepa2']}", flush=True)
-    print(f"SRPO: reference task, {a.num_frames} frames at {a.frame_size} px, pooling {a.pooling} (progress encoder: "
-          f"{a.progress_pooling or a.pooling}; its own view: agentview at {ps} px, the policy's cameras at 32 px); "
+    print(f"SRPO: reference {a.reference}, {a.num_frames} frames at {a.frame_size} px, pooling {a.pooling} "
+          f"(progress encoder: {a.progress_pooling or a.pooling}, context {a.progress_context}, head "
+          f"{a.progress_head}; its own view: agentview at {ps} px, the policy's cameras at 32 px); "
           f"progress encoder data: {a.expert_per_task} expert + {a.play_per_task} "
           f"play episodes per training task, {a.encoder_steps} steps; the base policy's own rollouts: "
           f"{a.policy_per_task} per task ({a.policy_tasks} tasks), failures {a.policy_failures}; expert after a "
@@ -463,7 +475,8 @@ def main(argv=None) -> int:
             t0 = time.time()
             if "progress" in a.encoders:
                 torch.manual_seed(seed)
-                pe = ProgressEncoder(ProgressEncoderConfig(image_size=ps))
+                pe = ProgressEncoder(ProgressEncoderConfig(image_size=ps, context=a.progress_context,
+                                                           head=a.progress_head))
                 play = [e for t in used for e in play_eps[t]]
                 own = [e for t in (TASKS if a.policy_tasks == "all" else used) for e in pol_eps[t]]
                 own += [e for t in used for e in det_eps[t]]
@@ -556,8 +569,8 @@ def summarize(rows: list[dict], a, seeds: int) -> dict:
 
 def table(summary: dict, a) -> str:
     head = "| encoder | " + " | ".join(f"{t} (task / group)" for t in a.tasks) + " | all failures |"
-    lines = [f"Spearman(SRPO progress, simulator progress) over failures, {a.split} states, mean +- SE over "
-             f"{a.seeds} seed(s)", head, "|" + "---|" * (len(a.tasks) + 2)]
+    lines = [f"Spearman(SRPO progress, simulator progress) over failures, {a.split} states, SRPO reference "
+             f"{a.reference}, mean +- SE over {a.seeds} seed(s)", head, "|" + "---|" * (len(a.tasks) + 2)]
     for name, e in summary.items():
         cells = [f"{_ms(e['tasks'][t]['within_task'])} / {_ms(e['tasks'][t]['within_group'])}" for t in a.tasks]
         lines.append(f"| {name} | " + " | ".join(cells) + f" | {_ms(e['all'])} |")

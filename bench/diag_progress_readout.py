@@ -1,7 +1,9 @@
 """The progress encoder read two ways on the same failures: SRPO's progress value (distance of the last frame's time to
 go to the batch's success centres, DBSCAN + min-max + sigmoid per task: what the RL reward uses) against the encoder's
 own reading, minus the last frame's time to go ``-r(o_last)`` (its goal fixed at 0, comparable across tasks without
-any per-task normalization). Spearman of each with the simulator's progress, per task and pooled, per seed.
+any per-task normalization), and two readouts against the episode's start: ``-r(o_last) / r(o_0)`` (-ratio: the share
+of the start's time to go still left) and ``r(o_0) - r(o_last)`` (delta: the time to go covered). Spearman of each
+with the simulator's progress, per task and pooled, per seed. For time-to-go encoders (``model.head: time_to_go``).
 
     python bench/diag_progress_readout.py --split val RUN [RUN ...]
 
@@ -64,9 +66,9 @@ def main(argv=None) -> int:
     if bad:
         p.error(f"unknown task(s) {bad}; expected some of {', '.join(bp.TASKS)}")
     states = [bp.SPLITS[a.split] + g for g in range(a.groups)]
-    res = {r: {"raw": [], "srpo": []} for r in a.runs}
+    res = {r: {"raw": [], "srpo": [], "ratio": [], "delta": []} for r in a.runs}
     for seed in range(a.seeds):
-        pooled = {r: ([], [], []) for r in a.runs}
+        pooled = {r: ([], [], [], [], []) for r in a.runs}
         for task in a.tasks:
             # the same episodes (the policy sees its 32-px cameras) with frames at each run's encoder size
             eps_at = {s: bp.rollouts(policy, task, states, a.group_size, seed, s) for s in cfgs}
@@ -81,26 +83,35 @@ def main(argv=None) -> int:
                     p.error(f"{r!r}: no progress encoder for seed {seed} and task {task} ({f.name})")
                 enc = load_progress_encoder(f, "encoder")
                 with torch.no_grad():
-                    last = np.array([float(enc.encode_frames(torch.as_tensor(e["video"]).permute(0, 3, 1, 2)[None])
-                                           [0, -1, 0]) for e in eps])
+                    ends = np.array([enc.encode_frames(torch.as_tensor(e["video"][[0, -1]]).permute(0, 3, 1, 2)[None])
+                                     [0, :, 0].numpy() for e in eps])
+                first, last = ends[:, 0], ends[:, 1]
+                ratio = last / np.maximum(first, 1e-3)  # the share of the start's time to go still left
                 val = bp.score(enc, eps, cfg)
                 lo, hi = (last[~fail].min(), last[~fail].max()) if (~fail).any() else (np.nan, np.nan)
                 pooled[r][0].extend(-last[fail])
                 pooled[r][1].extend(val[fail])
                 pooled[r][2].extend(prog[fail])
+                pooled[r][3].extend(-ratio[fail])
+                pooled[r][4].extend((first - last)[fail])
                 print(f"seed {seed} {task} {r}: -r(last) {bp.spearman(-last[fail], prog[fail]):+.2f}, "
-                      f"SRPO {bp.spearman(val[fail], prog[fail]):+.2f}; r(last) of the failures "
+                      f"SRPO {bp.spearman(val[fail], prog[fail]):+.2f}, "
+                      f"-ratio {bp.spearman(-ratio[fail], prog[fail]):+.2f}, "
+                      f"delta {bp.spearman((first - last)[fail], prog[fail]):+.2f}; r(last) of the failures "
                       f"{np.quantile(last[fail], 0.1):.2f}-{np.quantile(last[fail], 0.9):.2f} (10-90 %), of the "
                       f"{int((~fail).sum())} success references {lo:.2f}-{hi:.2f}",
                       flush=True)
         for r in a.runs:
-            raw, val, prog = pooled[r]
+            raw, val, prog, rat, dl = pooled[r]
             res[r]["raw"].append(bp.spearman(raw, prog))
             res[r]["srpo"].append(bp.spearman(val, prog))
-            print(f"seed {seed} all failures {r}: -r(last) {res[r]['raw'][-1]:+.2f}, SRPO {res[r]['srpo'][-1]:+.2f}",
-                  flush=True)
+            res[r]["ratio"].append(bp.spearman(rat, prog))
+            res[r]["delta"].append(bp.spearman(dl, prog))
+            print(f"seed {seed} all failures {r}: -r(last) {res[r]['raw'][-1]:+.2f}, SRPO {res[r]['srpo'][-1]:+.2f}, "
+                  f"-ratio {res[r]['ratio'][-1]:+.2f}, delta {res[r]['delta'][-1]:+.2f}", flush=True)
     for r in a.runs:
-        print(f"{r} all failures: -r(last) {bp._ms(res[r]['raw'])}, SRPO {bp._ms(res[r]['srpo'])}")
+        print(f"{r} all failures: -r(last) {bp._ms(res[r]['raw'])}, SRPO {bp._ms(res[r]['srpo'])}, "
+              f"-ratio {bp._ms(res[r]['ratio'])}, delta {bp._ms(res[r]['delta'])}")
     return res
 
 

@@ -19,10 +19,29 @@ training. SRPO then reads ``encode_frames`` ``[B, T, 1]`` like any other encoder
 trajectory embedding is the last frame's time to go, so a failure's distance to the success centre is
 ``|r(o_last) - r(success)|``.
 
+**Second method, the distance head** (``model.head: distance``): a latent ``z(o)`` of width ``dim`` whose Euclidean
+distances are *temporal distances*, the number of steps between two states over the typical success length ``L``
+(median ``T_s`` of the successful episodes), learned from pairs of frames of one episode:
+
+    direct episode (a success: the expert's, a demo's, the policy's):  (||z(o_a) - z(o_b)|| - |tau_a - tau_b| / L)^2
+    any other (play, hindsight failures):                                relu(||z(o_a) - z(o_b)|| - |t_a - t_b| / L)^2
+
+with ``tau = min(t, T_s)`` (frames held after the success are the same state). A successful episode's path is taken
+as (near) shortest, so its time apart is the distance; any other episode only bounds it from above (its states were
+at most that many steps apart). This is VIP's "embedding distance = temporal distance" (Ma et al., ICLR 2023) and
+the temporal-distance representations of HILP (Park et al., ICML 2024) and TLDR (Bae et al., 2024), fitted by
+regression on time stamps instead of their TD / contrastive objectives (no bootstrapping on CPU-sized data). It is
+task-agnostic: the latent says how far apart two scenes are in steps, not which task is done, so SRPO's own rule
+(distance of a failure's last frame to the batch's success centres, ``pooling: last``) reads the steps a failure
+still is from a success of the same task without the encoder ever having seen that task's goal. The labels are
+still time stamps and success flags only.
+
 Architecture: a conv net per frame (stride-2 convs, GroupNorm, SiLU) whose last feature map is read both as a
 mean (what is there) and as spatial-softmax keypoints (where it is: the gripper-to-object geometry that progress
-depends on), then an MLP to one sigmoid output. Input frames ``[B, T, 3, H, W]`` in [0, 1] (or uint8) are resized
-to ``image_size``.
+depends on), then an MLP to one sigmoid output (time to go) or to ``dim`` linear outputs (distance head). Input
+frames ``[B, T, 3, H, W]`` in [0, 1] (or uint8) are resized to ``image_size``. With ``model.context: first`` (time to
+go only) every frame is read against its clip's first frame, ``r(o_0, o_t)`` (PROGRESSOR's progress relative to
+the start; measured no better, docs/RESULTS.md).
 
 The policy's own rollouts (``data.policy``, injected by the frontend: ``vla-rl fit-encoder`` rolls the VLA out,
 this package imports no frontend): a success is a demonstration of the states the *policy* visits (targets
@@ -72,12 +91,26 @@ class ProgressEncoderConfig:
     channels: list[int] = field(default_factory=lambda: [16, 32, 32])  # conv channels per stride-2 block
     image_size: int = 32  # frames are resized to this side before encoding
     hidden: int = 64  # width of the MLP on the pooled + keypoint features
+    head: Literal["time_to_go", "distance"] = "time_to_go"  # time_to_go: one latent, r(o) in [0, 1];
+        # distance: a latent of width `dim` whose Euclidean distances are temporal distances (steps / the typical
+        # success length) between frames (the module docstring's second method)
+    dim: int = 16  # latent width of the distance head
+    context: Literal["none", "first"] = "none"  # none: r(o_t) from the frame alone; first: r(o_0, o_t), the episode's
+        # first frame as context (PROGRESSOR-style: progress of o_t relative to where the episode started)
 
     def __post_init__(self) -> None:
         if not self.channels or any(int(c) < 4 or int(c) % 4 for c in self.channels):
             raise ValueError(f"model.channels={self.channels}: expected a non-empty list of multiples of 4 "
                              "(GroupNorm(4))")
         require_at_least("model", self, image_size=8, hidden=1)
+        if self.head not in ("time_to_go", "distance"):
+            raise ValueError(f"model.head={self.head!r}: expected time_to_go or distance")
+        require_at_least("model", self, dim=1)
+        if self.head == "distance" and self.context != "none":
+            raise ValueError(f"model.context={self.context!r} with model.head=distance: expected none (a distance "
+                             "latent reads each frame alone)")
+        if self.context not in ("none", "first"):
+            raise ValueError(f"model.context={self.context!r}: expected none or first")
 
 
 class ProgressEncoder(nn.Module):
@@ -91,18 +124,31 @@ class ProgressEncoder(nn.Module):
             layers += [nn.Conv2d(c_in, int(c), 3, stride=2, padding=1), nn.GroupNorm(4, int(c)), nn.SiLU()]
             c_in = int(c)
         self.conv = nn.Sequential(*layers)
-        self.head = nn.Sequential(nn.Linear(3 * c_in, self.cfg.hidden), nn.SiLU(), nn.Linear(self.cfg.hidden, 1))
-        self.dim = 1
+        n_in = 3 * c_in * (3 if self.cfg.context == "first" else 1)  # [f(o_t), f(o_0), f(o_t) - f(o_0)] with context
+        self.dim = int(self.cfg.dim) if self.cfg.head == "distance" else 1
+        self.head = nn.Sequential(nn.Linear(n_in, self.cfg.hidden), nn.SiLU(), nn.Linear(self.cfg.hidden, self.dim))
 
-    def frame_logits(self, x: torch.Tensor) -> torch.Tensor:
-        """``[N, 3, S, S]`` normalized frames -> ``[N]`` logits of the time to go."""
+    def features(self, x: torch.Tensor) -> torch.Tensor:
+        """``[N, 3, S, S]`` normalized frames -> ``[N, 3 C]``: the last feature map's mean and spatial-softmax
+        keypoints (x, y per channel)."""
         f = self.conv(x)
         att = F.softmax(f.flatten(2), dim=-1)
         h, w = f.shape[-2:]
         ys = torch.linspace(-1, 1, h, device=f.device).repeat_interleave(w)
         xs = torch.linspace(-1, 1, w, device=f.device).repeat(h)
-        feats = torch.cat([f.mean(dim=(2, 3)), (att * xs).sum(-1), (att * ys).sum(-1)], dim=-1)
-        return self.head(feats).squeeze(-1)
+        return torch.cat([f.mean(dim=(2, 3)), (att * xs).sum(-1), (att * ys).sum(-1)], dim=-1)
+
+    def frame_logits(self, x: torch.Tensor, first: torch.Tensor | None = None) -> torch.Tensor:
+        """``[N, 3, S, S]`` normalized frames (and, with ``context: first``, their episodes' first frames ``first``
+        ``[N, 3, S, S]``) -> ``[N]`` logits of the time to go."""
+        feats = self.features(x)
+        if self.cfg.context == "first":
+            if first is None:
+                raise ValueError("a progress encoder with model.context=first needs each frame's first frame")
+            f0 = self.features(first)
+            feats = torch.cat([feats, f0, feats - f0], dim=-1)
+        out = self.head(feats)
+        return out if self.cfg.head == "distance" else out.squeeze(-1)
 
     def prepare(self, frames: torch.Tensor) -> torch.Tensor:
         """``[N, 3, H, W]`` in [0, 1] (or uint8) -> resized to ``image_size``, scaled to [-1, 1]."""
@@ -117,10 +163,16 @@ class ProgressEncoder(nn.Module):
             raise ValueError(f"video must be [B, T, 3, H, W], got shape {tuple(video.shape)}")
         video = video.to(module_device(self))
         b, t = video.shape[:2]
-        return torch.sigmoid(self.frame_logits(self.prepare(video.flatten(0, 1)))).reshape(b, t, 1)
+        x = self.prepare(video.flatten(0, 1))
+        first = None
+        if self.cfg.context == "first":  # every frame read against its clip's first frame (SRPO samples frame 0)
+            first = x.reshape(b, t, *x.shape[1:])[:, :1].expand(b, t, *x.shape[1:]).flatten(0, 1)
+        if self.cfg.head == "distance":
+            return self.frame_logits(x).reshape(b, t, self.dim)
+        return torch.sigmoid(self.frame_logits(x, first)).reshape(b, t, 1)
 
     def encode(self, video: torch.Tensor) -> torch.Tensor:
-        """``[B, 1]``: the last frame's time to go."""
+        """``[B, dim]``: the last frame's latent (its time to go, or its distance-head embedding)."""
         return self.encode_frames(video)[:, -1]
 
 
@@ -183,6 +235,8 @@ def train_progress_encoder(encoder: ProgressEncoder, videos: Sequence[np.ndarray
     opt = torch.optim.Adam(encoder.parameters(), lr=cfg.lr)
     sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda k: 0.1 + 0.9 * 0.5 * (1 + np.cos(np.pi * k / cfg.steps)))
     losses: list[float] = []
+    if encoder.cfg.head == "distance":
+        return _train_distance(encoder, frames, tg, is_bound, cfg, gen, opt, sched, log)
     encoder.train()
     n = len(frames)
     for step in range(cfg.steps):
@@ -195,7 +249,11 @@ def train_progress_encoder(encoder: ProgressEncoder, videos: Sequence[np.ndarray
         ya = torch.stack([tg[v][t] for v, t in zip(vi.tolist(), ta.tolist())])
         yb = torch.stack([tg[v][t] for v, t in zip(vi.tolist(), tb.tolist())])
         x = _shift(torch.cat([xa, xb]), cfg.shift, gen).to(dev)
-        r = torch.sigmoid(encoder.frame_logits(x))
+        x0 = None
+        if encoder.cfg.context == "first":  # the episode's first frame, shifted on its own
+            x0 = torch.stack([frames[v][0] for v in vi.tolist()])
+            x0 = _shift(torch.cat([x0, x0]), cfg.shift, gen).to(dev)
+        r = torch.sigmoid(encoder.frame_logits(x, x0))
         y = torch.cat([ya, yb]).to(dev)
         bd = is_bound[vi].repeat(2).to(dev)
         err = torch.where(bd, F.relu(y - r), r - y)  # a lower bound is only violated from below
@@ -206,6 +264,60 @@ def train_progress_encoder(encoder: ProgressEncoder, videos: Sequence[np.ndarray
             m = (order != 0) & ~is_bound[vi].to(dev)
             if m.any():
                 loss = loss + cfg.rank_weight * F.softplus(-(order * (ra - rb))[m] / cfg.rank_tau).mean() * cfg.rank_tau
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        sched.step()
+        losses.append(float(loss.detach()))
+        if log is not None and (step + 1) % max(1, cfg.steps // 10) == 0:
+            log(f"step {step + 1}/{cfg.steps}: loss {np.mean(losses[-max(1, cfg.steps // 10):]):.4f}")
+    encoder.eval()
+    return losses
+
+
+def frame_times(targets: torch.Tensor) -> tuple[torch.Tensor, bool]:
+    """Per-frame time stamps ``[T]`` (steps) of one episode from its targets, and whether it is *direct*: an episode
+    whose targets fall to 0 (a success: :func:`time_to_go`) is stamped ``min(t, T_s)`` (its frames after the success
+    hold still, no time passes), any other (play, hindsight failures) ``t``."""
+    t = torch.arange(len(targets), dtype=torch.float32)
+    zero = (targets <= 0).nonzero()
+    if len(zero) == 0 or targets[0] <= 0:
+        return t, False
+    return t.clamp(max=float(zero[0, 0])), True
+
+
+def _train_distance(encoder: ProgressEncoder, frames: list[torch.Tensor], tg: list[torch.Tensor],
+                    is_bound: torch.Tensor, cfg: ProgressTrainConfig, gen: torch.Generator, opt, sched, log
+                    ) -> list[float]:
+    """The distance head's fit (module docstring): two frames ``a, b`` of one episode, target distance
+    ``delta = |tau_a - tau_b| / L`` (:func:`frame_times`, ``L`` the median success length over the direct
+    episodes); on a direct episode (the expert's path: near shortest) ``(||z_a - z_b|| - delta)^2``, on any other
+    (play, failures) only the upper bound ``relu(||z_a - z_b|| - delta)^2`` (the states were at most that far
+    apart)."""
+    dev = module_device(encoder)
+    stamped = [frame_times(t) for t in tg]
+    times = [s for s, _ in stamped]
+    direct = torch.tensor([d and not bool(b) for (_, d), b in zip(stamped, is_bound.tolist())], device="cpu")
+    if not direct.any():
+        raise ValueError("the distance head needs successful episodes (their time stamps set the scale)")
+    ell = float(np.median([float(s[-1]) for s, d in zip(times, direct.tolist()) if d]))
+    lengths = torch.tensor([len(t) for t in tg], device="cpu")
+    losses: list[float] = []
+    encoder.train()
+    n = len(frames)
+    for step in range(cfg.steps):
+        vi = torch.randint(n, (cfg.batch_episodes,), generator=gen, device="cpu")
+        ln = lengths[vi].float()
+        ta = (torch.rand(len(vi), generator=gen, device="cpu") * ln).long()
+        tb = (torch.rand(len(vi), generator=gen, device="cpu") * ln).long()
+        xa = torch.stack([frames[v][t] for v, t in zip(vi.tolist(), ta.tolist())])
+        xb = torch.stack([frames[v][t] for v, t in zip(vi.tolist(), tb.tolist())])
+        delta = torch.stack([(times[v][a] - times[v][b]).abs() for v, a, b in
+                             zip(vi.tolist(), ta.tolist(), tb.tolist())]).to(dev) / ell
+        z = encoder.frame_logits(_shift(torch.cat([xa, xb]), cfg.shift, gen).to(dev))
+        d = (z[: len(vi)] - z[len(vi):]).pow(2).sum(-1).add(1e-8).sqrt()
+        dr = direct[vi].to(dev)
+        loss = torch.where(dr, d - delta, F.relu(d - delta)).pow(2).mean()
         opt.zero_grad()
         loss.backward()
         opt.step()
