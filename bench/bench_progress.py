@@ -120,6 +120,7 @@ def parse(argv=None) -> argparse.Namespace:
     p.add_argument("--progress-head", choices=("time_to_go", "distance"), default="time_to_go",
                    help="the progress encoder's model.head: time_to_go (one latent) or distance (a latent whose "
                    "distances are temporal distances)")
+    p.add_argument("--progress-dim", type=int, default=16, help="the distance head's latent width (model.dim)")
     p.add_argument("--reference", choices=("task", "group"), default="task",
                    help="SRPO's reference rule (srpo.reference): task (SRPO's own: a failure against the successes of "
                    "its task, every initial state) or group (this project's option: against the successes of its own "
@@ -171,9 +172,10 @@ def parse(argv=None) -> argparse.Namespace:
     if "libero_spatial_0" in a.tasks and a.groups > 10:
         p.error(f"--groups {a.groups}: libero_spatial_0 has 10 {a.split} states (LIBERO's 50 fixed states: val "
                 "30-39, test 40-49); expected <= 10")
-    if min(a.seeds, a.groups, a.expert_per_task, a.encoder_steps, a.tcn_steps, a.num_frames) < 1 or a.group_size < 2 \
-            or a.play_per_task < 0 or a.policy_per_task < 0:
-        p.error("--seeds, --groups, --expert-per-task, --encoder-steps, --tcn-steps, --num-frames must be >= 1 and "
+    if min(a.seeds, a.groups, a.expert_per_task, a.encoder_steps, a.tcn_steps, a.num_frames, a.progress_dim) < 1 \
+            or a.group_size < 2 or a.play_per_task < 0 or a.policy_per_task < 0:
+        p.error("--seeds, --groups, --expert-per-task, --encoder-steps, --tcn-steps, --num-frames, --progress-dim must "
+                "be >= 1 and "
                 "--group-size >= 2, --play-per-task >= 0")
     if not 16 <= a.progress_frame_size <= 1024 or (a.progress_frame_size != 32 and a.encoders != ["progress"]):
         p.error(f"--progress-frame-size {a.progress_frame_size}: expected a side in [16, 1024] px; a size other than "
@@ -476,7 +478,7 @@ def main(argv=None) -> int:
             if "progress" in a.encoders:
                 torch.manual_seed(seed)
                 pe = ProgressEncoder(ProgressEncoderConfig(image_size=ps, context=a.progress_context,
-                                                           head=a.progress_head))
+                                                           head=a.progress_head, dim=a.progress_dim))
                 play = [e for t in used for e in play_eps[t]]
                 own = [e for t in (TASKS if a.policy_tasks == "all" else used) for e in pol_eps[t]]
                 own += [e for t in used for e in det_eps[t]]

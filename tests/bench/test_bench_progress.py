@@ -41,6 +41,25 @@ def test_progress_bench_small_with_detour_data_and_nothing_held_out(tmp_path, ca
     assert res["args"]["detour_per_task"] == 2 and [r["encoder"] for r in res["rows"]] == ["progress"]
 
 
+def test_progress_bench_small_with_the_distance_head_and_the_group_rule(tmp_path, capsys):
+    """--progress-head distance: the encoder file holds a 16-d distance head (read back by the loader) and SRPO grades
+    every failure with it; --reference group is SRPO's rule the bench applies and prints."""
+    from world_models.progress_encoder import load_progress_encoder
+
+    mod = load_bench("bench_progress")
+    assert mod.main(["--small", "--encoders", "progress,random_conv", "--progress-head", "distance", "--progress-pooling",
+                     "last", "--reference", "group", "--out", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert "SRPO: reference group" in out and "head distance" in out and "SRPO reference group" in out
+    enc = load_progress_encoder(tmp_path / "progress_seed0_without_push.safetensors", "encoder")
+    assert enc.cfg.head == "distance" and enc.dim == 16
+    res = json.loads((tmp_path / "results.json").read_text())
+    assert res["args"]["reference"] == "group" and res["args"]["progress_head"] == "distance"
+    for r in res["rows"]:
+        assert len(r["srpo_progress"]) == r["failures"] > 0
+        assert all(0.0 < p < 1.0 for p in r["srpo_progress"])  # every failure graded against its group's reference
+
+
 def test_progress_bench_small_at_its_own_64_px_view(tmp_path, capsys):
     """--progress-frame-size 64: the encoder is trained and scored on 64-px agentview frames (the env's extra view);
     the policy's failures are the 32-px run's own (same episodes, same simulator progress)."""
@@ -93,7 +112,9 @@ def test_progress_bench_small_on_robosuite_lift(tmp_path, capsys):
                                   ["--policy-failures", "maybe"], ["--detour-steps", "5,1"], ["--detour-steps", "x"],
                                   ["--detour-per-task", "-1"], ["--held-out", "task"],
                                   ["--progress-frame-size", "64"],  # with every encoder: only progress has its view
-                                  ["--progress-frame-size", "8", "--encoders", "progress"]])
+                                  ["--progress-frame-size", "8", "--encoders", "progress"],
+                                  ["--progress-head", "value"], ["--progress-dim", "0"], ["--reference", "nearest"],
+                                  ["--progress-context", "last"]])
 def test_progress_bench_bad_arguments(argv, capsys):
     mod = load_bench("bench_progress")
     with pytest.raises(SystemExit) as e:
