@@ -121,6 +121,8 @@ def parse(argv=None) -> argparse.Namespace:
                    help="the progress encoder's model.head: time_to_go (one latent) or distance (a latent whose "
                    "distances are temporal distances)")
     p.add_argument("--progress-dim", type=int, default=16, help="the distance head's latent width (model.dim)")
+    p.add_argument("--progress-aux-dim", type=int, default=0,
+                   help="the time-to-go head's auxiliary temporal-distance projection (model.aux_dim; 0: none)")
     p.add_argument("--reference", choices=("task", "group"), default="task",
                    help="SRPO's reference rule (srpo.reference): task (SRPO's own: a failure against the successes of "
                    "its task, every initial state) or group (this project's option: against the successes of its own "
@@ -173,9 +175,10 @@ def parse(argv=None) -> argparse.Namespace:
         p.error(f"--groups {a.groups}: libero_spatial_0 has 10 {a.split} states (LIBERO's 50 fixed states: val "
                 "30-39, test 40-49); expected <= 10")
     if min(a.seeds, a.groups, a.expert_per_task, a.encoder_steps, a.tcn_steps, a.num_frames, a.progress_dim) < 1 \
-            or a.group_size < 2 or a.play_per_task < 0 or a.policy_per_task < 0:
+            or a.group_size < 2 or a.play_per_task < 0 or a.policy_per_task < 0 or a.progress_aux_dim < 0 \
+            or (a.progress_aux_dim and a.progress_head != "time_to_go"):
         p.error("--seeds, --groups, --expert-per-task, --encoder-steps, --tcn-steps, --num-frames, --progress-dim must "
-                "be >= 1 and "
+                "be >= 1, --progress-aux-dim >= 0 (with --progress-head time_to_go only) and "
                 "--group-size >= 2, --play-per-task >= 0")
     if not 16 <= a.progress_frame_size <= 1024 or (a.progress_frame_size != 32 and a.encoders != ["progress"]):
         p.error(f"--progress-frame-size {a.progress_frame_size}: expected a side in [16, 1024] px; a size other than "
@@ -426,7 +429,8 @@ def main(argv=None) -> int:
     print(f"DINOv2: {which['dinov2']}; V-JEPA 2: {which['vjepa2']}", flush=True)
     print(f"SRPO: reference {a.reference}, {a.num_frames} frames at {a.frame_size} px, pooling {a.pooling} "
           f"(progress encoder: {a.progress_pooling or a.pooling}, context {a.progress_context}, head "
-          f"{a.progress_head}; its own view: agentview at {ps} px, the policy's cameras at 32 px); "
+          f"{a.progress_head} (aux {a.progress_aux_dim}); its own view: agentview at {ps} px, the policy's cameras "
+          f"at 32 px); "
           f"progress encoder data: {a.expert_per_task} expert + {a.play_per_task} "
           f"play episodes per training task, {a.encoder_steps} steps; the base policy's own rollouts: "
           f"{a.policy_per_task} per task ({a.policy_tasks} tasks), failures {a.policy_failures}; expert after a "
@@ -478,7 +482,8 @@ def main(argv=None) -> int:
             if "progress" in a.encoders:
                 torch.manual_seed(seed)
                 pe = ProgressEncoder(ProgressEncoderConfig(image_size=ps, context=a.progress_context,
-                                                           head=a.progress_head, dim=a.progress_dim))
+                                                           head=a.progress_head, dim=a.progress_dim,
+                                                           aux_dim=a.progress_aux_dim))
                 play = [e for t in used for e in play_eps[t]]
                 own = [e for t in (TASKS if a.policy_tasks == "all" else used) for e in pol_eps[t]]
                 own += [e for t in used for e in det_eps[t]]

@@ -95,6 +95,8 @@ class ProgressEncoderConfig:
         # distance: a latent of width `dim` whose Euclidean distances are temporal distances (steps / the typical
         # success length) between frames (the module docstring's second method)
     dim: int = 16  # latent width of the distance head
+    aux_dim: int = 0  # time_to_go head only: width of an auxiliary temporal-distance projection of the features,
+        # trained beside the time to go (train.distance_weight) to shape them; SRPO never reads it. 0: none
     context: Literal["none", "first"] = "none"  # none: r(o_t) from the frame alone; first: r(o_0, o_t), the episode's
         # first frame as context (PROGRESSOR-style: progress of o_t relative to where the episode started)
 
@@ -105,7 +107,10 @@ class ProgressEncoderConfig:
         require_at_least("model", self, image_size=8, hidden=1)
         if self.head not in ("time_to_go", "distance"):
             raise ValueError(f"model.head={self.head!r}: expected time_to_go or distance")
-        require_at_least("model", self, dim=1)
+        require_at_least("model", self, dim=1, aux_dim=0)
+        if self.aux_dim and self.head != "time_to_go":
+            raise ValueError(f"model.aux_dim={self.aux_dim} with model.head={self.head}: expected 0 (the auxiliary "
+                             "distance projection shapes the time-to-go head's features)")
         if self.head == "distance" and self.context != "none":
             raise ValueError(f"model.context={self.context!r} with model.head=distance: expected none (a distance "
                              "latent reads each frame alone)")
@@ -127,6 +132,8 @@ class ProgressEncoder(nn.Module):
         n_in = 3 * c_in * (3 if self.cfg.context == "first" else 1)  # [f(o_t), f(o_0), f(o_t) - f(o_0)] with context
         self.dim = int(self.cfg.dim) if self.cfg.head == "distance" else 1
         self.head = nn.Sequential(nn.Linear(n_in, self.cfg.hidden), nn.SiLU(), nn.Linear(self.cfg.hidden, self.dim))
+        if self.cfg.aux_dim:  # only then: files without it keep their state dict
+            self.aux = nn.Linear(3 * c_in, int(self.cfg.aux_dim))
 
     def features(self, x: torch.Tensor) -> torch.Tensor:
         """``[N, 3, S, S]`` normalized frames -> ``[N, 3 C]``: the last feature map's mean and spatial-softmax
@@ -138,17 +145,20 @@ class ProgressEncoder(nn.Module):
         xs = torch.linspace(-1, 1, w, device=f.device).repeat(h)
         return torch.cat([f.mean(dim=(2, 3)), (att * xs).sum(-1), (att * ys).sum(-1)], dim=-1)
 
-    def frame_logits(self, x: torch.Tensor, first: torch.Tensor | None = None) -> torch.Tensor:
+    def frame_logits(self, x: torch.Tensor, first: torch.Tensor | None = None, aux: bool = False):
         """``[N, 3, S, S]`` normalized frames (and, with ``context: first``, their episodes' first frames ``first``
-        ``[N, 3, S, S]``) -> ``[N]`` logits of the time to go."""
+        ``[N, 3, S, S]``) -> ``[N]`` logits of the time to go (``[N, dim]`` latents of the distance head); with
+        ``aux``, also the auxiliary distance projection ``[N, aux_dim]`` of the frames' features."""
         feats = self.features(x)
+        z_aux = self.aux(feats) if aux else None
         if self.cfg.context == "first":
             if first is None:
                 raise ValueError("a progress encoder with model.context=first needs each frame's first frame")
             f0 = self.features(first)
             feats = torch.cat([feats, f0, feats - f0], dim=-1)
         out = self.head(feats)
-        return out if self.cfg.head == "distance" else out.squeeze(-1)
+        out = out if self.cfg.head == "distance" else out.squeeze(-1)
+        return (out, z_aux) if aux else out
 
     def prepare(self, frames: torch.Tensor) -> torch.Tensor:
         """``[N, 3, H, W]`` in [0, 1] (or uint8) -> resized to ``image_size``, scaled to [-1, 1]."""
@@ -184,10 +194,11 @@ class ProgressTrainConfig:
     lr: float = 1e-3  # Adam learning rate (cosine to 10 % over the steps)
     rank_weight: float = 0.5  # weight of the pairwise temporal-order term (0: regression only)
     rank_tau: float = 0.05  # temperature of the order term's softplus
+    distance_weight: float = 1.0  # weight of the auxiliary temporal-distance loss (model.aux_dim > 0 only)
     shift: int = 2  # random image shift (pixels, pad + crop) as augmentation; 0: none
 
     def __post_init__(self) -> None:
-        require_at_least("train", self, steps=1, batch_episodes=1, rank_weight=0, shift=0)
+        require_at_least("train", self, steps=1, batch_episodes=1, rank_weight=0, shift=0, distance_weight=0)
         require_positive("train", self, "lr", "rank_tau")
 
 
@@ -237,6 +248,9 @@ def train_progress_encoder(encoder: ProgressEncoder, videos: Sequence[np.ndarray
     losses: list[float] = []
     if encoder.cfg.head == "distance":
         return _train_distance(encoder, frames, tg, is_bound, cfg, gen, opt, sched, log)
+    use_aux = bool(encoder.cfg.aux_dim) and cfg.distance_weight > 0
+    if use_aux:
+        times, direct, ell = _stamps(tg, is_bound)
     encoder.train()
     n = len(frames)
     for step in range(cfg.steps):
@@ -253,7 +267,11 @@ def train_progress_encoder(encoder: ProgressEncoder, videos: Sequence[np.ndarray
         if encoder.cfg.context == "first":  # the episode's first frame, shifted on its own
             x0 = torch.stack([frames[v][0] for v in vi.tolist()])
             x0 = _shift(torch.cat([x0, x0]), cfg.shift, gen).to(dev)
-        r = torch.sigmoid(encoder.frame_logits(x, x0))
+        if use_aux:
+            logits, z = encoder.frame_logits(x, x0, aux=True)
+        else:
+            logits, z = encoder.frame_logits(x, x0), None
+        r = torch.sigmoid(logits)
         y = torch.cat([ya, yb]).to(dev)
         bd = is_bound[vi].repeat(2).to(dev)
         err = torch.where(bd, F.relu(y - r), r - y)  # a lower bound is only violated from below
@@ -264,6 +282,8 @@ def train_progress_encoder(encoder: ProgressEncoder, videos: Sequence[np.ndarray
             m = (order != 0) & ~is_bound[vi].to(dev)
             if m.any():
                 loss = loss + cfg.rank_weight * F.softplus(-(order * (ra - rb))[m] / cfg.rank_tau).mean() * cfg.rank_tau
+        if z is not None:
+            loss = loss + cfg.distance_weight * _distance_loss(z, times, direct, ell, vi, ta, tb, dev)
         opt.zero_grad()
         loss.backward()
         opt.step()
@@ -286,6 +306,28 @@ def frame_times(targets: torch.Tensor) -> tuple[torch.Tensor, bool]:
     return t.clamp(max=float(zero[0, 0])), True
 
 
+def _stamps(tg: list[torch.Tensor], is_bound: torch.Tensor) -> tuple[list[torch.Tensor], torch.Tensor, float]:
+    """Every episode's :func:`frame_times`, whether it is direct (and not a lower-bound episode), and ``L``, the median
+    success length over the direct ones."""
+    stamped = [frame_times(t) for t in tg]
+    times = [s for s, _ in stamped]
+    direct = torch.tensor([d and not bool(b) for (_, d), b in zip(stamped, is_bound.tolist())], device="cpu")
+    if not direct.any():
+        raise ValueError("a temporal-distance loss needs successful episodes (their time stamps set the scale)")
+    return times, direct, float(np.median([float(s[-1]) for s, d in zip(times, direct.tolist()) if d]))
+
+
+def _distance_loss(z: torch.Tensor, times: list[torch.Tensor], direct: torch.Tensor, ell: float, vi: torch.Tensor,
+                   ta: torch.Tensor, tb: torch.Tensor, dev) -> torch.Tensor:
+    """The temporal-distance loss of the module docstring on latents ``z`` ``[2N, D]`` of frames ``ta`` then ``tb``
+    of episodes ``vi`` ``[N]``: equality on direct episodes, an upper bound on the others."""
+    n = len(vi)
+    delta = torch.stack([(times[v][a] - times[v][b]).abs() for v, a, b in
+                         zip(vi.tolist(), ta.tolist(), tb.tolist())]).to(dev) / ell
+    d = (z[:n] - z[n:]).pow(2).sum(-1).add(1e-8).sqrt()
+    return torch.where(direct[vi].to(dev), d - delta, F.relu(d - delta)).pow(2).mean()
+
+
 def _train_distance(encoder: ProgressEncoder, frames: list[torch.Tensor], tg: list[torch.Tensor],
                     is_bound: torch.Tensor, cfg: ProgressTrainConfig, gen: torch.Generator, opt, sched, log
                     ) -> list[float]:
@@ -295,12 +337,7 @@ def _train_distance(encoder: ProgressEncoder, frames: list[torch.Tensor], tg: li
     (play, failures) only the upper bound ``relu(||z_a - z_b|| - delta)^2`` (the states were at most that far
     apart)."""
     dev = module_device(encoder)
-    stamped = [frame_times(t) for t in tg]
-    times = [s for s, _ in stamped]
-    direct = torch.tensor([d and not bool(b) for (_, d), b in zip(stamped, is_bound.tolist())], device="cpu")
-    if not direct.any():
-        raise ValueError("the distance head needs successful episodes (their time stamps set the scale)")
-    ell = float(np.median([float(s[-1]) for s, d in zip(times, direct.tolist()) if d]))
+    times, direct, ell = _stamps(tg, is_bound)
     lengths = torch.tensor([len(t) for t in tg], device="cpu")
     losses: list[float] = []
     encoder.train()
@@ -312,12 +349,8 @@ def _train_distance(encoder: ProgressEncoder, frames: list[torch.Tensor], tg: li
         tb = (torch.rand(len(vi), generator=gen, device="cpu") * ln).long()
         xa = torch.stack([frames[v][t] for v, t in zip(vi.tolist(), ta.tolist())])
         xb = torch.stack([frames[v][t] for v, t in zip(vi.tolist(), tb.tolist())])
-        delta = torch.stack([(times[v][a] - times[v][b]).abs() for v, a, b in
-                             zip(vi.tolist(), ta.tolist(), tb.tolist())]).to(dev) / ell
         z = encoder.frame_logits(_shift(torch.cat([xa, xb]), cfg.shift, gen).to(dev))
-        d = (z[: len(vi)] - z[len(vi):]).pow(2).sum(-1).add(1e-8).sqrt()
-        dr = direct[vi].to(dev)
-        loss = torch.where(dr, d - delta, F.relu(d - delta)).pow(2).mean()
+        loss = _distance_loss(z, times, direct, ell, vi, ta, tb, dev)
         opt.zero_grad()
         loss.backward()
         opt.step()
