@@ -113,9 +113,31 @@ def test_distance_head_learns_temporal_distances_on_held_out_episodes():
 def test_progress_model_config_refuses_bad_heads():
     for kw, msg in (({"head": "value"}, "model.head='value'"), ({"dim": 0}, "model.dim"),
                     ({"head": "distance", "context": "first"}, "model.context='first' with model.head=distance"),
-                    ({"context": "last"}, "model.context='last'")):
+                    ({"context": "last"}, "model.context='last'"), ({"aux_dim": -1}, "model.aux_dim"),
+                    ({"head": "distance", "aux_dim": 4}, "model.aux_dim=4 with model.head=distance")):
         with pytest.raises(ValueError, match=msg):
             ProgressEncoderConfig(**kw)
+
+
+def test_auxiliary_distance_projection_trains_and_round_trips(tmp_path):
+    """model.aux_dim: the time-to-go head's features also fit temporal distances (train.distance_weight); the file
+    holds the projection, the loader rebuilds it, SRPO still reads one latent; weight 0 leaves it untrained."""
+    train = record_expert_episodes("tabletop/reach_one", 4, 900_000, max_steps=30)
+    videos, targets = [f for f, _ in train], [time_to_go(s) for _, s in train]
+    cfg = ProgressEncoderConfig(channels=[8, 16, 16], hidden=16, aux_dim=4)
+    torch.manual_seed(0)
+    enc = ProgressEncoder(cfg)
+    w0 = enc.aux.weight.detach().clone()
+    train_progress_encoder(enc, videos, targets, ProgressTrainConfig(steps=3, batch_episodes=4, distance_weight=0.0))
+    assert torch.equal(enc.aux.weight, w0)  # weight 0: the projection gets no gradient
+    losses = train_progress_encoder(enc, videos, targets, ProgressTrainConfig(steps=3, batch_episodes=4))
+    assert not torch.equal(enc.aux.weight, w0) and all(np.isfinite(losses))
+    back = load_progress_encoder(save_progress_encoder(enc, tmp_path / "aux.safetensors", {"tasks": []}))
+    assert back.cfg.aux_dim == 4 and torch.equal(back.aux.weight, enc.aux.weight)
+    video = torch.rand(2, 3, 3, 32, 32)
+    assert back.encode_frames(video).shape == (2, 3, 1)
+    torch.testing.assert_close(back.encode_frames(video), enc.encode_frames(video))
+    assert "aux.weight" not in ProgressEncoder().state_dict()  # files without it keep their tensors
 
 
 def test_fit_encoder_command_builds_a_file_srpo_loads(tmp_path, capsys):
