@@ -47,8 +47,8 @@ def test_progress_bench_small_with_the_distance_head_and_the_group_rule(tmp_path
     from world_models.progress_encoder import load_progress_encoder
 
     mod = load_bench("bench_progress")
-    assert mod.main(["--small", "--encoders", "progress,random_conv", "--progress-head", "distance", "--progress-pooling",
-                     "last", "--reference", "group", "--out", str(tmp_path)]) == 0
+    assert mod.main(["--small", "--encoders", "progress,random_conv", "--progress-head", "distance",
+                     "--progress-pooling", "last", "--reference", "group", "--out", str(tmp_path)]) == 0
     out = capsys.readouterr().out
     assert "SRPO: reference group" in out and "head distance" in out and "SRPO reference group" in out
     enc = load_progress_encoder(tmp_path / "progress_seed0_without_push.safetensors", "encoder")
