@@ -284,15 +284,20 @@ def train_progress_encoder(encoder: ProgressEncoder, videos: Sequence[np.ndarray
                 loss = loss + cfg.rank_weight * F.softplus(-(order * (ra - rb))[m] / cfg.rank_tau).mean() * cfg.rank_tau
         if z is not None:
             loss = loss + cfg.distance_weight * _distance_loss(z, times, direct, ell, vi, ta, tb, dev)
-        opt.zero_grad()
-        loss.backward()
-        opt.step()
-        sched.step()
-        losses.append(float(loss.detach()))
-        if log is not None and (step + 1) % max(1, cfg.steps // 10) == 0:
-            log(f"step {step + 1}/{cfg.steps}: loss {np.mean(losses[-max(1, cfg.steps // 10):]):.4f}")
+        _optimizer_step(loss, opt, sched, losses, step, cfg.steps, log)
     encoder.eval()
     return losses
+
+
+def _optimizer_step(loss: torch.Tensor, opt, sched, losses: list[float], step: int, steps: int, log) -> None:
+    """One Adam step on ``loss``, the schedule advanced, the loss recorded and logged every tenth of the run."""
+    opt.zero_grad()
+    loss.backward()
+    opt.step()
+    sched.step()
+    losses.append(float(loss.detach()))
+    if log is not None and (step + 1) % max(1, steps // 10) == 0:
+        log(f"step {step + 1}/{steps}: loss {np.mean(losses[-max(1, steps // 10):]):.4f}")
 
 
 def frame_times(targets: torch.Tensor) -> tuple[torch.Tensor, bool]:
@@ -350,14 +355,8 @@ def _train_distance(encoder: ProgressEncoder, frames: list[torch.Tensor], tg: li
         xa = torch.stack([frames[v][t] for v, t in zip(vi.tolist(), ta.tolist())])
         xb = torch.stack([frames[v][t] for v, t in zip(vi.tolist(), tb.tolist())])
         z = encoder.frame_logits(_shift(torch.cat([xa, xb]), cfg.shift, gen).to(dev))
-        loss = _distance_loss(z, times, direct, ell, vi, ta, tb, dev)
-        opt.zero_grad()
-        loss.backward()
-        opt.step()
-        sched.step()
-        losses.append(float(loss.detach()))
-        if log is not None and (step + 1) % max(1, cfg.steps // 10) == 0:
-            log(f"step {step + 1}/{cfg.steps}: loss {np.mean(losses[-max(1, cfg.steps // 10):]):.4f}")
+        _optimizer_step(_distance_loss(z, times, direct, ell, vi, ta, tb, dev), opt, sched, losses, step, cfg.steps,
+                        log)
     encoder.eval()
     return losses
 
