@@ -558,10 +558,12 @@ def _ms(x: list[float]) -> str:
 
 
 def summarize(rows: list[dict], a, seeds: int) -> dict:
-    """Per encoder: per task (within task, within group) and all failures pooled, each as a list over seeds."""
+    """Per encoder: per task (within task, within group), all failures pooled, and the mean within-group Spearman over
+    every scored group of every task (``all_groups``: the order GRPO's group-relative advantages are built from),
+    each as a list over seeds."""
     out: dict = {}
     for name in a.encoders:
-        e = {"tasks": {}, "all": []}
+        e = {"tasks": {}, "all": [], "all_groups": []}
         for task in a.tasks:
             rs = [r for r in rows if r["encoder"] == name and r["task"] == task]
             e["tasks"][task] = {"within_task": [r["within_task"] for r in rs],
@@ -570,17 +572,21 @@ def summarize(rows: list[dict], a, seeds: int) -> dict:
             rs = [r for r in rows if r["encoder"] == name and r["seed"] == seed]
             e["all"].append(spearman(sum((r["srpo_progress"] for r in rs), []),
                                      sum((r["sim_progress"] for r in rs), [])))
+            n = sum(r["groups_scored"] for r in rs)  # each row's within_group is the mean over its scored groups
+            e["all_groups"].append(sum(r["within_group"] * r["groups_scored"] for r in rs if r["groups_scored"]) / n
+                                   if n else float("nan"))
         out[name] = e
     return out
 
 
 def table(summary: dict, a) -> str:
-    head = "| encoder | " + " | ".join(f"{t} (task / group)" for t in a.tasks) + " | all failures |"
+    head = ("| encoder | " + " | ".join(f"{t} (task / group)" for t in a.tasks)
+            + " | all failures | within group, all groups |")
     lines = [f"Spearman(SRPO progress, simulator progress) over failures, {a.split} states, SRPO reference "
-             f"{a.reference}, mean +- SE over {a.seeds} seed(s)", head, "|" + "---|" * (len(a.tasks) + 2)]
+             f"{a.reference}, mean +- SE over {a.seeds} seed(s)", head, "|" + "---|" * (len(a.tasks) + 3)]
     for name, e in summary.items():
         cells = [f"{_ms(e['tasks'][t]['within_task'])} / {_ms(e['tasks'][t]['within_group'])}" for t in a.tasks]
-        lines.append(f"| {name} | " + " | ".join(cells) + f" | {_ms(e['all'])} |")
+        lines.append(f"| {name} | " + " | ".join(cells) + f" | {_ms(e['all'])} | {_ms(e['all_groups'])} |")
     return "\n".join(lines)
 
 

@@ -17,8 +17,11 @@ def test_progress_bench_small(tmp_path, capsys):
     assert "DINOv2: tiny random weights of the real architecture (not pretrained)" in out
     rows = markdown_table(out, "| encoder |")
     assert [r[0] for r in rows] == list(mod.ENCODERS)
-    assert all(len(r) == 1 + 1 + 1 for r in rows)  # encoder, one task, all failures
+    assert all(len(r) == 1 + 1 + 2 for r in rows)  # encoder, one task, all failures, within group over all groups
     res = json.loads((tmp_path / "results.json").read_text())
+    for name, e in res["summary"].items():  # the pooled within-group mean is the groups' mean (one task here)
+        wg = [r["within_group"] for r in res["rows"] if r["encoder"] == name]
+        assert e["all_groups"] == pytest.approx(wg, nan_ok=True)
     assert {r["encoder"] for r in res["rows"]} == set(mod.ENCODERS)
     for r in res["rows"]:
         assert len(r["srpo_progress"]) == len(r["sim_progress"]) == r["failures"] > 0
