@@ -252,14 +252,8 @@ def train_progress_encoder(encoder: ProgressEncoder, videos: Sequence[np.ndarray
     if use_aux:
         times, direct, ell = _stamps(tg, is_bound)
     encoder.train()
-    n = len(frames)
     for step in range(cfg.steps):
-        vi = torch.randint(n, (cfg.batch_episodes,), generator=gen, device="cpu")
-        ln = lengths[vi].float()
-        ta = (torch.rand(len(vi), generator=gen, device="cpu") * ln).long()
-        tb = (torch.rand(len(vi), generator=gen, device="cpu") * ln).long()
-        xa = torch.stack([frames[v][t] for v, t in zip(vi.tolist(), ta.tolist())])
-        xb = torch.stack([frames[v][t] for v, t in zip(vi.tolist(), tb.tolist())])
+        vi, ta, tb, xa, xb = _sample_pairs(frames, lengths, cfg.batch_episodes, gen)
         ya = torch.stack([tg[v][t] for v, t in zip(vi.tolist(), ta.tolist())])
         yb = torch.stack([tg[v][t] for v, t in zip(vi.tolist(), tb.tolist())])
         x = _shift(torch.cat([xa, xb]), cfg.shift, gen).to(dev)
@@ -287,6 +281,18 @@ def train_progress_encoder(encoder: ProgressEncoder, videos: Sequence[np.ndarray
         _optimizer_step(loss, opt, sched, losses, step, cfg.steps, log)
     encoder.eval()
     return losses
+
+
+def _sample_pairs(frames: list[torch.Tensor], lengths: torch.Tensor, batch: int, gen: torch.Generator):
+    """``batch`` episodes drawn with replacement and two frames of each: ``(vi [B], ta [B], tb [B], xa [B, 3, S, S],
+    xb [B, 3, S, S])``."""
+    vi = torch.randint(len(frames), (batch,), generator=gen, device="cpu")
+    ln = lengths[vi].float()
+    ta = (torch.rand(len(vi), generator=gen, device="cpu") * ln).long()
+    tb = (torch.rand(len(vi), generator=gen, device="cpu") * ln).long()
+    xa = torch.stack([frames[v][t] for v, t in zip(vi.tolist(), ta.tolist())])
+    xb = torch.stack([frames[v][t] for v, t in zip(vi.tolist(), tb.tolist())])
+    return vi, ta, tb, xa, xb
 
 
 def _optimizer_step(loss: torch.Tensor, opt, sched, losses: list[float], step: int, steps: int, log) -> None:
@@ -346,14 +352,8 @@ def _train_distance(encoder: ProgressEncoder, frames: list[torch.Tensor], tg: li
     lengths = torch.tensor([len(t) for t in tg], device="cpu")
     losses: list[float] = []
     encoder.train()
-    n = len(frames)
     for step in range(cfg.steps):
-        vi = torch.randint(n, (cfg.batch_episodes,), generator=gen, device="cpu")
-        ln = lengths[vi].float()
-        ta = (torch.rand(len(vi), generator=gen, device="cpu") * ln).long()
-        tb = (torch.rand(len(vi), generator=gen, device="cpu") * ln).long()
-        xa = torch.stack([frames[v][t] for v, t in zip(vi.tolist(), ta.tolist())])
-        xb = torch.stack([frames[v][t] for v, t in zip(vi.tolist(), tb.tolist())])
+        vi, ta, tb, xa, xb = _sample_pairs(frames, lengths, cfg.batch_episodes, gen)
         z = encoder.frame_logits(_shift(torch.cat([xa, xb]), cfg.shift, gen).to(dev))
         _optimizer_step(_distance_loss(z, times, direct, ell, vi, ta, tb, dev), opt, sched, losses, step, cfg.steps,
                         log)
