@@ -245,9 +245,9 @@ def train_progress_encoder(encoder: ProgressEncoder, videos: Sequence[np.ndarray
     torch.manual_seed(seed)
     opt = torch.optim.Adam(encoder.parameters(), lr=cfg.lr)
     sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda k: 0.1 + 0.9 * 0.5 * (1 + np.cos(np.pi * k / cfg.steps)))
-    losses: list[float] = []
     if encoder.cfg.head == "distance":
-        return _train_distance(encoder, frames, tg, is_bound, cfg, gen, opt, sched, log)
+        return _train_distance(encoder, frames, lengths, tg, is_bound, cfg, gen, opt, sched, log)
+    losses: list[float] = []
     use_aux = bool(encoder.cfg.aux_dim) and cfg.distance_weight > 0
     if use_aux:
         times, direct, ell = _stamps(tg, is_bound)
@@ -339,9 +339,9 @@ def _distance_loss(z: torch.Tensor, times: list[torch.Tensor], direct: torch.Ten
     return torch.where(direct[vi].to(dev), d - delta, F.relu(d - delta)).pow(2).mean()
 
 
-def _train_distance(encoder: ProgressEncoder, frames: list[torch.Tensor], tg: list[torch.Tensor],
-                    is_bound: torch.Tensor, cfg: ProgressTrainConfig, gen: torch.Generator, opt, sched, log
-                    ) -> list[float]:
+def _train_distance(encoder: ProgressEncoder, frames: list[torch.Tensor], lengths: torch.Tensor,
+                    tg: list[torch.Tensor], is_bound: torch.Tensor, cfg: ProgressTrainConfig, gen: torch.Generator,
+                    opt, sched, log) -> list[float]:
     """The distance head's fit (module docstring): two frames ``a, b`` of one episode, target distance
     ``delta = |tau_a - tau_b| / L`` (:func:`frame_times`, ``L`` the median success length over the direct
     episodes); on a direct episode (the expert's path: near shortest) ``(||z_a - z_b|| - delta)^2``, on any other
@@ -349,7 +349,6 @@ def _train_distance(encoder: ProgressEncoder, frames: list[torch.Tensor], tg: li
     apart)."""
     dev = module_device(encoder)
     times, direct, ell = _stamps(tg, is_bound)
-    lengths = torch.tensor([len(t) for t in tg], device="cpu")
     losses: list[float] = []
     encoder.train()
     for step in range(cfg.steps):
