@@ -197,6 +197,7 @@ class DiffusionGRPOTrainer(TrainerBase):
         LoRA-disabled reference, one guarded step per chunk of records (``train.updates_per_iter`` per epoch); the
         loss is the mean over the chunk's (row, step) pairs on every rank (:class:`grpo.minibatch.Minibatches`)."""
         g, cond = self.cfg.grpo, self.adapter.encode_prompts(prompts)
+        adv_rows = adv_rows.to(self.adapter.device)  # the credit is computed on the CPU (from the gathered rewards)
         chunks = record_chunks(ro, keep_rows, steps, self.cfg.train.updates_per_iter)
         if not chunks:
             return {"backward": 0, "nfe_train": 0}

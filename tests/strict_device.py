@@ -11,9 +11,31 @@ failure a CUDA run would hit. Build the models outside the block; run the code u
 from contextlib import contextmanager
 
 import torch
+from torch.optim.optimizer import register_optimizer_step_post_hook, register_optimizer_step_pre_hook
 
 
 @contextmanager
 def strict_device():
-    with torch.device("meta"):
+    """Inside the block, a tensor made without ``device=`` lands on ``meta``; except inside ``optimizer.step()``,
+    where it lands on the CPU, as it does on a GPU run: torch < 2.13's Adam makes its ``step`` counter with
+    ``torch.tensor(0.0)`` (the CPU on purpose: its "special device hosting for step"), 2.13 says ``device="cpu"``."""
+    inner: list = []
+
+    def cpu_during_step(*_):
+        inner.append(torch.device("cpu"))
+        inner[-1].__enter__()
+
+    def end_of_step(*_):
+        inner.pop().__exit__(None, None, None)
+
+    meta = torch.device("meta")
+    meta.__enter__()
+    hooks = [register_optimizer_step_pre_hook(cpu_during_step), register_optimizer_step_post_hook(end_of_step)]
+    try:
         yield
+    finally:
+        for h in hooks:
+            h.remove()
+        while inner:  # a step that raised left its CPU context open
+            inner.pop().__exit__(None, None, None)
+        meta.__exit__(None, None, None)
