@@ -2,6 +2,11 @@
 
 * ``sdpa``: PyTorch's ``F.scaled_dot_product_attention``, what diffusers' processors call by default; on CUDA with
   bf16/fp16 PyTorch itself dispatches it to its FlashAttention-2 or memory-efficient kernel, on CPU to the math one.
+  On a CUDA model, PyTorch's cuDNN attention kernel is switched off (``torch.backends.cuda.enable_cudnn_sdp(False)``,
+  a process-wide switch): on an H100 (torch 2.11.0+cu130, which prefers cuDNN's kernel on Hopper) its backward failed
+  on FLUX.1-dev's training shapes (``mha_graph.execute(...).is_good()``, then an illegal memory access), and the same
+  iteration ran with it off (docs/RESULTS.md, "GPU node without internet"). A user who wants it back calls
+  ``torch.backends.cuda.enable_cudnn_sdp(True)`` after the model is built.
 * ``xformers``: xformers' ``memory_efficient_attention`` (Rabe & Staats 2021 / Dao et al. 2022 style tiling).
   FLUX and Wan: diffusers' attention backend ``"xformers"`` (``model.set_attention_backend``, dispatched per call in
   ``diffusers.models.attention_dispatch``); SD3: its joint-attention processor ``XFormersJointAttnProcessor``
@@ -51,6 +56,9 @@ def set_attention(transformer, name: str, kind: str, device: torch.device) -> st
     """Switch ``transformer``'s attention to ``name``; returns a short description of what runs."""
     check_attention(name, kind, device)
     if name == "sdpa":
+        if torch.device(device).type == "cuda":
+            torch.backends.cuda.enable_cudnn_sdp(False)  # its backward failed on FLUX shapes (module docstring)
+            return "torch scaled_dot_product_attention (flash / memory-efficient; cuDNN's kernel off)"
         return "torch scaled_dot_product_attention"
     if kind == "sd3":  # xformers (flash was refused above)
         transformer.enable_xformers_memory_efficient_attention()

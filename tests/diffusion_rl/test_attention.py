@@ -21,6 +21,20 @@ def test_sdpa_default_runs(kind):
     assert torch.isfinite(ad.velocity(x, torch.tensor([0.5]), ad.encode_prompts(["a cat"]))).all()
 
 
+def test_sdpa_on_cuda_switches_cudnn_attention_off():
+    """On a CUDA model, SDPA runs without cuDNN's attention kernel (its backward failed on FLUX.1-dev's training
+    shapes on an H100); on the CPU the switch is left as it is. The switch itself needs no GPU."""
+    before = torch.backends.cuda.cudnn_sdp_enabled()
+    try:
+        torch.backends.cuda.enable_cudnn_sdp(True)
+        assert attention.set_attention(None, "sdpa", "sd3", torch.device("cpu")) == "torch scaled_dot_product_attention"
+        assert torch.backends.cuda.cudnn_sdp_enabled()
+        desc = attention.set_attention(None, "sdpa", "flux", torch.device("cuda"))
+        assert "cuDNN's kernel off" in desc and not torch.backends.cuda.cudnn_sdp_enabled()
+    finally:
+        torch.backends.cuda.enable_cudnn_sdp(before)
+
+
 @pytest.mark.parametrize("kind", ["flux", "wan"])
 def test_a_dispatch_backend_that_exists_is_selected(kind):
     """FLUX and Wan switch kernels through diffusers' attention dispatch (``set_attention_backend``, the call
