@@ -75,6 +75,9 @@ class Ctx:
     work: Path  # scratch: run dirs of the trainers
     steps: int | None  # sampler steps (None: the recipe's)
     plan: bool = True  # trace diffusion_rl.plan's prediction beside each measurement
+    done: list = dataclasses.field(default_factory=list)  # the rows of the finished stages
+    t0: float = dataclasses.field(default_factory=time.perf_counter)  # when the check started
+    env: dict = dataclasses.field(default_factory=dict)  # device, torch, CUDA and Python versions
 
     @property
     def cuda(self) -> bool:
@@ -265,9 +268,14 @@ def timed_step(ctx: Ctx, trainer) -> tuple[dict, float, float | None]:
 
 
 def _free(ctx: Ctx) -> None:
+    """Release what the last stage held. After a CUDA fault (an illegal memory access) the context is broken and this
+    raises too: printed, not raised, so that the failure stays the stage's row and the report is still written."""
     gc.collect()
     if ctx.cuda:
-        torch.cuda.empty_cache()
+        try:
+            torch.cuda.empty_cache()
+        except Exception:  # noqa: BLE001
+            traceback.print_exc()
 
 
 def stage_diffusion(ctx: Ctx, arch_name: str = "sd3.5-medium") -> tuple[list[dict], object | None]:
@@ -322,6 +330,7 @@ def stage_diffusion(ctx: Ctx, arch_name: str = "sd3.5-medium") -> tuple[list[dic
             traceback.print_exc()
         _free(ctx)
         print(f"{name}: {rows[-1]['status']} {rows[-1].get('seconds', 0):.1f}s", flush=True)
+        write_report(ctx, rows)  # a run cut short (a time limit, a CUDA fault) keeps what it measured
     return rows, adapter
 
 
@@ -452,11 +461,29 @@ def _fmt(v, digits: int = 2) -> str:
     return str(v)
 
 
+def write_report(ctx: Ctx, running: list[dict] = (), complete: bool = False) -> dict:
+    """Write ``gpu_check.json`` and ``gpu_check.md`` (each replaced atomically) with the finished stages' rows and
+    ``running``, the rows so far of the stage in progress; called after every stage and every diffusion strategy, so
+    that a run stopped early (a time limit, a CUDA fault that ends the process) leaves what it measured."""
+    report = {"dry": ctx.dry, "env": ctx.env, "seconds": time.perf_counter() - ctx.t0, "complete": complete,
+              "rows": [*ctx.done, *running]}
+    ctx.out.mkdir(parents=True, exist_ok=True)
+    texts = {"gpu_check.json": json.dumps(report, indent=1, default=str), "gpu_check.md": markdown(report)}
+    for name, text in texts.items():
+        tmp = ctx.out / f".{name}.tmp"
+        tmp.write_text(text)
+        os.replace(tmp, ctx.out / name)
+    return report
+
+
 def markdown(report: dict) -> str:
     env = report["env"]
     L = [f"# GPU check ({'DRY RUN on the CPU, tiny sizes' if report['dry'] else 'full size'})", "",
          f"device: {env['device']}; torch {env['torch']} (CUDA {env['cuda']}); python {env['python']}; "
-         f"{report['seconds']:.0f} s in all", "",
+         f"{report['seconds']:.0f} s in all", ""]
+    if not report.get("complete", True):
+        L += ["**Incomplete**: the run stopped before its last stage; these are the rows it finished.", ""]
+    L += [
          "| stage | status | measured | predicted (--plan, 1 GPU, DDP) | notes |", "|---|---|---|---|---|"]
     for r in report["rows"]:
         s = r["stage"]
@@ -516,41 +543,40 @@ def main(argv: list[str] | None = None) -> int:
         fail("no CUDA device (torch.cuda.is_available() is False): run on a GPU node, or pass --dry for the CPU "
              "dry mode")
     device = torch.device("cpu" if dry else "cuda")
-    t0 = time.perf_counter()
-    with tempfile.TemporaryDirectory(prefix="gpu_check_") as work:
-        ctx = Ctx(dry, device, out, Path(work), args.steps, plan=not args.no_plan)
-        rows: list[dict] = []
-        adapter = None
-        if "cuda_tests" in stages:
-            rows += stage_cuda_tests(ctx)
-        if "diffusion" in stages or "fp8" in stages:
-            try:
-                r, adapter = stage_diffusion(ctx) if "diffusion" in stages else ([], _adapter_only(ctx))
-                rows += r
-            except Exception as e:  # noqa: BLE001
-                traceback.print_exc()
-                rows.append(row("diffusion", "failed", _one_line(e)))
-        if "fp8" in stages:
-            try:
-                rows += stage_fp8(ctx, adapter)
-            except Exception as e:  # noqa: BLE001
-                traceback.print_exc()
-                rows.append(row("fp8", "failed", _one_line(e)))
-        del adapter
-        _free(ctx)
-        if args.flux:
-            rows += stage_flux(ctx)
-        if "smolvla" in stages:
-            rows += stage_smolvla(ctx)
     env = {"device": torch.cuda.get_device_name() if not dry else f"cpu ({platform.processor() or platform.machine()})",
            "torch": torch.__version__, "cuda": torch.version.cuda, "python": platform.python_version()}
-    report = {"dry": dry, "env": env, "seconds": time.perf_counter() - t0, "rows": rows}
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "gpu_check.json").write_text(json.dumps(report, indent=1, default=str))
-    md = markdown(report)
-    (out / "gpu_check.md").write_text(md)
-    print(md)
-    return 1 if any(r["status"] == "failed" for r in rows) else 0
+    with tempfile.TemporaryDirectory(prefix="gpu_check_") as work:
+        ctx = Ctx(dry, device, out, Path(work), args.steps, plan=not args.no_plan, env=env)
+        adapter = None
+
+        def stage(name: str, fn) -> None:  # one stage's rows, or one failed row; then the report so far
+            try:
+                ctx.done.extend(fn())
+            except Exception as e:  # noqa: BLE001 - one stage failing is a row, the others still run
+                traceback.print_exc()
+                ctx.done.append(row(name, "failed", _one_line(e)))
+            write_report(ctx)
+
+        def diffusion() -> list[dict]:
+            nonlocal adapter
+            r, adapter = stage_diffusion(ctx) if "diffusion" in stages else ([], _adapter_only(ctx))
+            return r
+
+        if "cuda_tests" in stages:
+            stage("cuda_tests", lambda: stage_cuda_tests(ctx))
+        if "diffusion" in stages or "fp8" in stages:
+            stage("diffusion", diffusion)
+        if "fp8" in stages:
+            stage("fp8", lambda: stage_fp8(ctx, adapter))
+        adapter = None  # the SD3.5 model goes before FLUX is built
+        _free(ctx)
+        if args.flux:
+            stage("diffusion/flux.1-dev", lambda: stage_flux(ctx))
+        if "smolvla" in stages:
+            stage("smolvla", lambda: stage_smolvla(ctx))
+    report = write_report(ctx, complete=True)
+    print(markdown(report))
+    return 1 if any(r["status"] == "failed" for r in report["rows"]) else 0
 
 
 def _import_torch() -> None:

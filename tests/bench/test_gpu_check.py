@@ -106,3 +106,36 @@ def test_the_full_size_iterations_load_for_every_strategy_and_model(tmp_path):
         assert all(c.model.kind == {"sd3.5-medium": "sd3", "flux.1-dev": "flux"}[arch] for c in cfgs.values())
         assert cfgs["pool"].pool.quant.format == "fp8" and cfgs["pool"].pool.pool_size == 16
         assert cfgs["tree"].branch.make_tree(20).num_leaves == 16
+
+
+def test_a_run_stopped_midway_keeps_the_rows_it_finished(tmp_path, monkeypatch):
+    """The report is written after every diffusion strategy and every stage: a run cut short (a time limit, a CUDA
+    fault that ends the process; here an interrupt in the second strategy's iteration) leaves the finished rows,
+    marked incomplete. On the first H100 run, FLUX's measured rows were lost that way."""
+    import pytest
+
+    gc = load_bench("gpu_check")
+    real, calls = gc.timed_step, []
+
+    def stop_on_second(ctx, trainer):
+        calls.append(1)
+        if len(calls) == 2:
+            raise KeyboardInterrupt
+        return real(ctx, trainer)
+
+    monkeypatch.setattr(gc, "timed_step", stop_on_second)
+    monkeypatch.setenv("OMP_NUM_THREADS", "1")
+    out = tmp_path / "out"
+    with pytest.raises(KeyboardInterrupt):
+        gc.main(["--dry", "--no-plan", "--stages", "diffusion,fp8", "--out", str(out)])
+    rep = json.loads((out / "gpu_check.json").read_text())
+    assert rep["complete"] is False and [r["stage"] for r in rep["rows"]] == ["diffusion/sd3.5-medium/flat"]
+    assert rep["rows"][0]["status"] == "ok" and rep["rows"][0]["seconds"] > 0
+    assert "Incomplete" in (out / "gpu_check.md").read_text()
+    assert sorted(p.name for p in out.iterdir()) == ["gpu_check.json", "gpu_check.md"]  # no temp file left
+    # a finished run says it is complete
+    monkeypatch.setattr(gc, "timed_step", real)
+    assert gc.main(["--dry", "--no-plan", "--stages", "fp8", "--out", str(out)]) == 0
+    rep = json.loads((out / "gpu_check.json").read_text())
+    assert rep["complete"] is True and [r["stage"] for r in rep["rows"]] == ["fp8/emulated", "fp8/real"]
+    assert "Incomplete" not in (out / "gpu_check.md").read_text()
