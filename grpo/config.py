@@ -270,6 +270,7 @@ def load_config(cls: type[T], path: str | Path | None = None, overrides: list[st
         data = merge_dicts(data, parse_overrides(overrides))
         source = f"{source} + overrides"
     cfg = build_config(cls, data, "", source)
+    expand_home(cfg, source)
     check_run_keys(cfg, source)
     check_inactive_keys(cfg, given_keys(cls, data), source)
     return cfg
@@ -288,6 +289,20 @@ def check_seed(cfg: Any, source: str = "config") -> None:
         raise ConfigError(f"{source}: config key 'seed' must be <= 2**32 - 1 = {MAX_SEED}, got {seed}")
 
 
+def expand_home(cfg: Any, source: str = "config") -> None:
+    """Where a job writes (top-level ``output_dir`` / ``output``): ``"~/runs/x"`` becomes the home's path when the
+    config is built, so that the checks and the job read the same directory (before, it was checked under the home,
+    then written to a directory named ``~`` in the working directory). ``~user`` of no such user is refused."""
+    for key in ("output_dir", "output"):
+        v = getattr(cfg, key, None)
+        if isinstance(v, str) and v.startswith("~"):
+            try:
+                setattr(cfg, key, str(Path(v).expanduser()))
+            except RuntimeError:  # ~user of no such user
+                raise ConfigError(f"{source}: config key '{key}'={v!r}: no home directory for "
+                                  f"{v.split('/', 1)[0]!r}; expected a path") from None
+
+
 def check_run_keys(cfg: Any, source: str = "config") -> None:
     """The keys every job's top level shares: ``seed`` must be in [0, 2**32 - 1] (numpy's generators refuse a
     negative one and torch's a seed of 2**64 or more, so a run would fail late; the noise keys use the low 32 bits,
@@ -297,15 +312,6 @@ def check_run_keys(cfg: Any, source: str = "config") -> None:
     out = getattr(cfg, "output_dir", None)
     if isinstance(out, str) and not out.strip():
         raise ConfigError(f"{source}: config key 'output_dir' must name a directory, got {out!r}")
-    for key in ("output_dir", "output"):  # where a job writes: "~/runs/x" is the home's, as the checks read it (was:
-        # checked under the home, then written to a directory named "~" in the working directory)
-        v = getattr(cfg, key, None)
-        if isinstance(v, str) and v.startswith("~"):
-            try:
-                setattr(cfg, key, str(Path(v).expanduser()))
-            except RuntimeError:  # ~user of no such user
-                raise ConfigError(f"{source}: config key '{key}'={v!r}: no home directory for "
-                                  f"{v.split('/', 1)[0]!r}; expected a path") from None
     from .trackers import LogConfig, missing_packages
 
     for key, log in _sections(cfg, LogConfig):  # a tracker whose package is missing: refused before anything is written
