@@ -533,7 +533,8 @@ def main(argv=None) -> int:
                              "within_task": spearman(p[fail], prog[fail]),
                              "within_group": float(np.mean(within)) if within else float("nan"),
                              "groups_scored": len(within),
-                             "srpo_progress": p[fail].tolist(), "sim_progress": prog[fail].tolist()})
+                             "srpo_progress": p[fail].tolist(), "sim_progress": prog[fail].tolist(),
+                             "groups": groups[fail].tolist()})
             print(f"seed {seed} {task}: {int(fail.sum())} failures (sim progress median "
                   f"{np.median(prog[fail]):.3f}), {n_pol_succ} policy successes; "
                   + ", ".join(f"{r['encoder']} {r['within_task']:+.2f}" for r in rows[-len(a.encoders):]), flush=True)
@@ -557,13 +558,57 @@ def _ms(x: list[float]) -> str:
     return f"{np.mean(x):+.2f} +- {np.std(x, ddof=1) / np.sqrt(len(x)):.2f}"
 
 
+STATE_RESAMPLES = 400  # bootstrap resamples of the initial states (:func:`states_se`)
+
+
+def states_se(rs: list[dict], resamples: int = STATE_RESAMPLES, seed: int = 0) -> float:
+    """The spread that the choice of initial states puts into one seed's pooled Spearman: its standard deviation over
+    bootstrap resamples of the scored groups (initial states), drawn with replacement within each task (rows ``rs``,
+    one per task, each with its failures' ``groups``). The seeds of a run share their states, so the SE over seeds
+    leaves this out; NaN where a row has no ``groups`` (results written before they were kept) or a task one state."""
+    if not rs or any("groups" not in r for r in rs):
+        return float("nan")
+    rng = np.random.default_rng(seed)
+    per_task = []
+    for r in rs:
+        g = np.asarray(r["groups"])
+        states = np.unique(g)
+        if len(states) < 2:
+            return float("nan")
+        per_task.append((np.asarray(r["srpo_progress"]), np.asarray(r["sim_progress"]), g, states))
+    vals = []
+    for _ in range(resamples):
+        xs, ys = [], []
+        for p, q, g, states in per_task:
+            for st in rng.choice(states, size=len(states), replace=True):
+                m = g == st
+                xs.append(p[m])
+                ys.append(q[m])
+        v = spearman(np.concatenate(xs), np.concatenate(ys))
+        if np.isfinite(v):
+            vals.append(v)
+    return float(np.std(vals, ddof=1)) if len(vals) > 1 else float("nan")
+
+
+def _with_states(seed_values: list[float], state_ses: list[float]) -> str:
+    """Mean +- an SE holding both spreads: ``sqrt(SE_seeds^2 + mean_seeds(SE_states^2))`` (the seeds share the
+    states, so averaging seeds does not shrink the states' part)."""
+    x = [v for v in seed_values if np.isfinite(v)]
+    ss = [v for v in state_ses if np.isfinite(v)]
+    if not x or not ss:
+        return "n/a"
+    se_seeds = np.std(x, ddof=1) / np.sqrt(len(x)) if len(x) > 1 else 0.0
+    return f"{np.mean(x):+.2f} +- {math.sqrt(se_seeds ** 2 + float(np.mean(np.square(ss)))):.2f}"
+
+
 def summarize(rows: list[dict], a, seeds: int) -> dict:
     """Per encoder: per task (within task, within group), all failures pooled, and the mean within-group Spearman over
     every scored group of every task (``all_groups``: the order GRPO's group-relative advantages are built from),
-    each as a list over seeds."""
+    each as a list over seeds; ``all_states_se``: per seed, the pooled value's spread over the initial states
+    (:func:`states_se`)."""
     out: dict = {}
     for name in a.encoders:
-        e = {"tasks": {}, "all": [], "all_groups": []}
+        e = {"tasks": {}, "all": [], "all_groups": [], "all_states_se": []}
         for task in a.tasks:
             rs = [r for r in rows if r["encoder"] == name and r["task"] == task]
             e["tasks"][task] = {"within_task": [r["within_task"] for r in rs],
@@ -572,6 +617,7 @@ def summarize(rows: list[dict], a, seeds: int) -> dict:
             rs = [r for r in rows if r["encoder"] == name and r["seed"] == seed]
             e["all"].append(spearman(sum((r["srpo_progress"] for r in rs), []),
                                      sum((r["sim_progress"] for r in rs), [])))
+            e["all_states_se"].append(states_se(rs, seed=seed))
             n = sum(r["groups_scored"] for r in rs)  # each row's within_group is the mean over its scored groups
             e["all_groups"].append(sum(r["within_group"] * r["groups_scored"] for r in rs if r["groups_scored"]) / n
                                    if n else float("nan"))
@@ -581,12 +627,15 @@ def summarize(rows: list[dict], a, seeds: int) -> dict:
 
 def table(summary: dict, a) -> str:
     head = ("| encoder | " + " | ".join(f"{t} (task / group)" for t in a.tasks)
-            + " | all failures | within group, all groups |")
+            + " | all failures | all failures, SE with the states' spread | within group, all groups |")
     lines = [f"Spearman(SRPO progress, simulator progress) over failures, {a.split} states, SRPO reference "
-             f"{a.reference}, mean +- SE over {a.seeds} seed(s)", head, "|" + "---|" * (len(a.tasks) + 3)]
+             f"{a.reference}, mean +- SE over {a.seeds} seed(s); the SE with the states' spread adds the pooled "
+             f"value's bootstrap spread over the initial states ({STATE_RESAMPLES} resamples per seed)", head,
+             "|" + "---|" * (len(a.tasks) + 4)]
     for name, e in summary.items():
         cells = [f"{_ms(e['tasks'][t]['within_task'])} / {_ms(e['tasks'][t]['within_group'])}" for t in a.tasks]
-        lines.append(f"| {name} | " + " | ".join(cells) + f" | {_ms(e['all'])} | {_ms(e['all_groups'])} |")
+        lines.append(f"| {name} | " + " | ".join(cells) + f" | {_ms(e['all'])} | "
+                     f"{_with_states(e['all'], e.get('all_states_se', []))} | {_ms(e['all_groups'])} |")
     return "\n".join(lines)
 
 

@@ -17,7 +17,8 @@ def test_progress_bench_small(tmp_path, capsys):
     assert "DINOv2: tiny random weights of the real architecture (not pretrained)" in out
     rows = markdown_table(out, "| encoder |")
     assert [r[0] for r in rows] == list(mod.ENCODERS)
-    assert all(len(r) == 1 + 1 + 2 for r in rows)  # encoder, one task, all failures, within group over all groups
+    # encoder, one task, all failures, the same with the states' spread, within group over all groups
+    assert all(len(r) == 1 + 1 + 3 for r in rows)
     res = json.loads((tmp_path / "results.json").read_text())
     for name, e in res["summary"].items():  # the pooled within-group mean is the groups' mean (one task here)
         wg = [r["within_group"] for r in res["rows"] if r["encoder"] == name]
@@ -140,3 +141,28 @@ def test_readout_diagnostic_reproduces_the_bench(tmp_path, capsys):
     with pytest.raises(SystemExit) as e:
         diag.main([str(tmp_path / "nosuch")])
     assert e.value.code == 2
+
+
+def test_states_se_is_the_spread_over_resampled_initial_states():
+    """``states_se``: the pooled Spearman's spread over bootstrap resamples of the initial states (groups), within
+    each task. No spread when every state agrees perfectly; for failures independent of the simulator's progress, about
+    the sampling SE of a Spearman over n failures (1 / sqrt(n - 1)); NaN without the groups; and the table's combined
+    SE adds it to the seeds' SE in quadrature."""
+    import numpy as np
+
+    mod = load_bench("bench_progress")
+    rng = np.random.default_rng(0)
+    g = np.repeat(np.arange(40), 5)
+    sim = rng.random(200)
+    same = [{"srpo_progress": sim.tolist(), "sim_progress": sim.tolist(), "groups": g.tolist()}]
+    assert mod.states_se(same) < 1e-12
+    noise = [{"srpo_progress": rng.random(200).tolist(), "sim_progress": sim.tolist(), "groups": g.tolist()}]
+    se = mod.states_se(noise)
+    assert 0.04 < se < 0.11 and se == mod.states_se(noise)  # 1 / sqrt(199) = 0.071; seeded: rerun to the same value
+    two_tasks = noise + [{"srpo_progress": rng.random(10).tolist(), "sim_progress": rng.random(10).tolist(),
+                          "groups": [0] * 5 + [1] * 5}]
+    assert np.isfinite(mod.states_se(two_tasks))
+    assert np.isnan(mod.states_se([{k: v for k, v in noise[0].items() if k != "groups"}]))
+    assert np.isnan(mod.states_se([dict(noise[0], groups=[3] * 200)]))  # one state: no spread to measure
+    assert mod._with_states([0.2, 0.4], [0.1, 0.1]) == f"+0.30 +- {np.sqrt(0.1 ** 2 + 0.1 ** 2):.2f}"
+    assert mod._with_states([0.2], [float("nan")]) == "n/a"
