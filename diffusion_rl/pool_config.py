@@ -21,7 +21,11 @@ from grpo.selection import SelectMethod
 from .quant import QuantConfig
 
 # Projected GPU throughput of one quantized-copy denoiser call relative to one full-precision (bf16) call, per
-# pool.quant.format, from published measurements (pool.lowp_speedup overrides; measure your own on the target GPU):
+# pool.quant.format, from published measurements (pool.lowp_speedup overrides; measure your own on the target GPU).
+# Measured here (bench/gpu_check.py's fp8 stage, one H100, torch 2.11; docs/RESULTS.md "GPU node without internet"):
+# this project's own FP8 copy (W8A8 row scales, torch._scaled_mm, the activations quantized per call in eager
+# PyTorch) ran at 0.44x the bf16 copy's speed on SD3.5-Medium (8 candidates x 20 steps, CFG). The published 1.54 is a
+# compiled, fused torchao path, which that copy is not: set pool.lowp_speedup to what your GPU measures.
 PUBLISHED_LOWP_SPEEDUP: dict[str, tuple[float, str]] = {
     "bf16": (1.0, "the policy's own precision"),
     "fp8": (1.54, "torchao float8 dynamic W8A8 on FLUX.1-dev, H100: 53.88% faster end to end (PyTorch blog "
