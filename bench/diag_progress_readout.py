@@ -3,7 +3,9 @@ go to the batch's success centres, DBSCAN + min-max + sigmoid per task: what the
 own reading, minus the last frame's time to go ``-r(o_last)`` (its goal fixed at 0, comparable across tasks without
 any per-task normalization), and two readouts against the episode's start: ``-r(o_last) / r(o_0)`` (-ratio: the share
 of the start's time to go still left) and ``r(o_0) - r(o_last)`` (delta: the time to go covered). Spearman of each
-with the simulator's progress, per task and pooled, per seed. For time-to-go encoders (``model.head: time_to_go``).
+with the simulator's progress, per task and pooled, per seed; and, for ``-r(o_last)`` and SRPO's value, within each
+group (the mean over the groups with >= 3 failures not all tied, as the bench: the order GRPO's advantages use).
+For time-to-go encoders (``model.head: time_to_go``).
 
     python bench/diag_progress_readout.py --split val RUN [RUN ...]
 
@@ -66,15 +68,22 @@ def main(argv=None) -> int:
     if bad:
         p.error(f"unknown task(s) {bad}; expected some of {', '.join(bp.TASKS)}")
     states = [bp.SPLITS[a.split] + g for g in range(a.groups)]
-    res = {r: {"raw": [], "srpo": [], "ratio": [], "delta": []} for r in a.runs}
+    res = {r: {"raw": [], "srpo": [], "ratio": [], "delta": [], "raw_group": [], "srpo_group": []} for r in a.runs}
+
+    def within_groups(x: np.ndarray, prog: np.ndarray, groups: np.ndarray) -> list[float]:
+        vals = [bp.spearman(x[groups == g], prog[groups == g]) for g in np.unique(groups)]
+        return [v for v in vals if np.isfinite(v)]
+
     for seed in range(a.seeds):
         pooled = {r: ([], [], [], [], []) for r in a.runs}
+        grouped = {r: ([], []) for r in a.runs}  # per group: -r(last), SRPO (within-group Spearman values)
         for task in a.tasks:
             # the same episodes (the policy sees its 32-px cameras) with frames at each run's encoder size
             eps_at = {s: bp.rollouts(policy, task, states, a.group_size, seed, s) for s in cfgs}
             eps = eps_at[sizes[a.runs[0]]]
             fail = np.array([not e["success"] for e in eps])
             prog = np.array([e["progress"] for e in eps])
+            groups = np.array([e["group"] for e in eps])
             for r in a.runs:
                 eps, cfg = eps_at[sizes[r]], cfgs[sizes[r]]
                 f = Path(r) / f"progress_seed{seed}_without_{bp.FAMILY[task]}.safetensors"
@@ -94,6 +103,8 @@ def main(argv=None) -> int:
                 pooled[r][2].extend(prog[fail])
                 pooled[r][3].extend(-ratio[fail])
                 pooled[r][4].extend((first - last)[fail])
+                grouped[r][0].extend(within_groups(-last[fail], prog[fail], groups[fail]))
+                grouped[r][1].extend(within_groups(val[fail], prog[fail], groups[fail]))
                 print(f"seed {seed} {task} {r}: -r(last) {bp.spearman(-last[fail], prog[fail]):+.2f}, "
                       f"SRPO {bp.spearman(val[fail], prog[fail]):+.2f}, "
                       f"-ratio {bp.spearman(-ratio[fail], prog[fail]):+.2f}, "
@@ -107,11 +118,16 @@ def main(argv=None) -> int:
             res[r]["srpo"].append(bp.spearman(val, prog))
             res[r]["ratio"].append(bp.spearman(rat, prog))
             res[r]["delta"].append(bp.spearman(dl, prog))
+            res[r]["raw_group"].append(float(np.mean(grouped[r][0])) if grouped[r][0] else float("nan"))
+            res[r]["srpo_group"].append(float(np.mean(grouped[r][1])) if grouped[r][1] else float("nan"))
             print(f"seed {seed} all failures {r}: -r(last) {res[r]['raw'][-1]:+.2f}, SRPO {res[r]['srpo'][-1]:+.2f}, "
-                  f"-ratio {res[r]['ratio'][-1]:+.2f}, delta {res[r]['delta'][-1]:+.2f}", flush=True)
+                  f"-ratio {res[r]['ratio'][-1]:+.2f}, delta {res[r]['delta'][-1]:+.2f}; within group (mean over "
+                  f"{len(grouped[r][0])} groups): -r(last) {res[r]['raw_group'][-1]:+.2f}, SRPO "
+                  f"{res[r]['srpo_group'][-1]:+.2f}", flush=True)
     for r in a.runs:
         print(f"{r} all failures: -r(last) {bp._ms(res[r]['raw'])}, SRPO {bp._ms(res[r]['srpo'])}, "
-              f"-ratio {bp._ms(res[r]['ratio'])}, delta {bp._ms(res[r]['delta'])}")
+              f"-ratio {bp._ms(res[r]['ratio'])}, delta {bp._ms(res[r]['delta'])}; within group: -r(last) "
+              f"{bp._ms(res[r]['raw_group'])}, SRPO {bp._ms(res[r]['srpo_group'])}")
     return res
 
 

@@ -85,6 +85,9 @@ def test_progress_bench_small_at_its_own_64_px_view(tmp_path, capsys):
                      str(base), str(tmp_path / "p64")])
     assert res[str(tmp_path / "p64")]["srpo"][0] == pytest.approx(r64["within_task"], nan_ok=True)
     assert res[str(base)]["srpo"][0] == pytest.approx(r32["within_task"], nan_ok=True)
+    # within group: the diagnostic's SRPO column is the bench's within-group mean (one task here)
+    assert res[str(base)]["srpo_group"][0] == pytest.approx(r32["within_group"], nan_ok=True)
+    assert len(res[str(base)]["raw_group"]) == 1
 
 
 def test_progress_bench_small_on_robosuite_lift(tmp_path, capsys):
