@@ -27,6 +27,16 @@ MODES = {
     "pool-fp8": lambda c: (setattr(c.pool, "enabled", True), setattr(c.pool, "pool_size", 6),
                            setattr(c.pool, "train_size", 2), setattr(c.grpo, "group_size", 2),
                            setattr(c.pool.quant, "format", "fp8")),
+    # tree x pool: trees grown by the quantized copy, the best / worst leaves' pruned tree regenerated and trained
+    "treepool-fp8": lambda c: (setattr(c.branch, "enabled", True), setattr(c.branch, "split_steps", [1, 3]),
+                               setattr(c.branch, "branch", [2]), setattr(c.grpo, "group_size", 4),
+                               setattr(c.pool, "enabled", True), setattr(c.pool, "pool_size", 4),
+                               setattr(c.pool, "train_size", 2),
+                               setattr(c.pool.quant, "format", "fp8")),
+    # lookahead@1: the first split's 4 candidates previewed to a leaf by the quantized copy, best and worst kept
+    "lookahead-fp8": lambda c: (setattr(c.branch, "enabled", True), setattr(c.branch, "split_steps", [1, 3]),
+                                setattr(c.branch, "branch", [2]), setattr(c.grpo, "group_size", 4),
+                                setattr(c.branch, "lookahead_candidates", 4), setattr(c.pool.quant, "format", "fp8")),
 }
 
 
