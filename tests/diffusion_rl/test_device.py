@@ -90,3 +90,5 @@ def test_an_iteration_on_cuda_matches_the_cpu(tmp_path, mode):
     assert next(gpu.adapter.transformer.parameters()).is_cuda
     s_cpu, s_gpu = cpu.step(), gpu.step()
     assert s_cpu["reward/mean"] == pytest.approx(s_gpu["reward/mean"], abs=0.05)
+    # the updated weights evaluate alike too (ODE samples on the evaluation prompts, EMA weights where kept)
+    assert cpu.evaluate() == pytest.approx(gpu.evaluate(), abs=0.05)
