@@ -81,6 +81,8 @@ def test_bad_input_is_one_line_and_exit_2(tmp_path):
     assert r.stderr.startswith("error: --stages") and not (tmp_path / "o").exists()
     r = _run("--dry", "--steps", "0", "--out", str(tmp_path / "o"))
     assert r.returncode == 2 and "--steps 0" in r.stderr and not (tmp_path / "o").exists()
+    r = _run("--dry", "--repeat", "0", "--out", str(tmp_path / "o"))
+    assert r.returncode == 2 and "--repeat 0" in r.stderr and not (tmp_path / "o").exists()
     (tmp_path / "f").write_text("")
     r = _run("--dry", "--stages", "cuda_tests", "--out", str(tmp_path / "f"))
     assert r.returncode == 2 and "is a file" in r.stderr
@@ -133,8 +135,13 @@ def test_a_run_stopped_midway_keeps_the_rows_it_finished(tmp_path, monkeypatch):
     assert rep["rows"][0]["status"] == "ok" and rep["rows"][0]["seconds"] > 0
     assert "Incomplete" in (out / "gpu_check.md").read_text()
     assert sorted(p.name for p in out.iterdir()) == ["gpu_check.json", "gpu_check.md"]  # no temp file left
-    # a finished run says it is complete
+    # --repeat 2: the second (warm) iteration is the one reported, the first's seconds kept beside it
     monkeypatch.setattr(gc, "timed_step", real)
+    assert gc.main(["--dry", "--no-plan", "--stages", "diffusion", "--repeat", "2", "--out", str(out)]) == 0
+    rows = json.loads((out / "gpu_check.json").read_text())["rows"]
+    assert all(r["iterations"] == 2 and r["first_seconds"] > 0 and r["seconds"] > 0 for r in rows) and len(rows) == 3
+    assert "(iteration 2; the first took" in (out / "gpu_check.md").read_text()
+    # a finished run says it is complete
     assert gc.main(["--dry", "--no-plan", "--stages", "fp8", "--out", str(out)]) == 0
     rep = json.loads((out / "gpu_check.json").read_text())
     assert rep["complete"] is True and [r["stage"] for r in rep["rows"]] == ["fp8/emulated", "fp8/real"]
