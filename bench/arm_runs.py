@@ -173,6 +173,9 @@ def read_json_runs(paths: str) -> list[dict]:
     if not paths.strip() or any(not p.strip() for p in paths.split(",")):
         raise ValueError(f"--report-from {paths!r}: an empty file name; expected comma-separated --json-out files")
     for path in paths.split(","):
+        if Path(path).exists() and not Path(path).is_file():  # a FIFO: read_text blocks on it (was: a hang)
+            kind = "a directory" if Path(path).is_dir() else "not a regular file"
+            raise ValueError(f"--report-from {path!r}: {kind}; expected a --json-out file")
         try:
             data = json.loads(Path(path).read_text())
         except (OSError, ValueError) as e:

@@ -419,8 +419,16 @@ def run_seeds(prog: str, args, problems: list[str], run_seed, report) -> int:
     except ValueError as e:
         problems.append(str(e))
     jo = getattr(args, "json_out", None)
-    if jo and not args.report_from and (Path(jo).is_dir() or not Path(jo).resolve().parent.is_dir()):
+    if jo and not args.report_from and (Path(jo).is_dir() or not Path(jo).absolute().parent.is_dir()):
         problems.append(f"--json-out {jo!r}: expected a file path in an existing folder (written after each seed)")
+    out = getattr(args, "out", None)
+    if out is not None and args.report_from is None:  # the runs' folder, before the first run (was: a symlink loop
+        from grpo.preflight import check_writable_dir  # or a file there failed at the first seed's run)
+
+        try:
+            check_writable_dir(out, "--out")
+        except ValueError as e:
+            problems.append(str(e))
     if problems:
         print(f"{prog}: {problems[0]}", file=sys.stderr)
         return 2

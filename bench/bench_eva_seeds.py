@@ -177,6 +177,10 @@ def main(argv: list[str] | None = None) -> int:
     if not (ROOT / args.config).is_file():
         print(f"error: --config {args.config}: no such file under {ROOT}", file=sys.stderr)
         return 2
+    from arm_runs import bad_out
+
+    if bad_out(args.out):  # (was: a symlink loop's traceback, or a file there failing the first run)
+        return 2
     torch.set_num_threads(int(os.environ["OMP_NUM_THREADS"]))
     from grpo.preflight import quiet_third_party_warnings
 

@@ -449,6 +449,13 @@ def main(argv=None) -> int:
         seeds = parse_seed_list(args.seed_list, args.seeds)
     except ValueError as e:
         problems.append(str(e))
+    if args.report_from is None:  # the trainers' folder, before the first run (was: a symlink loop there failed late)
+        from grpo.preflight import check_writable_dir
+
+        try:
+            check_writable_dir(args.out, "--out")
+        except ValueError as e:
+            problems.append(str(e))
     if problems:
         print(f"bench_lookahead: {problems[0]}", file=sys.stderr)
         return 2

@@ -133,8 +133,9 @@ def main(argv=None) -> int:
         rows = []
         for f in a.report_from.split(","):
             path = Path(f)
-            if not path.is_file():
-                print(f"bench_srpo_rule: --report-from file {f!r} does not exist", file=sys.stderr)
+            if not path.is_file():  # (a FIFO too: reading it would block)
+                what = "is not a regular file" if path.exists() else "does not exist"
+                print(f"bench_srpo_rule: --report-from file {f!r} {what} (expected a --json-out file)", file=sys.stderr)
                 return 2
             try:
                 got = json.loads(path.read_text())["rows"]

@@ -244,6 +244,10 @@ def main(argv: list[str] | None = None) -> int:
     if not (ROOT / args.config).is_file():
         print(f"error: --config {args.config}: no such file under {ROOT}", file=sys.stderr)
         return 2
+    from arm_runs import bad_out
+
+    if bad_out(args.out):  # (was: a symlink loop's traceback, or a file there failing the first run)
+        return 2
     out = Path(args.out).resolve()
     extra = SMALL if args.small else []
     if args.control_of is not None:

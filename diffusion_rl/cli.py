@@ -33,7 +33,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from grpo.cli import ArgumentParser, add_config_command, parse_args, run_command
+from grpo.cli import ArgumentParser, add_config_command, omp_threads, parse_args, run_command
 from grpo.config import dump_config, load_config
 from grpo.loop import StopRun
 from grpo.monitors import RewardHackingError
@@ -207,15 +207,13 @@ def _train(args) -> int:
 
 
 def _pretrain_shapes(args) -> int:
-    import os
-
     import torch
 
     from .preflight import check_pretrain_args
     from .pretrain_shapes import DEFAULT_DIR, pretrain
 
     check_pretrain_args(args, args.out or DEFAULT_DIR)
-    torch.set_num_threads(int(os.environ.get("OMP_NUM_THREADS", "2")))
+    torch.set_num_threads(omp_threads(2))
     out = pretrain(args.out or DEFAULT_DIR, args.steps, args.size, args.batch, lr=args.lr, seed=args.seed,
                    hidden=args.hidden,
                    layers=args.layers, init=args.init, save_every=args.save_every)

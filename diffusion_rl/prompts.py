@@ -40,6 +40,8 @@ def read_prompt_file(path: str | Path) -> list[str]:
     p = Path(path)
     if p.is_dir():
         raise ValueError(f"prompts.file={str(path)!r} is a directory (expected a .txt/.json/.jsonl prompt file)")
+    if p.exists() and not p.is_file():  # a FIFO / device (was: "does not exist")
+        raise ValueError(f"prompts.file={str(path)!r} is not a regular file (expected a .txt/.json/.jsonl prompt file)")
     if not p.is_file():
         raise FileNotFoundError(f"prompts.file={str(path)!r} does not exist (expected a .txt/.json/.jsonl prompt file)")
     try:

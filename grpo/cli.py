@@ -92,6 +92,22 @@ OPTIONAL_PACKAGES = {  # top-level module -> how this project installs it (a com
 OWN_PACKAGES = ("grpo", "diffusion_rl", "vla_rl", "world_models", "rewards", "sims", "quant", "bench", "tests")
 
 
+def omp_threads(default: int) -> int:
+    """``OMP_NUM_THREADS`` as a thread count for ``torch.set_num_threads`` (``default`` when unset): a positive
+    integer, else ``ValueError`` naming it (was: ``int()``'s message naming no variable, or torch's traceback for 0)."""
+    raw = os.environ.get("OMP_NUM_THREADS")
+    if raw is None or not raw.strip():
+        return default
+    try:
+        n = int(raw.strip())
+    except ValueError:
+        n = 0
+    if n < 1:
+        raise ValueError(f"environment variable OMP_NUM_THREADS={raw!r}: expected a positive integer (the CPU threads "
+                         "per process), or unset it")
+    return n
+
+
 def _sigterm_interrupts() -> None:
     """SIGTERM (a scheduler's or ``kill``'s stop) raises ``KeyboardInterrupt`` like Ctrl-C, so ``finally`` blocks run
     (a temporary file is removed, an atomic write is not completed) and the command ends with one line, not a bare
@@ -128,6 +144,13 @@ def run_command(fn: Callable[[], int], bad_input: tuple[type[BaseException], ...
             raise
         where = f" {os.fsdecode(e.filename)!r}" if e.filename else ""
         print(f"error: cannot use{where}: {e.strerror or e}", file=sys.stderr)
+        return 2
+    except RuntimeError as e:  # pathlib (Python < 3.13) raises RuntimeError, not OSError(ELOOP), for a symlink loop
+        if not str(e).startswith("Symlink loop from "):
+            raise
+        where = str(e).removeprefix("Symlink loop from ")
+        print(f"error: cannot use {where}: a symlink loop (expected a file or directory path that resolves)",
+              file=sys.stderr)
         return 2
     except ModuleNotFoundError as e:
         top = (e.name or "").split(".")[0]

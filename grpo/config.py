@@ -202,6 +202,18 @@ def _yaml_error(e: yaml.YAMLError) -> str:
     return f"{where}: {what}"
 
 
+# What PyYAML's constructors raise, outside yaml.YAMLError, for an explicitly tagged value they cannot build: an empty
+# ``!!float`` / ``!!int`` (IndexError), ``!!int abc`` (ValueError), ``!!timestamp 2020-13-45`` (ValueError)
+YAML_TAG_ERRORS = (ValueError, TypeError, IndexError, OverflowError)
+
+
+def _tag_error(e: Exception) -> str:
+    """A constructor's failure as the reason of one error line (its own message names no value when it is empty)."""
+    why = " ".join(str(e).split()) or type(e).__name__
+    return (f"a tagged value (!!int, !!float, !!timestamp, ...) cannot be built ({type(e).__name__}: {why}); "
+            "expected a value of the tag's type, or no tag")
+
+
 def parse_overrides(overrides: list[str]) -> dict:
     """``["a.b=1", "c=[1,2]"]`` -> ``{"a": {"b": 1}, "c": [1, 2]}`` (values parsed as YAML)."""
     out: dict = {}
@@ -220,13 +232,19 @@ def parse_overrides(overrides: list[str]) -> dict:
             what = _yaml_error(e).replace(" at line 1,", " at").replace(" (first at line 1)", "")
             hint = "" if isinstance(e, yaml.constructor.ConstructorError) else " (quote it to pass a string)"
             raise ConfigError(f"override {item!r}: the value is not valid YAML{what}{hint}") from None
+        except YAML_TAG_ERRORS as e:
+            raise ConfigError(f"override {item!r}: the value is not valid YAML: {_tag_error(e)}") from None
         node = out
         parts = key.split(".")
         for p in parts[:-1]:
             node = node.setdefault(p, {})
             if not isinstance(node, dict):
                 raise ConfigError(f"override {item!r} conflicts with another override of '{p}'")
-        node[parts[-1]] = value
+        last = parts[-1]
+        # a mapping merges into what earlier overrides set under the same key, as it merges into the file's section
+        # (was: ``train.lr=1 'train={iterations: 2}'`` dropped train.lr=1 silently); anything else replaces it
+        node[last] = merge_dicts(node[last], value) if isinstance(value, dict) and isinstance(node.get(last), dict) \
+            else value
     return out
 
 
@@ -261,6 +279,8 @@ def load_config(cls: type[T], path: str | Path | None = None, overrides: list[st
             loaded = yaml.load(text, Loader=UniqueKeyLoader)
         except yaml.YAMLError as e:  # one line, with where the parser stopped (1-based line and column)
             raise ConfigError(f"{p}: not valid YAML{_yaml_error(e)}") from e
+        except YAML_TAG_ERRORS as e:
+            raise ConfigError(f"{p}: not valid YAML: {_tag_error(e)}") from e
         if loaded is None:
             raise ConfigError(f"{p}: the file is empty (expected a YAML mapping of {cls.__name__}'s keys)")
         if not isinstance(loaded, dict):

@@ -43,9 +43,34 @@ def dist_info() -> DistInfo:
     return DistInfo()
 
 
+def check_launch_env() -> tuple[int, int, int]:
+    """``(WORLD_SIZE, RANK, LOCAL_RANK)`` as ``torchrun`` / ``accelerate launch`` set them (1, 0, 0 when not launched),
+    checked: integers, ``WORLD_SIZE >= 1``, ``0 <= RANK < WORLD_SIZE``, ``LOCAL_RANK >= 0``, and ``RANK`` set when
+    ``WORLD_SIZE > 1``; else ``ValueError``, one line naming the variable (was: ``int()``'s message, naming none)."""
+    launcher = "as torchrun / accelerate launch set it; unset it to run one process"
+    got = {}
+    for name, default, least in (("WORLD_SIZE", "1", 1), ("RANK", "0", 0), ("LOCAL_RANK", "0", 0)):
+        raw = os.environ.get(name, default)
+        try:
+            got[name] = int(raw.strip())
+        except ValueError:
+            got[name] = None
+        if got[name] is None or got[name] < least:
+            raise ValueError(f"environment variable {name}={raw!r}: expected an integer >= {least} ({launcher})")
+    world, rank, local = got["WORLD_SIZE"], got["RANK"], got["LOCAL_RANK"]
+    if world > 1 and "RANK" not in os.environ:
+        raise ValueError(f"environment variable WORLD_SIZE={world} but RANK is not set: start one process per rank "
+                         "with torchrun / accelerate launch, or unset WORLD_SIZE to run one process")
+    if rank >= world:
+        raise ValueError(f"environment variable RANK={rank} with WORLD_SIZE={world}: expected 0 <= RANK < WORLD_SIZE "
+                         f"({launcher})")
+    return world, rank, local
+
+
 def launched_world_size() -> int:
-    """The number of processes ``torchrun`` / ``accelerate launch`` started (``WORLD_SIZE``; 1 when not launched)."""
-    return int(os.environ.get("WORLD_SIZE", "1"))
+    """The number of processes ``torchrun`` / ``accelerate launch`` started (``WORLD_SIZE``; 1 when not launched;
+    checked by :func:`check_launch_env`)."""
+    return check_launch_env()[0]
 
 
 def init_distributed(backend: str | None = None) -> DistInfo:

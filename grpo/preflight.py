@@ -51,6 +51,9 @@ def check_writable_dir(path: str | os.PathLike, key: str, shown: str | os.PathLi
         probe = probe.parent
     if probe.exists() and not probe.is_dir():
         raise ValueError(f"{key}={str(shown)!r}: cannot create it ({probe} is a file, not a directory)")
+    if probe.is_symlink() and not probe.exists():  # (was: pathlib's "Symlink loop" traceback from resolve())
+        raise ValueError(f"{key}={str(shown)!r}: cannot create it ({probe} is a symlink that leads nowhere: a loop or "
+                         "a missing target); expected a directory path")
     virtual = next((v for v in VIRTUAL_FS if probe.resolve() == Path(v) or Path(v) in probe.resolve().parents), None)
     if virtual is not None:  # the kernel's own files: os.access says yes to root, mkdir / open then fail late
         raise ValueError(f"{key}={str(shown)!r}: {virtual} is the kernel's virtual filesystem (expected a directory on "
@@ -178,6 +181,9 @@ def check_hdf5_demo_file(key: str, path: str | os.PathLike, expected: str) -> No
     ``key``, the file and ``expected`` (what it should be). Reads the file's superblock and root only."""
     import h5py
 
+    if os.path.exists(path) and not os.path.isfile(path):  # a FIFO / device: h5py's open blocks on it (was: a hang)
+        kind = "a directory" if os.path.isdir(path) else "not a regular file"
+        raise ValueError(f"{key}={str(path)!r}: {kind}; expected {expected}")
     try:
         with h5py.File(path, "r") as h:
             ok = "data" in h
@@ -314,6 +320,43 @@ def check_resumable(ckpt_root: str | os.PathLike, cfg: Any = None, advice: str =
             check_resume_config(saved, cfg, str(latest))
 
 
+SAVED_NOT_RUN = ("state.json", "config.json", "model_index.json")  # a checkpoint / a saved policy / a saved pipeline
+
+
+def check_not_inside_a_run(out: str | os.PathLike, key: str = "output_dir") -> None:
+    """``out`` is not inside another run's directory (an ancestor holding ``run_info.json``: its ``checkpoints/``, a
+    ``step_*`` checkpoint, its ``policy/``) and is not itself a checkpoint or a saved model (:data:`SAVED_NOT_RUN`
+    without ``run_info.json``): a run there mixed its files with the other one's (was: written into it)."""
+    p = Path(out).expanduser()
+    try:
+        resolved = p.resolve()
+    except (OSError, RuntimeError):  # a symlink loop: check_writable_dir's to report
+        return
+    run = next((a for a in resolved.parents if (a / "run_info.json").is_file()), None)
+    if run is not None:
+        raise ValueError(f"{key}={str(out)!r} is inside the run directory {str(run)!r} (this run's files would mix "
+                         "with that run's); expected a directory outside any run")
+    if p.is_dir() and not (p / "run_info.json").exists():
+        saved = next((n for n in SAVED_NOT_RUN if (p / n).is_file()), None)
+        if saved is not None:
+            raise ValueError(f"{key}={str(out)!r} holds {saved}: a checkpoint or a saved model, not a run directory; "
+                             "expected a new directory, or a run of this command to resume")
+
+
+def check_not_in_a_checkpoint(path: str | os.PathLike, key: str) -> None:
+    """The file ``path`` a command writes is not inside a run's checkpoint (a directory holding ``state.json``) or its
+    ``checkpoints/`` folder: with ``--force`` it replaced a checkpoint's weights (was: ``vla-rl fit-encoder
+    output=<run>/checkpoints/step_N/model.safetensors --force`` overwrote the run's policy)."""
+    try:
+        parent = Path(path).expanduser().resolve().parent
+    except (OSError, RuntimeError):  # a symlink loop: check_writable_file's to report
+        return
+    for a in (parent, *parent.parents):
+        if (a / "state.json").is_file() or a.name == "checkpoints" and (a.parent / "run_info.json").is_file():
+            raise ValueError(f"{key}={str(path)!r} is inside the checkpoint directory {str(a)!r} of a run (it would "
+                             "replace or mix with the checkpoint's files); expected a path outside any checkpoint")
+
+
 def check_run_kind(out: str | os.PathLike, cls: type, key: str = "output_dir") -> None:
     """``out`` holds no run of another job: a ``run_info.json`` there (:mod:`grpo.runinfo`, written by every job's
     logger) whose config has keys that config class ``cls`` has not (:func:`grpo.config.foreign_keys`) belongs to
@@ -324,6 +367,7 @@ def check_run_kind(out: str | os.PathLike, cls: type, key: str = "output_dir") -
 
     from .config import check_same_job
 
+    check_not_inside_a_run(out, key)
     info = Path(out) / "run_info.json"
     try:
         saved = json.loads(info.read_text()).get("config") if info.is_file() else None

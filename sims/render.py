@@ -32,6 +32,9 @@ import weakref
 log = logging.getLogger("sims")
 
 BACKENDS = ("egl", "osmesa")
+# every MUJOCO_GL value mujoco's import takes on Linux (any other one: its import raises RuntimeError)
+MUJOCO_GL_VALUES = ("egl", "osmesa", "glfw", "glx", "disable", "disabled", "off", "false", "0", "enable", "enabled",
+                    "on", "true", "1")
 APT_PACKAGES = {"egl": "libegl1 libgl1 libegl-mesa0 (or an NVIDIA driver)", "osmesa": "libosmesa6"}
 
 _PROBE = """
@@ -71,6 +74,9 @@ def select_backend() -> str | None:
     if _status["backend"] is not None or _status["error"] is not None:
         return _status["backend"]
     chosen = os.environ.get("MUJOCO_GL", "").strip().lower()
+    if chosen and chosen not in MUJOCO_GL_VALUES and sys.platform.startswith("linux"):  # (was: mujoco's traceback)
+        raise ValueError(f"environment variable MUJOCO_GL={os.environ['MUJOCO_GL']!r}: expected one of egl, osmesa, "
+                         "glfw, glx or disable (or unset it: sims picks a working headless backend)")
     if chosen:
         _status["backend"] = chosen
         return chosen

@@ -52,6 +52,8 @@ def snapshot(root: Path) -> dict[str, str]:
             out[rel] = f"link:{os.readlink(p)}"
         elif p.is_dir():
             out[rel] = "dir"
+        elif not p.is_file():  # a FIFO (reading it would block)
+            out[rel] = "special"
         else:
             out[rel] = hashlib.sha256(p.read_bytes()).hexdigest()
     return out
@@ -142,6 +144,19 @@ def assets(tmp_path_factory):
     from safetensors.torch import save_file
 
     save_file({"foo": torch.zeros(2, 2)}, str(a / "wrongkeys.safetensors"))
+    # the sixth sweep's: a FIFO (a read blocks until a writer comes), two symlinks pointing at each other, YAML whose
+    # tagged values PyYAML cannot build, one of several documents, a config file of comments only
+    os.mkfifo(a / "fifo.hdf5")
+    os.mkfifo(a / "fifo.yaml")
+    (a / "loop1").symlink_to(a / "loop2")
+    (a / "loop2").symlink_to(a / "loop1")
+    (a / "tag_empty.yaml").write_text("seed: !!float\n")
+    (a / "tag_timestamp.yaml").write_text("seed: !!timestamp 2020-13-45\n")
+    (a / "multidoc.yaml").write_text("---\nseed: 0\n---\nseed: 1\n")
+    (a / "pyobj.yaml").write_text("seed: !!python/object/apply:os.system [ls]\n")
+    (a / "comments.yaml").write_text("# nothing but a comment\n")
+    (a / "deep_typo.yaml").write_text("model:\n  lora:\n    rnak: 4\n")
+    (a / "date.yaml").write_text("log: {run_name: 2001-01-01}\n")
     return a
 
 
@@ -189,6 +204,11 @@ def _corrupt_copy(src: Path, dst: Path, how: str) -> Path:
     elif how == "policytrunc":  # the saved policy (sft.base_policy) cut short
         f = dst / "policy" / "model.safetensors"
         f.write_bytes(f.read_bytes()[:300])
+    elif how in ("hdrhuge", "hdrzero"):  # the weights' safetensors header: a length beyond the file / nothing at all
+        import struct
+
+        for f in [*ck.glob("trainable.safetensors"), *ck.glob("model.safetensors")]:
+            f.write_bytes(struct.pack("<Q", 2**62) + f.read_bytes()[8:] if how == "hdrhuge" else b"")
     elif how == "nolora":  # the checkpoint's trainable weights are gone
         for c in (dst / "checkpoints").iterdir():
             if c.is_dir() and not c.is_symlink():
@@ -1282,10 +1302,180 @@ SWEEP_5 = {
     "s5-fe-plan": (*FE, ["--plan"], ["unrecognized arguments: --plan"]),
     "s5-t-plan": (*T, ["--plan"], ["unrecognized arguments: --plan"]),
 }
+# the sixth misuse sweep: YAML values PyYAML cannot build, overrides that silently undid an earlier one, symlink loops,
+# FIFOs, an output directory inside another run (or a checkpoint), weights of another kind, the launcher's and the
+# renderer's environment variables. "was:" marks the cases that failed before this sweep; the others were already
+# refused and cover an input class no earlier sweep touched
+S6_SRPO = ["rl.reward=srpo", "srpo.encoder=small"]
+SWEEP_6 = {
+    # was: PyYAML's IndexError traceback (an empty !!float / !!int), or its bare ValueError naming no key or file
+    "s6-d-yaml-tag-empty": ("diffusion_rl.cli", ["train", "{assets}/tag_empty.yaml", "--dry-run"], [],
+                            ["tag_empty.yaml", "not valid YAML", "tagged value", "IndexError"]),
+    "s6-v-yaml-tag-empty": ("vla_rl.cli", ["train", "{assets}/tag_empty.yaml", "--dry-run"], [],
+                            ["tag_empty.yaml", "tagged value"]),
+    "s6-d-yaml-tag-timestamp": ("diffusion_rl.cli", ["train", "{assets}/tag_timestamp.yaml", "--dry-run"], [],
+                                ["tag_timestamp.yaml", "tagged value", "month must be in 1..12"]),
+    "s6-d-override-tag-empty": (*D, ["seed=!!float"], ["override 'seed=!!float'", "tagged value"]),
+    "s6-d-override-tag-int-abc": (*D, ["seed=!!int abc"], ["override 'seed=!!int abc'", "invalid literal for int()"]),
+    "s6-v-override-tag-empty": (*V, ["rl.iterations=!!int"], ["override 'rl.iterations=!!int'", "tagged value"]),
+    "s6-l-override-tag-empty": (*L, ["cycles=!!int"], ["override 'cycles=!!int'", "tagged value"]),
+    "s6-fe-override-tag-empty": (*FE, ["seed=!!float"], ["override 'seed=!!float'", "tagged value"]),
+    "s6-t-override-tag-empty": (*T, ["seed=!!float"], ["override 'seed=!!float'", "tagged value"]),
+    # was: accepted, the earlier override silently dropped (a mapping override replaced the section the earlier
+    # key=value had set; over the YAML file's section it merges)
+    "s6-d-override-section-after-leaf": (*D, ["train.lr=-1", "train={iterations: 1}"], ["train.lr must be > 0", "-1"]),
+    "s6-v-override-section-after-leaf": (*V, ["rl.lr=nan", "rl={iterations: 1}"], ["rl.lr", "finite", "nan"]),
+    "s6-l-override-section-after-leaf": (*L, ["data.noise=-1", "data={horizon: 8}"], ["data.noise", ">= 0"]),
+    # was: pathlib's "Symlink loop" RuntimeError traceback
+    "s6-d-output-symlink-loop": ("diffusion_rl.cli", ["train", D_CFG], ["output_dir={assets}/loop1", *D_TINY],
+                                 ["output_dir=", "loop1", "symlink that leads nowhere"]),
+    "s6-v-output-symlink-loop": ("vla_rl.cli", ["train", V_CFG], ["output_dir={assets}/loop1/run", *V_TINY],
+                                 ["output_dir=", "loop1", "symlink that leads nowhere"]),
+    "s6-t-output-symlink-loop": ("diffusion_rl.cli", ["toy", T_CFG],
+                                 ["output_dir={assets}/loop2", "train.iterations=1"],
+                                 ["output_dir=", "loop2", "symlink that leads nowhere"]),
+    "s6-l-output-symlink-loop": ("vla_rl.cli", ["loop", L_CFG], ["output_dir={assets}/loop1", "cycles=1"],
+                                 ["output_dir=", "loop1", "symlink that leads nowhere"]),
+    "s6-d-export-out-symlink-loop": ("diffusion_rl.cli", ["export", "{drun}", "{assets}/loop1"], [],
+                                     ["OUT=", "loop1", "symlink that leads nowhere"]),
+    "s6-d-report-run-symlink-loop": ("diffusion_rl.cli", ["report", "{assets}/loop1", "--out", "{assets}/r_loop.html"],
+                                     [], ["loop1", "a symlink loop"]),
+    "s6-p-out-symlink-loop": ("diffusion_rl.cli", ["pretrain-shapes", "--out", "{assets}/loop1", "--steps", "1"], [],
+                              ["--out=", "loop1", "symlink that leads nowhere"]),
+    "s6-fe-output-symlink-loop": ("vla_rl.cli", ["fit-encoder", FE_CFG], ["output={assets}/loop1/e.safetensors"],
+                                  ["loop1", "symlink that leads nowhere"]),
+    "s6-r-out-symlink-loop": ("vla_rl.cli", ["record-demos", "tabletop/reach", "1", "{assets}/loop1/d.hdf5"], [],
+                              ["loop1", "symlink that leads nowhere"]),
+    # was: the run written into the other run's checkpoint / policy folder, or into a saved policy
+    "s6-d-output-in-checkpoint": ("diffusion_rl.cli", ["train", D_CFG], ["output_dir={drun_copy_ck}", *D_TINY],
+                                  ["step_000001", "is inside the run directory", "drun_copy"]),
+    "s6-d-output-in-vla-policy": ("diffusion_rl.cli", ["train", D_CFG], ["output_dir={vrun_copy_dir}/policy", *D_TINY],
+                                  ["/policy", "is inside the run directory", "vrun_copy"]),
+    "s6-d-output-saved-policy": ("diffusion_rl.cli", ["train", D_CFG],
+                                 ["output_dir=vla_rl/assets/tabletop_base", *D_TINY],
+                                 ["tabletop_base", "holds config.json", "not a run directory"]),
+    "s6-v-output-in-checkpoint": ("vla_rl.cli", ["train", V_CFG], ["output_dir={vrun_copy_ck}", *V_TINY],
+                                  ["is inside the run directory", "vrun_copy"]),
+    "s6-t-output-in-checkpoints": ("diffusion_rl.cli", ["toy", T_CFG],
+                                   ["output_dir={trun_copy_dir}/checkpoints", "train.iterations=1"],
+                                   ["/checkpoints", "is inside the run directory"]),
+    "s6-l-output-in-checkpoints": ("vla_rl.cli", ["loop", L_CFG], ["output_dir={vrun_copy_dir}/checkpoints/wm",
+                                                                   "cycles=1"],
+                                   ["checkpoints/wm", "is inside the run directory"]),
+    # was: fit-encoder --force replaced the run's policy weights with an encoder
+    "s6-fe-output-in-checkpoint": ("vla_rl.cli", ["fit-encoder", FE_CFG, "--force"],
+                                   ["output={vrun_copy_ck}/model.safetensors"],
+                                   ["model.safetensors", "inside the checkpoint directory"]),
+    "s6-r-out-in-checkpoint": ("vla_rl.cli", ["record-demos", "tabletop/reach", "1", "{vrun_copy_ck}/demos.hdf5"], [],
+                               ["demos.hdf5", "inside the checkpoint directory"]),
+    # was: a hang (h5py's / read_text's open of a FIFO blocks until a writer comes); prompts.file: "does not exist"
+    "s6-v-demo-fifo": ("vla_rl.cli", ["train", V_CFG], [*V_TINY, "sft.demo_path={assets}/fifo.hdf5"],
+                       ["sft.demo_path", "fifo.hdf5", "not a regular file"]),
+    "s6-l-demo-fifo": ("vla_rl.cli", ["loop", L_CFG], ["vla.sft.demo_path={assets}/fifo.hdf5", "cycles=1"],
+                       ["vla.sft.demo_path", "fifo.hdf5", "not a regular file"]),
+    "s6-fe-demo-fifo": ("vla_rl.cli", ["fit-encoder", FE_CFG], ["data.demo_paths=[{assets}/fifo.hdf5]",
+                                                                "output={assets}/e_fifo.safetensors"],
+                        ["data.demo_paths", "fifo.hdf5", "not a regular file"]),
+    "s6-d-prompts-fifo": (*D, ["prompts.source=file", "prompts.file={assets}/fifo.yaml"],
+                          ["prompts.file", "fifo.yaml", "not a regular file"]),
+    "s6-d-config-fifo": ("diffusion_rl.cli", ["train", "{assets}/fifo.yaml", "--dry-run"], [],
+                         ["fifo.yaml", "not a regular file"]),
+    "s6-fe-config-fifo": ("vla_rl.cli", ["fit-encoder", "{assets}/fifo.yaml", "--dry-run"], [],
+                          ["fifo.yaml", "not a regular file"]),
+    "s6-l-config-symlink-loop": ("vla_rl.cli", ["loop", "{assets}/loop1", "--dry-run"], [], ["loop1", "not found"]),
+    "s6-d-lora-init-fifo": (*D, ["model.lora_init={assets}/fifo.yaml"], ["model.lora_init", "fifo.yaml"]),
+    # was: torch's load_state_dict traceback (every key listed) after the SFT stage: a file that is no small encoder
+    "s6-v-srpo-small-wrong-keys": ("vla_rl.cli", ["train", V_CFG],
+                                   [*V_TINY, *S6_SRPO, "srpo.encoder_path={assets}/wrongkeys.safetensors"],
+                                   ["srpo.encoder_path", "not the weights of srpo.encoder=small", "'foo'"]),
+    "s6-v-srpo-small-diffusion-lora": ("vla_rl.cli", ["train", V_CFG],
+                                       [*V_TINY, *S6_SRPO,
+                                        "srpo.encoder_path={drun}/checkpoints/step_000001/trainable.safetensors"],
+                                       ["srpo.encoder_path", "not the weights of srpo.encoder=small"]),
+    "s6-v-srpo-small-junk": ("vla_rl.cli", ["train", V_CFG],
+                             [*V_TINY, *S6_SRPO, "srpo.encoder_path={assets}/junk.safetensors"],
+                             ["srpo.encoder_path", "not a readable safetensors file"]),
+    "s6-v-srpo-progress-diffusion-lora": ("vla_rl.cli", ["train", V_CFG],
+                                          [*V_TINY, "rl.reward=srpo", "srpo.encoder=progress",
+                                           "srpo.encoder_path={drun}/checkpoints/step_000001/trainable.safetensors"],
+                                          ["srpo.encoder_path", "expected 'progress'"]),
+    # the launcher's environment (was: int()'s message naming no variable; RANK=5 of 2 waited for a rendezvous that
+    # never comes; RANK without WORLD_SIZE ran as one process) and MuJoCo's (was: mujoco's RuntimeError traceback)
+    "s6-d-env-world-size-abc": ("diffusion_rl.cli", ["train", D_CFG], [*D_TINY], ["WORLD_SIZE='abc'", "integer >= 1"]),
+    "s6-d-env-rank-beyond-world": ("diffusion_rl.cli", ["train", D_CFG], [*D_TINY],
+                                   ["RANK=5 with WORLD_SIZE=2", "0 <= RANK < WORLD_SIZE"]),
+    "s6-t-env-world-without-rank": ("diffusion_rl.cli", ["toy", T_CFG], ["train.iterations=1"],
+                                    ["WORLD_SIZE=2 but RANK is not set", "torchrun"]),
+    "s6-v-env-rank-without-world": ("vla_rl.cli", ["train", V_CFG], [*V_TINY], ["RANK=1 with WORLD_SIZE=1"]),
+    "s6-v-env-local-rank-neg": ("vla_rl.cli", ["train", V_CFG], [*V_TINY], ["LOCAL_RANK='-1'", "integer >= 0"]),
+    "s6-v-env-mujoco-gl": ("vla_rl.cli", ["train", V_CFG], [*V_TINY], ["MUJOCO_GL='nonsense'", "egl, osmesa"]),
+    "s6-r-env-mujoco-gl": ("vla_rl.cli", ["record-demos", "tabletop/reach", "1", "{assets}/r_gl.hdf5"], [],
+                           ["MUJOCO_GL='nonsense'", "egl, osmesa"]),
+    # (was: torch's "set_num_threads expects a positive integer" traceback; in a fresh process libgomp's own warning
+    # about the value comes first, at torch's import)
+    "s6-p-env-omp-0": (*PS, [], ["OMP_NUM_THREADS='0'", "positive integer"]),
+    "s6-v-env-omp-abc": ("vla_rl.cli", ["train", V_CFG], [*V_TINY], ["OMP_NUM_THREADS='abc'", "positive integer"]),
+    # already refused, a new class: damaged safetensors headers (a length beyond the file, an empty file), weights and
+    # models of the other frontend, a device this machine does not have, YAML of several documents / a python tag /
+    # comments only, a deep typo, a date where a string goes, and values of the wrong shape
+    "s6-d-eval-header-huge": ("diffusion_rl.cli", ["eval", "{drun_hdrhuge_dir}"], [],
+                              ["trainable.safetensors", "corrupt safetensors"]),
+    "s6-v-eval-header-huge": ("vla_rl.cli", ["eval", "{vrun_hdrhuge_dir}"], [],
+                              ["model.safetensors", "corrupt safetensors"]),
+    "s6-d-export-header-zero": ("diffusion_rl.cli", ["export", "{drun_hdrzero_dir}", "{assets}/exp_zero"], [],
+                                ["trainable.safetensors", "corrupt safetensors", "0 bytes"]),
+    "s6-d-resume-header-zero": ("diffusion_rl.cli", ["train", D_CFG], ["{drun_hdrzero}", *D_TINY, "train.iterations=2"],
+                                ["corrupt safetensors", "left untouched"]),
+    "s6-v-resume-header-huge": ("vla_rl.cli", ["train", V_CFG], ["{vrun_hdrhuge}", *V_TINY, "rl.iterations=2"],
+                                ["model.safetensors", "corrupt safetensors", "left untouched"]),
+    "s6-d-lora-init-vla-weights": (*D, ["model.lora_init={vrun}/checkpoints/step_000001/model.safetensors"],
+                                   ["model.lora_init", "only the denoiser (transformer) LoRA"]),
+    "s6-d-model-path-vla-policy": (*D, ["model.path={vrun}/policy"], ["model.path", "no diffusers pipeline"]),
+    "s6-v-base-policy-diffusion-checkpoint": ("vla_rl.cli", ["train", V_CFG],
+                                              [*V_TINY, "sft.base_policy={drun}/checkpoints/step_000001"],
+                                              ["sft.base_policy", "no saved policy there"]),
+    "s6-d-eval-weights-file": ("diffusion_rl.cli", ["eval", "{drun}/checkpoints/step_000001/trainable.safetensors"],
+                               [], ["trainable.safetensors", "holds no checkpoint"]),
+    "s6-v-eval-weights-file": ("vla_rl.cli", ["eval", "{vrun}/checkpoints/step_000001/model.safetensors"], [],
+                               ["model.safetensors", "holds no checkpoint"]),
+    "s6-d-device-mps": ("diffusion_rl.cli", ["train", D_CFG], ["model.device=mps", *D_TINY], ["'mps'", "MPS"]),
+    "s6-v-eval-device-mps": ("vla_rl.cli", ["eval", "{vrun}", "--device", "mps"], [], ["'mps'", "MPS"]),
+    "s6-d-yaml-multidoc": ("diffusion_rl.cli", ["train", "{assets}/multidoc.yaml", "--dry-run"], [],
+                           ["multidoc.yaml", "another document"]),
+    "s6-d-yaml-python-tag": ("diffusion_rl.cli", ["train", "{assets}/pyobj.yaml", "--dry-run"], [],
+                             ["pyobj.yaml", "could not determine a constructor"]),
+    "s6-t-yaml-comments-only": ("diffusion_rl.cli", ["toy", "{assets}/comments.yaml", "--dry-run"], [],
+                                ["comments.yaml", "empty"]),
+    "s6-d-yaml-deep-typo": ("diffusion_rl.cli", ["train", "{assets}/deep_typo.yaml", "--dry-run"], [],
+                            ["model.lora.rnak", "did you mean 'rank'"]),
+    "s6-v-yaml-date-for-string": ("vla_rl.cli", ["train", "{assets}/date.yaml", "--dry-run"], [],
+                                  ["log.run_name", "expects str", "date"]),
+    "s6-d-override-python-name": (*D, ["seed=!!python/name:os.system"], ["could not determine a constructor"]),
+    "s6-d-lr-neg-zero": (*D, ["train.lr=-0.0"], ["train.lr must be > 0", "-0.0"]),
+    "s6-v-success-band-3": (*V, ["rl.success_band=[0.1, 0.5, 0.9]"], ["rl.success_band", "expects 2 items, got 3"]),
+    "s6-d-lora-targets-nested": (*D, ["model.lora.targets=[[to_q]]"], ["model.lora.targets[0]", "expects str"]),
+    "s6-d-group-size-exp": (*D, ["grpo.group_size=1e3"], ["grpo.group_size", "'1e3'"]),
+    "s6-v-env-image-size-float": (*V, ["env.kwargs={image_size: 32.0}"], ["image_size", "32.0"]),
+    "s6-v-device-upper": (*V, ["device=CPU"], ["device 'CPU'", "not a torch device"]),
+    "s6-fe-output-dir-is-run": ("vla_rl.cli", ["fit-encoder", FE_CFG], ["output={vrun}"],
+                                ["output=", "expected a path ending in .safetensors"]),
+}
+# environment variables of a SWEEP_6 case (set for it alone)
+ENV_OF = {"s6-d-env-world-size-abc": {"WORLD_SIZE": "abc"},
+          "s6-d-env-rank-beyond-world": {"WORLD_SIZE": "2", "RANK": "5", "MASTER_ADDR": "127.0.0.1",
+                                         "MASTER_PORT": "29533"},
+          "s6-t-env-world-without-rank": {"WORLD_SIZE": "2"},
+          "s6-v-env-rank-without-world": {"RANK": "1"},
+          "s6-v-env-local-rank-neg": {"LOCAL_RANK": "-1"},
+          "s6-v-env-mujoco-gl": {"MUJOCO_GL": "nonsense"},
+          "s6-r-env-mujoco-gl": {"MUJOCO_GL": "nonsense"},
+          "s6-p-env-omp-0": {"OMP_NUM_THREADS": "0"},
+          "s6-v-env-omp-abc": {"OMP_NUM_THREADS": "abc"}}
 CASES.update(SWEEP_4)
 CASES.update(SWEEP_5)
+CASES.update(SWEEP_6)
 EXIT_2 = {c for c in CASES if c.startswith(("v-sim-", "v-robosuite-", "v-libero-", "l-sim-", "l-demo-", "v-eval-sim-"))
-          } | set(SWEEP) | set(SWEEP_2) | set(SWEEP_3) | set(SWEEP_4) | set(SWEEP_5)
+          } | set(SWEEP) | set(SWEEP_2) | set(SWEEP_3) | set(SWEEP_4) | set(SWEEP_5) | set(SWEEP_6)
 NEEDS = {"drun": "diffusion_run", "vrun": "vla_run", "trun": "toy_run", "demo": "demo_wrong_action"}
 # Run as ``python -m <cli>`` in a subprocess (the real entry point and exit code of a fresh interpreter): one case of
 # every subcommand of both CLIs, and every case whose command imports robosuite or LIBERO (their imports print to the
@@ -1296,6 +1486,8 @@ SUBPROCESS = {"d-unknown-key", "t-unknown-key", "d-serve-unknown", "d-eval-missi
               # (they served forever before their checks: a subprocess times out, a call would hang)
               "d-serve-delay-nan", "v-serve-not-callable", "d-serve-empty-host", "d-tracker-cannot-start",
               "s4-d-serve-host-unknown", "s5-d-serve-delay-huge",
+              # (MUJOCO_GL is read once per process, when the renderer is first chosen)
+              "s6-v-env-mujoco-gl", "s6-r-env-mujoco-gl",
               *(c for c, (_, head, extra, _) in CASES.items()
                 if c.startswith("lb-") or any(w in " ".join(head + extra) for w in ("robosuite", "libero")))}
 
@@ -1318,7 +1510,7 @@ def test_bad_input(case, assets, request, tmp_path, capfd, caplog, monkeypatch):
         (ck / "state.json").write_text(json.dumps(st))
         subs["vrun_badenv_ck"] = str(ck)
     for kind in ("truncated", "nostate", "copy", "stalelatest", "nolora", "statelist", "stateempty", "latestbinary",
-                 "shape", "nan", "policytrunc", "int", "wrongkeys", "garbled"):
+                 "shape", "nan", "policytrunc", "int", "wrongkeys", "garbled", "hdrhuge", "hdrzero"):
         for key, fixture in (("drun", "diffusion_run"), ("vrun", "vla_run"), ("trun", "toy_run")):
             if f"{{{key}_{kind}" in text:
                 src = request.getfixturevalue(fixture)
@@ -1336,6 +1528,8 @@ def test_bad_input(case, assets, request, tmp_path, capfd, caplog, monkeypatch):
     has_out = any(a.startswith("output_dir=") for a in extra)
     if not has_out and any(a.endswith(".yaml") for a in head) and head[0] in ("train", "loop", "toy"):
         extra = [f"output_dir={tmp_path / 'run'}", *extra]
+    for var, value in ENV_OF.get(case, {}).items():  # (run_cli passes os.environ on)
+        monkeypatch.setenv(var, value)
     watched = [tmp_path, assets]
     before = [snapshot(w) for w in watched]
     if case in SUBPROCESS:
@@ -1457,6 +1651,23 @@ SWEEP_5_BENCH = [
     ("bench_libero.py", ["--nosuch"], None, ["unrecognized arguments: --nosuch"]),
 ]
 
+# the sixth misuse sweep's bench finds ({fifo}: a FIFO, {loop}: a symlink loop): was a hang (a --report-from FIFO),
+# pathlib's "Symlink loop" traceback, a bench that started its runs on an --out no run can write, or a FIFO reported as
+# a file that "does not exist"
+SWEEP_6_BENCH = [
+    ("bench_tree_pool.py", ["--report-from", "{fifo}"], None, ["--report-from", "not a regular file"]),
+    ("bench_lookahead.py", ["--report-from", "{fifo}"], None, ["--report-from", "not a regular file"]),
+    ("bench_srpo_rule.py", ["--report-from", "{fifo}"], None, ["--report-from", "is not a regular file"]),
+    ("bench_eva_seeds.py", ["--out", "{loop}"], None, ["--out=", "symlink that leads nowhere"]),
+    ("bench_eva_seeds.py", ["--out", "{f}"], {}, ["--out=", "is a file, not a directory"]),
+    ("bench_wm_loop_seeds.py", ["--out", "{loop}"], None, ["--out=", "symlink that leads nowhere"]),
+    ("bench_branch_headroom.py", ["--out", "{loop}"], None, ["--out=", "symlink that leads nowhere"]),
+    ("bench_lookahead.py", ["--out", "{loop}"], None, ["--out=", "symlink that leads nowhere"]),
+    ("bench_tree_pool.py", ["--json-out", "{loop}/x.json"], None, ["--json-out", "existing folder"]),
+    ("bench_progress.py", ["--out", "{loop}"], None, ["--out=", "symlink that leads nowhere"]),
+    ("bench_vla.py", ["--config", "{fifo}"], None, ["config file", "not a regular file"]),
+]
+
 
 # ---- the benches' own flags (the misuse sweep 2): one line, exit 2, before any run -------------------------------
 @pytest.mark.parametrize("script,args,data,expect", [
@@ -1482,14 +1693,21 @@ SWEEP_5_BENCH = [
     ("bench_tree_pool.py", ["--eta", "0"], None, ["--eta 0.0", "expected > 0"]),
     *SWEEP_4_BENCH,
     *SWEEP_5_BENCH,
+    *SWEEP_6_BENCH,
 ])
 def test_bench_bad_input(script, args, data, expect, tmp_path):
     f = tmp_path / "runs.json"
     if data is not None:
         f.write_text(json.dumps(data))
+    os.mkfifo(tmp_path / "fifo")
+    (tmp_path / "loop").symlink_to(tmp_path / "loop_b")
+    (tmp_path / "loop_b").symlink_to(tmp_path / "loop")
+    subs = {"{f}": str(f), "{fifo}": str(tmp_path / "fifo"), "{loop}": str(tmp_path / "loop")}
+    for k, v in subs.items():
+        args = [a.replace(k, v) for a in args]
     before = snapshot(tmp_path)
     env = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "PYTHONPATH": str(REPO)}
-    r = subprocess.run([sys.executable, str(REPO / "bench" / script), *[a.replace("{f}", str(f)) for a in args]],
+    r = subprocess.run([sys.executable, str(REPO / "bench" / script), *args],
                        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
     lines = [ln for ln in r.stderr.splitlines() if ln.strip() and "Warning" not in ln and "warnings.warn" not in ln]
     assert r.returncode == 2 and "Traceback" not in r.stderr, r.stderr[-2000:]

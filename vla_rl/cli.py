@@ -30,13 +30,14 @@ import os
 import sys
 from pathlib import Path
 
-from grpo.cli import ArgumentParser, add_config_command, parse_args, run_command
+from grpo.cli import ArgumentParser, add_config_command, omp_threads, parse_args, run_command
 from grpo.config import MAX_EPISODES, MAX_SEED
 from grpo.preflight import (
     PLAN_FLAGS,
     check_flags,
     check_hdf5_demo_file,
     check_new_output,
+    check_not_in_a_checkpoint,
     check_plan_only,
     check_writable_dir,
     check_writable_file,
@@ -48,7 +49,7 @@ def _setup_threads() -> None:
     os.environ.setdefault("OMP_NUM_THREADS", "1")
     import torch
 
-    torch.set_num_threads(max(1, int(os.environ.get("OMP_NUM_THREADS", "1"))))
+    torch.set_num_threads(omp_threads(1))
 
 
 def cmd_train(args: argparse.Namespace) -> int:
@@ -270,6 +271,7 @@ def cmd_record_demos(args: argparse.Namespace) -> int:
     else:
         _check_hdf5_name(args.out, " (or --format lerobot for a LeRobotDataset directory)")
         check_writable_file(args.out, "out")
+        check_not_in_a_checkpoint(args.out, "out")
         check_new_output(args.out, "out", args.force)
     cams = () if args.cameras == ["none"] else tuple(args.cameras)
     summary = sims.record_demos(args.task, args.n, args.out,

@@ -129,6 +129,33 @@ def check_srpo_encoder(srpo, env=None) -> None:
         if srpo.encoder != "small" and not srpo.encoder_path:
             raise ValueError(f"srpo.encoder={srpo.encoder!r} needs srpo.encoder_path (a local save_pretrained "
                              "directory)")
+        if srpo.encoder == "small" and srpo.encoder_path:
+            check_small_encoder_file(srpo.encoder_path)
+
+
+def check_small_encoder_file(path: str, key: str = "srpo.encoder_path") -> None:
+    """``path`` holds ``world_models.encoders.SmallVideoEncoder``'s weights: a regular .safetensors file whose tensor
+    names and shapes are the encoder's (the header only is read); else one line naming ``key`` (was: torch's
+    load_state_dict traceback, listing every key, after the SFT stage)."""
+    from safetensors import safe_open
+
+    from world_models.encoders import SmallVideoEncoder
+
+    p = Path(path).expanduser()
+    if not p.is_file():
+        raise ValueError(f"{key}={path!r}: not a file (expected the .safetensors state dict of srpo.encoder=small)")
+    try:
+        with safe_open(str(p), framework="pt") as f:
+            got = {k: list(f.get_slice(k).get_shape()) for k in f.keys()}
+    except Exception as e:  # noqa: BLE001 - safetensors raises its own error types for a damaged header
+        why = " ".join(str(e).split())[:120]
+        raise ValueError(f"{key}={path!r}: not a readable safetensors file ({why})") from None
+    want = {k: list(v.shape) for k, v in SmallVideoEncoder().state_dict().items()}
+    if got != want:
+        missing, extra = sorted(set(want) - set(got)), sorted(set(got) - set(want))
+        shape = sorted(k for k in set(want) & set(got) if want[k] != got[k])
+        raise ValueError(f"{key}={path!r}: not the weights of srpo.encoder=small (missing {missing[:3]}, unexpected "
+                         f"{extra[:3]}, other shapes {shape[:3]}); expected a SmallVideoEncoder state dict")
 
 
 def check_loop_inputs(cfg, writes: bool = True) -> None:
@@ -192,6 +219,9 @@ def check_demo_actions(path: str, task: str, env_kwargs: dict, key: str = "sft.d
 
     if Path(path).is_dir():
         raise ValueError(f"{key}={path!r} is a directory; expected a robomimic-style HDF5 file with "
+                         "data/<demo>/actions")
+    if Path(path).exists() and not Path(path).is_file():  # a FIFO / device: h5py's open blocks on it (was: a hang)
+        raise ValueError(f"{key}={path!r} is not a regular file; expected a robomimic-style HDF5 file with "
                          "data/<demo>/actions")
     try:
         with h5py.File(path, "r") as f:

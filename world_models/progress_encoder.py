@@ -691,7 +691,13 @@ def check_fit_inputs(cfg: FitEncoderConfig) -> None:
     """Before anything is recorded or trained: the demo files exist, the tasks are registered, the output can be
     written."""
     import sims
-    from grpo.preflight import check_choice, check_hdf5_demo_file, check_path_exists, check_writable_file
+    from grpo.preflight import (
+        check_choice,
+        check_hdf5_demo_file,
+        check_not_in_a_checkpoint,
+        check_path_exists,
+        check_writable_file,
+    )
     from sims.config import extra_view_name_size
 
     for p in cfg.data.demo_paths:
@@ -711,6 +717,7 @@ def check_fit_inputs(cfg: FitEncoderConfig) -> None:
             sims.check_options(t, {**cfg.data.env_kwargs, "cameras": (cfg.data.camera,)}, "data.camera")
     check_path_exists("data.policy", cfg.data.policy, "a VLA policy directory (save_pretrained) or builtin:<name>")
     check_writable_file(cfg.output, "output")
+    check_not_in_a_checkpoint(cfg.output, "output")
 
 
 # rollout(task, n, seed_offset, max_steps) -> n episodes (frames uint8 [T+1, H, W, 3], success): the policy's own
