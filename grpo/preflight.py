@@ -194,12 +194,20 @@ def check_hdf5_demo_file(key: str, path: str | os.PathLike, expected: str) -> No
         raise ValueError(f"{key}={str(path)!r}: no 'data' group; expected {expected}")
 
 
+def check_regular_file(path: str | os.PathLike, expected: str) -> None:
+    """``path`` (when it exists) is a regular file: a FIFO or a device where a run keeps a file (``state.json``,
+    ``run_info.json``, weights, the ``latest`` pointer) blocks the open that reads it (was: a hang); one line."""
+    if os.path.exists(path) and not os.path.isfile(path) and not os.path.isdir(path):
+        raise ValueError(f"{os.fsdecode(path)}: not a regular file (a FIFO or a device); expected {expected}")
+
+
 def check_safetensors_file(path: Path) -> None:
     """``path`` is a complete safetensors file: its 8-byte header length, JSON header and data size agree (reads the
     header only). A truncated or corrupt file: one line naming it."""
     import json
     import struct
 
+    check_regular_file(path, "a safetensors file")
     size = path.stat().st_size
     try:
         with open(path, "rb") as f:
@@ -224,6 +232,7 @@ def check_checkpoint_dir(path: str | os.PathLike) -> None:
     if not state.exists():
         raise ValueError(f"{p}: no state.json (an incomplete or corrupt checkpoint; expected a step_* directory "
                          "written by the trainer)")
+    check_regular_file(state, "the checkpoint's JSON state, as the trainer writes it")
     try:
         meta = json.loads(state.read_text())
     except ValueError as e:  # (a UnicodeDecodeError too)
@@ -239,6 +248,7 @@ def check_checkpoint_dir(path: str | os.PathLike) -> None:
 def read_pointer(pointer: Path) -> str:
     """The checkpoint name a ``latest`` pointer file holds (one line, e.g. ``step_000010``); a pointer that is not
     text, is empty or names a path outside its folder: one line naming it."""
+    check_regular_file(pointer, "one line naming a step_* directory beside it")
     try:
         name = pointer.read_text().strip()
     except (OSError, UnicodeDecodeError) as e:
@@ -257,7 +267,7 @@ def check_latest_pointer(root: str | os.PathLike,
     from .checkpoint import LATEST
 
     pointer = Path(root) / LATEST
-    if pointer.is_file():
+    if pointer.exists():  # (a FIFO too: read_pointer refuses it, latest_checkpoint's read would block)
         named = Path(root) / read_pointer(pointer)
         if not (named / "state.json").exists():
             raise ValueError(f"{named} (named by {pointer}) has no state.json, an incomplete or corrupt checkpoint"
@@ -369,6 +379,7 @@ def check_run_kind(out: str | os.PathLike, cls: type, key: str = "output_dir") -
 
     check_not_inside_a_run(out, key)
     info = Path(out) / "run_info.json"
+    check_regular_file(info, "the run's JSON record, as every job writes it")
     try:
         saved = json.loads(info.read_text()).get("config") if info.is_file() else None
     except (OSError, ValueError, AttributeError):

@@ -209,6 +209,11 @@ def _corrupt_copy(src: Path, dst: Path, how: str) -> Path:
 
         for f in [*ck.glob("trainable.safetensors"), *ck.glob("model.safetensors")]:
             f.write_bytes(struct.pack("<Q", 2**62) + f.read_bytes()[8:] if how == "hdrhuge" else b"")
+    elif how in ("fifostate", "fifoinfo", "fifolatest"):  # a FIFO where the run keeps a file (an open blocks on it)
+        f = {"fifostate": ck / "state.json", "fifoinfo": dst / "run_info.json",
+             "fifolatest": dst / "checkpoints" / "latest"}[how]
+        f.unlink()
+        os.mkfifo(f)
     elif how == "nolora":  # the checkpoint's trainable weights are gone
         for c in (dst / "checkpoints").iterdir():
             if c.is_dir() and not c.is_symlink():
@@ -1415,6 +1420,19 @@ SWEEP_6 = {
     # about the value comes first, at torch's import)
     "s6-p-env-omp-0": (*PS, [], ["OMP_NUM_THREADS='0'", "positive integer"]),
     "s6-v-env-omp-abc": ("vla_rl.cli", ["train", V_CFG], [*V_TINY], ["OMP_NUM_THREADS='abc'", "positive integer"]),
+    # was: a hang (a FIFO where a run keeps state.json, run_info.json or its latest pointer: the open blocked)
+    "s6-d-eval-state-fifo": ("diffusion_rl.cli", ["eval", "{drun_fifostate_dir}"], [],
+                             ["state.json", "not a regular file"]),
+    "s6-d-export-state-fifo": ("diffusion_rl.cli", ["export", "{drun_fifostate_dir}", "{assets}/exp_fifo"], [],
+                               ["state.json", "not a regular file"]),
+    "s6-v-resume-state-fifo": ("vla_rl.cli", ["train", V_CFG], ["{vrun_fifostate}", *V_TINY, "rl.iterations=2"],
+                               ["resume:", "state.json", "not a regular file", "left untouched"]),
+    "s6-t-resume-state-fifo": ("diffusion_rl.cli", ["toy", T_CFG], ["{trun_fifostate}", "train.iterations=2"],
+                               ["resume:", "state.json", "not a regular file"]),
+    "s6-d-resume-run-info-fifo": ("diffusion_rl.cli", ["train", D_CFG], ["{drun_fifoinfo}", *D_TINY,
+                                                                         "train.iterations=2"],
+                                  ["run_info.json", "not a regular file"]),
+    "s6-v-eval-latest-fifo": ("vla_rl.cli", ["eval", "{vrun_fifolatest_dir}"], [], ["latest", "not a regular file"]),
     # already refused, a new class: damaged safetensors headers (a length beyond the file, an empty file), weights and
     # models of the other frontend, a device this machine does not have, YAML of several documents / a python tag /
     # comments only, a deep typo, a date where a string goes, and values of the wrong shape
@@ -1510,7 +1528,8 @@ def test_bad_input(case, assets, request, tmp_path, capfd, caplog, monkeypatch):
         (ck / "state.json").write_text(json.dumps(st))
         subs["vrun_badenv_ck"] = str(ck)
     for kind in ("truncated", "nostate", "copy", "stalelatest", "nolora", "statelist", "stateempty", "latestbinary",
-                 "shape", "nan", "policytrunc", "int", "wrongkeys", "garbled", "hdrhuge", "hdrzero"):
+                 "shape", "nan", "policytrunc", "int", "wrongkeys", "garbled", "hdrhuge", "hdrzero",
+                 "fifostate", "fifoinfo", "fifolatest"):
         for key, fixture in (("drun", "diffusion_run"), ("vrun", "vla_run"), ("trun", "toy_run")):
             if f"{{{key}_{kind}" in text:
                 src = request.getfixturevalue(fixture)
