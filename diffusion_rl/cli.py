@@ -284,6 +284,11 @@ def check_export_target(run_dir: str, out: str, force: bool) -> None:
     check_new_output(target, "OUT", force)  # other files: not written among them either
 
 
+# keys of a run that ``diffusion-rl eval`` reads nowhere: it writes no run directory, logs nothing, trains nothing
+EVAL_IGNORES = ("output_dir", "resume", "log", "dist", "train.iterations", "train.lr", "train.lr_schedule",
+                "train.inner_epochs", "train.eval_every", "train.save_every", "train.keep_last")
+
+
 def _eval(args) -> int:
     from grpo.checkpoint import load_checkpoint
     from grpo.config import _build as build_cfg  # noqa: PLC2701 - same typed loader, from a dict
@@ -302,6 +307,11 @@ def _eval(args) -> int:
 
         over = parse_overrides(args.overrides)
         cfg = build_cfg(DiffusionRLConfig, _merge(config_to_dict(cfg), over), "", str(p))
+        unused = sorted(given_keys(DiffusionRLConfig, over) & set(EVAL_IGNORES))  # (was: accepted, doing nothing)
+        if unused:
+            raise ValueError(f"{p} + overrides: {unused[0]} does nothing in eval (it reads the checkpoint, samples "
+                             "and prints; it writes no run and trains nothing); expected overrides of model, sampler, "
+                             "prompts, reward, eval or seed")
         # what train refuses of the same keys: a seed out of range (was: an overflow line naming no key), a key the
         # checkpoint's mode ignores (was: accepted)
         check_seed(cfg, f"{p} + overrides")

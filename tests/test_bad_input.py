@@ -1433,6 +1433,13 @@ SWEEP_6 = {
                                                                          "train.iterations=2"],
                                   ["run_info.json", "not a regular file"]),
     "s6-v-eval-latest-fifo": ("vla_rl.cli", ["eval", "{vrun_fifolatest_dir}"], [], ["latest", "not a regular file"]),
+    # was: accepted and ignored (eval writes no run: an output_dir / resume / training key of eval did nothing)
+    "s6-d-eval-output-dir-override": ("diffusion_rl.cli", ["eval", "{drun}", "output_dir={assets}/eval_out"], [],
+                                      ["output_dir does nothing in eval", "model, sampler, prompts"]),
+    "s6-d-eval-iterations-override": ("diffusion_rl.cli", ["eval", "{drun}", "train.iterations=5"], [],
+                                      ["train.iterations does nothing in eval"]),
+    "s6-d-eval-resume-override": ("diffusion_rl.cli", ["eval", "{drun}", "resume=false"], [],
+                                  ["resume does nothing in eval"]),
     # already refused, a new class: damaged safetensors headers (a length beyond the file, an empty file), weights and
     # models of the other frontend, a device this machine does not have, YAML of several documents / a python tag /
     # comments only, a deep typo, a date where a string goes, and values of the wrong shape
