@@ -1440,6 +1440,12 @@ SWEEP_6 = {
                                       ["train.iterations does nothing in eval"]),
     "s6-d-eval-resume-override": ("diffusion_rl.cli", ["eval", "{drun}", "resume=false"], [],
                                   ["resume does nothing in eval"]),
+    # was: accepted (a policy never rolled out), or refused only after the expert episodes were recorded
+    "s6-fe-policy-without-episodes": (*FE, ["data.policy=builtin:tabletop_base"],
+                                      ["data.policy='builtin:tabletop_base' does nothing", "data.policy_per_task=0"]),
+    "s6-fe-policy-not-a-policy": ("vla_rl.cli", ["fit-encoder", FE_CFG],
+                                  ["data.policy={drun}", "data.policy_per_task=1", "output={assets}/e_pol.safetensors"],
+                                  ["data.policy=", "no saved policy there", "config.json"]),
     # already refused, a new class: damaged safetensors headers (a length beyond the file, an empty file), weights and
     # models of the other frontend, a device this machine does not have, YAML of several documents / a python tag /
     # comments only, a deep typo, a date where a string goes, and values of the wrong shape

@@ -664,6 +664,9 @@ class FitDataConfig:
         if self.policy_per_task and not self.policy:
             raise ValueError(f"data.policy_per_task={self.policy_per_task} but data.policy is empty (name the VLA to "
                              "roll out, e.g. builtin:tabletop_base)")
+        if self.policy and not self.policy_per_task:  # (was: accepted, the policy never rolled out nor checked)
+            raise ValueError(f"data.policy={self.policy!r} does nothing with data.policy_per_task=0 (set the policy's "
+                             "episodes per task, e.g. data.policy_per_task: 20, or leave data.policy empty)")
 
 
 @dataclass
@@ -716,6 +719,10 @@ def check_fit_inputs(cfg: FitEncoderConfig) -> None:
         if not own_view:
             sims.check_options(t, {**cfg.data.env_kwargs, "cameras": (cfg.data.camera,)}, "data.camera")
     check_path_exists("data.policy", cfg.data.policy, "a VLA policy directory (save_pretrained) or builtin:<name>")
+    pol = Path(cfg.data.policy).expanduser() if cfg.data.policy and not cfg.data.policy.startswith("builtin:") else None
+    if pol is not None and pol.is_dir() and not (pol / "config.json").is_file():  # (was: expert data collected first)
+        raise ValueError(f"data.policy={cfg.data.policy!r}: no saved policy there (no config.json); expected a "
+                         "directory written by save_pretrained, e.g. <vla-rl train run>/policy, or builtin:<name>")
     check_writable_file(cfg.output, "output")
     check_not_in_a_checkpoint(cfg.output, "output")
 
