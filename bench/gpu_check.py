@@ -548,6 +548,8 @@ def main(argv: list[str] | None = None) -> int:
     out = Path(args.out)
     if out.exists() and not out.is_dir():
         fail(f"--out {str(out)!r} is a file (expected a folder)")
+    if out.is_symlink() and not out.exists():  # (was: mkdir's FileExistsError traceback)
+        fail(f"--out {str(out)!r} is a symlink that leads nowhere (a loop or a missing target; expected a folder)")
     _import_torch()
     if not dry and not torch.cuda.is_available():
         fail("no CUDA device (torch.cuda.is_available() is False): run on a GPU node, or pass --dry for the CPU "

@@ -1698,6 +1698,7 @@ SWEEP_6_BENCH = [
     ("bench_tree_pool.py", ["--json-out", "{loop}/x.json"], None, ["--json-out", "existing folder"]),
     ("bench_progress.py", ["--out", "{loop}"], None, ["--out=", "symlink that leads nowhere"]),
     ("bench_vla.py", ["--config", "{fifo}"], None, ["config file", "not a regular file"]),
+    ("gpu_check.py", ["--dry", "--no-plan", "--out", "{loop}"], None, ["--out", "symlink that leads nowhere"]),
 ]
 
 
