@@ -35,6 +35,7 @@ import sys
 
 from grpo.cli import ArgumentParser, add_config_command, omp_threads, parse_args, run_command
 from grpo.config import dump_config, load_config
+from grpo.distributed import end_of_job
 from grpo.loop import StopRun
 from grpo.monitors import RewardHackingError
 from grpo.onpolicy import OnPolicyError
@@ -141,7 +142,8 @@ def main(argv: list[str] | None = None) -> int:
     add_report_command(sub)  # grpo.report: one offline HTML page for one or more runs
     add_serve_command(sub, "diffusion-rl")  # rewards.remote: serve-reward NAME --host --port
     args = parse_args(ap, argv, takes_overrides=("train", "toy"))  # key=value overrides may follow --dry-run
-    commands = {"report": run_report, "train": _train, "pretrain-shapes": _pretrain_shapes, "toy": _toy,
+    commands = {"report": run_report, "train": lambda a: end_of_job(_train(a)), "pretrain-shapes": _pretrain_shapes,
+                "toy": _toy,
                 "export": _export, "eval": _eval, "serve-reward": serve_command}
 
     def dispatch() -> int:

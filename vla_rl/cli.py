@@ -32,6 +32,7 @@ from pathlib import Path
 
 from grpo.cli import ArgumentParser, add_config_command, omp_threads, parse_args, run_command
 from grpo.config import MAX_EPISODES, MAX_SEED
+from grpo.distributed import end_of_job
 from grpo.preflight import (
     PLAN_FLAGS,
     check_flags,
@@ -408,9 +409,10 @@ def main(argv: list[str] | None = None) -> int:
         p.error(f"{args.cmd} takes no --robot.<field> flags (only deploy and robot-loop do): "
                 f"{' '.join('--robot.' + k for k, _ in robot_flags)}")
     args.robot_flags = robot_flags
-    cmd = {"train": cmd_train, "eval": cmd_eval, "loop": cmd_loop, "record-demos": cmd_record_demos,
-           "libero-demos": cmd_libero_demos, "report": run_report, "deploy": _cmd_deploy,
-           "robot-loop": _cmd_robot_loop, "fit-encoder": cmd_fit_encoder, "serve-reward": serve_command}[args.cmd]
+    cmd = {"train": lambda a: end_of_job(cmd_train(a)), "eval": cmd_eval, "loop": cmd_loop,
+           "record-demos": cmd_record_demos, "libero-demos": cmd_libero_demos, "report": run_report,
+           "deploy": _cmd_deploy, "robot-loop": _cmd_robot_loop, "fit-encoder": cmd_fit_encoder,
+           "serve-reward": serve_command}[args.cmd]
     return run_command(lambda: cmd(args))
 
 
