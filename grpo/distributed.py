@@ -92,9 +92,10 @@ def end_of_job(code: int) -> int:
     """A job's exit code, once it has finished and torn its process group down. A rank other than 0 of a
     multi-process launch leaves here with ``os._exit(code)`` (stdout / stderr flushed), skipping the interpreter's
     finalization: there torch's gloo backend now and then aborted a rank whose run had finished (SIGABRT, "terminate
-    called without an active exception"; 2 of 15 runs of the two 2-process test files on 2 shared cores, always rank
-    1, always after rank 0's last line; a barrier before the teardown did not help). Those ranks write nothing after
-    the job (rank 0 writes checkpoints, logs and trackers, and keeps its normal exit); single-process runs return."""
+    called without an active exception"; 3 of 24 runs of the two 2-process test files on 2 shared cores, always
+    rank 1, always after rank 0's last line; a barrier before the teardown did not help; 0 of 7 runs with this
+    exit). Those ranks write nothing after the job (rank 0 writes checkpoints, logs and trackers, and keeps its
+    normal exit); single-process runs return ``code``."""
     if _JOINED and _JOINED[0] != 0:
         sys.stdout.flush()
         sys.stderr.flush()
