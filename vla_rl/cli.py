@@ -221,6 +221,9 @@ def cmd_fit_encoder(args: argparse.Namespace) -> int:
         print(f"error: {e}", file=sys.stderr)
         return 2
     check_fit_inputs(cfg)  # before anything is recorded or trained
+    from .preflight import check_policy_files
+
+    check_policy_files("data.policy", cfg.data.policy)  # a saved policy there (was: expert data collected first)
     if not args.dry_run:
         check_new_output(cfg.output, "output", args.force)
     if args.dry_run:

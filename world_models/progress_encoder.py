@@ -719,10 +719,7 @@ def check_fit_inputs(cfg: FitEncoderConfig) -> None:
         if not own_view:
             sims.check_options(t, {**cfg.data.env_kwargs, "cameras": (cfg.data.camera,)}, "data.camera")
     check_path_exists("data.policy", cfg.data.policy, "a VLA policy directory (save_pretrained) or builtin:<name>")
-    pol = Path(cfg.data.policy).expanduser() if cfg.data.policy and not cfg.data.policy.startswith("builtin:") else None
-    if pol is not None and pol.is_dir() and not (pol / "config.json").is_file():  # (was: expert data collected first)
-        raise ValueError(f"data.policy={cfg.data.policy!r}: no saved policy there (no config.json); expected a "
-                         "directory written by save_pretrained, e.g. <vla-rl train run>/policy, or builtin:<name>")
+    # (what is inside a policy directory is the frontend's check: vla-rl fit-encoder, vla_rl.preflight)
     check_writable_file(cfg.output, "output")
     check_not_in_a_checkpoint(cfg.output, "output")
 
