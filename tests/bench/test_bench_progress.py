@@ -169,3 +169,57 @@ def test_states_se_is_the_spread_over_resampled_initial_states():
     assert np.isnan(mod.states_se([dict(noise[0], groups=[3] * 200)]))  # one state: no spread to measure
     assert mod._with_states([0.2, 0.4], [0.1, 0.1]) == f"+0.30 +- {np.sqrt(0.1 ** 2 + 0.1 ** 2):.2f}"
     assert mod._with_states([0.2], [float("nan")]) == "n/a"
+
+
+def test_ceiling_diagnostic_scores_the_bench_failures_on_state_latents(tmp_path, capsys):
+    """diag_progress_ceiling.py: SRPO's rule on simulator-state latents of the bench's own failures. The failures are
+    the bench's, episode for episode (same simulator progress, in order); a row per latent x rule; every failure
+    graded; on reach the traced states reproduce each episode's progress (checked inside the run) and the
+    instruction-relevant relation orders the failures better than the proprioception alone under SRPO's task rule."""
+    bench = load_bench("bench_progress")
+    assert bench.main(["--small", "--encoders", "random_conv", "--out", str(tmp_path / "b")]) == 0
+    row, = json.loads((tmp_path / "b" / "results.json").read_text())["rows"]
+    capsys.readouterr()
+    diag = load_bench("diag_progress_ceiling")
+    out = tmp_path / "ceiling.json"
+    assert diag.main(["--seeds", "1", "--tasks", "push", "--groups", "2", "--group-size", "3",
+                      "--json-out", str(out)]) == 0
+    res = json.loads(out.read_text())
+    names = [f"{k}/{r}" for k in diag.LATENTS for r in ("task", "group")]
+    assert [r["encoder"] for r in res["rows"]] == names
+    for r in res["rows"]:
+        assert r["sim_progress"] == row["sim_progress"]  # the bench's failures, in its order
+        assert all(0.0 < p < 1.0 for p in r["srpo_progress"])
+    rows = markdown_table(capsys.readouterr().out, "| encoder |")
+    assert [r[0] for r in rows] == names
+    assert diag.main(["--split", "val", "--seeds", "1", "--tasks", "reach_one", "--groups", "4", "--group-size", "4",
+                      "--json-out", str(out)]) == 0
+    by = {r["encoder"]: r["within_task"] for r in json.loads(out.read_text())["rows"]}
+    assert by["relation/task"] > 0.5 and by["relation/task"] > by["gripper/task"]
+
+
+def test_state_latents_of_an_expert_reach():
+    """The reach expert's traced states: the relation is the named ball minus the grip point (under 3 cm at the
+    success, the task's test), ``relation_start`` has length 1 at the first frame, and the recomputed progress is 1
+    at the success."""
+    import numpy as np
+
+    diag = load_bench("diag_progress_ceiling")
+    tr = diag.expert_trace("reach", 2_000_000, 40)
+    assert tr is not None and len(tr) > 2
+    assert np.linalg.norm(tr[-1]["relation"]) < 0.03 < np.linalg.norm(tr[0]["relation"])
+    assert diag.pooled(tr, "relation_start", 1, "last").shape == (3,)
+    first = diag.pooled(tr[:1], "relation_start", 1, "last")
+    assert np.linalg.norm(first) == pytest.approx(1.0)
+    assert diag.reach_progress(tr) >= 1.0 - 0.03 / np.linalg.norm(tr[0]["relation"])  # the last frame is within 3 cm
+    assert tr[0]["scene"].shape == (3 + 3 * 3,) and tr[0]["gripper"].shape == (3,)
+
+
+@pytest.mark.parametrize("argv", [["--groups", "0"], ["--tasks", "lift"], ["--pooling", "max"],
+                                  ["--group-size", "1"], ["--json-out", "/"]])
+def test_ceiling_diagnostic_bad_arguments(argv, capsys):
+    diag = load_bench("diag_progress_ceiling")
+    with pytest.raises(SystemExit) as e:
+        diag.main(argv)
+    assert e.value.code == 2
+    assert capsys.readouterr().err.strip().splitlines()[-1].startswith("diag_progress_ceiling.py: error:")
