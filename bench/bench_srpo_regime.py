@@ -36,6 +36,11 @@ equal success after SFT, checked here):
                          learned encoder's in-training Spearman here is ~0.14, random_conv's ~0.28: the runs'
                          ``reward/srpo_vs_env_progress_spearman``), so the ceiling becomes a curve: how good an
                          encoder must be to beat binary.
+* ``sim_progress_mixed`` (``--arms``) the simulator's progress as the failures' grade (as ``sim_progress_global``)
+                         with the recipe's band and scale (as ``binary`` and ``srpo_progress_mixed``): only mixed
+                         groups train, so it differs from ``binary`` only in grading a mixed group's failures, and
+                         exactly: the ceiling of the mixed-groups-only use of SRPO (the shipped recipes'), where the
+                         group rule needs no layout-invariant latent (``bench/diag_progress_ceiling.py``).
 
 Common overrides (:data:`COMMON`): ``sft.demos_per_task=1``, ``rl.eval_split=test`` (every evaluation, the curve's
 points included, runs on the *test* initial states ``rl.test_seed_offset + i`` = 5000000+, which nothing here was
@@ -86,7 +91,8 @@ ARMS = {"srpo_progress": [KEEP], "binary": ["rl.reward=binary"],
         "sim_progress_global": [KEEP, GLOBAL, "rl.reward=sim_progress"],
         "sim_progress_global_n1": [KEEP, GLOBAL, "rl.reward=sim_progress", "rl.sim_progress_noise=1.0"],
         "sim_progress_global_n2": [KEEP, GLOBAL, "rl.reward=sim_progress", "rl.sim_progress_noise=2.0"],
-        "sim_progress_global_n3": [KEEP, GLOBAL, "rl.reward=sim_progress", "rl.sim_progress_noise=3.0"]}
+        "sim_progress_global_n3": [KEEP, GLOBAL, "rl.reward=sim_progress", "rl.sim_progress_noise=3.0"],
+        "sim_progress_mixed": ["rl.reward=sim_progress"]}
 DEFAULT_ARMS = ("srpo_progress", "binary", "srpo_random_conv")  # issue 32 item 4's three arms
 PAIRS = (("srpo_progress", "binary"), ("srpo_progress", "srpo_random_conv"), ("srpo_progress_mixed", "binary"),
          ("srpo_progress", "srpo_progress_mixed"), ("srpo_progress_mixed", "srpo_random_conv_mixed"),
@@ -96,7 +102,8 @@ PAIRS = (("srpo_progress", "binary"), ("srpo_progress", "srpo_random_conv"), ("s
          ("sim_progress_global", "srpo_progress_global"), ("sim_progress_global_n1", "binary_global"),
          ("sim_progress_global_n1", "srpo_progress_global"), ("sim_progress_global_n2", "binary_global"),
          ("sim_progress_global_n2", "srpo_progress_global"), ("sim_progress_global_n3", "binary_global"),
-         ("sim_progress_global_n3", "srpo_progress_global"))  # paired differences reported when both arms ran
+         ("sim_progress_global_n3", "srpo_progress_global"), ("sim_progress_mixed", "binary"),
+         ("sim_progress_mixed", "srpo_progress_mixed"))  # paired differences reported when both arms ran
 COMMON = ["sft.demos_per_task=1", "rl.eval_split=test", "rl.num_videos=0", "log.backends=[]"]
 SMALL_FIT = ["data.expert_per_task=2", "data.play_per_task=1", "data.expert_tasks=[tabletop/reach]", "train.steps=3",
              "train.batch_episodes=2"]

@@ -40,7 +40,10 @@ def test_small_runs_three_arms_on_test_states_and_reuse_reads_them_back(capsys, 
     # (the --arms option srpo_progress_mixed: the learned encoder with the recipe's band, as binary's)
     assert [list(full[a]["rl"]["success_band"]) for a in mod.ARMS] == [[-0.5, 1.0], [0.0, 1.0], [-0.5, 1.0], [0.0, 1.0],
                                                                        [0.0, 1.0], [-0.5, 1.0], [0.0, 1.0], [-0.5, 1.0],
-                                                                       [-0.5, 1.0], [-0.5, 1.0], [-0.5, 1.0]]
+                                                                       [-0.5, 1.0], [-0.5, 1.0], [-0.5, 1.0],
+                                                                       [0.0, 1.0]]
+    # sim_progress_mixed differs from binary in the reward alone (the band, the scale and the rest are binary's)
+    assert full["sim_progress_mixed"] == {**full["binary"], "rl": {**full["binary"]["rl"], "reward": "sim_progress"}}
     # the global-scale options differ from their arms in grpo.std_mode alone
     assert {a: full[a]["grpo"]["std_mode"] for a in mod.ARMS if "global" in a} == \
         {"srpo_progress_global": "global", "binary_global": "global", "sim_progress_global": "global",
