@@ -41,6 +41,13 @@ equal success after SFT, checked here):
                          groups train, so it differs from ``binary`` only in grading a mixed group's failures, and
                          exactly: the ceiling of the mixed-groups-only use of SRPO (the shipped recipes'), where the
                          group rule needs no layout-invariant latent (``bench/diag_progress_ceiling.py``).
+* ``srpo_proprio_mixed`` (``--arms``) SRPO on the robot's own state (``srpo.encoder=proprio``, the grip point
+                         ``state_dims=[0,1,2]``) with this project's ``group`` rule (a failure against its own initial
+                         state's success) and the recipe's band: the latent that ranks a mixed group's failures best
+                         without a scene (validation, ``diag_progress_ceiling.py``: reach_one +0.90 under ``group``,
+                         +0.15 under ``task``).
+* ``srpo_random_conv_group_mixed`` (``--arms``) the same rule and band with ``random_conv`` (the demo recipe's
+                         encoder and rule): the control for the latent.
 
 Common overrides (:data:`COMMON`): ``sft.demos_per_task=1``, ``rl.eval_split=test`` (every evaluation, the curve's
 points included, runs on the *test* initial states ``rl.test_seed_offset + i`` = 5000000+, which nothing here was
@@ -83,6 +90,7 @@ from claims_toy import fmt, mean_se  # noqa: E402
 CONFIG = "configs/vla/tabletop_reach_one_progress.yaml"
 FIT_CONFIG = "configs/vla/fit_progress_encoder.yaml"
 KEEP = "rl.success_band=[-0.5,1.0]"
+PROPRIO = ["srpo.encoder=proprio", "srpo.encoder_path=null", "srpo.reference=group", "srpo.state_dims=[0,1,2]"]
 GLOBAL = "grpo.std_mode=global"  # one advantage scale for the whole batch (Flow-GRPO's global_std; Dr.GRPO)
 ARMS = {"srpo_progress": [KEEP], "binary": ["rl.reward=binary"],
         "srpo_random_conv": [KEEP, "srpo.encoder=random_conv", "srpo.encoder_path=null"],
@@ -92,7 +100,9 @@ ARMS = {"srpo_progress": [KEEP], "binary": ["rl.reward=binary"],
         "sim_progress_global_n1": [KEEP, GLOBAL, "rl.reward=sim_progress", "rl.sim_progress_noise=1.0"],
         "sim_progress_global_n2": [KEEP, GLOBAL, "rl.reward=sim_progress", "rl.sim_progress_noise=2.0"],
         "sim_progress_global_n3": [KEEP, GLOBAL, "rl.reward=sim_progress", "rl.sim_progress_noise=3.0"],
-        "sim_progress_mixed": ["rl.reward=sim_progress"]}
+        "sim_progress_mixed": ["rl.reward=sim_progress"],
+        "srpo_proprio_mixed": [*PROPRIO],
+        "srpo_random_conv_group_mixed": ["srpo.encoder=random_conv", "srpo.encoder_path=null", "srpo.reference=group"]}
 DEFAULT_ARMS = ("srpo_progress", "binary", "srpo_random_conv")  # issue 32 item 4's three arms
 PAIRS = (("srpo_progress", "binary"), ("srpo_progress", "srpo_random_conv"), ("srpo_progress_mixed", "binary"),
          ("srpo_progress", "srpo_progress_mixed"), ("srpo_progress_mixed", "srpo_random_conv_mixed"),
@@ -103,7 +113,9 @@ PAIRS = (("srpo_progress", "binary"), ("srpo_progress", "srpo_random_conv"), ("s
          ("sim_progress_global_n1", "srpo_progress_global"), ("sim_progress_global_n2", "binary_global"),
          ("sim_progress_global_n2", "srpo_progress_global"), ("sim_progress_global_n3", "binary_global"),
          ("sim_progress_global_n3", "srpo_progress_global"), ("sim_progress_mixed", "binary"),
-         ("sim_progress_mixed", "srpo_progress_mixed"))  # paired differences reported when both arms ran
+         ("sim_progress_mixed", "srpo_progress_mixed"), ("srpo_proprio_mixed", "binary"),
+         ("srpo_proprio_mixed", "srpo_random_conv_group_mixed"), ("srpo_proprio_mixed", "sim_progress_mixed"),
+         ("srpo_random_conv_group_mixed", "binary"))  # paired differences reported when both arms ran
 COMMON = ["sft.demos_per_task=1", "rl.eval_split=test", "rl.num_videos=0", "log.backends=[]"]
 SMALL_FIT = ["data.expert_per_task=2", "data.play_per_task=1", "data.expert_tasks=[tabletop/reach]", "train.steps=3",
              "train.batch_episodes=2"]

@@ -32,6 +32,11 @@ list of ``N`` videos of their own lengths, each uint8 ``[T_i, H, W, 3]`` or floa
 ``metadata[i]`` the episode's ``task`` (str), ``success`` (bool) and optionally ``group`` (int: same task and
 initial state), as :func:`rewards.success.episode_metadata` writes them.
 
+``encoder: proprio`` needs no network: the latent is the robot's own observation state (``state_dims`` of it) at
+the sampled frames, pooled the same way (:func:`state_embeddings`; ``metadata[i]["states"]`` ``[T_i, D]`` when
+called on a batch). A real robot records it with every frame; it carries no scene, so it is meant for the
+``group`` rule, where a failure is compared with a success from its own initial state.
+
 The encoder ``E`` is injected (``SRPOReward(cfg, encoder)``): any object with ``encode_frames(video[B, T, 3, H, W]
 in [0, 1]) -> [B, T', F]``, pooled over time here (``pooling``: ``mean``, ``last``, ``mean_last`` = concat of both,
 ``concat`` = the ``num_frames`` frames in order). :class:`RandomConvEncoder` (a frozen conv net with seeded
@@ -69,8 +74,8 @@ Pooling = Literal["mean", "last", "mean_last", "concat"]
 @dataclass
 class SRPOConfig:
     # the trajectory encoder the frontend builds and injects (vla_rl.srpo_encoders.build_trajectory_encoder)
-    encoder: Literal["random_conv", "policy", "small", "progress", "dinov2",  # trajectory encoder
-                     "vjepa2"] = "random_conv"
+    encoder: Literal["random_conv", "policy", "small", "progress", "dinov2",  # trajectory encoder; proprio: the
+                     "vjepa2", "proprio"] = "random_conv"  # robot's own state per frame, no image (state_dims)
     encoder_path: str | None = None  # local weights: small/progress a .safetensors file (progress: vla-rl fit-encoder),
                                      # dinov2/vjepa2 a directory
     num_frames: int = 8  # frames sampled uniformly from each trajectory (the last one always included)
@@ -81,6 +86,8 @@ class SRPOConfig:
     progress_max: float = 0.6  # failure reward = progress_max * sigmoid(...) (the reference's 0.6)
     reference: Literal["task", "group"] = "task"  # group (ours): a failure's references are
                                                   # its group's successes if any
+    state_dims: list[int] | None = None  # encoder=proprio only: the indices of the observation state that form the
+                                         # latent (e.g. [0, 1, 2]: the tabletop grip point); None: the whole state
 
     def __post_init__(self) -> None:
         if not 0.0 <= self.progress_max < 1.0:
@@ -100,6 +107,18 @@ class SRPOConfig:
             raise ValueError(f"srpo.reference={self.reference!r}; expected 'task' or 'group'")
         if self.pooling not in ("mean", "last", "mean_last", "concat"):
             raise ValueError(f"srpo.pooling={self.pooling!r}; expected mean, last, mean_last or concat")
+        if self.state_dims is not None:
+            dims = list(self.state_dims) if isinstance(self.state_dims, (list, tuple)) else None
+            if not dims or any(isinstance(d, bool) or not isinstance(d, int) or d < 0 for d in dims) \
+                    or len(set(dims)) != len(dims):
+                raise ValueError(f"srpo.state_dims={self.state_dims!r}: expected a non-empty list of distinct state "
+                                 "indices >= 0, or null for the whole state")
+            if self.encoder != "proprio":
+                raise ValueError(f"srpo.state_dims={self.state_dims!r} with srpo.encoder={self.encoder!r}: expected "
+                                 "null (only encoder=proprio reads the state)")
+        if self.encoder == "proprio" and self.encoder_path:
+            raise ValueError(f"srpo.encoder_path={self.encoder_path!r} with srpo.encoder=proprio: expected null (the "
+                             "latent is the robot's own state, no weights)")
 
 
 # ---- encoders ------------------------------------------------------------------------------------
@@ -164,15 +183,38 @@ def trajectory_embeddings(encoder, videos: Sequence[torch.Tensor], cfg: SRPOConf
     video = torch.stack(clips)  # [N, F, 3, S, S]
     with torch.no_grad():
         per_frame = encoder.encode_frames(video).float()  # [N, T', D]
-    if cfg.pooling == "mean":
-        emb = per_frame.mean(1)
-    elif cfg.pooling == "last":
-        emb = per_frame[:, -1]
-    elif cfg.pooling == "mean_last":
-        emb = torch.cat([per_frame.mean(1), per_frame[:, -1]], dim=-1)
-    else:
-        emb = per_frame.flatten(1)
-    return emb.cpu()
+    return pool_frames(per_frame, cfg.pooling).cpu()
+
+
+def pool_frames(per_frame: torch.Tensor, pooling: Pooling) -> torch.Tensor:
+    """Frame latents ``[N, T', D]`` -> trajectory embeddings: ``mean`` / ``last`` ``[N, D]``, ``mean_last``
+    ``[N, 2 D]`` (both, concatenated), ``concat`` ``[N, T' D]`` (the frames in order)."""
+    if pooling == "mean":
+        return per_frame.mean(1)
+    if pooling == "last":
+        return per_frame[:, -1]
+    if pooling == "mean_last":
+        return torch.cat([per_frame.mean(1), per_frame[:, -1]], dim=-1)
+    return per_frame.flatten(1)
+
+
+def state_embeddings(states: Sequence[Any], cfg: SRPOConfig) -> torch.Tensor:
+    """``encoder: proprio``: the robot's own state as the latent. ``states[i]`` ``[T_i, D]`` is episode ``i``'s
+    observation state at each of its frames (reset and after every step, aligned with its video); the same
+    ``num_frames`` are sampled as from a video (:func:`sample_frames`), ``state_dims`` selects the entries, and the
+    frames are pooled (:func:`pool_frames`). Returns ``[N, D']`` float32 on the CPU."""
+    rows = []
+    for i, st in enumerate(states):
+        x = torch.as_tensor(np.asarray(st, dtype=np.float32), device="cpu")
+        if x.dim() != 2 or x.shape[0] == 0:
+            raise ValueError(f"episode {i}: the proprio latent needs its states as [T, D], got {tuple(x.shape)}")
+        if cfg.state_dims is not None:
+            if max(cfg.state_dims) >= x.shape[1]:
+                raise ValueError(f"srpo.state_dims={cfg.state_dims}: the observation state has {x.shape[1]} entries "
+                                 f"(expected indices below {x.shape[1]})")
+            x = x[:, list(cfg.state_dims)]
+        rows.append(sample_frames(x, cfg.num_frames))
+    return pool_frames(torch.stack(rows), cfg.pooling)
 
 
 # ---- the reward ----------------------------------------------------------------------------------
@@ -257,8 +299,11 @@ class SRPOReward:
 
     name = "srpo"
 
-    def __init__(self, cfg: SRPOConfig, encoder: Any, device: torch.device | str | None = None):
-        if encoder is None or not hasattr(encoder, "encode_frames"):
+    def __init__(self, cfg: SRPOConfig, encoder: Any = None, device: torch.device | str | None = None):
+        if cfg.encoder == "proprio":
+            if encoder is not None:
+                raise ValueError("srpo.encoder=proprio reads the episodes' states: expected no image encoder")
+        elif encoder is None or not hasattr(encoder, "encode_frames"):
             raise ValueError(f"SRPOReward needs an encoder with encode_frames(video [B, T, 3, H, W]), got "
                              f"{type(encoder).__name__}")
         self.cfg = cfg
@@ -268,13 +313,23 @@ class SRPOReward:
         self.last: SRPOResult | None = None
 
     def __call__(self, batch: RewardBatch) -> RewardOutput:
+        if self.cfg.encoder == "proprio":
+            states = [m.get("states") for m in batch.metadata]
+            if any(s is None for s in states):
+                raise ValueError("srpo.encoder=proprio needs each episode's states in its metadata ('states': [T, D])")
+            return self.from_embeddings(self.embed(None, states), batch.metadata)
         if batch.videos is None:
             raise ValueError("the SRPO reward needs the episodes' videos in RewardBatch.videos")
         return self.from_embeddings(self.embed(batch.videos), batch.metadata)
 
-    def embed(self, videos: Sequence[torch.Tensor]) -> torch.Tensor:
+    def embed(self, videos: Sequence[torch.Tensor] | None, states: Sequence[Any] | None = None) -> torch.Tensor:
         """Trajectory embeddings ``[N, D]`` (CPU) of ``N`` episodes (each episode's row depends on that episode alone,
-        so ranks can embed their own episodes and gather the rows for :meth:`from_embeddings`)."""
+        so ranks can embed their own episodes and gather the rows for :meth:`from_embeddings`): from the videos, or,
+        with ``encoder: proprio``, from ``states`` (:func:`state_embeddings`)."""
+        if self.cfg.encoder == "proprio":
+            if states is None:
+                raise ValueError("srpo.encoder=proprio embeds the episodes' states: pass states")
+            return state_embeddings(states, self.cfg)
         return trajectory_embeddings(self.encoder, videos, self.cfg)
 
     def from_embeddings(self, emb: torch.Tensor, metadata: Sequence[dict]) -> RewardOutput:

@@ -46,7 +46,8 @@ def episode_rewards(tr: VLATrainerLike, batch: RolloutBatch, specs: list[Episode
     if tr.remote is not None:
         return remote_rewards(tr.remote, batch)
     if tr.cfg.rl.reward == "srpo":
-        emb = tr.srpo.embed([np.stack(e.frames) for e in batch.episodes])  # [local E, D]
+        emb = tr.srpo.embed([np.stack(e.frames) for e in batch.episodes],  # [local E, D]
+                            [np.stack(e.states) for e in batch.episodes] if tr.cfg.srpo.encoder == "proprio" else None)
         return tr.srpo.from_embeddings(gather_cpu(emb),
                                        episode_metadata(tasks, success, [s.group_id for s in specs]))
     if tr.cfg.rl.reward == "sim_progress":

@@ -268,6 +268,7 @@ def read_round(root: str | Path, rnd: int, specs: list[EpisodeSpec], cameras: di
             ep.length += 1
             ep.success = ep.success or bool(fr[SUCCESS_KEY])
             ep.frames.append(_uint8_image(fr[IMAGE_PREFIX + video_camera]).numpy())
+            ep.states.append(fr[STATE_KEY].float().numpy())
             if bool(fr["rl.decision"]):
                 rows["task"].append(fr["task"])
                 rows[STATE_KEY].append(fr[STATE_KEY].float())

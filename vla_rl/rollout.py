@@ -59,6 +59,7 @@ class Episode:
     length: int = 0
     progress: float = 0.0
     frames: list[np.ndarray] = field(default_factory=list)  # uint8 [H, W, 3] per env step (+ the initial frame)
+    states: list[np.ndarray] = field(default_factory=list)  # float32 [D] observation state, aligned with frames
     error: str = ""  # the simulator's exception, when it raised mid-episode (the episode then counts as failed)
 
 
@@ -198,6 +199,7 @@ def run_episodes(policy, pool: EnvPool, specs: Sequence[EpisodeSpec], max_steps:
         ep.instruction = o["instruction"]
         if record_frames:
             ep.frames.append(np.asarray(o["images"][pool.video_camera]).copy())
+            ep.states.append(np.asarray(o["state"], np.float32).copy())
         obs.append(o)
     active = list(range(len(specs)))
     obs_rows: list[dict] = []
@@ -242,6 +244,7 @@ def run_episodes(policy, pool: EnvPool, specs: Sequence[EpisodeSpec], max_steps:
                 obs[i] = o
                 if record_frames:
                     ep.frames.append(np.asarray(o["images"][pool.video_camera]).copy())
+                    ep.states.append(np.asarray(o["state"], np.float32).copy())
                 ep.success = ep.success or bool(info.get("success", False))
                 ep.failed = bool(info.get("failed", False))
                 ep.progress = float(info.get("progress", 0.0))

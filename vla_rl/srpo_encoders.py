@@ -7,7 +7,9 @@
 * ``progress`` -- :mod:`world_models.progress_encoder`, the per-frame time-to-go encoder trained offline by
   ``vla-rl fit-encoder`` (``srpo.encoder_path``: its .safetensors file);
 * ``small`` / ``dinov2`` / ``vjepa2`` -- :mod:`world_models.encoders` (the TCN-trained built-in, or DINOv2 / V-JEPA 2
-  via transformers from the local directory ``srpo.encoder_path``; SRPO's paper uses V-JEPA 2).
+  via transformers from the local directory ``srpo.encoder_path``; SRPO's paper uses V-JEPA 2);
+* ``proprio`` -- no network (None): the reward reads the episodes' observation states
+  (``rewards.srpo.state_embeddings``).
 """
 
 from __future__ import annotations
@@ -42,6 +44,8 @@ def build_trajectory_encoder(cfg: SRPOConfig, policy: nn.Module | None = None):
     """The encoder named by ``cfg.encoder`` (see module docstring)."""
     if cfg.encoder == "random_conv":
         return RandomConvEncoder()
+    if cfg.encoder == "proprio":
+        return None
     if cfg.encoder == "policy":
         if policy is None:
             raise ValueError("srpo.encoder='policy' needs the policy")

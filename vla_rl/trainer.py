@@ -99,6 +99,9 @@ class VLARLTrainer(TrainerBase):
         torch.manual_seed(cfg.seed)
         self.pool = EnvPool(cfg.env.kwargs, cfg.env.video_camera)
         self.instructions, sd, ad = self.probe()  # (vla_rl.robot_loop's trainer probes its robot instead)
+        if cfg.rl.reward == "srpo" and cfg.srpo.state_dims and max(cfg.srpo.state_dims) >= sd:
+            raise ValueError(f"srpo.state_dims={cfg.srpo.state_dims}: the environment's observation state has {sd} "
+                             f"entries (expected indices below {sd})")
         pcfg = copy.deepcopy(cfg.policy)
         pcfg.state_dim = pcfg.state_dim or sd
         pcfg.action_dim = pcfg.action_dim or ad

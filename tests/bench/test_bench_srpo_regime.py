@@ -41,7 +41,11 @@ def test_small_runs_three_arms_on_test_states_and_reuse_reads_them_back(capsys, 
     assert [list(full[a]["rl"]["success_band"]) for a in mod.ARMS] == [[-0.5, 1.0], [0.0, 1.0], [-0.5, 1.0], [0.0, 1.0],
                                                                        [0.0, 1.0], [-0.5, 1.0], [0.0, 1.0], [-0.5, 1.0],
                                                                        [-0.5, 1.0], [-0.5, 1.0], [-0.5, 1.0],
-                                                                       [0.0, 1.0]]
+                                                                       [0.0, 1.0], [0.0, 1.0], [0.0, 1.0]]
+    # the two group-rule arms differ from each other in the latent alone
+    assert full["srpo_proprio_mixed"]["srpo"] == {**full["srpo_random_conv_group_mixed"]["srpo"], "encoder": "proprio",
+                                                  "state_dims": [0, 1, 2]}
+    assert full["srpo_proprio_mixed"]["srpo"]["reference"] == "group"
     # sim_progress_mixed differs from binary in the reward alone (the band, the scale and the rest are binary's)
     assert full["sim_progress_mixed"] == {**full["binary"], "rl": {**full["binary"]["rl"], "reward": "sim_progress"}}
     # the global-scale options differ from their arms in grpo.std_mode alone
