@@ -122,10 +122,10 @@ def main(argv=None) -> int:
         check_writable_dir(args.out, "--out")
     except ValueError as e:
         ap.error(str(e))
+    if args.leaves != 16:  # (was: exit 1, after the other checks)
+        ap.error(f"--leaves {args.leaves}: expected 16 (the bench tree is fixed: 4 splits x branch 2)")
     if args.reward is None:
         args.reward = "shapes_verifier" if args.model == "shapes" else "redness"
-    if args.leaves != 16:
-        raise SystemExit("the bench tree is fixed at 16 leaves (4 splits x branch 2)")
     results = {}
     flat_wall = 1.0
     for name, (bc, samp) in modes(args.steps, args.tree_credit).items():

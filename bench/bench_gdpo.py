@@ -92,10 +92,12 @@ def main(argv: list[str] | None = None) -> int:
         lrs = [float(v) for v in args.lrs.split(",")]
     except ValueError:
         lrs = []
-    if args.seeds < 1 or args.group_size < 2 or args.iterations < 1 or args.hit_radius <= 0 or not lrs or min(lrs) <= 0:
-        print(f"error: need --seeds >= 1, --group-size >= 2, --iterations >= 1, --hit-radius > 0, --lrs positive "
-              f"numbers; got {args.seeds}, {args.group_size}, {args.iterations}, {args.hit_radius}, {args.lrs!r}",
-              file=sys.stderr)
+    finite = all(math.isfinite(v) for v in [args.hit_radius, *lrs])  # (was: a nan lr's traceback, a nan radius ran)
+    if (args.seeds < 1 or args.group_size < 2 or args.iterations < 1 or args.prompts < 1 or not finite
+            or args.hit_radius <= 0 or not lrs or min(lrs) <= 0):
+        print(f"error: need --seeds >= 1, --group-size >= 2, --iterations >= 1, --prompts >= 1, a finite --hit-radius "
+              f"> 0, --lrs finite positive numbers; got {args.seeds}, {args.group_size}, {args.iterations}, "
+              f"{args.prompts}, {args.hit_radius}, {args.lrs!r}", file=sys.stderr)
         return 2
     torch.set_num_threads(1)
     model_cfg, sampler = ToyModelConfig(), ToySamplerConfig()

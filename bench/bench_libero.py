@@ -127,6 +127,8 @@ def main(argv=None) -> int:
     a = p.parse_args(argv)
     if a.steps < 1 or a.image_size < 16 or a.settle < 0 or any(w < 1 for w in a.workers):
         p.error("need --steps >= 1, --image-size >= 16, --settle >= 0, --workers >= 1")
+    if not a.task.startswith("libero/"):  # (was: a TypeError traceback: settle_steps is a LIBERO env's option)
+        p.error(f"--task {a.task!r}: expected a LIBERO task, libero/<suite>/<i> (e.g. libero/libero_spatial/0)")
     setups = [("none", ()), ("agentview", ("agentview",)), ("agentview+wrist", ("agentview", "wrist"))]
     print(f"{a.task}, {a.image_size} px, settle {a.settle}, MUJOCO_GL={os.environ.get('MUJOCO_GL', '(probed)')}, "
           f"{os.cpu_count()} CPUs, load {os.getloadavg()[0]:.1f}")

@@ -37,6 +37,7 @@ seeds.
 
 from __future__ import annotations
 
+import math
 import sys
 import time
 from pathlib import Path
@@ -148,6 +149,13 @@ def main(argv: list[str] | None = None) -> int:
     if bad or any(g < 2 for g in gs) or args.seeds < 1 or args.iterations < 1:
         print(f"error: need --noises from {NOISES} (got {bad or noises}), G >= 2 (got {gs}), --seeds >= 1, "
               f"--iterations >= 1", file=sys.stderr)
+        return 2
+    # (was: a nan --lr's traceback after pretraining; a nan --noise-scale, --prompts 0 or --flip-groups 0 started)
+    if not (0 < args.lr < math.inf and 0 <= args.noise_scale < math.inf and args.prompts >= 1
+            and args.flip_groups >= 1):
+        print(f"error: --lr {args.lr}, --noise-scale {args.noise_scale}, --prompts {args.prompts}, --flip-groups "
+              f"{args.flip_groups}: expected a finite --lr > 0, a finite --noise-scale >= 0, --prompts >= 1 and "
+              "--flip-groups >= 1", file=sys.stderr)
         return 2
     torch.set_num_threads(1)
     model_cfg, sampler = ToyModelConfig(), ToySamplerConfig()

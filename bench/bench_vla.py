@@ -113,6 +113,19 @@ def main(argv: list[str] | None = None) -> int:
         load_config(VLARLConfig, args.config, common + ["output_dir=unused"])
     except ConfigError as e:
         ap.error(str(e))
+    from grpo.preflight import check_not_inside_a_run, check_writable_dir, check_writable_file
+
+    try:  # where it writes, before the SFT warm-up (was: a traceback at the end of the run, or in another run's folder)
+        if args.json:
+            check_writable_file(args.json, "--json")
+        if args.out:
+            check_writable_dir(args.out, "--out")
+            check_not_inside_a_run(args.out, "--out")
+            if (Path(args.out) / "run_info.json").is_file():
+                raise ValueError(f"--out={args.out!r} is a run directory (it holds run_info.json); expected a folder "
+                                 "for the bench's own runs (sft/, binary/, srpo/)")
+    except ValueError as e:
+        ap.error(str(e))
     torch.set_num_threads(1)
     out = Path(args.out or tempfile.mkdtemp(prefix="bench_vla_"))
 
@@ -150,6 +163,7 @@ def main(argv: list[str] | None = None) -> int:
     summary = {"sft_success": sft_eval.success_rate, "sft_seconds": sft_s, "inference": cost, "arms": results,
                "iterations": args.iterations, "config": args.config, "overrides": args.overrides}
     if args.json:
+        Path(args.json).parent.mkdir(parents=True, exist_ok=True)  # (was: FileNotFoundError after the whole run)
         Path(args.json).write_text(json.dumps(summary, indent=1))
     print("\nsummary: " + ", ".join(f"{r['reward']}: final held-out {r['final_success']:.3f}" for r in results))
     return 0

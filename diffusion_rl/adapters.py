@@ -102,9 +102,10 @@ class ModelConfig:
         if self.tiny and self.path is None:  # the tiny builder's own arguments (words / max_length come from here)
             from grpo.preflight import check_kwargs
 
-            from .tiny_models import TINY_BUILDERS
+            from .tiny_models import TINY_BUILDERS, check_tiny_kwargs
 
             check_kwargs("model.tiny", TINY_BUILDERS[self.kind], self.tiny, passed=("words", "max_length"))
+            check_tiny_kwargs(self.kind, self.tiny)
         if self.decode_batch < 0:
             raise ValueError(f"model.decode_batch must be >= 0 (0: all at once), got {self.decode_batch}")
         if self.max_sequence_length < 1:

@@ -278,6 +278,14 @@ def check_export_target(run_dir: str, out: str, force: bool) -> None:
     target = Path(out).expanduser().resolve()
     if target == root or root in target.parents:
         raise ValueError(f"OUT={out!r} is inside the run directory {str(root)!r} (expected a separate directory)")
+    # not into (or inside) another run, a checkpoint or a saved model, --force or not (was: --force wrote the LoRA
+    # and export.json among another run's files, into a saved policy or pipeline)
+    from grpo.preflight import check_not_inside_a_run
+
+    check_not_inside_a_run(out, "OUT")
+    if (target / "run_info.json").is_file():
+        raise ValueError(f"OUT={out!r} is a run directory (it holds run_info.json); expected a separate directory for "
+                         "the export")
     held = [n for n in EXPORT_FILES if (target / n).exists()] + sorted(
         p.name for p in target.glob("*_lora_weights.safetensors") if p.name not in EXPORT_FILES)
     if held and not force:
@@ -286,9 +294,16 @@ def check_export_target(run_dir: str, out: str, force: bool) -> None:
     check_new_output(target, "OUT", force)  # other files: not written among them either
 
 
-# keys of a run that ``diffusion-rl eval`` reads nowhere: it writes no run directory, logs nothing, trains nothing
+# keys of a run that ``diffusion-rl eval`` reads nowhere: it writes no run directory, logs nothing, trains nothing,
+# and scores ODE samples (train.eval_steps, sampler.shift / cfg_scale) rather than the rollouts' SDE, trees or pools
 EVAL_IGNORES = ("output_dir", "resume", "log", "dist", "train.iterations", "train.lr", "train.lr_schedule",
-                "train.inner_epochs", "train.eval_every", "train.save_every", "train.keep_last")
+                "train.inner_epochs", "train.eval_every", "train.save_every", "train.keep_last",
+                "grpo", "branch", "pool", "sampler.num_steps", "sampler.sde", "sampler.eta", "sampler.same_init_noise",
+                "sampler.timestep_fraction", "sampler.mix_window", "sampler.mix_stride", "sampler.sde_last_step",
+                "train.prompts_per_iter", "train.weight_decay", "train.updates_per_iter", "train.ema_decay",
+                "train.use_tracker", "train.tracker_buffer", "train.tracker_min_count", "train.log_images",
+                "train.loss", "train.nft_beta", "train.nft_timesteps", "train.lr_min_ratio", "train.onpolicy_tol",
+                "train.onpolicy_action")
 
 
 def _eval(args) -> int:
@@ -309,11 +324,13 @@ def _eval(args) -> int:
 
         over = parse_overrides(args.overrides)
         cfg = build_cfg(DiffusionRLConfig, _merge(config_to_dict(cfg), over), "", str(p))
-        unused = sorted(given_keys(DiffusionRLConfig, over) & set(EVAL_IGNORES))  # (was: accepted, doing nothing)
-        if unused:
-            raise ValueError(f"{p} + overrides: {unused[0]} does nothing in eval (it reads the checkpoint, samples "
-                             "and prints; it writes no run and trains nothing); expected overrides of model, sampler, "
-                             "prompts, reward, eval or seed")
+        given = given_keys(DiffusionRLConfig, over)
+        unused = sorted(k for k in given if k in EVAL_IGNORES or k.split(".", 1)[0] in EVAL_IGNORES)  # (was: accepted,
+        if unused:  # doing nothing)
+            raise ValueError(f"{p} + overrides: {unused[-1]} does nothing in eval (it reads the checkpoint, draws ODE "
+                             "samples and prints; it writes no run and trains nothing); expected overrides of model, "
+                             "sampler, prompts, reward, eval or seed (of sampler: shift and cfg_scale; of train: "
+                             "eval_steps)")
         # what train refuses of the same keys: a seed out of range (was: an overflow line naming no key), a key the
         # checkpoint's mode ignores (was: accepted)
         check_seed(cfg, f"{p} + overrides")

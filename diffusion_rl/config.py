@@ -89,7 +89,8 @@ class TrainConfig(LoopConfig):
                              f"{self.nft_timesteps}")
         require_at_least("train", self, prompts_per_iter=1, updates_per_iter=1, weight_decay=0.0, ema_decay=0.0,
                          eval_steps=1, tracker_buffer=1, tracker_min_count=1)
-        require_at_most("train", self, prompts_per_iter=MAX_BATCH)  # (each draws its group: 1e9 filled the memory)
+        require_at_most("train", self, prompts_per_iter=MAX_BATCH,  # (each draws its group: 1e9 filled the memory)
+                        eval_steps=10_000)  # (as sampler.num_steps: 1e9 ODE steps hung eval and the first evaluation)
         if self.ema_decay >= 1:
             raise ValueError(f"train.ema_decay must be < 1 (0 turns the EMA off), got {self.ema_decay}")
         if self.tracker_min_count > self.tracker_buffer:  # a prompt's own statistics would never be used

@@ -45,6 +45,8 @@ def check_pretrain_args(args, out: str | Path | None = None) -> None:
             raise ValueError(f"{flag}={v}: expected at most {hi} (the demo model: --hidden 128 --layers 4 --batch 32)")
     if not (args.lr > 0 and math.isfinite(args.lr)):
         raise ValueError(f"--lr={args.lr}: expected a finite number > 0")
+    if args.lr > 1:  # (was: 1e300 ran until AdamW's step overflowed float32, a traceback)
+        raise ValueError(f"--lr={args.lr}: expected a peak learning rate in (0, 1] (the demo model's: 1e-3)")
     if args.size > MAX_PRETRAIN_SIZE:  # the position table grows with the square of the side: 100000 px asks 80 GB
         raise ValueError(f"--size={args.size}: expected at most {MAX_PRETRAIN_SIZE} pixels (the demo model is 32)")
     if not 0 <= args.seed <= MAX_SEED:

@@ -34,6 +34,7 @@ class PromptConfig:
             from rewards import shapes
 
             check_kwargs("prompts.shapes", shapes.sample_prompts, self.shapes, passed=("n", "rng"))
+            shapes.check_prompt_options(self.shapes)
 
 
 def read_prompt_file(path: str | Path) -> list[str]:

@@ -88,6 +88,31 @@ def check_tiny_sd3_width(hidden: int, key: str = "hidden") -> None:
                          "(hidden // 16 of them), e.g. 64 or 128")
 
 
+def check_tiny_kwargs(kind: str, kwargs: dict, key: str = "model.tiny") -> None:
+    """The values of a tiny builder's keyword arguments (``model.tiny``, their types already checked against the
+    builder's defaults by :func:`grpo.preflight.check_kwargs`): a seed in [0, 2**32 - 1], every other integer a size
+    >= 1 (layer counts at most 256, widths at most 8192), a float in (0, 1); else one ``ValueError`` naming
+    ``key.name`` (was: a ZeroDivisionError from the builder, or a dry run that hung building 1e9 layers)."""
+    import inspect
+
+    defaults = {n: p.default for n, p in inspect.signature(TINY_BUILDERS[kind]).parameters.items()}
+    for name, v in kwargs.items():
+        if isinstance(v, bool) or not isinstance(v, (int, float)):
+            continue
+        if name == "seed":
+            if not 0 <= v <= 2**32 - 1:
+                raise ValueError(f"{key}.seed={v}: expected an integer in [0, 4294967295]")
+        elif isinstance(defaults.get(name), float):
+            if not 0 < v < 1:
+                raise ValueError(f"{key}.{name}={v}: expected a fraction in (0, 1)")
+        else:
+            hi = 256 if "layers" in name else 8192
+            if not 1 <= v <= hi:
+                raise ValueError(f"{key}.{name}={v}: expected an integer in [1, {hi}]")
+    if kind == "sd3" and "hidden" in kwargs:
+        check_tiny_sd3_width(kwargs["hidden"], f"{key}.hidden")
+
+
 def tiny_sd3_pipeline(words: Iterable[str] = (), seed: int = 0, hidden: int = 32, layers: int = 2,
                       sample_size: int = 16,
                       latent_channels: int = 4, with_vae: bool = True, with_t5: bool = True, patch_size: int = 2,

@@ -366,6 +366,8 @@ def require_at_least(section: str, obj: Any, **minimums: float) -> None:
 MAX_WIDTH = 8192  # the widest layer / embedding / token count a config key may ask for (beyond every supported model's)
 MAX_EPISODES = 1_000_000  # the most episodes one command records / runs per task or kind (1e11 would run for ever)
 MAX_BATCH = 100_000  # the most prompts / groups one iteration may draw (a typo's 1e9 fills the memory or runs for days)
+MAX_EPISODE_STEPS = 100_000  # the most steps one episode may run (a typo's 1e9 ran one episode for days)
+MAX_LR = 1.0  # the largest learning rate a config may ask for (1e300 ran until AdamW's step overflowed float32)
 
 
 def require_at_most(section: str, obj: Any, **maximums: float) -> None:

@@ -30,6 +30,7 @@ from torch import nn
 from .checkpoint import capture_rng_state, load_checkpoint, restore_rng_state, save_checkpoint
 from .config import (
     MAX_BATCH,
+    MAX_LR,
     MAX_WIDTH,
     ConfigError,
     check_resume_config,
@@ -70,7 +71,8 @@ class ToyModelConfig:
 
     def __post_init__(self) -> None:
         require_at_least("model", self, hidden=1, num_prompts=1, num_modes=1, pretrain_steps=0)
-        require_at_most("model", self, hidden=MAX_WIDTH)
+        require_at_most("model", self, hidden=MAX_WIDTH,  # (1e9 prompts: a 128 GB embedding table, a traceback)
+                        num_prompts=MAX_BATCH, num_modes=MAX_BATCH)
         require_positive("model", self, "radius", "mode_std", "pretrain_lr")
 
 
@@ -98,7 +100,7 @@ class ToyTrainConfig:
     def __post_init__(self) -> None:
         require_at_least("train", self, iterations=0, prompts_per_iter=1, inner_epochs=1, eval_samples=1, save_every=1,
                          keep_last=1)
-        require_at_most("train", self, prompts_per_iter=MAX_BATCH, eval_samples=10 * MAX_BATCH)
+        require_at_most("train", self, prompts_per_iter=MAX_BATCH, eval_samples=10 * MAX_BATCH, lr=MAX_LR)
         require_positive("train", self, "lr")
 
 
@@ -113,6 +115,13 @@ class ToyConfig:
         default_factory=lambda: GRPOConfig(group_size=16, clip_low=0.2, kl_coef=0.01))
     train: ToyTrainConfig = field(default_factory=ToyTrainConfig)  # iterations and cadence
     log: LogConfig = field(default_factory=LogConfig)  # trackers besides metrics.jsonl (grpo.trackers)
+
+    def __post_init__(self) -> None:
+        sc = self.sampler
+        if sc.sde == "ode" or sc.eta == 0:  # no step draws noise: every log-prob is 0 (as diffusion-rl train refuses)
+            what = "sampler.sde=ode" if sc.sde == "ode" else "sampler.eta=0"
+            raise ValueError(f"{what}: no step draws noise, so every log-prob is 0 and GRPO has no gradient; expected "
+                             "an SDE kind (e.g. flow_grpo) with sampler.eta > 0")
 
 
 class ToyVelocity(nn.Module):

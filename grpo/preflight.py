@@ -139,8 +139,9 @@ def check_plan_only(args: Any, flags: dict[str, Any]) -> None:
 
 def check_kwargs(key: str, fn: Any, kwargs: dict, passed: Iterable[str] = ()) -> None:
     """The keyword arguments ``kwargs`` (a config's ``key``) are parameters of ``fn`` (``passed``: those the caller
-    sets itself, not the user's), else one line naming the unknown ones and the accepted ones. A ``fn`` taking
-    ``**kwargs`` accepts anything."""
+    sets itself, not the user's), else one line naming the unknown ones and the accepted ones; each value is of the
+    type of its parameter's default (a bool, int, float or str default; a float takes an int, never a nan), else one
+    line naming ``key.name``. A ``fn`` taking ``**kwargs`` accepts anything."""
     import inspect
 
     params = inspect.signature(fn).parameters
@@ -152,6 +153,17 @@ def check_kwargs(key: str, fn: Any, kwargs: dict, passed: Iterable[str] = ()) ->
     if bad:
         raise ValueError(f"{key} has unknown option(s) {bad} (expected keyword arguments of "
                          f"{getattr(fn, '__name__', fn)}: {', '.join(ok)})")
+    for name, value in kwargs.items():  # of the type of the parameter's default (was: a TypeError deep in the builder)
+        default = params[name].default
+        tp = type(default) if isinstance(default, (bool, int, float, str)) else None
+        if tp is None:
+            continue
+        from .config import ConfigError, _convert  # noqa: PLC2701 - the config loader's own type check
+
+        try:
+            _convert(value, tp, f"{key}.{name}", key)
+        except ConfigError as e:
+            raise ValueError(str(e).split(": ", 1)[1]) from None
 
 
 def check_choice(key: str, value: str, known: Iterable[str], hint: str = "") -> None:

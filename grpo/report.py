@@ -334,12 +334,13 @@ REPORT_NAME = "report.html"
 def report_path(run_dirs: list[str | Path], out: str | Path | None, force: bool) -> Path:
     """Where the page goes: ``out``, or ``report.html`` in the first run's directory (a ``metrics.jsonl`` argument:
     its folder). An existing file is refused unless ``force``; a path that cannot be written is refused."""
-    from .preflight import check_new_output, check_writable_file
+    from .preflight import check_new_output, check_not_in_a_checkpoint, check_writable_file
 
     if out is None:
         first = Path(run_dirs[0]).expanduser()
         out = (first.parent if first.is_file() else first) / REPORT_NAME
     p = check_writable_file(out, "--out")
+    check_not_in_a_checkpoint(p, "--out")  # (was: written among a checkpoint's files)
     if p.suffix.lower() not in (".html", ".htm"):  # one self-contained HTML page
         raise ValueError(f"--out={str(p)!r}: expected an .html file (the report is one HTML page)")
     if p.exists() or p.is_symlink():

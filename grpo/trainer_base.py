@@ -31,7 +31,15 @@ from .checkpoint import (
     save_best,
     save_checkpoint,
 )
-from .config import check_resume_config, config_to_dict, free_on_resume, require_at_least, require_positive
+from .config import (
+    MAX_LR,
+    check_resume_config,
+    config_to_dict,
+    free_on_resume,
+    require_at_least,
+    require_at_most,
+    require_positive,
+)
 from .distributed import all_reduce_floats, barrier
 from .onpolicy import Action, validate
 
@@ -63,6 +71,7 @@ class LoopConfig:
         validate(self.onpolicy_tol, f"{s}.onpolicy")
         require_at_least(s, self, iterations=0, inner_epochs=1, eval_every=0, save_every=1, keep_last=1)
         require_positive(s, self, "lr")
+        require_at_most(s, self, lr=MAX_LR)
         if not 0.0 <= self.lr_min_ratio <= 1.0:
             raise ValueError(f"{s}.lr_min_ratio must be in [0, 1] (the floor as a fraction of {s}.lr), got "
                              f"{self.lr_min_ratio}")

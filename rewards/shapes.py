@@ -92,6 +92,25 @@ def sample_prompts(n: int, rng: random.Random | None = None, p_relation: float =
     return out
 
 
+def check_prompt_options(options: dict, key: str = "prompts.shapes") -> None:
+    """:func:`sample_prompts`' keyword arguments ``options`` (a config's ``key``): ``p_relation`` a probability in
+    [0, 1], ``colors`` / ``shapes`` lists of the grammar's own names (:data:`PALETTE`, :data:`SHAPES`: the renderer
+    and the verifier know no others), else one ``ValueError`` naming ``key.name`` (was: accepted; a string was split
+    into its letters, an unknown colour drawn into prompts no image can match)."""
+    p = options.get("p_relation")
+    if isinstance(p, (int, float)) and not isinstance(p, bool) and not 0 <= p <= 1:
+        raise ValueError(f"{key}.p_relation={p}: expected a probability in [0, 1]")
+    for name, known in (("colors", tuple(PALETTE)), ("shapes", SHAPES)):
+        v = options.get(name)
+        if v is None:
+            continue
+        if not isinstance(v, (list, tuple)) or any(not isinstance(x, str) for x in v):
+            raise ValueError(f"{key}.{name}={v!r}: expected a list of names from {list(known)}")
+        bad = [x for x in v if x not in known]
+        if bad:
+            raise ValueError(f"{key}.{name} has unknown name(s) {bad}; expected names from {list(known)}")
+
+
 def _a(word: str) -> str:
     return "an" if word[0] in "aeiou" else "a"
 

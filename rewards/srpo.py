@@ -97,6 +97,8 @@ class SRPOConfig:
             raise ValueError(f"srpo.num_frames must be >= 1, got {self.num_frames}")
         if self.frame_size < 1:
             raise ValueError(f"srpo.frame_size must be >= 1 (pixels), got {self.frame_size}")
+        if self.frame_size > 1024:  # (as a camera's largest image: 100000 px frames asked 120 GB per trajectory)
+            raise ValueError(f"srpo.frame_size={self.frame_size}: expected at most 1024 pixels")
         if self.encoder == "progress" and not self.encoder_path:
             raise ValueError("srpo.encoder=progress needs srpo.encoder_path (expected the .safetensors file that "
                              "vla-rl fit-encoder writes)")

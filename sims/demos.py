@@ -121,6 +121,11 @@ def record_demos(task: str, n: int, path: str | Path, env_kwargs: dict | None = 
     Returns a summary ``{"path", "episodes", "success_rate", "steps"}``."""
     if fmt not in ("hdf5", "lerobot"):
         raise ValueError(f"demo format {fmt!r}; expected 'hdf5' or 'lerobot'")
+    if not task.startswith("tabletop/"):  # (was: an AttributeError traceback from the expert, after the env was built)
+        raise ValueError(f"record-demos: {task!r} has no scripted expert here (record-demos drives the tabletop tasks' "
+                         "expert, with --noise / --wrong-object / --drop-prob); expected a tabletop/* task (vla-rl "
+                         "train records its robosuite / LIBERO SFT demos itself; vla-rl libero-demos converts "
+                         "LIBERO's)")
     from .registry import make
     from .tabletop.experts import ScriptedExpert
 

@@ -157,6 +157,9 @@ def assets(tmp_path_factory):
     (a / "comments.yaml").write_text("# nothing but a comment\n")
     (a / "deep_typo.yaml").write_text("model:\n  lora:\n    rnak: 4\n")
     (a / "date.yaml").write_text("log: {run_name: 2001-01-01}\n")
+    # the seventh sweep's: a saved diffusers pipeline's folder (export --force must not write into it)
+    (a / "pipe").mkdir()
+    (a / "pipe" / "model_index.json").write_text("{}\n")
     return a
 
 
@@ -1502,11 +1505,114 @@ ENV_OF = {"s6-d-env-world-size-abc": {"WORLD_SIZE": "abc"},
           "s6-r-env-mujoco-gl": {"MUJOCO_GL": "nonsense"},
           "s6-p-env-omp-0": {"OMP_NUM_THREADS": "0"},
           "s6-v-env-omp-abc": {"OMP_NUM_THREADS": "abc"}}
+# the seventh misuse sweep: values of a builder's / sampler's own options (model.tiny, prompts.shapes), sizes and
+# rates no run can use (1e9 ODE steps, a learning rate of 1e300), keys the command reads nowhere (eval's rollout and
+# training keys, the loop's vla: keys it sets itself), outputs written into another run, a saved model or a checkpoint
+# (export --force, report --out), a run with nothing to learn (the toy with no noise), tasks without the expert a
+# command drives. "was:" marks the cases that failed before this sweep; the others were already refused
+SWEEP_7 = {
+    # was: a TypeError / ZeroDivisionError traceback from the tiny builder, a dry run that hung on 1e9 layers, or a line
+    # about LoRA targets naming no model.tiny key
+    "s7-d-tiny-hidden-string": (*D, ["model.tiny={hidden: abc}"], ["model.tiny.hidden", "expects int", "'abc'"]),
+    "s7-d-tiny-layers-float": (*D, ["model.tiny={layers: 2.5}"], ["model.tiny.layers", "expects int", "2.5"]),
+    "s7-d-tiny-patch-0": (*D, ["model.tiny={patch_size: 0}"], ["model.tiny.patch_size=0", "[1, 8192]"]),
+    "s7-d-tiny-sample-size-0": (*D, ["model.tiny={sample_size: 0}"], ["model.tiny.sample_size=0", "[1, 8192]"]),
+    "s7-d-tiny-latent-0": (*D, ["model.tiny={latent_channels: 0}"], ["model.tiny.latent_channels=0"]),
+    "s7-d-tiny-layers-huge": (*D, ["model.tiny={layers: 1000000000}"], ["model.tiny.layers=1000000000", "[1, 256]"]),
+    "s7-d-tiny-layers-0": (*D, ["model.tiny={layers: 0}"], ["model.tiny.layers=0", "[1, 256]"]),
+    "s7-d-tiny-hidden-heads": (*D, ["model.tiny={hidden: 50}"], ["model.tiny.hidden=50", "attention heads"]),
+    "s7-d-tiny-seed-neg": (*D, ["model.tiny={seed: -1}"], ["model.tiny.seed=-1", "[0, 4294967295]"]),
+    "s7-d-tiny-with-vae-string": (*D, ["model.tiny={with_vae: maybe}"], ["model.tiny.with_vae", "expects bool"]),
+    "s7-d-tiny-wan22-ratio": (*D, ["model.kind=wan22", "model.num_frames=5", "model.tiny={boundary_ratio: 1.5}"],
+                              ["model.tiny.boundary_ratio=1.5", "(0, 1)"]),
+    # was: accepted (a probability of 2 or nan, a colour or shape the renderer and the verifier do not know, a string
+    # split into its letters)
+    "s7-d-shapes-p-relation-2": (*D, ["prompts.shapes={p_relation: 2}"],
+                                 ["prompts.shapes.p_relation=2", "probability in [0, 1]"]),
+    "s7-d-shapes-p-relation-nan": (*D, ["prompts.shapes={p_relation: .nan}"],
+                                   ["prompts.shapes.p_relation", "finite"]),
+    "s7-d-shapes-colour-unknown": (*D, ["prompts.shapes={colors: [mauve]}"],
+                                   ["prompts.shapes.colors", "['mauve']", "'red'"]),
+    "s7-d-shapes-colors-string": (*D, ["prompts.shapes={colors: red}"], ["prompts.shapes.colors='red'", "a list"]),
+    "s7-d-shapes-shape-unknown": (*D, ["prompts.shapes={shapes: [hexagon]}"],
+                                  ["prompts.shapes.shapes", "['hexagon']", "'circle'"]),
+    "s7-d-shapes-p-relation-string": (*D, ["prompts.shapes={p_relation: often}"],
+                                      ["prompts.shapes.p_relation", "expects float", "'often'"]),
+    # was: accepted; the evaluation (before training, and eval's) then ran 1e9 ODE steps
+    "s7-d-eval-steps-huge": (*D, ["train.eval_steps=1000000000"], ["train.eval_steps=1000000000", "at most 10000"]),
+    "s7-d-eval-eval-steps-huge": ("diffusion_rl.cli", ["eval", "{drun}", "train.eval_steps=1000000000"], [],
+                                  ["train.eval_steps=1000000000", "at most 10000"]),
+    # was: a float32 overflow traceback from AdamW's first step (the run directory written first)
+    "s7-d-lr-huge": ("diffusion_rl.cli", ["train", D_CFG], ["train.lr=1e300", *D_TINY], ["train.lr=1e+300",
+                                                                                       "at most 1.0"]),
+    "s7-v-lr-huge": (*V, ["rl.lr=2"], ["rl.lr=2.0", "at most 1.0"]),
+    "s7-t-lr-huge": (*T, ["train.lr=1e300"], ["train.lr=1e+300", "at most 1.0"]),
+    "s7-p-lr-huge": (*PS, ["--lr", "1e300"], ["--lr=1e+300", "(0, 1]"]),
+    # was: accepted and ignored (eval draws ODE samples: no rollout SDE, tree, pool, GRPO or optimizer setting)
+    "s7-d-eval-grpo-override": ("diffusion_rl.cli", ["eval", "{drun}", "grpo.group_size=4"], [],
+                                ["grpo.group_size does nothing in eval", "of train: eval_steps"]),
+    "s7-d-eval-num-steps-override": ("diffusion_rl.cli", ["eval", "{drun}", "sampler.num_steps=4"], [],
+                                     ["sampler.num_steps does nothing in eval"]),
+    "s7-d-eval-pool-override": ("diffusion_rl.cli", ["eval", "{drun}", "pool.enabled=true"], [],
+                                ["pool.enabled does nothing in eval"]),
+    "s7-d-eval-weight-decay-override": ("diffusion_rl.cli", ["eval", "{drun}", "train.weight_decay=0.1"], [],
+                                        ["train.weight_decay does nothing in eval"]),
+    # was: --force wrote pytorch_lora_weights.safetensors and export.json among another run's files, into a saved
+    # policy, into a saved pipeline
+    "s7-d-export-force-into-run": ("diffusion_rl.cli", ["export", "{drun}", "{vrun_copy_dir}", "--force"], [],
+                                   ["OUT=", "is a run directory", "run_info.json"]),
+    "s7-d-export-force-into-policy": ("diffusion_rl.cli", ["export", "{drun}", "{vrun_copy_dir}/policy", "--force"],
+                                      [], ["OUT=", "is inside the run directory"]),
+    "s7-d-export-force-into-pipeline": ("diffusion_rl.cli", ["export", "{drun}", "{assets}/pipe", "--force"], [],
+                                        ["OUT=", "holds model_index.json", "a saved model"]),
+    # was: the page written among a checkpoint's files
+    "s7-d-report-out-in-checkpoint": ("diffusion_rl.cli", ["report", "{drun_copy_dir}", "--out",
+                                                           "{drun_copy_ck}/r.html"], [],
+                                      ["--out=", "inside the checkpoint directory"]),
+    "s7-v-report-out-in-checkpoints": ("vla_rl.cli", ["report", "{vrun_copy_dir}", "--out",
+                                                      "{vrun_copy_dir}/checkpoints/r.html"], [],
+                                       ["--out=", "inside the checkpoint directory"]),
+    # was: accepted (every log-prob 0: GRPO had no gradient), or a 128 GB embedding table's traceback
+    "s7-t-sde-ode": (*T, ["sampler.sde=ode"], ["sampler.sde=ode", "no gradient", "flow_grpo"]),
+    "s7-t-eta-0": (*T, ["sampler.eta=0"], ["sampler.eta=0", "no gradient"]),
+    "s7-t-num-prompts-huge": (*T, ["model.num_prompts=1000000000"], ["model.num_prompts=1000000000", "at most 100000"]),
+    "s7-t-num-modes-huge": (*T, ["model.num_modes=1000000000"], ["model.num_modes=1000000000", "at most 100000"]),
+    # was: accepted and ignored (the loop sets them in every VLA run it starts; its one task is data.task)
+    "s7-l-vla-iterations": (*L, ["vla.rl.iterations=5"], ["vla.rl.iterations", "does nothing", "rl_iterations"]),
+    "s7-l-vla-output-dir": (*L, ["vla.output_dir={assets}/elsewhere"], ["vla.output_dir", "does nothing"]),
+    "s7-l-vla-resume": (*L, ["vla.resume=false"], ["vla.resume", "does nothing"]),
+    "s7-l-vla-eval-every": (*L, ["vla.rl.eval_every=2"], ["vla.rl.eval_every", "does nothing", "real_eval_episodes"]),
+    "s7-l-vla-num-videos": (*L, ["vla.rl.num_videos=1"], ["vla.rl.num_videos", "does nothing"]),
+    "s7-l-vla-other-task": (*L, ["vla.env.tasks=[tabletop/push]"],
+                            ["vla.env.tasks", "does nothing", "data.task='tabletop/reach_one'"]),
+    # was: accepted by the dry run; the run then built 1e9 layers / recorded 1e9-step episodes / rolled out for days
+    "s7-l-wm-layers-huge": (*L, ["models.wm.layers=1000000000"], ["wm.layers=1000000000", "at most 256"]),
+    "s7-l-wm-sampling-steps-huge": (*L, ["models.wm.sampling_steps=1000000000"],
+                                    ["wm.sampling_steps=1000000000", "at most 10000"]),
+    "s7-l-idm-hidden-huge": (*L, ["models.idm.hidden=1000000000"], ["idm.hidden=1000000000", "at most 8192"]),
+    "s7-l-horizon-huge": (*L, ["data.horizon=1000000000"], ["data.horizon=1000000000", "at most 100000"]),
+    "s7-l-real-eval-huge": (*L, ["real_eval_episodes=1000000000"],
+                            ["real_eval_episodes=1000000000", "at most 1000000"]),
+    "s7-l-rollouts-huge": (*L, ["rollouts_per_cycle=1000000000"], ["rollouts_per_cycle=1000000000", "at most 1000000"]),
+    "s7-v-max-episode-steps-huge": (*V, ["env.max_episode_steps=1000000000"],
+                                    ["env.max_episode_steps=1000000000", "at most 100000"]),
+    "s7-v-srpo-frame-size-huge": (*V, ["srpo.frame_size=100000"], ["srpo.frame_size=100000", "at most 1024"]),
+    "s7-v-sft-batch-huge": (*V, ["sft.batch_size=1000000000"], ["sft.batch_size=1000000000", "at most 100000"]),
+    "s7-fe-hidden-huge": (*FE, ["model.hidden=1000000000"], ["model.hidden=1000000000", "at most 8192"]),
+    "s7-fe-channels-huge": (*FE, ["model.channels=[16,1000000000]"], ["model.channels=[16, 1000000000]",
+                                                                      "at most 8192"]),
+    # was: an AttributeError traceback from the tabletop expert, after the simulator was built
+    "s7-r-robosuite-task": ("vla_rl.cli", ["record-demos", "robosuite/Lift", "1", "{assets}/r_rs.hdf5"], [],
+                            ["'robosuite/Lift' has no scripted expert here", "tabletop/*"]),
+    "s7-r-libero-task": ("vla_rl.cli", ["record-demos", "libero/libero_spatial/0", "1", "{assets}/r_lb.hdf5"], [],
+                         ["'libero/libero_spatial/0' has no scripted expert here", "libero-demos"]),
+}
 CASES.update(SWEEP_4)
 CASES.update(SWEEP_5)
 CASES.update(SWEEP_6)
+CASES.update(SWEEP_7)
 EXIT_2 = {c for c in CASES if c.startswith(("v-sim-", "v-robosuite-", "v-libero-", "l-sim-", "l-demo-", "v-eval-sim-"))
-          } | set(SWEEP) | set(SWEEP_2) | set(SWEEP_3) | set(SWEEP_4) | set(SWEEP_5) | set(SWEEP_6)
+          } | set(SWEEP) | set(SWEEP_2) | set(SWEEP_3) | set(SWEEP_4) | set(SWEEP_5) | set(SWEEP_6) | set(SWEEP_7)
 NEEDS = {"drun": "diffusion_run", "vrun": "vla_run", "trun": "toy_run", "demo": "demo_wrong_action"}
 # Run as ``python -m <cli>`` in a subprocess (the real entry point and exit code of a fresh interpreter): one case of
 # every subcommand of both CLIs, and every case whose command imports robosuite or LIBERO (their imports print to the
@@ -1702,6 +1808,26 @@ SWEEP_6_BENCH = [
 ]
 
 
+# the seventh misuse sweep's bench finds: a nan learning rate's traceback after pretraining, a nan radius / noise scale
+# or a zero count that started the runs, an option that exited 1 after the others were checked, a task of another
+# simulator (a TypeError traceback), an output into another run, a JSON path that failed after the whole run
+SWEEP_7_BENCH = [
+    ("bench_gdpo.py", ["--lrs", "nan"], None, ["--lrs finite positive numbers", "'nan'"]),
+    ("bench_gdpo.py", ["--hit-radius", "nan"], None, ["a finite --hit-radius > 0", "nan"]),
+    ("bench_gdpo.py", ["--prompts", "0"], None, ["--prompts >= 1", "got 10, 8, 150, 0"]),
+    ("bench_mcgrpo.py", ["--lr", "nan"], None, ["--lr nan", "a finite --lr > 0"]),
+    ("bench_mcgrpo.py", ["--noise-scale", "nan"], None, ["--noise-scale nan", "a finite --noise-scale >= 0"]),
+    ("bench_mcgrpo.py", ["--flip-groups", "0"], None, ["--flip-groups 0", "--flip-groups >= 1"]),
+    ("bench_mcgrpo.py", ["--prompts", "0"], None, ["--prompts 0", "--prompts >= 1"]),
+    ("bench_branch.py", ["--leaves", "3"], None, ["--leaves 3", "expected 16"]),
+    ("bench_libero.py", ["--task", "tabletop/reach"], None, ["--task 'tabletop/reach'", "libero/<suite>/<i>"]),
+    ("bench_vla.py", ["--config", str(REPO / V_CFG), "--json", "{f}/x.json"], {}, ["--json=", "is a file"]),
+    ("bench_vla.py", ["--config", str(REPO / V_CFG), "--out", "{run}"], None, ["--out=", "is a run directory"]),
+    ("bench_vla.py", ["--config", str(REPO / V_CFG), "--out", "{run}/checkpoints"], None,
+     ["--out=", "is inside the run directory"]),
+]
+
+
 # ---- the benches' own flags (the misuse sweep 2): one line, exit 2, before any run -------------------------------
 @pytest.mark.parametrize("script,args,data,expect", [
     ("bench_tree_pool.py", ["--seed-list=-1"], None, ["--seed-list '-1'", "distinct seeds >= 0"]),
@@ -1727,6 +1853,7 @@ SWEEP_6_BENCH = [
     *SWEEP_4_BENCH,
     *SWEEP_5_BENCH,
     *SWEEP_6_BENCH,
+    *SWEEP_7_BENCH,
 ])
 def test_bench_bad_input(script, args, data, expect, tmp_path):
     f = tmp_path / "runs.json"
@@ -1735,7 +1862,10 @@ def test_bench_bad_input(script, args, data, expect, tmp_path):
     os.mkfifo(tmp_path / "fifo")
     (tmp_path / "loop").symlink_to(tmp_path / "loop_b")
     (tmp_path / "loop_b").symlink_to(tmp_path / "loop")
-    subs = {"{f}": str(f), "{fifo}": str(tmp_path / "fifo"), "{loop}": str(tmp_path / "loop")}
+    (tmp_path / "run" / "checkpoints").mkdir(parents=True)  # a run directory (another job's output)
+    (tmp_path / "run" / "run_info.json").write_text("{}\n")
+    subs = {"{f}": str(f), "{fifo}": str(tmp_path / "fifo"), "{loop}": str(tmp_path / "loop"),
+            "{run}": str(tmp_path / "run")}
     for k, v in subs.items():
         args = [a.replace(k, v) for a in args]
     before = snapshot(tmp_path)

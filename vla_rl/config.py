@@ -9,7 +9,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from grpo.config import MAX_BATCH, free_on_resume, require_at_least, require_at_most
+from grpo.config import MAX_BATCH, MAX_EPISODE_STEPS, free_on_resume, require_at_least, require_at_most
 from grpo.device import check_device_name
 from grpo.fsdp import DistConfig
 from grpo.monitors import MonitorConfig
@@ -54,6 +54,7 @@ class EnvConfig:
                              "how many groups each task gets)")
         if self.max_episode_steps < 1:
             raise ValueError(f"env.max_episode_steps must be >= 1, got {self.max_episode_steps}")
+        require_at_most("env", self, max_episode_steps=MAX_EPISODE_STEPS)  # (1e9: an episode that never ends)
 
 
 REWARDS = ("binary", "srpo", "sim_progress")  # rl.reward's named rewards (besides a reward server's address)

@@ -65,7 +65,7 @@ import torch
 
 from grpo.checkpoint import best_record, improves, latest_checkpoint, load_checkpoint, publish_best, save_checkpoint
 from grpo.cli import config_command
-from grpo.config import ConfigError, check_resume_config, config_to_dict
+from grpo.config import MAX_EPISODES, ConfigError, check_resume_config, config_to_dict
 from grpo.device import check_device_name, device_of, resolve_device
 from grpo.metrics import MetricsLogger
 from grpo.preflight import check_resumable
@@ -115,6 +115,9 @@ class WorldLoopConfig:
         for name in ("rollouts_per_cycle", "policy_seed_offset"):
             if getattr(self, name) < 0:
                 raise ValueError(f"{name} must be >= 0, got {getattr(self, name)}")
+        for name in ("real_eval_episodes", "rollouts_per_cycle"):  # (1e9: rolled out for days)
+            if getattr(self, name) > MAX_EPISODES:
+                raise ValueError(f"{name}={getattr(self, name)}: expected at most {MAX_EPISODES} episodes")
         pol = self.vla.policy
         if pol.use_images and list(pol.cameras) != [WM_CAMERA]:
             raise ConfigError(f"vla.policy.cameras={list(pol.cameras)}: the world model imagines only the "
@@ -125,7 +128,19 @@ class WorldLoopConfig:
         """The ``vla:`` section's keys its mode reads nowhere (:meth:`VLARLConfig.inactive_keys`, e.g.
         ``vla.rl.sim_progress_noise`` without ``vla.rl.reward=sim_progress``), refused as vla-rl train refuses them
         (:func:`grpo.config.check_inactive_keys`)."""
-        return {f"vla.{k}": why for k, why in self.vla.inactive_keys().items()}
+        out = {f"vla.{k}": why for k, why in self.vla.inactive_keys().items()}
+        # the keys the loop sets itself in every VLA run it starts (LoopRun.vla_cfg; was: accepted and ignored)
+        sets = "vla-rl loop (it sets this key in every VLA run it starts: "
+        out.update({"vla.output_dir": sets + "output_dir/sft and output_dir/cycle_<c>/vla)",
+                    "vla.resume": sets + "a fresh VLA run per stage; the loop itself resumes by resume)",
+                    "vla.rl.iterations": sets + "0 for the SFT stage, rl_iterations per cycle)",
+                    "vla.rl.eval_every": sets + "0; the loop evaluates in the real simulator by real_eval_episodes)",
+                    "vla.rl.num_videos": sets + "0)"})
+        if list(self.vla.env.tasks) != [self.data.task]:
+            out["vla.env.tasks"] = (f"vla-rl loop (its one task is data.task={self.data.task!r}, not "
+                                    f"{list(self.vla.env.tasks)}; expected vla.env.tasks=[{self.data.task}] or no "
+                                    "vla.env.tasks)")
+        return out
 
 
 def policy_actor(policy: TrainablePolicy, stochastic: bool = True, seed: int = 0):

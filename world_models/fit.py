@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from grpo.config import MAX_EPISODES, require_at_least, require_at_most
+from grpo.config import MAX_EPISODE_STEPS, MAX_EPISODES, require_at_least, require_at_most
 from grpo.device import resolve_device
 
 from .data import KINDS, NEAR_PROGRESS, StatePredictor, Trajectories, predict_states, train_state_predictor
@@ -55,7 +55,8 @@ class DataConfig:
 
     def __post_init__(self) -> None:
         require_at_least("data", self, noise=0.0, train_seed_offset=0, test_seed_offset=0, start_pool=1)
-        require_at_most("data", self, start_pool=MAX_EPISODES)  # (initial observations recorded when the loop starts)
+        require_at_most("data", self, start_pool=MAX_EPISODES,  # (initial observations recorded when the loop starts)
+                        horizon=MAX_EPISODE_STEPS)  # (1e9 steps: every episode recorded for days)
         for name in ("train", "test"):
             counts = getattr(self, name)
             unknown = sorted(set(counts) - set(KINDS))

@@ -15,7 +15,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from grpo.config import require_at_least
+from grpo.config import MAX_WIDTH, require_at_least, require_at_most
 from grpo.device import module_device
 
 from .encoders import check_video
@@ -31,6 +31,7 @@ class IDMConfig:
 
     def __post_init__(self) -> None:
         require_at_least("idm", self, action_dim=1, window=2, hidden=1, image_size=1)
+        require_at_most("idm", self, hidden=MAX_WIDTH, channels=MAX_WIDTH, window=1024)
         if not self.channels or min(self.channels) < 1:
             raise ValueError(f"idm.channels must be a non-empty list of channel counts >= 1, got {list(self.channels)}")
 

@@ -79,7 +79,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from grpo.config import MAX_EPISODES, MAX_SEED, require_at_least, require_at_most, require_positive
+from grpo.config import MAX_EPISODES, MAX_SEED, MAX_WIDTH, require_at_least, require_at_most, require_positive
 from grpo.device import module_device
 
 KIND = "progress"
@@ -105,6 +105,7 @@ class ProgressEncoderConfig:
             raise ValueError(f"model.channels={self.channels}: expected a non-empty list of multiples of 4 "
                              "(GroupNorm(4))")
         require_at_least("model", self, image_size=8, hidden=1)
+        require_at_most("model", self, hidden=MAX_WIDTH, channels=MAX_WIDTH)  # (1e9: a traceback building it)
         if self.head not in ("time_to_go", "distance"):
             raise ValueError(f"model.head={self.head!r}: expected time_to_go or distance")
         require_at_least("model", self, dim=1, aux_dim=0)

@@ -44,7 +44,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from grpo.config import require_at_least
+from grpo.config import MAX_WIDTH, require_at_least, require_at_most
 from grpo.device import module_device, rand, randint, randn
 from grpo.flow_sde import flow_chain, flow_sigmas
 
@@ -85,6 +85,9 @@ class WorldModelConfig:
     def __post_init__(self) -> None:
         require_at_least("wm", self, image_size=1, context_frames=1, chunk=1, action_dim=1, hidden_heads=1, head_dim=1,
                          layers=1, ffn_dim=1, token_dim=1, patch=1, sampling_steps=1, reward_pool=1, text_dim=0)
+        require_at_most("wm", self, layers=256, hidden_heads=MAX_WIDTH, head_dim=MAX_WIDTH, ffn_dim=4 * MAX_WIDTH,
+                        token_dim=MAX_WIDTH, text_dim=MAX_WIDTH, reward_channels=MAX_WIDTH, context_frames=1024,
+                        chunk=1024, sampling_steps=10_000)  # (1e9 layers: the loop's models never built; a traceback)
         if not self.reward_channels or min(self.reward_channels) < 1:
             raise ValueError(f"wm.reward_channels must be a non-empty list of channel counts >= 1, got "
                              f"{list(self.reward_channels)}")
