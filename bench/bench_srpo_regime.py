@@ -116,6 +116,7 @@ PAIRS = (("srpo_progress", "binary"), ("srpo_progress", "srpo_random_conv"), ("s
          ("sim_progress_mixed", "srpo_progress_mixed"), ("srpo_proprio_mixed", "binary"),
          ("srpo_proprio_mixed", "srpo_random_conv_group_mixed"), ("srpo_proprio_mixed", "sim_progress_mixed"),
          ("srpo_random_conv_group_mixed", "binary"))  # paired differences reported when both arms ran
+TASK_STEPS = {"reach_one": 20, "reach": 40}  # --task: the tabletop task and its episode horizon (the recipes')
 COMMON = ["sft.demos_per_task=1", "rl.eval_split=test", "rl.num_videos=0", "log.backends=[]"]
 SMALL_FIT = ["data.expert_per_task=2", "data.play_per_task=1", "data.expert_tasks=[tabletop/reach]", "train.steps=3",
              "train.batch_episodes=2"]
@@ -198,6 +199,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--eval-every", type=int, default=5, help="rl.eval_every: iterations between test evaluations")
     ap.add_argument("--arms", default=",".join(DEFAULT_ARMS),
                     help=f"comma-separated arms, of {', '.join(ARMS)} (default: issue 32 item 4's three)")
+    ap.add_argument("--task", choices=sorted(TASK_STEPS), default="reach_one",
+                    help="the tabletop task of every arm (reach_one: the recipe's; reach: the 3-ball reach, the "
+                    "recipe with env.tasks and env.max_episode_steps replaced; runs go to OUT/<task>/)")
     ap.add_argument("--eval-episodes", type=int, default=64,
                     help="rl.eval_episodes: test initial states per evaluation (one episode each; resolution 1/N)")
     args = ap.parse_args(argv)
@@ -212,6 +216,10 @@ def main(argv: list[str] | None = None) -> int:
     out.mkdir(parents=True, exist_ok=True)
     extra = ((SMALL if args.small else []) + [f"rl.iterations={args.iterations}", f"rl.eval_every={args.eval_every}"]
              + [f"rl.eval_episodes={2 if args.small else args.eval_episodes}"])
+    if args.task != "reach_one":  # another task: the recipe's env section replaced, its runs apart
+        extra = [f"env.tasks=[tabletop/{args.task}]", f"env.max_episode_steps={TASK_STEPS[args.task]}", *extra]
+        out = out / args.task
+        out.mkdir(exist_ok=True)
     seeds = list(range(args.seeds))
     from grpo.config import load_config
     from vla_rl.config import VLARLConfig
