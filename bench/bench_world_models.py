@@ -95,6 +95,16 @@ def main() -> None:
         p.error(str(e))
     if min(args.encoder_steps, args.align_iterations) < 1:
         p.error(f"--encoder-steps {args.encoder_steps} / --align-iterations {args.align_iterations}: expected >= 1")
+    if args.cycles is not None and args.cycles < 1:  # (was: the data and the world model, then a traceback: the
+        p.error(f"--cycles {args.cycles}: expected >= 1 (the bench measures the world model's env, built in a cycle)")
+    from grpo.preflight import check_not_inside_a_run, check_writable_dir
+
+    if args.output_dir:  # (was: the loop written into another run's folder)
+        try:
+            check_writable_dir(args.output_dir, "--output-dir")
+            check_not_inside_a_run(f"{args.output_dir}/loop", "--output-dir")
+        except ValueError as e:
+            p.error(str(e))
     # 1 unless set: 2 threads on 2 shared cores ran ~25x slower
     torch.set_num_threads(int(os.environ["OMP_NUM_THREADS"]))
     out = args.output_dir or tempfile.mkdtemp(prefix="bench_wm_")

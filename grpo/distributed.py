@@ -47,7 +47,8 @@ def dist_info() -> DistInfo:
 def check_launch_env() -> tuple[int, int, int]:
     """``(WORLD_SIZE, RANK, LOCAL_RANK)`` as ``torchrun`` / ``accelerate launch`` set them (1, 0, 0 when not launched),
     checked: integers, ``WORLD_SIZE >= 1``, ``0 <= RANK < WORLD_SIZE``, ``LOCAL_RANK >= 0``, and ``RANK`` set when
-    ``WORLD_SIZE > 1``; else ``ValueError``, one line naming the variable (was: ``int()``'s message, naming none)."""
+    ``WORLD_SIZE > 1``, ``MASTER_PORT`` (when set) a port in 1..65535 with ``WORLD_SIZE > 1``; else ``ValueError``,
+    one line naming the variable (was: ``int()``'s message, naming none)."""
     launcher = "as torchrun / accelerate launch set it; unset it to run one process"
     got = {}
     for name, default, least in (("WORLD_SIZE", "1", 1), ("RANK", "0", 0), ("LOCAL_RANK", "0", 0)):
@@ -65,6 +66,15 @@ def check_launch_env() -> tuple[int, int, int]:
     if rank >= world:
         raise ValueError(f"environment variable RANK={rank} with WORLD_SIZE={world}: expected 0 <= RANK < WORLD_SIZE "
                          f"({launcher})")
+    port = os.environ.get("MASTER_PORT")
+    if world > 1 and port is not None:  # (was: int()'s "invalid literal ... 'abc'", naming no variable)
+        try:
+            ok = 1 <= int(port.strip()) <= 65535
+        except ValueError:
+            ok = False
+        if not ok:
+            raise ValueError(f"environment variable MASTER_PORT={port!r}: expected a port in 1..65535 (the rendezvous "
+                             f"port rank 0 listens on; {launcher})")
     return world, rank, local
 
 

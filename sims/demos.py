@@ -126,6 +126,16 @@ def record_demos(task: str, n: int, path: str | Path, env_kwargs: dict | None = 
                          "expert, with --noise / --wrong-object / --drop-prob); expected a tabletop/* task (vla-rl "
                          "train records its robosuite / LIBERO SFT demos itself; vla-rl libero-demos converts "
                          "LIBERO's)")
+    if wrong_object:  # (was: one object's "wrong" demos recorded as failures; with only_success a RuntimeError
+        from .tabletop.tasks import TASKS  # traceback after 3 n episodes)
+
+        spec = TASKS.get(task.split("/", 1)[1])
+        if spec is not None and (spec.n_targets or spec.n_blocks) < 2:
+            raise ValueError(f"wrong_object (--wrong-object) with {task}: it has one object, so the 'other' object is "
+                             "the named one; expected a task with several (tabletop/reach, push, pick_place, stack)")
+        if only_success:
+            raise ValueError("wrong_object (--wrong-object) with only_success (--only-success): an episode on the "
+                             "wrong object never succeeds, so no demo would be kept; expected one of them")
     from .registry import make
     from .tabletop.experts import ScriptedExpert
 
@@ -136,9 +146,10 @@ def record_demos(task: str, n: int, path: str | Path, env_kwargs: dict | None = 
     max_tries = max_tries or 3 * n
     try:
         while len(episodes) < n:
-            if tries >= max_tries:
-                raise RuntimeError(f"only {len(episodes)}/{n} successful {task} demos in {max_tries} tries "
-                                   f"(noise={noise}, wrong_object={wrong_object}, drop_prob={drop_prob})")
+            if tries >= max_tries:  # (nothing written yet; was a RuntimeError traceback)
+                raise ValueError(f"only {len(episodes)}/{n} successful {task} demos in {max_tries} tries "
+                                 f"(noise={noise}, wrong_object={wrong_object}, drop_prob={drop_prob}); expected a "
+                                 "lower noise / drop_prob, or without only_success")
             e = record_episode(env, expert.act, seed_offset + tries, max_steps)
             tries += 1
             if only_success and not e["success"]:

@@ -217,6 +217,8 @@ def _corrupt_copy(src: Path, dst: Path, how: str) -> Path:
              "fifolatest": dst / "checkpoints" / "latest"}[how]
         f.unlink()
         os.mkfifo(f)
+    elif how == "evalfile":  # a file where eval --video writes its folder
+        (dst / "eval").write_text("not a directory\n")
     elif how == "nolora":  # the checkpoint's trainable weights are gone
         for c in (dst / "checkpoints").iterdir():
             if c.is_dir() and not c.is_symlink():
@@ -1504,7 +1506,14 @@ ENV_OF = {"s6-d-env-world-size-abc": {"WORLD_SIZE": "abc"},
           "s6-v-env-mujoco-gl": {"MUJOCO_GL": "nonsense"},
           "s6-r-env-mujoco-gl": {"MUJOCO_GL": "nonsense"},
           "s6-p-env-omp-0": {"OMP_NUM_THREADS": "0"},
-          "s6-v-env-omp-abc": {"OMP_NUM_THREADS": "abc"}}
+          "s6-v-env-omp-abc": {"OMP_NUM_THREADS": "abc"},
+          "s7-t-env-master-port-abc": {"WORLD_SIZE": "2", "RANK": "0", "MASTER_ADDR": "127.0.0.1",
+                                       "MASTER_PORT": "abc"},
+          "s7-d-env-master-port-huge": {"WORLD_SIZE": "2", "RANK": "0", "MASTER_ADDR": "127.0.0.1",
+                                        "MASTER_PORT": "99999"},
+          "s7-v-env-master-port-zero": {"WORLD_SIZE": "2", "RANK": "1", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": "0"},
+          "s7-t-env-world-size-0": {"WORLD_SIZE": "0"},
+          "s7-d-env-rank-neg": {"WORLD_SIZE": "2", "RANK": "-1"}}
 # the seventh misuse sweep: values of a builder's / sampler's own options (model.tiny, prompts.shapes), sizes and
 # rates no run can use (1e9 ODE steps, a learning rate of 1e300), keys the command reads nowhere (eval's rollout and
 # training keys, the loop's vla: keys it sets itself), outputs written into another run, a saved model or a checkpoint
@@ -1606,6 +1615,34 @@ SWEEP_7 = {
                             ["'robosuite/Lift' has no scripted expert here", "tabletop/*"]),
     "s7-r-libero-task": ("vla_rl.cli", ["record-demos", "libero/libero_spatial/0", "1", "{assets}/r_lb.hdf5"], [],
                          ["'libero/libero_spatial/0' has no scripted expert here", "libero-demos"]),
+    # was: demos of the one object recorded as wrong-object failures; with --only-success a RuntimeError traceback
+    # after 3 n episodes (also when a noisy expert succeeds too rarely)
+    "s7-r-wrong-object-one-object": ("vla_rl.cli", ["record-demos", "tabletop/reach_one", "1", "{assets}/r_w1.hdf5",
+                                                    "--wrong-object"], [], ["--wrong-object", "tabletop/reach_one",
+                                                                            "one object"]),
+    "s7-r-wrong-object-only-success": ("vla_rl.cli", ["record-demos", "tabletop/reach", "1", "{assets}/r_ws.hdf5",
+                                                      "--wrong-object", "--only-success"], [],
+                                       ["--wrong-object", "--only-success", "never succeeds"]),
+    "s7-r-only-success-too-noisy": ("vla_rl.cli", ["record-demos", "tabletop/reach", "1", "{assets}/r_ns.hdf5",
+                                                   "--only-success", "--noise", "50", "--image-size", "16",
+                                                   "--cameras", "none"], [],
+                                    ["only 0/1 successful tabletop/reach demos in 3 tries", "lower noise"]),
+    # the other learning rates (was: accepted; AdamW's float32 overflow after the data / SFT)
+    "s7-v-sft-lr-huge": (*V, ["sft.lr=1e300"], ["sft.lr=1e+300", "at most 1.0"]),
+    "s7-l-wm-lr-huge": (*L, ["models.wm_lr=5"], ["models.wm_lr=5.0", "at most 1.0"]),
+    "s7-fe-lr-huge": (*FE, ["train.lr=1e300"], ["train.lr=1e+300", "at most 1.0"]),
+    # the launcher's rendezvous port (was: int()'s "invalid literal for int() with base 10: 'abc'", naming no variable,
+    # or torch's line after the logs opened); a world size of 0 / a negative rank (already refused)
+    "s7-t-env-master-port-abc": ("diffusion_rl.cli", ["toy", T_CFG], ["train.iterations=1"],
+                                 ["MASTER_PORT='abc'", "1..65535"]),
+    "s7-d-env-master-port-huge": ("diffusion_rl.cli", ["train", D_CFG], [*D_TINY], ["MASTER_PORT='99999'", "1..65535"]),
+    "s7-v-env-master-port-zero": ("vla_rl.cli", ["train", V_CFG], [*V_TINY], ["MASTER_PORT='0'", "1..65535"]),
+    "s7-t-env-world-size-0": ("diffusion_rl.cli", ["toy", T_CFG], ["train.iterations=1"],
+                              ["WORLD_SIZE='0'", "integer >= 1"]),
+    "s7-d-env-rank-neg": ("diffusion_rl.cli", ["train", D_CFG], [*D_TINY], ["RANK='-1'", "integer >= 0"]),
+    # was: "cannot use '.../eval': File exists" after the episodes ran
+    "s7-v-eval-video-dir-file": ("vla_rl.cli", ["eval", "{vrun_evalfile_dir}", "--video"], [],
+                                 ["--video (RUN/eval)=", "is a file, not a directory"]),
 }
 CASES.update(SWEEP_4)
 CASES.update(SWEEP_5)
@@ -1648,7 +1685,7 @@ def test_bad_input(case, assets, request, tmp_path, capfd, caplog, monkeypatch):
         subs["vrun_badenv_ck"] = str(ck)
     for kind in ("truncated", "nostate", "copy", "stalelatest", "nolora", "statelist", "stateempty", "latestbinary",
                  "shape", "nan", "policytrunc", "int", "wrongkeys", "garbled", "hdrhuge", "hdrzero",
-                 "fifostate", "fifoinfo", "fifolatest"):
+                 "fifostate", "fifoinfo", "fifolatest", "evalfile"):
         for key, fixture in (("drun", "diffusion_run"), ("vrun", "vla_run"), ("trun", "toy_run")):
             if f"{{{key}_{kind}" in text:
                 src = request.getfixturevalue(fixture)
@@ -1825,6 +1862,9 @@ SWEEP_7_BENCH = [
     ("bench_vla.py", ["--config", str(REPO / V_CFG), "--out", "{run}"], None, ["--out=", "is a run directory"]),
     ("bench_vla.py", ["--config", str(REPO / V_CFG), "--out", "{run}/checkpoints"], None,
      ["--out=", "is inside the run directory"]),
+    # (was: the data and the world model, then "unknown task 'wm/reach_one'"'s traceback; the loop written into a run)
+    ("bench_world_models.py", ["--cycles", "0"], None, ["--cycles 0", "expected >= 1"]),
+    ("bench_world_models.py", ["--output-dir", "{run}"], None, ["--output-dir=", "is inside the run directory"]),
 ]
 
 

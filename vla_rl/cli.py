@@ -154,6 +154,8 @@ def cmd_eval(args: argparse.Namespace) -> int:
     # tiny backbone, if any, is there)
     ck = Path(st["__path__"]).resolve()
     run_dir = next((p for p in [ck, *ck.parents] if (p / "checkpoints").is_dir()), Path(cfg.output_dir))
+    if args.video:  # where the video goes, before the episodes run (was: "File exists" after the evaluation)
+        check_writable_dir(run_dir / "eval", "--video (RUN/eval)")
     policy = make_policy(policy_config_from_dict(st["policy_config"]), workdir=run_dir, vocabulary=st.get("vocab"))
     from .policies.base import load_checkpoint_weights
 

@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from grpo.config import MAX_EPISODE_STEPS, MAX_EPISODES, require_at_least, require_at_most
+from grpo.config import MAX_EPISODE_STEPS, MAX_EPISODES, MAX_LR, require_at_least, require_at_most
 from grpo.device import resolve_device
 
 from .data import KINDS, NEAR_PROGRESS, StatePredictor, Trajectories, predict_states, train_state_predictor
@@ -111,6 +111,7 @@ class ModelsConfig:
                          success_ground_weight=0.0, env_sampling_steps=1)
         if self.wm_lr <= 0:
             raise ValueError(f"models.wm_lr must be > 0, got {self.wm_lr}")
+        require_at_most("models", self, wm_lr=MAX_LR)  # (1e300: AdamW's float32 overflow, a traceback)
         if self.success_imagined_fraction > 1:
             raise ValueError(f"models.success_imagined_fraction must be in [0, 1], got "
                              f"{self.success_imagined_fraction}")

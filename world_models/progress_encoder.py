@@ -79,7 +79,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from grpo.config import MAX_EPISODES, MAX_SEED, MAX_WIDTH, require_at_least, require_at_most, require_positive
+from grpo.config import MAX_EPISODES, MAX_LR, MAX_SEED, MAX_WIDTH, require_at_least, require_at_most, require_positive
 from grpo.device import module_device
 
 KIND = "progress"
@@ -201,6 +201,7 @@ class ProgressTrainConfig:
     def __post_init__(self) -> None:
         require_at_least("train", self, steps=1, batch_episodes=1, rank_weight=0, shift=0, distance_weight=0)
         require_positive("train", self, "lr", "rank_tau")
+        require_at_most("train", self, lr=MAX_LR)  # (1e300: AdamW's float32 overflow, a traceback)
 
 
 def time_to_go(success: np.ndarray) -> np.ndarray:
