@@ -24,7 +24,7 @@ deltas + gripper in [-1, 1] (tabletop: 4-d, robosuite / LIBERO: 7-d).
 
 from .config import TabletopConfig
 from .demos import load_demos, load_transitions, record_demos, record_episode, write_hdf5
-from .registry import check_options, list_tasks, make, register
+from .registry import EXPERT_TASKS, check_options, has_scripted_expert, list_tasks, make, register
 from .render import RenderingUnavailable
 from .robosuite_adapter import RobosuiteConfig
 from .tabletop import ScriptedExpert, TabletopEnv, expert_action
@@ -33,4 +33,4 @@ from .vector import VectorEnv, group_options
 __all__ = ["make", "list_tasks", "register", "check_options", "TabletopConfig", "RobosuiteConfig", "TabletopEnv",
            "ScriptedExpert",
            "expert_action", "VectorEnv", "group_options", "record_demos", "record_episode", "write_hdf5", "load_demos",
-           "load_transitions", "RenderingUnavailable"]
+           "load_transitions", "RenderingUnavailable", "has_scripted_expert", "EXPERT_TASKS"]

@@ -79,6 +79,26 @@ def list_tasks(suite: str | None = None) -> list[str]:
     return [n for n in names if suite is None or n.split("/", 1)[0] == suite]
 
 
+# the tasks whose env has a scripted expert (env.expert_action)
+EXPERT_TASKS = "tabletop/*, robosuite/Lift, robosuite/Stack, libero/libero_spatial/*"
+
+
+def has_scripted_expert(name: str) -> bool | None:
+    """Whether task ``name``'s env has a scripted expert (``env.expert_action``: :data:`EXPERT_TASKS`), read from the
+    name alone (no env built, no simulator imported); ``None`` for a task of another family (a plugin's: its env says
+    when it is built)."""
+    family, _, rest = name.partition("/")
+    if family == "tabletop":
+        return True
+    if family == "robosuite":
+        from .robosuite_adapter import _EXPERTS
+
+        return rest in _EXPERTS
+    if family == "libero":
+        return rest.split("/", 1)[0] == "libero_spatial"
+    return None
+
+
 def make(name: str, **kw: Any) -> gym.Env:
     """Build the env ``name`` with options ``kw`` (e.g. ``make("tabletop/stack", image_size=128)``).
 

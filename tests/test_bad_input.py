@@ -1643,6 +1643,34 @@ SWEEP_7 = {
     # was: "cannot use '.../eval': File exists" after the episodes ran
     "s7-v-eval-video-dir-file": ("vla_rl.cli", ["eval", "{vrun_evalfile_dir}", "--video"], [],
                                  ["--video (RUN/eval)=", "is a file, not a directory"]),
+    # tasks without a scripted expert where one records the data (was: NotImplementedError's traceback once the env
+    # was built: after the run directory was written, or after the other tasks' episodes)
+    "s7-v-task-without-expert": ("vla_rl.cli", ["train", "configs/vla/robosuite_lift.yaml", "--dry-run"],
+                                 ["env.tasks=[robosuite/Door]"],
+                                 ["env.tasks ['robosuite/Door']", "no scripted expert", "sft.demo_path"]),
+    "s7-v-libero-goal-without-demos": ("vla_rl.cli", ["train", "configs/vla/libero_spatial.yaml", "--dry-run"],
+                                       ["env.tasks=[libero/libero_goal/0]"],
+                                       ["env.tasks ['libero/libero_goal/0']", "libero/libero_spatial/*"]),
+    "s7-fe-expert-task-without-expert": (*FE, ["data.expert_tasks=[robosuite/Door]"],
+                                         ["data.expert_tasks", "'robosuite/Door' has no scripted expert",
+                                          "robosuite/Lift"]),
+    "s7-fe-expert-task-libero-object": (*FE, ["data.expert_tasks=[libero/libero_object/0]"],
+                                        ["data.expert_tasks", "'libero/libero_object/0' has no scripted expert"]),
+    # libero-demos: env names that are no LIBERO task (was: stored as the demos' env names, any string), a replay size
+    # no camera renders (was: the env's line, naming no flag), an out inside a checkpoint (as record-demos refuses)
+    "s7-lb-env-names-not-libero": ("vla_rl.cli", ["libero-demos", "{assets}/lb7.hdf5", "{demo}", "--env-names",
+                                                  "tabletop/reach"], [],
+                                   ["--env-names ['tabletop/reach']", "libero/<suite>/<i>"]),
+    "s7-lb-env-names-unknown-suite": ("vla_rl.cli", ["libero-demos", "{assets}/lb8.hdf5", "{demo}", "--env-names",
+                                                     "libero/nosuch/0"], [], ["--env-names ['libero/nosuch/0']"]),
+    "s7-lb-image-size-huge": ("vla_rl.cli", ["libero-demos", "{assets}/lb9.hdf5", "{demo}", "--env-names",
+                                             "libero/libero_spatial/0", "--replay", "--image-size", "100000"], [],
+                              ["--image-size=100000", "[16, 1024]"]),
+    "s7-lb-image-size-without-replay": ("vla_rl.cli", ["libero-demos", "{assets}/lb10.hdf5", "{demo}", "--env-names",
+                                                       "libero/libero_spatial/0", "--image-size", "64"], [],
+                                        ["--image-size=64", "with --replay"]),
+    "s7-lb-out-in-checkpoint": ("vla_rl.cli", ["libero-demos", "{vrun_copy_ck}/lb.hdf5", "{demo}", "--env-names",
+                                               "libero/libero_spatial/0"], [], ["inside the checkpoint directory"]),
 }
 CASES.update(SWEEP_4)
 CASES.update(SWEEP_5)

@@ -301,15 +301,28 @@ def cmd_libero_demos(args: argparse.Namespace) -> int:
         raise FileNotFoundError(f"no such LIBERO demo file(s): {', '.join(missing[:5])}")
     if args.per_task is not None and args.per_task < 1:
         raise ValueError(f"--per-task={args.per_task}: expected >= 1 (demos kept per task; leave it out for all)")
+    if args.image_size is not None:  # (was: the env's "image_size must be in [16, 1024]", naming no flag)
+        from sims.config import IMAGE_RANGE
+
+        if not args.replay or not IMAGE_RANGE[0] <= args.image_size <= IMAGE_RANGE[1]:
+            raise ValueError(f"--image-size={args.image_size}: expected in [{IMAGE_RANGE[0]}, {IMAGE_RANGE[1]}] "
+                             "pixels, with --replay")
+    if args.env_names:  # names the demo file records for each task (was: any string accepted without --replay)
+        import sims
+
+        known = set(sims.list_tasks())
+        bad = [n for n in args.env_names if not n.startswith("libero/") or n not in known]
+        if bad:
+            raise ValueError(f"--env-names {bad}: expected LIBERO task names libero/<suite>/<i> (e.g. "
+                             "libero/libero_spatial/0)")
     for f in args.inputs:  # before anything is converted or written
         check_hdf5_demo_file("inputs", f, "one of LIBERO's *_demo.hdf5 files")
     _check_hdf5_name(args.out)
     check_writable_file(args.out, "out")
+    check_not_in_a_checkpoint(args.out, "out")  # (as record-demos: was written among a checkpoint's files)
     check_new_output(args.out, "out", args.force)
     if any(Path(args.out).resolve() == Path(f).resolve() for f in args.inputs):
         raise ValueError(f"out={args.out!r} is one of the inputs (expected a new path)")
-    if args.image_size is not None and (not args.replay or args.image_size < 1):
-        raise ValueError(f"--image-size={args.image_size}: expected >= 1, with --replay")
     names = args.env_names or [f"libero/{args.suite}/{task_index(args.suite, f)}" for f in args.inputs]
     env_kwargs = None if args.image_size is None else {"image_size": args.image_size}
     print(f"wrote {convert(args.out, list(zip(names, args.inputs)), args.per_task, args.replay, env_kwargs)}")

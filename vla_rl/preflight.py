@@ -73,6 +73,13 @@ def check_vla_inputs(cfg, writes: bool = True) -> None:
     for t in cfg.env.tasks:
         check_task("env.tasks", t, tasks)
     check_env_options(cfg.env.tasks, cfg.env.kwargs, "env.kwargs")
+    if not cfg.sft.demo_path and not cfg.sft.init_policy:  # SFT records its demos with each task's scripted expert
+        import sims
+
+        none = [t for t in cfg.env.tasks if sims.has_scripted_expert(t) is False]
+        if none:  # (was: NotImplementedError's traceback once the run directory was written)
+            raise ValueError(f"env.tasks {none}: no scripted expert records SFT demos for them (expected "
+                             f"{sims.EXPERT_TASKS}); give sft.demo_path (vla-rl libero-demos) or sft.init_policy")
     if not writes:  # a dry run: a full recipe prints its cost on a machine without its weights and data
         return
     check_path_exists("sft.base_policy", cfg.sft.base_policy,

@@ -712,6 +712,9 @@ def check_fit_inputs(cfg: FitEncoderConfig) -> None:
     tasks = list(sims.list_tasks())
     for t in cfg.data.expert_tasks:
         check_choice("data.expert_tasks", t, tasks)
+        if sims.has_scripted_expert(t) is False:  # (was: NotImplementedError's traceback once its env was built)
+            raise ValueError(f"data.expert_tasks: {t!r} has no scripted expert; expected tasks with one "
+                             f"({sims.EXPERT_TASKS})")
     for t in cfg.data.policy_tasks:
         check_choice("data.policy_tasks", t, tasks)
     name, size = extra_view_name_size(cfg.data.env_kwargs)

@@ -68,3 +68,15 @@ def test_cli_records_loadable_demos(tmp_path, capsys):
     assert '"episodes": 2' in capsys.readouterr().out
     d = sims.load_demos(out)
     assert [e["init_seed"] for e in d] == [5, 6] and all(e["images"] == {} for e in d)
+
+
+def test_scripted_expert_tasks_are_known_by_name(tmp_path):
+    """``sims.has_scripted_expert``: from the name alone (no env built), the tasks whose env has ``expert_action``;
+    None for a family it does not know (a plugin's task); record_demos refuses the others before building an env."""
+    assert all(sims.has_scripted_expert(t) for t in ("tabletop/reach", "robosuite/Lift", "robosuite/Stack",
+                                                      "libero/libero_spatial/3"))
+    assert not any(sims.has_scripted_expert(t) for t in ("robosuite/Door", "libero/libero_goal/0"))
+    assert sims.has_scripted_expert("mine/far_reach") is None
+    with pytest.raises(ValueError, match="no scripted expert here"):
+        sims.record_demos("robosuite/Door", 1, tmp_path / "d.hdf5")
+    assert not any(tmp_path.iterdir())
