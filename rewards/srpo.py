@@ -69,13 +69,13 @@ from .base import RewardBatch, RewardOutput
 from .success import episode_fields
 
 Pooling = Literal["mean", "last", "mean_last", "concat"]
+Encoder = Literal["random_conv", "policy", "small", "progress", "dinov2", "vjepa2", "proprio"]
 
 
 @dataclass
 class SRPOConfig:
     # the trajectory encoder the frontend builds and injects (vla_rl.srpo_encoders.build_trajectory_encoder)
-    encoder: Literal["random_conv", "policy", "small", "progress", "dinov2",  # trajectory encoder; proprio: the
-                     "vjepa2", "proprio"] = "random_conv"  # robot's own state per frame, no image (state_dims)
+    encoder: Encoder = "random_conv"  # trajectory encoder; proprio: the robot's own state (state_dims), no image
     encoder_path: str | None = None  # local weights: small/progress a .safetensors file (progress: vla-rl fit-encoder),
                                      # dinov2/vjepa2 a directory
     num_frames: int = 8  # frames sampled uniformly from each trajectory (the last one always included)
