@@ -215,6 +215,26 @@ def test_state_latents_of_an_expert_reach():
     assert tr[0]["scene"].shape == (3 + 3 * 3,) and tr[0]["gripper"].shape == (3,)
 
 
+def test_the_gripper_latent_is_the_proprio_encoders_state_dims_0_to_2():
+    """The diagnostic's ``gripper`` latent is what ``srpo.encoder: proprio`` with ``srpo.state_dims: [0, 1, 2]`` reads
+    on the tabletop: the observation state's first three entries, frame by frame."""
+    import numpy as np
+
+    import sims
+
+    diag = load_bench("diag_progress_ceiling")
+    env = diag.StateTrace(sims.make("tabletop/push", image_size=16, cameras=("agentview",)))
+    obs, _ = env.reset(seed=7, options={"init_seed": 7})
+    states = [obs["state"]]
+    for _ in range(5):
+        obs, *_ = env.step(np.asarray(env.unwrapped.expert_action(rng=np.random.default_rng(0), noise=0.0), np.float32))
+        states.append(obs["state"])
+    env.close()
+    assert len(env.trace) == len(states) == 6
+    for t, st in zip(env.trace, states):
+        np.testing.assert_allclose(st[:3], t["gripper"], atol=1e-6)
+
+
 @pytest.mark.parametrize("argv", [["--groups", "0"], ["--tasks", "lift"], ["--pooling", "max"],
                                   ["--group-size", "1"], ["--json-out", "/"]])
 def test_ceiling_diagnostic_bad_arguments(argv, capsys):
