@@ -90,11 +90,12 @@ from claims_toy import fmt, mean_se  # noqa: E402
 CONFIG = "configs/vla/tabletop_reach_one_progress.yaml"
 FIT_CONFIG = "configs/vla/fit_progress_encoder.yaml"
 KEEP = "rl.success_band=[-0.5,1.0]"
+RANDOM_CONV = ["srpo.encoder=random_conv", "srpo.encoder_path=null"]
 PROPRIO = ["srpo.encoder=proprio", "srpo.encoder_path=null", "srpo.reference=group", "srpo.state_dims=[0,1,2]"]
 GLOBAL = "grpo.std_mode=global"  # one advantage scale for the whole batch (Flow-GRPO's global_std; Dr.GRPO)
 ARMS = {"srpo_progress": [KEEP], "binary": ["rl.reward=binary"],
-        "srpo_random_conv": [KEEP, "srpo.encoder=random_conv", "srpo.encoder_path=null"],
-        "srpo_progress_mixed": [], "srpo_random_conv_mixed": ["srpo.encoder=random_conv", "srpo.encoder_path=null"],
+        "srpo_random_conv": [KEEP, *RANDOM_CONV],
+        "srpo_progress_mixed": [], "srpo_random_conv_mixed": [*RANDOM_CONV],
         "srpo_progress_global": [KEEP, GLOBAL], "binary_global": ["rl.reward=binary", GLOBAL],
         "sim_progress_global": [KEEP, GLOBAL, "rl.reward=sim_progress"],
         "sim_progress_global_n1": [KEEP, GLOBAL, "rl.reward=sim_progress", "rl.sim_progress_noise=1.0"],
@@ -102,7 +103,7 @@ ARMS = {"srpo_progress": [KEEP], "binary": ["rl.reward=binary"],
         "sim_progress_global_n3": [KEEP, GLOBAL, "rl.reward=sim_progress", "rl.sim_progress_noise=3.0"],
         "sim_progress_mixed": ["rl.reward=sim_progress"],
         "srpo_proprio_mixed": [*PROPRIO],
-        "srpo_random_conv_group_mixed": ["srpo.encoder=random_conv", "srpo.encoder_path=null", "srpo.reference=group"]}
+        "srpo_random_conv_group_mixed": [*RANDOM_CONV, "srpo.reference=group"]}
 DEFAULT_ARMS = ("srpo_progress", "binary", "srpo_random_conv")  # issue 32 item 4's three arms
 PAIRS = (("srpo_progress", "binary"), ("srpo_progress", "srpo_random_conv"), ("srpo_progress_mixed", "binary"),
          ("srpo_progress", "srpo_progress_mixed"), ("srpo_progress_mixed", "srpo_random_conv_mixed"),

@@ -56,7 +56,8 @@ def _bench():
 
 
 def state_latents(env) -> dict[str, np.ndarray]:
-    """The three latents of the module docstring for the current state of a :class:`sims.tabletop.env.TabletopEnv`."""
+    """``gripper``, ``scene`` and ``relation`` (module docstring; ``relation_start`` is derived per trace, in
+    :func:`pooled`) for the current state of a :class:`sims.tabletop.env.TabletopEnv`."""
     e = env.unwrapped
     lay, task = e.layout, e.task
     grip = np.asarray(e.grip_pos(), np.float64).copy()
@@ -94,18 +95,17 @@ class StateTrace(gym.Wrapper):
 def traced_pool():
     """The bench's tabletop :class:`vla_rl.rollout.EnvPool` (32 px agentview + wrist) whose envs are
     :class:`StateTrace` wrappers; ``pool.last``: the envs of the latest ``get`` (in the order of its specs)."""
-    from vla_rl.rollout import EnvPool, make_env
+    from vla_rl.rollout import EnvPool
 
-    class TracedPool(EnvPool):
+    class TracedPool(EnvPool):  # (as bench_progress.measured_pool: the pool keeps the envs, get wraps them)
         last: list = []
 
         def get(self, name: str, n: int) -> list:
-            free = self._free.setdefault(name, [])
-            while len(free) < n:
-                free.append(StateTrace(make_env(name, self.env_kwargs)))
-                self.created += 1
-            self.last = free[:n]
+            self.last = [StateTrace(e) for e in super().get(name, n)]
             return self.last
+
+        def discard(self, name: str, env) -> None:
+            super().discard(name, env.env if isinstance(env, StateTrace) else env)
 
     return TracedPool({"image_size": 32, "cameras": ["agentview", "wrist"]}, "agentview")
 
@@ -145,21 +145,13 @@ def reach_progress(trace: list[dict[str, np.ndarray]]) -> float:
 
 def pooled(trace: list[dict[str, np.ndarray]], key: str, num_frames: int, pooling: str) -> np.ndarray:
     """SRPO's frame sampling (:func:`rewards.srpo.sample_frames`) and pooling on a state trace: ``[D']``."""
-    from rewards.srpo import sample_frames
+    from rewards.srpo import pool_frames, sample_frames
 
+    x = torch.as_tensor(np.stack([t["relation" if key == "relation_start" else key] for t in trace]),
+                        dtype=torch.float64)
     if key == "relation_start":
-        x = torch.as_tensor(np.stack([t["relation"] for t in trace]), dtype=torch.float64)
         x = x / max(float(torch.linalg.vector_norm(x[0])), 1e-3)
-    else:
-        x = torch.as_tensor(np.stack([t[key] for t in trace]), dtype=torch.float64)
-    x = sample_frames(x, num_frames)
-    if pooling == "mean":
-        return x.mean(0).numpy()
-    if pooling == "last":
-        return x[-1].numpy()
-    if pooling == "mean_last":
-        return torch.cat([x.mean(0), x[-1]]).numpy()
-    return x.flatten().numpy()
+    return pool_frames(sample_frames(x, num_frames)[None], pooling)[0].numpy()
 
 
 def main(argv=None) -> int:

@@ -200,6 +200,13 @@ def pool_frames(per_frame: torch.Tensor, pooling: Pooling) -> torch.Tensor:
     return per_frame.flatten(1)
 
 
+def check_state_dims(state_dims: Sequence[int] | None, width: int, what: str) -> None:
+    """``srpo.state_dims`` index a state of ``width`` entries (``what`` names it in the error), or are None."""
+    if state_dims and max(state_dims) >= width:
+        raise ValueError(f"srpo.state_dims={list(state_dims)}: {what} has {width} entries (expected indices below "
+                         f"{width})")
+
+
 def state_embeddings(states: Sequence[Any], cfg: SRPOConfig) -> torch.Tensor:
     """``encoder: proprio``: the robot's own state as the latent. ``states[i]`` ``[T_i, D]`` is episode ``i``'s
     observation state at each of its frames (reset and after every step, aligned with its video); the same
@@ -211,9 +218,7 @@ def state_embeddings(states: Sequence[Any], cfg: SRPOConfig) -> torch.Tensor:
         if x.dim() != 2 or x.shape[0] == 0:
             raise ValueError(f"episode {i}: the proprio latent needs its states as [T, D], got {tuple(x.shape)}")
         if cfg.state_dims is not None:
-            if max(cfg.state_dims) >= x.shape[1]:
-                raise ValueError(f"srpo.state_dims={cfg.state_dims}: the observation state has {x.shape[1]} entries "
-                                 f"(expected indices below {x.shape[1]})")
+            check_state_dims(cfg.state_dims, x.shape[1], "the observation state")
             x = x[:, list(cfg.state_dims)]
         rows.append(sample_frames(x, cfg.num_frames))
     return pool_frames(torch.stack(rows), cfg.pooling)

@@ -56,6 +56,7 @@ from grpo.onpolicy import OnPolicyGap
 from grpo.train_step import NonFiniteGuard, as_float
 from grpo.trainer_base import TrainerBase
 from grpo.update import DistributedUpdate, agree_on_skip
+from rewards.srpo import check_state_dims
 
 from .config import VLARLConfig
 from .credit import episode_advantages, group_keep_mask
@@ -99,9 +100,8 @@ class VLARLTrainer(TrainerBase):
         torch.manual_seed(cfg.seed)
         self.pool = EnvPool(cfg.env.kwargs, cfg.env.video_camera)
         self.instructions, sd, ad = self.probe()  # (vla_rl.robot_loop's trainer probes its robot instead)
-        if cfg.rl.reward == "srpo" and cfg.srpo.state_dims and max(cfg.srpo.state_dims) >= sd:
-            raise ValueError(f"srpo.state_dims={cfg.srpo.state_dims}: the environment's observation state has {sd} "
-                             f"entries (expected indices below {sd})")
+        if cfg.rl.reward == "srpo":
+            check_state_dims(cfg.srpo.state_dims, sd, "the environment's observation state")
         pcfg = copy.deepcopy(cfg.policy)
         pcfg.state_dim = pcfg.state_dim or sd
         pcfg.action_dim = pcfg.action_dim or ad
