@@ -21,7 +21,10 @@ Per seed ``s`` and tabletop task ``X`` (``--tasks``):
    rollouts (``--policy-per-task``), all labelled by time stamps and success flags only); ``dinov2`` /
    ``vjepa2`` through transformers from local directories (``--dinov2`` / ``--vjepa2``; without them, tiny random
    weights of the real architectures are built and saved under ``--out``, and the table says so: they then measure
-   the architecture's plumbing, not a pretrained model).
+   the architecture's plumbing, not a pretrained model); ``proprio`` (``srpo.encoder: proprio``, no network, no
+   image: the episode's recorded observation state -- ``Episode.states`` of :func:`vla_rl.rollout.run_episodes` for
+   the policy's episodes, the same per frame for the scripted-expert references -- at SRPO's sampled frames, entries
+   ``--state-dims``, pooled like a video: :func:`rewards.srpo.state_embeddings`, then the same rule).
 4. **Spearman** between SRPO's progress value of a failure and the simulator's progress: within each task (over its
    failures), within each group (mean over groups with >= 3 failures whose values are not all tied), and over all
    failures of all tasks pooled (each task scored by the encoder that never saw it).
@@ -43,6 +46,19 @@ and the bowl's distance to the plate, relative to the start), read from the simu
 tasks (the family ``other_sims``): these tasks are held out by construction. LIBERO has 50 fixed initial states
 (``init_seed % 50``; demos use 0, 1, ...): its groups use states ``SPLITS[split] + LIBERO_INDEX[split] + g``, i.e.
 LIBERO's states 30-39 (val) and 40-49 (test), never a demo's.
+
+**The proprio latent's state entries** (``--state-dims``; default per simulator, ``STATE_DIMS``: the end-effector /
+grip point position, entries 0, 1, 2 on every simulator here). The observation state as ``sims`` builds it for this
+bench's envs (no ``object_state``), 9 entries each (``STATE_WIDTH``): tabletop ``(x, y, z, vx, vy, vz, finger_l,
+finger_r, grip_cmd)`` (``sims/tabletop/env.py`` ``state_vector``: 0-2 the grip point, the position that
+``diag_progress_ceiling``'s ``gripper`` latent reads, tests/bench); robosuite Lift and LIBERO
+(``sims/robosuite_obs.py`` ``robot_state``): ``robot0_eef_pos`` (3), ``robot0_eef_quat`` (4),
+``robot0_gripper_qpos`` (2), so 0-2 the end-effector site (the grip site between the fingers). Checked on the built
+envs (the bench's env options, a test state, a reset then 7 scripted-expert steps): the state has 9 entries and
+``obs["state"][:3]`` is the simulator's end-effector site ``site_xpos[eef_site_id]``: on Lift equal to float32
+precision (``RobosuiteEnv._eef()``; tests/bench checks it), on LIBERO-Spatial task 0 (the site
+:mod:`sims.task_progress` reads) equal at the reset and within 0.6 mm after a step (its observable is read a physics
+substep away from the step's end).
 """
 
 from __future__ import annotations
@@ -65,7 +81,11 @@ TRAIN_OFFSET = 500_000
 TASKS = ("reach_one", "reach", "push", "pick_place", "stack")
 FAMILY = {"reach_one": "reach", "reach": "reach", "push": "push", "pick_place": "pick_place", "stack": "stack"}
 MAX_STEPS = {"reach_one": 20, "reach": 40, "push": 60, "pick_place": 100, "stack": 100}
-ENCODERS = ("random_conv", "policy", "small", "progress", "dinov2", "vjepa2")
+ENCODERS = ("random_conv", "policy", "small", "progress", "dinov2", "vjepa2", "proprio")
+# the proprio latent: per simulator, its default observation-state entries (the end-effector / grip point position)
+# and the state's width in this bench's envs (module docstring, "The proprio latent's state entries")
+STATE_DIMS = {"tabletop": (0, 1, 2), "robosuite": (0, 1, 2), "libero": (0, 1, 2)}
+STATE_WIDTH = {"tabletop": 9, "robosuite": 9, "libero": 9}
 # other simulators: bench name -> (sims env, recipe, horizon); their encoders are trained on the tabletop tasks only
 SIM_TASKS = {"lift": ("robosuite/Lift", "configs/vla/robosuite_lift.yaml", 80),
              "libero_spatial_0": ("libero/libero_spatial/0", "configs/vla/libero_spatial.yaml", 220)}
@@ -139,6 +159,10 @@ def parse(argv=None) -> argparse.Namespace:
     p.add_argument("--dinov2", default=None, help="a local DINOv2 save_pretrained directory (default: tiny random)")
     p.add_argument("--vjepa2", default=None, help="a local V-JEPA 2 save_pretrained directory (default: tiny random)")
     p.add_argument("--encoders", default=",".join(ENCODERS), help="comma-separated subset of " + ",".join(ENCODERS))
+    p.add_argument("--state-dims", default=None, help="the proprio encoder's observation-state entries, "
+                   "comma-separated indices (srpo.state_dims); default per simulator: the end-effector / grip point "
+                   "position, "
+                   + "; ".join(f"{k} {','.join(map(str, v))}" for k, v in STATE_DIMS.items()))
     p.add_argument("--out", default="runs/bench_progress", help="output directory (results.json, encoder files)")
     p.add_argument("--small", action="store_true", help="seconds: 1 seed, push, 2 groups of 3, few steps (with "
                    "another simulator in --tasks: those tasks, 1 group of 3, 45-step episodes, a 1-demo 5-step SFT)")
@@ -195,6 +219,20 @@ def parse(argv=None) -> argparse.Namespace:
             p.error(f"--{k} {v!r}: not a directory (expected a save_pretrained directory)")
     if not a.tasks or not a.encoders:
         p.error(f"--tasks {a.tasks} / --encoders {a.encoders}: expected at least one of each")
+    if a.state_dims is not None:
+        if "proprio" not in a.encoders:
+            p.error(f"--state-dims {a.state_dims!r}: only the proprio encoder reads the state; expected it in "
+                    f"--encoders (got {','.join(a.encoders)})")
+        width = min(STATE_WIDTH[simulator(t)] for t in a.tasks)
+        try:
+            dims = [int(x) for x in a.state_dims.split(",")]
+        except ValueError:
+            dims = []
+        if not dims or len(set(dims)) != len(dims) or not all(0 <= d < width for d in dims):
+            p.error(f"--state-dims {a.state_dims!r}: expected distinct comma-separated integer indices of the "
+                    f"observation state in [0, {width}) ({', '.join(dict.fromkeys(simulator(t) for t in a.tasks))}: "
+                    f"{width} entries)")
+        a.state_dims = dims
     if not (math.isfinite(a.eta) and a.eta >= 0):
         p.error(f"--eta {a.eta}: expected a finite SDE noise level >= 0")
     if a.frame_size < 1:
@@ -206,6 +244,16 @@ def parse(argv=None) -> argparse.Namespace:
     except ValueError as e:
         p.error(str(e))
     return a
+
+
+def simulator(task: str) -> str:
+    """The simulator of a bench task: ``tabletop``, ``robosuite`` or ``libero`` (the keys of ``STATE_DIMS``)."""
+    return "tabletop" if task in TASKS else SIM_TASKS[task][0].split("/")[0]
+
+
+def state_dims(task: str, a) -> list[int]:
+    """The proprio latent's observation-state entries for ``task``: ``--state-dims`` or its simulator's default."""
+    return list(a.state_dims) if a.state_dims is not None else list(STATE_DIMS[simulator(task)])
 
 
 def tiny_transformers(out: Path) -> dict[str, str]:
@@ -294,16 +342,29 @@ def sim_policy(task: str, a, out: Path):
     return SmallVLA.from_pretrained(path, policy_config_from_dict(meta)).eval()
 
 
-def expert_reference(env, init_seed: int, max_steps: int, rng: np.random.Generator) -> np.ndarray | None:
-    """Frames (agentview, uint8 ``[T+1, H, W, 3]``) of the scripted expert's episode from ``init_seed``, ending at
-    its first success; None when it does not succeed within ``max_steps``."""
+def base_policy(eta: float):
+    """The shipped base VLA (``builtin:tabletop_base``), its flow head sampled at SDE noise ``eta``."""
+    import vla_rl
+    from vla_rl.policy import SmallVLA, policy_config_from_dict
+
+    meta = json.loads((Path(vla_rl.__file__).parent / "assets/tabletop_base/config.json").read_text())["policy"]
+    meta["flow"]["eta"] = eta
+    return SmallVLA.from_pretrained("builtin:tabletop_base", policy_config_from_dict(meta)).eval()
+
+
+def expert_reference(env, init_seed: int, max_steps: int,
+                     rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray] | None:
+    """Frames (agentview, uint8 ``[T+1, H, W, 3]``) and observation states (float32 ``[T+1, D]``, aligned with the
+    frames as ``Episode.states``) of the scripted expert's episode from ``init_seed``, ending at its first success;
+    None when it does not succeed within ``max_steps``."""
     obs, _ = env.reset(seed=init_seed, options={"init_seed": init_seed})
-    frames = [obs["images"]["agentview"]]
+    frames, states = [obs["images"]["agentview"]], [np.asarray(obs["state"], np.float32).copy()]
     for _ in range(max_steps):
         obs, _, term, trunc, info = env.step(env.expert_action(rng=rng, noise=0.0))
         frames.append(obs["images"]["agentview"])
+        states.append(np.asarray(obs["state"], np.float32).copy())
         if info.get("success", False):
-            return np.stack(frames)
+            return np.stack(frames), np.stack(states)
         if term or trunc:
             break
     return None
@@ -313,7 +374,8 @@ def rollouts(policy, task: str, seeds: list[int], group_size: int, noise_seed: i
              horizon: int | None = None):
     """The policy's episodes (frames of agentview, at ``frame_size`` px: 32 is the policy's own camera, another
     size the env's extra view ``srpo``; the policy always sees its 32-px cameras) and one expert success per initial
-    state (references, rendered at ``frame_size``).
+    state (references, rendered at ``frame_size``); each a dict with ``video``, ``states`` (the observation state
+    ``[T+1, D]`` at each frame), ``success``, ``progress``, ``group`` and ``ref`` (an expert reference).
 
     Another simulator's task (``SIM_TASKS``; 32 px frames only) runs group by group in ``pool`` (a
     :func:`measured_pool`, kept by the caller: its envs are costly to build) for ``horizon`` steps; its expert
@@ -336,21 +398,23 @@ def rollouts(policy, task: str, seeds: list[int], group_size: int, noise_seed: i
     chunks = [specs[i:i + group_size] for i in range(0, len(specs), group_size)] if sim else [specs]
     episodes = [e for c in chunks  # the noise is keyed per episode: grouping the calls changes no draw
                 for e in run_episodes(policy, pool, c, max_steps, stochastic=True, noise_key=(noise_seed, 0)).episodes]
-    eps = [{"video": np.stack(e.frames), "success": bool(e.success), "progress": float(e.progress),
-            "group": g // group_size,
+    eps = [{"video": np.stack(e.frames), "states": np.stack(e.states), "success": bool(e.success),
+            "progress": float(e.progress), "group": g // group_size,
             "ref": False} for g, e in enumerate(episodes)]
     for g, s in enumerate(seeds):
         if sim:
-            frames = expert_reference(pool.get(name, 1)[0], s, max_steps, np.random.default_rng([noise_seed, s]))
-            if frames is None:
+            ref = expert_reference(pool.get(name, 1)[0], s, max_steps, np.random.default_rng([noise_seed, s]))
+            if ref is None:
                 continue  # the expert failed from this state: the group has only the policy's successes
+            frames, states = ref
         else:
             try:
-                (frames, _), = record_expert_episodes(f"tabletop/{task}", 1, s, "agentview", frame_size,
-                                                      MAX_STEPS[task], 0, 0.0, seed=noise_seed)
+                (frames, _, states), = record_expert_episodes(f"tabletop/{task}", 1, s, "agentview", frame_size,
+                                                              MAX_STEPS[task], 0, 0.0, seed=noise_seed,
+                                                              with_states=True)
             except RuntimeError:
                 continue  # the expert failed from this state (rare): the group has only the policy's successes
-        eps.append({"video": frames, "success": True, "progress": 1.0, "group": g, "ref": True})
+        eps.append({"video": frames, "states": states, "success": True, "progress": 1.0, "group": g, "ref": True})
     if own:
         pool.close()
     return eps
@@ -365,11 +429,22 @@ def spearman(a, b) -> float:
     return float(spearmanr(a, b).statistic)
 
 
+def embed(encoder, eps: list[dict], srpo_cfg) -> torch.Tensor:
+    """SRPO's trajectory embeddings ``[N, D]`` of the episodes: their videos through ``encoder``, or, with
+    ``srpo_cfg.encoder == "proprio"`` (``encoder`` None), their recorded observation states
+    (:func:`rewards.srpo.state_embeddings`: the same sampled frames and pooling, entries ``srpo_cfg.state_dims``)."""
+    from rewards.srpo import state_embeddings, trajectory_embeddings
+
+    if srpo_cfg.encoder == "proprio":
+        return state_embeddings([e["states"] for e in eps], srpo_cfg)
+    return trajectory_embeddings(encoder, [torch.as_tensor(e["video"]) for e in eps], srpo_cfg)
+
+
 def score(encoder, eps: list[dict], srpo_cfg) -> np.ndarray:
     """SRPO's progress value per episode (nan for successes and for failures without a reference)."""
-    from rewards.srpo import srpo_progress, trajectory_embeddings
+    from rewards.srpo import srpo_progress
 
-    emb = trajectory_embeddings(encoder, [torch.as_tensor(e["video"]) for e in eps], srpo_cfg)
+    emb = embed(encoder, eps, srpo_cfg)
     succ = torch.tensor([e["success"] for e in eps])
     res = srpo_progress(emb, ["t"] * len(eps), succ, srpo_cfg, [e["group"] for e in eps])
     p = res.progress.numpy().astype(float)
@@ -380,7 +455,6 @@ def score(encoder, eps: list[dict], srpo_cfg) -> np.ndarray:
 def main(argv=None) -> int:
     a = parse(argv)
     from rewards.srpo import RandomConvEncoder, SRPOConfig
-    from vla_rl.policy import SmallVLA, policy_config_from_dict
     from vla_rl.srpo_encoders import PolicyImageEncoder
     from world_models.encoders import SmallVideoEncoder, build_encoder, train_small_encoder
     from world_models.progress_encoder import (
@@ -411,11 +485,9 @@ def main(argv=None) -> int:
     progress_cfg = SRPOConfig(num_frames=a.num_frames, frame_size=a.frame_size if ps == 32 else ps,
                               pooling=a.progress_pooling or a.pooling,
                               reference=a.reference)
-    import vla_rl
-
-    meta = json.loads((Path(vla_rl.__file__).parent / "assets/tabletop_base/config.json").read_text())["policy"]
-    meta["flow"]["eta"] = a.eta
-    policy = SmallVLA.from_pretrained("builtin:tabletop_base", policy_config_from_dict(meta)).eval()
+    proprio_cfg = {t: SRPOConfig(encoder="proprio", state_dims=state_dims(t, a), num_frames=a.num_frames,
+                                 frame_size=a.frame_size, pooling=a.pooling, reference=a.reference) for t in a.tasks}
+    policy = base_policy(a.eta)
     split_seeds = [SPLITS[a.split] + g for g in range(a.groups)]
     print(f"splits: encoder training episodes from initial state {TRAIN_OFFSET} + 10000 * seed; failures on the "
           f"{a.split} states {split_seeds[0]}..{split_seeds[-1]} (val {SPLITS['val']}+, test {SPLITS['test']}+)",
@@ -436,6 +508,9 @@ def main(argv=None) -> int:
           f"{a.policy_per_task} per task ({a.policy_tasks} tasks), failures {a.policy_failures}; expert after a "
           f"detour of {a.detour_steps[0]}-{a.detour_steps[1]} play steps: {a.detour_per_task} per training task",
           flush=True)
+    if "proprio" in a.encoders:
+        print("proprio: the observation state's entries " + ", ".join(f"{t} {state_dims(t, a)}" for t in a.tasks)
+              + f" at the same {a.num_frames} frames, pooling {a.pooling}", flush=True)
     if a.held_out == "none":
         print("held out: NOTHING -- the progress / small encoders are trained on the scored tasks too (a diagnostic "
               "upper bound, not a held-out measurement)", flush=True)
@@ -524,8 +599,9 @@ def main(argv=None) -> int:
             for name in a.encoders:
                 fam = FAMILY[task] if a.held_out == "family" else "none"
                 enc = encoders_by_family[fam][name] if name in ("progress", "small") else \
-                    own_policy[task] if name == "policy" else shared[name]
-                p = score(enc, eps, progress_cfg if name == "progress" else srpo_cfg)
+                    own_policy[task] if name == "policy" else None if name == "proprio" else shared[name]
+                p = score(enc, eps, progress_cfg if name == "progress" else proprio_cfg[task] if name == "proprio"
+                          else srpo_cfg)
                 within = [spearman(p[fail & (groups == g)], prog[fail & (groups == g)]) for g in np.unique(groups)]
                 within = [w for w in within if np.isfinite(w)]
                 rows.append({"seed": seed, "task": task, "encoder": name, "failures": int(fail.sum()),
@@ -535,6 +611,8 @@ def main(argv=None) -> int:
                              "groups_scored": len(within),
                              "srpo_progress": p[fail].tolist(), "sim_progress": prog[fail].tolist(),
                              "groups": groups[fail].tolist()})
+                if name == "proprio":
+                    rows[-1]["state_dims"] = state_dims(task, a)
             print(f"seed {seed} {task}: {int(fail.sum())} failures (sim progress median "
                   f"{np.median(prog[fail]):.3f}), {n_pol_succ} policy successes; "
                   + ", ".join(f"{r['encoder']} {r['within_task']:+.2f}" for r in rows[-len(a.encoders):]), flush=True)

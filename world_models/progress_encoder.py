@@ -366,32 +366,36 @@ def _train_distance(encoder: ProgressEncoder, frames: list[torch.Tensor], length
 def record_expert_episodes(task: str, n: int, seed_offset: int, camera: str = "agentview", image_size: int = 32,
                            max_steps: int = 120, hold_steps: int = 2, noise: float = 0.05,
                            env_kwargs: dict | None = None,
-                           seed: int = 0) -> list[tuple[np.ndarray, np.ndarray]]:
+                           seed: int = 0, with_states: bool = False) -> list[tuple[np.ndarray, ...]]:
     """Scripted-expert episodes of a ``sims`` task from initial states ``seed_offset, seed_offset + 1, ...``:
     ``n`` successful ones, each ``(frames uint8 [T+1, H, W, 3], success flags [T+1])`` with ``hold_steps`` frames
-    after the success (the expert holding). Unsuccessful expert episodes are skipped (at most ``3 n`` tries)."""
+    after the success (the expert holding). Unsuccessful expert episodes are skipped (at most ``3 n`` tries).
+    ``with_states``: each ``(frames, flags, states float32 [T+1, D])``, the observation state aligned with the frames
+    (as :func:`vla_rl.rollout.run_episodes` records ``Episode.states``)."""
     import sims
 
     env = sims.make(task, **{**dict(env_kwargs or {}), "image_size": image_size, "cameras": (camera,)})
     rng = np.random.default_rng([seed, seed_offset])
-    out: list[tuple[np.ndarray, np.ndarray]] = []
+    out: list[tuple[np.ndarray, ...]] = []
     try:
         for s in range(seed_offset, seed_offset + 3 * n):
             if len(out) == n:
                 break
             obs, info = env.reset(seed=s, options={"init_seed": s})
             frames, succ = [obs["images"][camera]], [bool(info.get("success", False))]
+            states = [np.asarray(obs["state"], np.float32).copy()]
             first = 0 if succ[0] else -1  # index of the first successful frame
             while len(frames) <= max_steps and (first < 0 or len(frames) - 1 - first < hold_steps):
                 obs, _, term, trunc, info = env.step(np.asarray(env.expert_action(rng=rng, noise=noise), np.float32))
                 frames.append(obs["images"][camera])
+                states.append(np.asarray(obs["state"], np.float32).copy())
                 succ.append(first >= 0 or bool(info.get("success", False)))
                 if first < 0 and succ[-1]:
                     first = len(frames) - 1
                 if first < 0 and (term or trunc):
                     break
             if first > 0:
-                out.append((np.stack(frames), np.asarray(succ)))
+                out.append((np.stack(frames), np.asarray(succ)) + ((np.stack(states),) if with_states else ()))
     finally:
         env.close()
     if len(out) < n:

@@ -16,7 +16,8 @@ def test_progress_bench_small(tmp_path, capsys):
     assert "failures on the test states 4000000..4000001" in out
     assert "DINOv2: tiny random weights of the real architecture (not pretrained)" in out
     rows = markdown_table(out, "| encoder |")
-    assert [r[0] for r in rows] == list(mod.ENCODERS)
+    assert [r[0] for r in rows] == list(mod.ENCODERS) and "proprio" in mod.ENCODERS
+    assert "proprio: the observation state's entries push [0, 1, 2] at the same 6 frames, pooling mean_last" in out
     # encoder, one task, all failures, the same with the states' spread, within group over all groups
     assert all(len(r) == 1 + 1 + 3 for r in rows)
     res = json.loads((tmp_path / "results.json").read_text())
@@ -29,6 +30,7 @@ def test_progress_bench_small(tmp_path, capsys):
         assert all(0.0 < p < 1.0 for p in r["srpo_progress"])  # every failure graded (the expert references)
     assert (tmp_path / "progress_seed0_without_push.safetensors").is_file()
     assert (tmp_path / "tiny_vjepa2" / "config.json").is_file()
+    assert [r["state_dims"] for r in res["rows"] if r["encoder"] == "proprio"] == [[0, 1, 2]]
 
 
 def test_progress_bench_small_with_detour_data_and_nothing_held_out(tmp_path, capsys):
@@ -128,6 +130,90 @@ def test_progress_bench_bad_arguments(argv, capsys):
         mod.main(argv)
     assert e.value.code == 2
     assert capsys.readouterr().err.strip().splitlines()[-1].startswith("bench_progress.py: error:")
+
+
+@pytest.mark.parametrize("dims", ["0,9", "", "x", "1.5", "0,0", "=-1", "0,,1"])
+def test_progress_bench_bad_state_dims(dims, tmp_path, capsys):
+    """--state-dims out of range for the state (9 entries), empty, not integers, repeated or negative: exit 2, one
+    line naming the value, nothing written."""
+    mod = load_bench("bench_progress")
+    out = tmp_path / "out"
+    argv = ["--small", "--encoders", "proprio", "--out", str(out)]
+    argv += [f"--state-dims{dims}"] if dims.startswith("=") else ["--state-dims", dims]
+    with pytest.raises(SystemExit) as e:
+        mod.main(argv)
+    assert e.value.code == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("bench_progress.py: error: --state-dims ")
+    assert "[0, 9)" in err[0] and not out.exists()
+
+
+def test_progress_bench_state_dims_need_the_proprio_encoder(tmp_path, capsys):
+    mod = load_bench("bench_progress")
+    with pytest.raises(SystemExit) as e:
+        mod.main(["--small", "--encoders", "random_conv", "--state-dims", "0,1", "--out", str(tmp_path / "out")])
+    assert e.value.code == 2 and "only the proprio encoder reads the state" in capsys.readouterr().err
+    assert not (tmp_path / "out").exists()
+
+
+def test_the_proprio_latent_is_the_episodes_recorded_state_entries():
+    """The bench's proprio latent of every episode (the policy's and the expert references) is its recorded
+    observation state (one per frame, the first the initial state's) at SRPO's 6 sampled frames, entries
+    --state-dims, mean and last concatenated; and SRPO's group rule on it grades each failure by its latent distance
+    to its group's references (min-max, sigmoid), as the bench scores it."""
+    import numpy as np
+
+    import sims
+    from rewards.srpo import SRPOConfig
+
+    mod = load_bench("bench_progress")
+    states = [4_000_000, 4_000_001]
+    eps = mod.rollouts(mod.base_policy(0.7), "reach_one", states, 3, 0)
+    assert sum(e["ref"] for e in eps) == 2 and len(eps) == 8
+    env = sims.make("tabletop/reach_one", image_size=32, cameras=("agentview",))
+    for e in eps:
+        assert e["states"].shape == (len(e["video"]), mod.STATE_WIDTH["tabletop"]) and e["states"].dtype == np.float32
+        s = states[e["group"]]
+        np.testing.assert_array_equal(e["states"][0], env.reset(seed=s, options={"init_seed": s})[0]["state"])
+        assert np.abs(e["states"][-1, :3] - e["states"][0, :3]).max() > 1e-3  # the grip point moved
+    env.close()
+    a = mod.parse(["--encoders", "proprio", "--state-dims", "2,0"])
+    cfg = SRPOConfig(encoder="proprio", state_dims=mod.state_dims("reach_one", a), num_frames=6, pooling="mean_last",
+                     reference="group")
+    emb = mod.embed(None, eps, cfg).numpy()
+    for e, z in zip(eps, emb):
+        idx = np.round(np.linspace(0, len(e["states"]) - 1, 6)).astype(int)
+        x = e["states"][idx][:, [2, 0]]
+        np.testing.assert_allclose(z, np.concatenate([x.mean(0), x[-1]]), rtol=1e-6, atol=1e-7)
+    p = mod.score(None, eps, cfg)
+    succ = np.array([e["success"] for e in eps])
+    fail = np.flatnonzero(~succ)
+    refs = {g: [j for j in np.flatnonzero(succ) if eps[j]["group"] == g] for g in (0, 1)}
+    d = np.array([min(np.linalg.norm(emb[i] - emb[j]) for j in refs[eps[i]["group"]]) for i in fail])
+    u = (d - d.min()) / (d.max() - d.min())
+    np.testing.assert_allclose(p[fail], 1 / (1 + np.exp(-10 * (0.5 - u))), rtol=1e-5)
+    assert np.isnan(p[succ]).all()
+
+
+def test_the_default_state_dims_are_the_end_effector_on_robosuite_lift():
+    """robosuite Lift's observation state (as sims builds it for the bench): 9 entries, the first three the
+    end-effector site (what STATE_DIMS["robosuite"] selects), after a reset and along scripted-expert steps."""
+    import numpy as np
+
+    import sims
+
+    mod = load_bench("bench_progress")
+    env = sims.make("robosuite/Lift", **mod.sim_env_kwargs(20))
+    try:
+        obs, _ = env.reset(seed=4_000_000, options={"init_seed": 4_000_000})
+        rng = np.random.default_rng(0)
+        for _ in range(6):
+            assert obs["state"].shape == (mod.STATE_WIDTH["robosuite"],)
+            np.testing.assert_allclose(obs["state"][list(mod.STATE_DIMS["robosuite"])], env.unwrapped._eef(),
+                                       atol=1e-6)
+            obs, *_ = env.step(env.unwrapped.expert_action(rng=rng, noise=0.0))
+    finally:
+        env.close()
 
 
 def test_readout_diagnostic_reproduces_the_bench(tmp_path, capsys):
