@@ -42,9 +42,15 @@ def seeds_parser(doc: str, seeds: int, seeds_help: str = "training seeds per arm
     return ap
 
 
+MAX_SEEDS = 10_000  # the most --seeds a bench takes (each a training run per arm; 1e9 filled the memory listing them)
+
+
 def bad_args(args: argparse.Namespace, **minimum: int) -> bool:
-    """Whether an option is below its ``minimum`` (``dest=least value``); if so, one line on stderr naming every
-    option's rule and the values given."""
+    """Whether an option is below its ``minimum`` (``dest=least value``), or ``--seeds`` above :data:`MAX_SEEDS`; if
+    so, one line on stderr naming every option's rule and the values given."""
+    if getattr(args, "seeds", 0) > MAX_SEEDS:
+        print(f"error: --seeds {args.seeds}: expected at most {MAX_SEEDS} (training seeds per arm)", file=sys.stderr)
+        return True
     if all(getattr(args, k) >= lo for k, lo in minimum.items()):
         return False
     rules = [f"--{k.replace('_', '-')} >= {lo}" for k, lo in minimum.items()]
@@ -57,11 +63,12 @@ def bad_args(args: argparse.Namespace, **minimum: int) -> bool:
 
 def bad_out(out: str) -> bool:
     """Whether ``--out`` (the folder the runs write into) cannot be a directory (a file, or under one; not writable:
-    :func:`grpo.preflight.check_writable_dir`); if so, one line on stderr. Nothing is created."""
-    from grpo.preflight import check_writable_dir
+    :func:`grpo.preflight.check_bench_out`), or is a run directory or inside one (the bench's runs and files would mix
+    with that run's); if so, one line on stderr. Nothing is created."""
+    from grpo.preflight import check_bench_out
 
     try:
-        check_writable_dir(out, "--out")
+        check_bench_out(out, "--out")
     except ValueError as e:
         print(f"error: {e}", file=sys.stderr)
         return True

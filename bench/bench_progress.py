@@ -235,12 +235,13 @@ def parse(argv=None) -> argparse.Namespace:
         a.state_dims = dims
     if not (math.isfinite(a.eta) and a.eta >= 0):
         p.error(f"--eta {a.eta}: expected a finite SDE noise level >= 0")
-    if a.frame_size < 1:
-        p.error(f"--frame-size {a.frame_size}: expected a side >= 1 px")
-    from grpo.preflight import check_writable_dir
+    if not 1 <= a.frame_size <= 1024:  # (srpo.frame_size's bound; was: its traceback after the tiny models were saved)
+        p.error(f"--frame-size {a.frame_size}: expected a side in [1, 1024] px")
+    bad_sizes(p, a)
+    from grpo.preflight import check_bench_out
 
     try:
-        check_writable_dir(a.out, "--out")
+        check_bench_out(a.out, "--out")
     except ValueError as e:
         p.error(str(e))
     return a
@@ -254,6 +255,31 @@ def simulator(task: str) -> str:
 def state_dims(task: str, a) -> list[int]:
     """The proprio latent's observation-state entries for ``task``: ``--state-dims`` or its simulator's default."""
     return list(a.state_dims) if a.state_dims is not None else list(STATE_DIMS[simulator(task)])
+
+
+def bad_sizes(p: argparse.ArgumentParser, a: argparse.Namespace) -> None:
+    """The counts no bench run can finish (a typo's 1e9 filled the memory listing the episodes, or recorded for ever,
+    after the first files were written) and a task or encoder named twice (its rows counted twice in the pooled
+    Spearman): ``p.error`` (one line, exit 2). Shared with ``diag_progress_ceiling.py``."""
+    from grpo.config import MAX_EPISODE_STEPS, MAX_EPISODES
+
+    for key in ("tasks", "encoders"):
+        names = getattr(a, key, [])
+        twice = sorted({n for n in names if names.count(n) > 1})
+        if twice:
+            p.error(f"--{key} {','.join(names)}: names {', '.join(twice)} more than once (expected distinct names)")
+    episodes = a.seeds * a.groups * a.group_size
+    if episodes > MAX_EPISODES:
+        p.error(f"--seeds {a.seeds} x --groups {a.groups} x --group-size {a.group_size} = {episodes} scored episodes "
+                f"per task: expected at most {MAX_EPISODES}")
+    per_task = {k: getattr(a, k.replace("-", "_")) for k in ("expert-per-task", "play-per-task", "detour-per-task",
+                                                              "policy-per-task") if hasattr(a, k.replace("-", "_"))}
+    big = {k: v for k, v in per_task.items() if v > MAX_EPISODES}
+    if big:
+        p.error(" / ".join(f"--{k} {v}" for k, v in big.items()) + f": expected at most {MAX_EPISODES} episodes per "
+                "task")
+    if a.num_frames > MAX_EPISODE_STEPS + 1:
+        p.error(f"--num-frames {a.num_frames}: expected at most {MAX_EPISODE_STEPS + 1} (an episode's frames)")
 
 
 def tiny_transformers(out: Path) -> dict[str, str]:

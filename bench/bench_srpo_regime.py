@@ -213,19 +213,24 @@ def main(argv: list[str] | None = None) -> int:
     if unknown or not arms or len(set(arms)) != len(arms):
         print(f"error: --arms {args.arms!r}: expected distinct names from {', '.join(ARMS)}", file=sys.stderr)
         return 2
-    out = Path(args.out).resolve()
-    out.mkdir(parents=True, exist_ok=True)
     extra = ((SMALL if args.small else []) + [f"rl.iterations={args.iterations}", f"rl.eval_every={args.eval_every}"]
              + [f"rl.eval_episodes={2 if args.small else args.eval_episodes}"])
-    if args.task != "reach_one":  # another task: the recipe's env section replaced, its runs apart
+    if args.task != "reach_one":  # another task: the recipe's env section replaced
         extra = [f"env.tasks=[tabletop/{args.task}]", f"env.max_episode_steps={TASK_STEPS[args.task]}", *extra]
+    from grpo.config import ConfigError, load_config
+    from vla_rl.config import VLARLConfig
+
+    try:  # the flags' config, before OUT is made (was: a ConfigError traceback after it, e.g. --eval-episodes 1e9)
+        split = load_config(VLARLConfig, str(ROOT / CONFIG), [*COMMON, *extra]).rl.split_line()
+    except ConfigError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    out = Path(args.out).resolve()
+    out.mkdir(parents=True, exist_ok=True)
+    if args.task != "reach_one":  # its runs apart
         out = out / args.task
         out.mkdir(exist_ok=True)
     seeds = list(range(args.seeds))
-    from grpo.config import load_config
-    from vla_rl.config import VLARLConfig
-
-    split = load_config(VLARLConfig, str(ROOT / CONFIG), [*COMMON, *extra]).rl.split_line()
     print(f"SRPO regime: {CONFIG} {' '.join(COMMON + extra)}, seeds {seeds}, {args.jobs} at once\n{split}")
     t0 = time.time()
     jobs = [(arm, s) for s in seeds for arm in arms]

@@ -177,6 +177,7 @@ def main(argv=None) -> int:
     if min(a.seeds, a.groups, a.num_frames) < 1 or a.group_size < 2:
         p.error(f"--seeds {a.seeds} / --groups {a.groups} / --num-frames {a.num_frames} / --group-size "
                 f"{a.group_size}: expected >= 1, >= 1, >= 1 and >= 2")
+    bp.bad_sizes(p, a)  # (was: a task named twice scored twice; 1e9 episodes or frames filled the memory)
     if a.json_out is not None:
         from grpo.preflight import check_writable_file
 

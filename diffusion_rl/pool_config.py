@@ -16,6 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Literal
 
+from grpo.config import MAX_BATCH, require_at_most
 from grpo.selection import SelectMethod
 
 from .quant import QuantConfig
@@ -58,6 +59,8 @@ class PoolConfig:
             raise ValueError(f"pool.pool_size={self.pool_size} is smaller than pool.train_size={self.train_size}: the "
                              "pool must hold at least the N candidates selected for training (need pool_size >= "
                              "train_size)")
+        # (was: accepted; 1e9 candidates per prompt were projected by a dry run and filled the memory in a run)
+        require_at_most("pool", self, pool_size=MAX_BATCH)
         if self.chunk < 1:
             raise ValueError(f"pool.chunk must be >= 1, got {self.chunk}")
         if not self.lowp_speedup >= 0:

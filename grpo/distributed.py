@@ -46,7 +46,7 @@ def dist_info() -> DistInfo:
 
 def check_launch_env() -> tuple[int, int, int]:
     """``(WORLD_SIZE, RANK, LOCAL_RANK)`` as ``torchrun`` / ``accelerate launch`` set them (1, 0, 0 when not launched),
-    checked: integers, ``WORLD_SIZE >= 1``, ``0 <= RANK < WORLD_SIZE``, ``LOCAL_RANK >= 0``, and ``RANK`` set when
+    checked: integers, ``WORLD_SIZE >= 1``, ``0 <= RANK < WORLD_SIZE``, ``0 <= LOCAL_RANK <= RANK``, ``RANK`` set when
     ``WORLD_SIZE > 1``, ``MASTER_PORT`` (when set) a port in 1..65535 with ``WORLD_SIZE > 1``; else ``ValueError``,
     one line naming the variable (was: ``int()``'s message, naming none)."""
     launcher = "as torchrun / accelerate launch set it; unset it to run one process"
@@ -66,6 +66,10 @@ def check_launch_env() -> tuple[int, int, int]:
     if rank >= world:
         raise ValueError(f"environment variable RANK={rank} with WORLD_SIZE={world}: expected 0 <= RANK < WORLD_SIZE "
                          f"({launcher})")
+    if local > rank:  # a process's rank on its node never exceeds its global rank (was: LOCAL_RANK=3 of one process
+        # ran, on a GPU machine on cuda:3)
+        raise ValueError(f"environment variable LOCAL_RANK={local} with RANK={rank}: expected LOCAL_RANK <= RANK (the "
+                         f"process's rank on its node; {launcher})")
     port = os.environ.get("MASTER_PORT")
     if world > 1 and port is not None:  # (was: int()'s "invalid literal ... 'abc'", naming no variable)
         try:

@@ -365,6 +365,17 @@ def check_not_inside_a_run(out: str | os.PathLike, key: str = "output_dir") -> N
                              "expected a new directory, or a run of this command to resume")
 
 
+def check_bench_out(out: str | os.PathLike, key: str = "--out") -> None:
+    """A bench's output folder (it writes its own runs and files there): writable (:func:`check_writable_dir`), not
+    inside another run (:func:`check_not_inside_a_run`) and not a run directory itself (was: a bench's encoder files
+    and runs written among a run's files)."""
+    check_writable_dir(out, key)
+    check_not_inside_a_run(out, key)
+    if (Path(out).expanduser() / "run_info.json").is_file():
+        raise ValueError(f"{key}={str(out)!r} is a run directory (it holds run_info.json); expected a folder for the "
+                         "bench's own runs and files")
+
+
 def check_not_in_a_checkpoint(path: str | os.PathLike, key: str) -> None:
     """The file ``path`` a command writes is not inside a run's checkpoint (a directory holding ``state.json``) or its
     ``checkpoints/`` folder: with ``--force`` it replaced a checkpoint's weights (was: ``vla-rl fit-encoder

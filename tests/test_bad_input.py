@@ -160,6 +160,11 @@ def assets(tmp_path_factory):
     # the seventh sweep's: a saved diffusers pipeline's folder (export --force must not write into it)
     (a / "pipe").mkdir()
     (a / "pipe" / "model_index.json").write_text("{}\n")
+    # the eighth sweep's: a section that is a list, wrong types inside nested lists
+    (a / "rl_list.yaml").write_text("seed: 0\nrl: [1, 2]\n")
+    (a / "state_dims_str.yaml").write_text("srpo:\n  encoder: proprio\n  state_dims: [0, '1']\n")
+    (a / "tasks_int.yaml").write_text("env:\n  tasks: [tabletop/reach, 3]\n")
+    (a / "band_str.yaml").write_text("rl: {success_band: [0.1, x]}\n")
     return a
 
 
@@ -1513,7 +1518,14 @@ ENV_OF = {"s6-d-env-world-size-abc": {"WORLD_SIZE": "abc"},
                                         "MASTER_PORT": "99999"},
           "s7-v-env-master-port-zero": {"WORLD_SIZE": "2", "RANK": "1", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": "0"},
           "s7-t-env-world-size-0": {"WORLD_SIZE": "0"},
-          "s7-d-env-rank-neg": {"WORLD_SIZE": "2", "RANK": "-1"}}
+          "s7-d-env-rank-neg": {"WORLD_SIZE": "2", "RANK": "-1"},
+          "s8-v-env-local-rank-beyond-rank": {"LOCAL_RANK": "3"},
+          "s8-d-env-local-rank-beyond-rank": {"WORLD_SIZE": "2", "RANK": "0", "LOCAL_RANK": "1",
+                                              "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": "29534"},
+          "s8-v-env-world-size-empty": {"WORLD_SIZE": ""},
+          "s8-v-env-rank-empty": {"RANK": ""},
+          "s8-d-env-rank-float": {"WORLD_SIZE": "2", "RANK": "1.0"},
+          "s8-t-env-local-rank-word": {"LOCAL_RANK": "abc"}}
 # the seventh misuse sweep: values of a builder's / sampler's own options (model.tiny, prompts.shapes), sizes and
 # rates no run can use (1e9 ODE steps, a learning rate of 1e300), keys the command reads nowhere (eval's rollout and
 # training keys, the loop's vla: keys it sets itself), outputs written into another run, a saved model or a checkpoint
@@ -1672,12 +1684,169 @@ SWEEP_7 = {
     "s7-lb-out-in-checkpoint": ("vla_rl.cli", ["libero-demos", "{vrun_copy_ck}/lb.hdf5", "{demo}", "--env-names",
                                                "libero/libero_spatial/0"], [], ["inside the checkpoint directory"]),
 }
+# the eighth misuse sweep: the newest options (srpo.encoder: proprio and srpo.state_dims, rl.reward: sim_progress,
+# grpo.std_mode, rl.success_band, rl.eval_split, the pool / branch / lookahead keys), wrong types inside nested lists,
+# YAML sections that are not mappings, the launcher's variables, runs of the other frontend. "was:" marks the cases
+# that failed before this sweep; the others were already refused and cover an input class no earlier sweep touched
+S8_PROPRIO = ["rl.reward=srpo", "srpo.encoder=proprio", "srpo.encoder_path=null"]
+S8_PROPRIO_L = ["vla.rl.reward=srpo", "vla.srpo.encoder=proprio", "vla.srpo.encoder_path=null"]
+SWEEP_8 = {
+    # was: accepted (training on the held-out states the run is evaluated on), or numpy's OverflowError traceback at
+    # the first draw of a training state, after the SFT and the run directory
+    "s8-v-train-seeds-validation-state": (*V, ["rl.train_seeds=[1000000]"],
+                                          ["rl.train_seeds=[1000000]", "expected seeds below 1000000"]),
+    "s8-v-train-seeds-test-state": (*V, ["rl.eval_seed_offset=2000000", "rl.train_seeds=[5000003]"],
+                                    ["rl.train_seeds=[5000003]", "expected seeds below 2000000"]),
+    "s8-v-train-seeds-huge": (*V, ["rl.train_seeds=[18446744073709551616]"],
+                              ["rl.train_seeds=[18446744073709551616]", "expected seeds below"]),
+    "s8-l-train-seeds-validation-state": (*L, ["vla.rl.train_seeds=[1000003]"],
+                                          ["rl.train_seeds=[1000003]", "expected seeds below 1000000"]),
+    "s8-v-train-seed-range-huge": (*V, ["rl.train_seed_range=18446744073709551616",
+                                        "rl.eval_seed_offset=18446744073709551617",
+                                        "rl.test_seed_offset=18446744073709561617"],
+                                   ["rl.train_seed_range=18446744073709551616", "at most 4294967296"]),
+    # was: accepted (every GDPO component weighted 0: every advantage 0, a run that trains on nothing)
+    "s8-v-gdpo-weights-all-zero": (*V, ["rl.reward=srpo", "grpo.advantage=gdpo",
+                                        "grpo.reward_weights={success: 0, progress: 0}"],
+                                   ["grpo.reward_weights=", "every component", "weighted 0"]),
+    "s8-v-gdpo-binary-weight-zero": (*V, ["rl.reward=binary", "grpo.advantage=gdpo",
+                                          "grpo.reward_weights={success: 0}"],
+                                     ["grpo.reward_weights=", "rl.reward=binary ['success'] weighted 0"]),
+    "s8-l-gdpo-weight-zero": (*L, ["vla.grpo.advantage=gdpo", "vla.grpo.reward_weights={success: 0}"],
+                              ["grpo.reward_weights=", "weighted 0"]),
+    # was: accepted by the dry run (1e9 candidates per prompt projected), a run filled the memory
+    "s8-d-pool-size-huge": (*PF, ["pool.pool_size=1000000000"], ["pool.pool_size=1000000000", "at most 100000"]),
+    "s8-d-tree-pool-size-huge": (*TP, ["pool.pool_size=1000000000"], ["pool.pool_size=1000000000", "at most 100000"]),
+    # was: the loop's metrics.jsonl, run_info.json and TensorBoard written before the VLA trainer refused the dims
+    "s8-l-proprio-state-dims-beyond": ("vla_rl.cli", ["loop", L_CFG],
+                                       [*S8_PROPRIO_L, "vla.srpo.state_dims=[0,99]", "cycles=1"],
+                                       ["srpo.state_dims=[0, 99]", "has 12 entries", "below 12"]),
+    # was: accepted (one process with LOCAL_RANK=3 ran, on a GPU machine on cuda:3; a rank-0 process with LOCAL_RANK=1)
+    "s8-v-env-local-rank-beyond-rank": ("vla_rl.cli", ["train", V_CFG], [*V_TINY],
+                                        ["LOCAL_RANK=3 with RANK=0", "LOCAL_RANK <= RANK"]),
+    "s8-d-env-local-rank-beyond-rank": ("diffusion_rl.cli", ["train", D_CFG], [*D_TINY],
+                                        ["LOCAL_RANK=1 with RANK=0", "LOCAL_RANK <= RANK"]),
+    # already refused: srpo.encoder proprio and its state_dims (values, types, the env's state width in a run)
+    "s8-v-state-dims-empty": (*V, [*S8_PROPRIO, "srpo.state_dims=[]"],
+                              ["srpo.state_dims=[]", "non-empty list of distinct state indices"]),
+    "s8-v-state-dims-repeated": (*V, [*S8_PROPRIO, "srpo.state_dims=[0,0]"], ["srpo.state_dims=[0, 0]", "distinct"]),
+    "s8-v-state-dims-neg": (*V, [*S8_PROPRIO, "srpo.state_dims=[-1]"], ["srpo.state_dims=[-1]", ">= 0"]),
+    "s8-v-state-dims-float": (*V, [*S8_PROPRIO, "srpo.state_dims=[0.5]"],
+                              ["srpo.state_dims", "expects list[int] or None", "[0.5]"]),
+    "s8-v-state-dims-bool": (*V, [*S8_PROPRIO, "srpo.state_dims=[true]"], ["srpo.state_dims", "[True]"]),
+    "s8-v-state-dims-scalar": (*V, [*S8_PROPRIO, "srpo.state_dims=3"], ["srpo.state_dims", "got 3 (int)"]),
+    "s8-v-state-dims-nested": (*V, [*S8_PROPRIO, "srpo.state_dims=[[0]]"], ["srpo.state_dims", "[[0]]"]),
+    "s8-v-state-dims-without-proprio": (*V, ["srpo.state_dims=[0,1]"],
+                                        ["srpo.state_dims=[0, 1] with srpo.encoder='random_conv'", "expected null"]),
+    "s8-v-proprio-with-path": (*V, ["srpo.encoder=proprio", "srpo.encoder_path=/x.safetensors"],
+                               ["srpo.encoder_path='/x.safetensors' with srpo.encoder=proprio", "expected null"]),
+    "s8-v-encoder-case": (*V, ["srpo.encoder=Proprio"], ["srpo.encoder", "'proprio'", "got 'Proprio'"]),
+    "s8-v-yaml-state-dims-string-item": ("vla_rl.cli", ["train", "{assets}/state_dims_str.yaml", "--dry-run"], [],
+                                         ["state_dims_str.yaml", "srpo.state_dims", "[0, '1']"]),
+    "s8-v-proprio-state-dims-beyond-run": ("vla_rl.cli", ["train", V_CFG],
+                                           [*V_TINY, *S8_PROPRIO, "srpo.state_dims=[0,1000000000]"],
+                                           ["srpo.state_dims=[0, 1000000000]", "has 9 entries"]),
+    "s8-v-plan-state-dims-repeated": ("vla_rl.cli", ["train", "configs/vla/smolvla_reach_one.yaml", "--plan"],
+                                      [*S8_PROPRIO, "srpo.state_dims=[1,1]"], ["srpo.state_dims=[1, 1]", "distinct"]),
+    "s8-l-state-dims-repeated": (*L, [*S8_PROPRIO_L, "vla.srpo.state_dims=[0,0]"], ["srpo.state_dims=[0, 0]"]),
+    # rl.reward sim_progress and its noise
+    "s8-v-sim-progress-mixed-tasks": (*V, ["rl.reward=sim_progress", "env.tasks=[tabletop/reach,robosuite/Lift]"],
+                                      ["rl.reward=sim_progress", "['robosuite/Lift']", "tabletop/*"]),
+    "s8-v-sim-progress-case": (*V, ["rl.reward=SIM_PROGRESS"], ["rl.reward='SIM_PROGRESS'", "sim_progress"]),
+    "s8-v-sim-progress-noise-inf": (*V, ["rl.reward=sim_progress", "rl.sim_progress_noise=.inf"],
+                                    ["rl.sim_progress_noise", "finite", "inf"]),
+    "s8-v-sim-progress-noise-bool": (*V, ["rl.reward=sim_progress", "rl.sim_progress_noise=true"],
+                                     ["rl.sim_progress_noise", "expects float", "True"]),
+    "s8-l-sim-progress": (*L, ["vla.rl.reward=sim_progress"], ["vla.rl.reward=sim_progress", "no simulator progress"]),
+    # grpo.std_mode
+    "s8-v-std-mode-case": (*V, ["grpo.std_mode=GLOBAL"], ["grpo.std_mode", "'global'", "got 'GLOBAL'"]),
+    "s8-v-std-mode-null": (*V, ["grpo.std_mode=null"], ["grpo.std_mode", "got None"]),
+    "s8-d-std-mode-case": (*D, ["grpo.std_mode=Global"], ["grpo.std_mode", "got 'Global'"]),
+    "s8-d-eval-std-mode": ("diffusion_rl.cli", ["eval", "{drun}", "grpo.std_mode=global"], [],
+                           ["grpo.std_mode does nothing in eval"]),
+    "s8-v-resume-std-mode": ("vla_rl.cli", ["train", V_CFG], ["{vrun_copy}", *V_TINY, "rl.iterations=2",
+                                                              "grpo.std_mode=global"],
+                             ["refusing to resume", "grpo.std_mode: 'group' != 'global'"]),
+    "s8-d-resume-std-mode": ("diffusion_rl.cli", ["train", D_CFG], ["{drun_copy}", *D_TINY, "train.iterations=2",
+                                                                    "grpo.std_mode=global"],
+                             ["refusing to resume", "grpo.std_mode"]),
+    # rl.success_band
+    "s8-v-success-band-empty-interval": (*V, ["rl.success_band=[0.5,0.5]"], ["rl.success_band", "[0.5, 0.5]"]),
+    "s8-v-success-band-infinite": (*V, ["rl.success_band=[-.inf,.inf]"], ["rl.success_band[0]", "finite", "-inf"]),
+    "s8-v-success-band-one-item": (*V, ["rl.success_band=[0.5]"], ["rl.success_band", "expects 2 items, got 1"]),
+    "s8-v-success-band-string": (*V, ["rl.success_band='0.1,0.9'"], ["rl.success_band", "'0.1,0.9'"]),
+    "s8-v-success-band-null-item": (*V, ["rl.success_band=[null,1]"], ["rl.success_band[0]", "got None"]),
+    "s8-v-success-band-unused": (*V, ["rl.dynamic_sampling=false", "rl.success_band=[0.1,0.9]"],
+                                 ["rl.success_band", "does nothing", "rl.dynamic_sampling=false"]),
+    "s8-v-yaml-success-band-string-item": ("vla_rl.cli", ["train", "{assets}/band_str.yaml", "--dry-run"], [],
+                                           ["band_str.yaml", "rl.success_band[1]", "'x'"]),
+    # rl.eval_split
+    "s8-v-eval-split-case": (*V, ["rl.eval_split=TEST"], ["rl.eval_split", "'test'", "got 'TEST'"]),
+    "s8-v-eval-split-empty": (*V, ["rl.eval_split="], ["rl.eval_split", "got ''"]),
+    "s8-v-eval-split-list": (*V, ["rl.eval_split=[test]"], ["rl.eval_split", "['test']"]),
+    "s8-l-eval-split-unknown": (*L, ["vla.rl.eval_split=nope"], ["vla.rl.eval_split", "'nope'"]),
+    "s8-v-resume-eval-split": ("vla_rl.cli", ["train", V_CFG], ["{vrun_copy}", *V_TINY, "rl.iterations=2",
+                                                                "rl.eval_split=test"],
+                               ["refusing to resume", "rl.eval_split: 'validation' != 'test'"]),
+    "s8-v-resume-reward-proprio": ("vla_rl.cli", ["train", V_CFG], ["{vrun_copy}", *V_TINY, "rl.iterations=2",
+                                                                    *S8_PROPRIO],
+                                   ["refusing to resume", "srpo.encoder: 'random_conv' != 'proprio'"]),
+    # wrong types inside nested lists, a section that is a list (in a YAML file)
+    "s8-v-tasks-int-item": (*V, ["env.tasks=[tabletop/reach,3]"], ["env.tasks[1]", "expects str", "3"]),
+    "s8-v-yaml-tasks-int-item": ("vla_rl.cli", ["train", "{assets}/tasks_int.yaml", "--dry-run"], [],
+                                 ["tasks_int.yaml", "env.tasks[1]", "expects str"]),
+    "s8-v-cameras-int-item": (*V, ["policy.cameras=[1]"], ["policy.cameras[0]", "expects str"]),
+    "s8-v-train-seeds-bool-item": (*V, ["rl.train_seeds=[true]"], ["rl.train_seeds[0]", "expects int", "True"]),
+    "s8-v-yaml-section-list": ("vla_rl.cli", ["train", "{assets}/rl_list.yaml", "--dry-run"], [],
+                               ["rl_list.yaml", "config key 'rl' expects a mapping", "[1, 2]"]),
+    "s8-d-pool-patterns-int-item": (*PF, ["pool.quant.skip.extra_patterns=[1]"],
+                                    ["pool.quant.skip.extra_patterns[0]", "expects str"]),
+    "s8-d-pool-patterns-string": (*PF, ["pool.quant.skip.extra_patterns=attn"],
+                                  ["pool.quant.skip.extra_patterns", "'attn'"]),
+    "s8-d-split-steps-bool-item": (*BR, ["branch.split_steps=[true]"], ["branch.split_steps[0]", "expects int"]),
+    "s8-d-branch-string-item": (*BR, ["branch.branch=[two]"], ["branch.branch[0]", "'two'"]),
+    # the pool / branch / lookahead keys
+    "s8-d-pool-train-size-0": (*PF, ["pool.train_size=0"], ["pool.train_size", ">= 1", "0"]),
+    "s8-d-pool-enabled-string": (*PF, ["pool.enabled=maybe"], ["pool.enabled", "expects bool", "'maybe'"]),
+    "s8-d-lookahead-float": (*LA, ["branch.lookahead_candidates=2.5"], ["branch.lookahead_candidates", "2.5"]),
+    "s8-d-branch-width-prune-unknown": (*BR, ["branch.width_prune=random"], ["branch.width_prune", "'random'"]),
+    "s8-d-branch-factors-null": (*BR, ["branch.branch=null"], ["branch.branch", "got None"]),
+    "s8-d-tree-pool-no-factors": (*TP, ["branch.branch=[]"], ["branch.branch needs 1 factor", "got []"]),
+    "s8-d-branch-window-huge": (*BR, ["branch.depth_window=1000000000"],
+                                ["branch.depth_window=1000000000", "the tree has 3 depths"]),
+    # the launcher's variables: empty, a float, a word
+    "s8-v-env-world-size-empty": ("vla_rl.cli", ["train", V_CFG], [*V_TINY], ["WORLD_SIZE=''", "integer >= 1"]),
+    "s8-v-env-rank-empty": ("vla_rl.cli", ["train", V_CFG], [*V_TINY], ["RANK=''", "integer >= 0"]),
+    "s8-d-env-rank-float": ("diffusion_rl.cli", ["train", D_CFG], [*D_TINY], ["RANK='1.0'", "integer >= 0"]),
+    "s8-t-env-local-rank-word": ("diffusion_rl.cli", ["toy", T_CFG], ["train.iterations=1"],
+                                 ["LOCAL_RANK='abc'", "integer >= 0"]),
+    # a run directory of the other frontend / the toy
+    "s8-v-output-toy-run": ("vla_rl.cli", ["train", V_CFG], ["{trun_copy}", *V_TINY],
+                            ["another job", "not a VLARLConfig run"]),
+    "s8-t-output-vla-run": ("diffusion_rl.cli", ["toy", T_CFG], ["{vrun_copy}", "train.iterations=2"],
+                            ["another job", "not a ToyConfig run", "env, policy, sft"]),
+    "s8-l-output-toy-run": ("vla_rl.cli", ["loop", L_CFG], ["{trun_copy}", "cycles=1"],
+                            ["another job", "not a WorldLoopConfig run"]),
+    # empty / unicode names, a directory where a file goes
+    "s8-v-plugin-empty-name": (*V, ["env.plugins=['']"], ["env.plugins", "got ''"]),
+    "s8-v-encoder-empty": (*V, ["srpo.encoder="], ["srpo.encoder", "got ''"]),
+    "s8-r-task-unicode": ("vla_rl.cli", ["record-demos", "tabletop/r\u0435ach", "1", "{assets}/r8.hdf5"], [],
+                          ["unknown task 'tabletop/r\u0435ach'"]),
+    "s8-fe-expert-tasks-int-item": (*FE, ["data.expert_tasks=[3]"], ["data.expert_tasks[0]", "expects str"]),
+    "s8-fe-demo-path-dir": ("vla_rl.cli", ["fit-encoder", FE_CFG], ["data.demo_paths=[{assets}/empty_dir]",
+                                                                    "output={assets}/e8.safetensors"],
+                            ["data.demo_paths=", "empty_dir", "a directory"]),
+    "s8-fe-config-dir": ("vla_rl.cli", ["fit-encoder", "{assets}/a_dir.yaml", "--dry-run"], [],
+                         ["a_dir.yaml", "is a directory"]),
+}
 CASES.update(SWEEP_4)
 CASES.update(SWEEP_5)
 CASES.update(SWEEP_6)
 CASES.update(SWEEP_7)
+CASES.update(SWEEP_8)
 EXIT_2 = {c for c in CASES if c.startswith(("v-sim-", "v-robosuite-", "v-libero-", "l-sim-", "l-demo-", "v-eval-sim-"))
-          } | set(SWEEP) | set(SWEEP_2) | set(SWEEP_3) | set(SWEEP_4) | set(SWEEP_5) | set(SWEEP_6) | set(SWEEP_7)
+          } | set(SWEEP) | set(SWEEP_2) | set(SWEEP_3) | set(SWEEP_4) | set(SWEEP_5) | set(SWEEP_6) | set(SWEEP_7) \
+    | set(SWEEP_8)
 NEEDS = {"drun": "diffusion_run", "vrun": "vla_run", "trun": "toy_run", "demo": "demo_wrong_action"}
 # Run as ``python -m <cli>`` in a subprocess (the real entry point and exit code of a fresh interpreter): one case of
 # every subcommand of both CLIs, and every case whose command imports robosuite or LIBERO (their imports print to the
@@ -1896,6 +2065,36 @@ SWEEP_7_BENCH = [
 ]
 
 
+# the eighth misuse sweep's bench finds: a task or encoder named twice (its rows counted twice in the pooled Spearman),
+# counts of 1e9 seeds / groups / episodes / frames that filled the memory or ran for ever after the first files were
+# written, a frame size refused by a traceback after the tiny models were saved, a flag's config refused by a
+# traceback after OUT was made, an --out that is a run directory (the bench's encoder and runs written among its
+# files); then already-refused ones of the same flags
+SWEEP_8_BENCH = [
+    ("diag_progress_ceiling.py", ["--tasks", "reach,reach"], None, ["--tasks reach,reach", "reach more than once"]),
+    ("diag_progress_ceiling.py", ["--groups", "1000000000"], None, ["--groups 1000000000", "at most 1000000"]),
+    ("diag_progress_ceiling.py", ["--group-size", "1000000000"], None, ["--group-size 1000000000", "at most 1000000"]),
+    ("diag_progress_ceiling.py", ["--num-frames", "1000000000"], None, ["--num-frames 1000000000", "at most 100001"]),
+    ("bench_srpo_regime.py", ["--eval-episodes", "1000000000"], None,
+     ["rl.eval_episodes=1000000000", "validation and test states overlap"]),
+    ("bench_srpo_regime.py", ["--seeds", "1000000000"], None, ["--seeds 1000000000", "at most 10000"]),
+    ("bench_srpo_regime.py", ["--out", "{run}"], None, ["--out=", "is a run directory"]),
+    ("bench_srpo_regime.py", ["--out", "{run}/checkpoints/x"], None, ["--out=", "is inside the run directory"]),
+    ("bench_srpo_vs_binary.py", ["--out", "{run}"], None, ["--out=", "is a run directory"]),
+    ("bench_progress.py", ["--tasks", "push,push"], None, ["--tasks push,push", "names push more than once"]),
+    ("bench_progress.py", ["--encoders", "small,small"], None, ["--encoders small,small", "more than once"]),
+    ("bench_progress.py", ["--frame-size", "100000"], None, ["--frame-size 100000", "[1, 1024]"]),
+    ("bench_progress.py", ["--groups", "1000000000"], None, ["--groups 1000000000", "at most 1000000"]),
+    ("bench_progress.py", ["--expert-per-task", "1000000000"], None, ["--expert-per-task 1000000000", "at most"]),
+    ("bench_progress.py", ["--out", "{run}"], None, ["--out=", "is a run directory"]),
+    ("bench_srpo_regime.py", ["--arms", "binary,binary"], None, ["--arms 'binary,binary'", "distinct names"]),
+    ("bench_srpo_regime.py", ["--arms", "binary, srpo_progress"], None, ["--arms 'binary, srpo_progress'"]),
+    ("bench_srpo_regime.py", ["--task", "push"], None, ["--task", "invalid choice: 'push'"]),
+    ("diag_progress_ceiling.py", ["--tasks", "lift"], None, ["--tasks ['lift']", "tabletop tasks"]),
+    ("diag_progress_ceiling.py", ["--json-out", ""], None, ["--json-out is empty"]),
+]
+
+
 # ---- the benches' own flags (the misuse sweep 2): one line, exit 2, before any run -------------------------------
 @pytest.mark.parametrize("script,args,data,expect", [
     ("bench_tree_pool.py", ["--seed-list=-1"], None, ["--seed-list '-1'", "distinct seeds >= 0"]),
@@ -1922,6 +2121,7 @@ SWEEP_7_BENCH = [
     *SWEEP_5_BENCH,
     *SWEEP_6_BENCH,
     *SWEEP_7_BENCH,
+    *SWEEP_8_BENCH,
 ])
 def test_bench_bad_input(script, args, data, expect, tmp_path):
     f = tmp_path / "runs.json"

@@ -9,7 +9,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from grpo.config import MAX_BATCH, MAX_EPISODE_STEPS, free_on_resume, require_at_least, require_at_most
+from grpo.config import MAX_BATCH, MAX_EPISODE_STEPS, MAX_SEED, free_on_resume, require_at_least, require_at_most
 from grpo.device import check_device_name
 from grpo.fsdp import DistConfig
 from grpo.monitors import MonitorConfig
@@ -122,6 +122,8 @@ class RLConfig(LoopConfig):
         require_at_least("rl", self, groups_per_task=1, minibatch_size=1, train_seed_range=1, eval_seed_offset=0,
                          eval_episodes=1, num_videos=0, test_seed_offset=0)
         require_at_most("rl", self, groups_per_task=MAX_BATCH)  # (a typo's 1e9 would roll out for ever)
+        # training states are drawn below it (was: numpy's OverflowError traceback at the first draw, after the SFT)
+        require_at_most("rl", self, train_seed_range=MAX_SEED + 1)
         for name, off in (("eval_seed_offset", self.eval_seed_offset), ("test_seed_offset", self.test_seed_offset)):
             if off < self.train_seed_range:
                 raise ValueError(f"rl.{name}={off}: expected >= rl.train_seed_range={self.train_seed_range} (held-out "
@@ -135,6 +137,10 @@ class RLConfig(LoopConfig):
             raise ValueError(f"rl.grad_accum must be >= 1 (micro-batches per minibatch), got {self.grad_accum}")
         if self.train_seeds and min(self.train_seeds) < 0:
             raise ValueError(f"rl.train_seeds must be initial-state seeds >= 0, got {self.train_seeds}")
+        held_out = min(self.eval_seed_offset, self.test_seed_offset)
+        if self.train_seeds and max(self.train_seeds) >= held_out:  # (was: accepted: it trained on evaluation states)
+            raise ValueError(f"rl.train_seeds={self.train_seeds}: expected seeds below {held_out} (rl.eval_seed_offset "
+                             "and rl.test_seed_offset start the held-out states; training states must not be them)")
 
     def heldout_seeds(self, n: int | None = None) -> list[int]:
         """The ``n`` (default ``eval_episodes``) initial-state seeds of the ``eval_split`` split, per task."""
@@ -161,12 +167,17 @@ def check_sim_progress_tasks(tasks: list[str], key: str) -> None:
 def check_reward_weights(reward: str, weights: dict[str, float], prefix: str) -> None:
     """GDPO's ``grpo.reward_weights`` may name only components the named ``rl.reward`` returns
     (:data:`REWARD_COMPONENTS`; a reward server's are known only when it answers), else ``ValueError`` (one line):
-    the advantage step would raise it after the SFT phase and the first rollout."""
+    the advantage step would raise it after the SFT phase and the first rollout; and not weight all of them 0 (unnamed
+    components weigh 1)."""
     have = REWARD_COMPONENTS.get(reward)
     unknown = sorted(set(weights) - set(have)) if have is not None else []
     if unknown:
         raise ValueError(f"{prefix}grpo.reward_weights names {unknown}, which {prefix}rl.reward={reward} does not "
                          f"return (expected weights of its components {list(have)})")
+    if have is not None and weights and all(weights.get(c, 1.0) == 0 for c in have):
+        # every component weighted 0: every advantage is 0 and the run trains on nothing (was: accepted)
+        raise ValueError(f"{prefix}grpo.reward_weights={weights}: every component of {prefix}rl.reward={reward} "
+                         f"{list(have)} weighted 0 (expected a non-zero weight for at least one)")
 
 
 @dataclass

@@ -194,12 +194,17 @@ def check_loop_inputs(cfg, writes: bool = True) -> None:
 
 def check_loop_action_dims(cfg) -> None:
     """The loop's world model and IDM predict / read actions of the size of ``data.task``'s action space (built
-    without cameras); a mismatch would surface only after the data is collected."""
+    without cameras), and ``vla.srpo.state_dims`` (``encoder: proprio``) index its observation state; a mismatch
+    would surface only after the data is collected (the state dims: after the loop's logs were opened)."""
     import sims
+    from rewards.srpo import check_state_dims
 
     env = sims.make(cfg.data.task, **{**cfg.vla.env.kwargs, "cameras": ()})
     try:
         want = int(env.action_space.shape[0])
+        if cfg.vla.rl.reward == "srpo":
+            check_state_dims(cfg.vla.srpo.state_dims, int(env.observation_space["state"].shape[-1]),
+                             "the environment's observation state")
     finally:
         env.close()
     m = cfg.models
