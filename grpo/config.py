@@ -169,9 +169,32 @@ def build_config(cls: type[T], data: dict, prefix: str = "", source: str = "conf
         raise ConfigError(f"{source}: invalid {prefix or cls.__name__}: {e}") from e
 
 
+MAX_YAML_VALUES = 1_000_000  # the most values a config document may expand to through its aliases (``*name``)
+
+
 class UniqueKeyLoader(yaml.SafeLoader):
     """``yaml.SafeLoader`` that refuses a mapping holding the same key twice: PyYAML keeps the last one silently, so a
-    second ``train:`` section would drop the whole first one. Merge keys (``<<: *base``) still override."""
+    second ``train:`` section would drop the whole first one. Merge keys (``<<: *base``) still override. A document
+    whose aliases expand to more than :data:`MAX_YAML_VALUES` values is refused too (nine nested lists of nine
+    aliases each, 9^9 values, hung the type checks walking them)."""
+
+    def construct_document(self, node):
+        sizes: dict[int, int] = {}
+
+        def size(n) -> int:  # values under ``n`` with every alias expanded (each node counted once per use)
+            if id(n) not in sizes:
+                sizes[id(n)] = 1  # (an alias of an enclosing node: counted once)
+                kids = ([c for pair in n.value for c in pair] if isinstance(n, yaml.MappingNode)
+                        else n.value if isinstance(n, yaml.SequenceNode) else [])
+                sizes[id(n)] = 1 + sum(size(c) for c in kids)
+            return sizes[id(n)]
+
+        total = size(node)
+        if total > MAX_YAML_VALUES:
+            raise yaml.constructor.ConstructorError(
+                None, None, f"its aliases expand to {total} values (expected at most {MAX_YAML_VALUES}: a config "
+                "that large is an alias bomb)", node.start_mark)
+        return super().construct_document(node)
 
     def construct_mapping(self, node, deep=False):
         if isinstance(node, yaml.MappingNode):

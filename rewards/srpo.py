@@ -63,6 +63,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from grpo.config import MAX_EPISODE_STEPS
 from grpo.device import device_of
 
 from .base import RewardBatch, RewardOutput
@@ -95,6 +96,10 @@ class SRPOConfig:
                              f"{self.progress_max}")
         if self.num_frames < 1:
             raise ValueError(f"srpo.num_frames must be >= 1, got {self.num_frames}")
+        if self.num_frames > MAX_EPISODE_STEPS + 1:  # (an episode's frames; was: 1e9 accepted, a run's embedding of
+            # 1e9 sampled frames per episode filled the memory)
+            raise ValueError(f"srpo.num_frames={self.num_frames}: expected at most {MAX_EPISODE_STEPS + 1} (the frames "
+                             "of the longest episode)")
         if self.frame_size < 1:
             raise ValueError(f"srpo.frame_size must be >= 1 (pixels), got {self.frame_size}")
         if self.frame_size > 1024:  # (as a camera's largest image: 100000 px frames asked 120 GB per trajectory)

@@ -33,6 +33,9 @@ REPO = Path(__file__).resolve().parents[1]
 D_CFG = "configs/diffusion/tiny_sd3_flat.yaml"
 V_CFG = "configs/vla/tabletop_reach.yaml"
 L_CFG = "configs/world_models/loop_reach_one.yaml"
+ALIAS_BOMB = "&l0 [a, a, a, a, a, a, a, a, a]"  # nine nested lists of nine aliases: 9^9 values (YAML's billion laughs)
+for _i in range(1, 9):
+    ALIAS_BOMB = f"&l{_i} [{ALIAS_BOMB}" + f", *l{_i - 1}" * 8 + "]"
 T_CFG = "configs/grpo/toy_flow.yaml"
 FE_CFG = "configs/vla/fit_progress_encoder.yaml"
 D_TINY = ["train.iterations=1", "grpo.group_size=2", "sampler.num_steps=2", "train.prompts_per_iter=1",
@@ -165,6 +168,9 @@ def assets(tmp_path_factory):
     (a / "state_dims_str.yaml").write_text("srpo:\n  encoder: proprio\n  state_dims: [0, '1']\n")
     (a / "tasks_int.yaml").write_text("env:\n  tasks: [tabletop/reach, 3]\n")
     (a / "band_str.yaml").write_text("rl: {success_band: [0.1, x]}\n")
+    (a / "config_only").mkdir()  # a model folder whose weights are missing
+    (a / "alias_bomb.yaml").write_text(f"env:\n  tasks: {ALIAS_BOMB}\n")
+    (a / "config_only" / "config.json").write_text("{}\n")
     return a
 
 
@@ -1726,6 +1732,23 @@ SWEEP_8 = {
                                         ["LOCAL_RANK=3 with RANK=0", "LOCAL_RANK <= RANK"]),
     "s8-d-env-local-rank-beyond-rank": ("diffusion_rl.cli", ["train", D_CFG], [*D_TINY],
                                         ["LOCAL_RANK=1 with RANK=0", "LOCAL_RANK <= RANK"]),
+    # was: transformers' OSError traceback (a folder without the model's files as a DINOv2 / V-JEPA 2 encoder), or 1e9
+    # SRPO frames per episode accepted
+    "s8-v-srpo-dinov2-empty-dir": ("vla_rl.cli", ["train", V_CFG], [*V_TINY, "rl.reward=srpo", "srpo.encoder=dinov2",
+                                                                    "srpo.encoder_path={assets}/empty_dir"],
+                                   ["srpo.encoder_path=", "empty_dir", "not a save_pretrained directory",
+                                    "config.json"]),
+    "s8-v-srpo-vjepa2-config-only": ("vla_rl.cli", ["train", V_CFG],
+                                     [*V_TINY, "rl.reward=srpo", "srpo.encoder=vjepa2",
+                                      "srpo.encoder_path={assets}/config_only"],
+                                     ["srpo.encoder_path=", "srpo.encoder=vjepa2", "model.safetensors"]),
+    "s8-v-srpo-num-frames-huge": (*V, ["srpo.num_frames=1000000000"], ["srpo.num_frames=1000000000",
+                                                                       "at most 100001"]),
+    # was: a hang (the type checks walked the 4e8 values of nine nested lists of nine YAML aliases)
+    "s8-v-yaml-alias-bomb": ("vla_rl.cli", ["train", "{assets}/alias_bomb.yaml", "--dry-run"], [],
+                             ["alias_bomb.yaml", "aliases expand to 435848054 values", "at most 1000000"]),
+    "s8-d-override-alias-bomb": (*D, [f"prompts.prompts={ALIAS_BOMB}"],
+                                 ["override", "aliases expand to", "alias bomb"]),
     # already refused: srpo.encoder proprio and its state_dims (values, types, the env's state width in a run)
     "s8-v-state-dims-empty": (*V, [*S8_PROPRIO, "srpo.state_dims=[]"],
                               ["srpo.state_dims=[]", "non-empty list of distinct state indices"]),

@@ -136,6 +136,14 @@ def check_srpo_encoder(srpo, env=None) -> None:
         if srpo.encoder != "small" and not srpo.encoder_path:
             raise ValueError(f"srpo.encoder={srpo.encoder!r} needs srpo.encoder_path (a local save_pretrained "
                              "directory)")
+        if srpo.encoder != "small":  # (was: transformers' OSError traceback for a folder without the model's files)
+            d = Path(srpo.encoder_path).expanduser()
+            weights = ("model.safetensors", "model.safetensors.index.json", "pytorch_model.bin",
+                       "pytorch_model.bin.index.json")
+            if not (d.is_dir() and (d / "config.json").is_file() and any((d / w).is_file() for w in weights)):
+                raise ValueError(f"srpo.encoder_path={srpo.encoder_path!r}: not a save_pretrained directory of "
+                                 f"srpo.encoder={srpo.encoder} (expected a folder with config.json and "
+                                 "model.safetensors or pytorch_model.bin)")
         if srpo.encoder == "small" and srpo.encoder_path:
             check_small_encoder_file(srpo.encoder_path)
 
