@@ -125,10 +125,16 @@ def group_advantages(
         scale = r.std(unbiased=False).expand_as(r) if r.numel() > 1 else torch.zeros_like(r)
     else:
         scale, eps = torch.ones_like(r), 0.0
-    denom = scale + eps
-    adv = torch.where(denom > 0, centered / torch.where(denom > 0, denom, torch.ones_like(denom)), torch.zeros_like(r))
+    adv = _scaled(centered, scale + eps)
     adv = torch.where(mask, adv, torch.zeros_like(adv))
     return Advantages(values=clip_advantages(adv, clip), mask=mask)
+
+
+def _scaled(centered: torch.Tensor, denom: torch.Tensor) -> torch.Tensor:
+    """``centered / denom`` where ``denom > 0``, else 0 (a constant group / batch / prompt under ``adv_eps = 0``: its
+    advantages are 0, not 0/0 = NaN)."""
+    ok = denom > 0
+    return torch.where(ok, centered / torch.where(ok, denom, torch.ones_like(denom)), torch.zeros_like(centered))
 
 
 MC_GRPO_EPS = 1e-3  # the reference MC-GRPO trainer's constant in (r - median) / (MAD + 1e-3)
@@ -175,8 +181,8 @@ def decoupled_advantages(
         a = group_advantages(r, group_ids, "mean_std", "group", eps).values * float(weights.get(name, 1.0))
         total = a if total is None else total + a
     assert total is not None
-    if batch_norm and total.numel() > 1:
-        total = (total - total.mean()) / (total.std(unbiased=False) + eps)
+    if batch_norm and total.numel() > 1:  # (a constant batch with eps = 0: zeros, was 0/0 = NaN)
+        total = _scaled(total - total.mean(), (total.std(unbiased=False) + eps).expand_as(total))
     return Advantages(values=clip_advantages(total, clip), mask=torch.ones_like(total, dtype=torch.bool))
 
 
@@ -227,7 +233,7 @@ class PerPromptStatTracker:
                 pool = cur
             std = batch_std if self.global_std else (pool.std(unbiased=False) if pool.numel() > 1
                                                      else torch.tensor(0.0, device=r.device))
-            adv[idx] = (cur - pool.mean()) / (std + self.eps)
+            adv[idx] = _scaled(cur - pool.mean(), (std + self.eps).expand_as(cur))  # (eps = 0: was NaN when constant)
         return adv.to(rewards.device)
 
     def state_dict(self) -> dict:

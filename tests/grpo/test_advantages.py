@@ -94,6 +94,23 @@ def test_gdpo_keeps_distinct_advantages_where_grpo_collapses():
         decoupled_advantages({"a": r1}, g, weights={"zz": 1.0})
 
 
+def test_constant_rewards_with_adv_eps_0_give_zero_advantages_not_nan():
+    # grpo.adv_eps=0 is allowed; a constant group, batch or prompt history then has scale 0 (was: 0/0 = NaN under GDPO's
+    # batch normalization and the per-prompt tracker, while group_advantages already gave 0)
+    g = torch.tensor([0, 0, 1, 1])
+    ones = torch.ones(4)
+    for a in (decoupled_advantages({"success": ones}, g, eps=0.0).values,
+              decoupled_advantages({"a": ones, "b": torch.zeros(4)}, g, eps=0.0).values,
+              PerPromptStatTracker(buffer_size=0, eps=0.0).update(["p", "p", "q", "q"], ones),
+              PerPromptStatTracker(buffer_size=0, eps=0.0, global_std=True).update(["p", "p", "q", "q"], ones),
+              group_advantages(ones, g, std_mode="global", eps=0.0).values):
+        assert torch.equal(a, torch.zeros(4)), a
+    # a batch that is not constant is normalized as before
+    r = torch.tensor([0.0, 1.0, 0.0, 0.0])
+    a = decoupled_advantages({"a": r}, g, eps=0.0).values
+    assert torch.isfinite(a).all() and abs(float(a.std(unbiased=False)) - 1) < 1e-5
+
+
 def test_nonfinite_rewards_rejected():
     with pytest.raises(ValueError, match="non-finite"):
         group_advantages(torch.tensor([1.0, float("nan")]), torch.zeros(2, dtype=torch.long))
