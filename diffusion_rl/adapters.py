@@ -38,6 +38,9 @@ DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
 # attention projections of the joint (MM-DiT) blocks and of Wan's self/cross attention
 
 
+MAX_LORA_SCALE = 1000  # the largest LoRA scale alpha / rank a config may ask for (recipes use 0.5 .. 4)
+
+
 @dataclass
 class LoraSettings:
     enabled: bool = True  # train LoRA adapters (false: the full denoiser)
@@ -53,6 +56,10 @@ class LoraSettings:
             raise ValueError(f"lora.rank={self.rank}: expected at most 8192")
         if self.alpha <= 0:
             raise ValueError(f"lora.alpha must be > 0 (the LoRA scale is alpha / rank), got {self.alpha}")
+        if self.alpha > MAX_LORA_SCALE * self.rank:  # (was: alpha 1e300, a scale of inf in float32: the denoiser gave
+            # NaN before the first update and the run saved NaN checkpoints with exit 0)
+            raise ValueError(f"lora.alpha={self.alpha}: expected at most {MAX_LORA_SCALE} x lora.rank = "
+                             f"{MAX_LORA_SCALE * self.rank} (the LoRA scale alpha / rank multiplies every update)")
         if not 0 <= self.dropout < 1:
             raise ValueError(f"lora.dropout must be in [0, 1) (0: off), got {self.dropout}")
         if any(not str(t).strip() for t in self.targets):

@@ -1749,6 +1749,14 @@ SWEEP_8 = {
                              ["alias_bomb.yaml", "aliases expand to 435848054 values", "at most 1000000"]),
     "s8-d-override-alias-bomb": (*D, [f"prompts.prompts={ALIAS_BOMB}"],
                                  ["override", "aliases expand to", "alias bomb"]),
+    # was: accepted; a run whose updates did nothing (no action had a log-prob: as diffusion-rl train and toy refuse
+    # sampler.eta=0), or the tiny denoiser NaN before the first update (a LoRA scale of inf in float32) and NaN
+    # checkpoints saved with exit 0
+    "s8-v-flow-eta-0": (*V, ["policy.flow.eta=0"], ["policy.flow.eta=0", "no action has a log-prob", "eta > 0"]),
+    "s8-v-flow-sde-ode": (*V, ["policy.flow.sde_kind=ode"], ["policy.flow.sde_kind=ode", "GRPO has no gradient"]),
+    "s8-l-flow-eta-0": (*L, ["vla.policy.flow.eta=0"], ["policy.flow.eta=0", "no gradient"]),
+    "s8-d-lora-alpha-huge": ("diffusion_rl.cli", ["train", D_CFG], [*D_TINY, "model.lora.alpha=1e300"],
+                             ["lora.alpha=1e+300", "at most 1000 x lora.rank"]),
     # already refused: srpo.encoder proprio and its state_dims (values, types, the env's state width in a run)
     "s8-v-state-dims-empty": (*V, [*S8_PROPRIO, "srpo.state_dims=[]"],
                               ["srpo.state_dims=[]", "non-empty list of distinct state indices"]),

@@ -208,6 +208,14 @@ class VLARLConfig:
         # picked this rank's GPU, and refuses a CUDA device on a machine without one
         check_device_name(self.device)
         self._check_cameras()
+        flow = self.policy.flow
+        if self.policy.head == "flow" and self.rl.iterations > 0 and (flow.eta == 0 or flow.sde_kind == "ode"):
+            # (was: accepted; no action had a log-prob, a run whose updates did nothing, as diffusion-rl train and
+            # toy refuse sampler.eta=0)
+            what = "policy.flow.sde_kind=ode" if flow.sde_kind == "ode" else "policy.flow.eta=0"
+            raise ValueError(f"{what}: no denoising step is an SDE step, so no action has a log-prob and GRPO has no "
+                             "gradient; expected an SDE kind (e.g. flow_grpo) with policy.flow.eta > 0 (or "
+                             "rl.iterations=0)")
         if self.rl.reward == "sim_progress":
             check_sim_progress_tasks(self.env.tasks, "env.tasks")
         check_reward_weights(self.rl.reward, self.grpo.reward_weights, "")
