@@ -78,6 +78,7 @@ def select_backend() -> str | None:
         raise ValueError(f"environment variable MUJOCO_GL={os.environ['MUJOCO_GL']!r}: expected one of egl, osmesa, "
                          "glfw, glx or disable (or unset it: sims picks a working headless backend)")
     if chosen:
+        _check_pyopengl_platform(chosen)
         _status["backend"] = chosen
         return chosen
     if "mujoco" in sys.modules:  # imported by someone else first: it decided (glfw when MUJOCO_GL is unset)
@@ -87,6 +88,7 @@ def select_backend() -> str | None:
     for backend in BACKENDS:
         err = _probe(backend)
         if err is None:
+            _check_pyopengl_platform(backend)
             os.environ["MUJOCO_GL"] = backend
             os.environ.setdefault("PYOPENGL_PLATFORM", backend)
             _status["backend"] = backend
@@ -97,6 +99,17 @@ def select_backend() -> str | None:
     os.environ["MUJOCO_GL"] = "disable"
     _status["error"] = unavailable_message(errors)
     return None
+
+
+def _check_pyopengl_platform(backend: str) -> None:
+    """mujoco's ``egl`` / ``osmesa`` backends need ``PYOPENGL_PLATFORM`` unset or equal to the backend: another value
+    (set by the user) is one line here (was: mujoco's ImportError at its import, then a RenderingUnavailable traceback
+    at the first renderer)."""
+    given = os.environ.get("PYOPENGL_PLATFORM", "").strip()
+    if backend in ("egl", "osmesa") and given and given.lower() != backend:
+        raise ValueError(f"environment variable PYOPENGL_PLATFORM={os.environ['PYOPENGL_PLATFORM']!r} with "
+                         f"MUJOCO_GL={backend}: expected {backend!r} (mujoco's {backend} backend renders through it), "
+                         "or unset it")
 
 
 def unavailable_message(errors: dict[str, str] | None = None) -> str:

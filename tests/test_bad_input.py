@@ -1531,7 +1531,9 @@ ENV_OF = {"s6-d-env-world-size-abc": {"WORLD_SIZE": "abc"},
           "s8-v-env-world-size-empty": {"WORLD_SIZE": ""},
           "s8-v-env-rank-empty": {"RANK": ""},
           "s8-d-env-rank-float": {"WORLD_SIZE": "2", "RANK": "1.0"},
-          "s8-t-env-local-rank-word": {"LOCAL_RANK": "abc"}}
+          "s8-t-env-local-rank-word": {"LOCAL_RANK": "abc"},
+          "s8-v-env-pyopengl-platform": {"PYOPENGL_PLATFORM": "nonsense", "MUJOCO_GL": "egl"},
+          "s8-r-env-pyopengl-platform-mismatch": {"PYOPENGL_PLATFORM": "osmesa", "MUJOCO_GL": "egl"}}
 # the seventh misuse sweep: values of a builder's / sampler's own options (model.tiny, prompts.shapes), sizes and
 # rates no run can use (1e9 ODE steps, a learning rate of 1e300), keys the command reads nowhere (eval's rollout and
 # training keys, the loop's vla: keys it sets itself), outputs written into another run, a saved model or a checkpoint
@@ -1757,6 +1759,13 @@ SWEEP_8 = {
     "s8-l-flow-eta-0": (*L, ["vla.policy.flow.eta=0"], ["policy.flow.eta=0", "no gradient"]),
     "s8-d-lora-alpha-huge": ("diffusion_rl.cli", ["train", D_CFG], [*D_TINY, "model.lora.alpha=1e300"],
                              ["lora.alpha=1e+300", "at most 1000 x lora.rank"]),
+    # was: mujoco's ImportError at its import (a PYOPENGL_PLATFORM that is not the MuJoCo backend), then a
+    # RenderingUnavailable traceback at the first renderer
+    "s8-v-env-pyopengl-platform": ("vla_rl.cli", ["train", V_CFG], [*V_TINY],
+                                   ["PYOPENGL_PLATFORM='nonsense'", "MUJOCO_GL=egl", "expected 'egl'"]),
+    "s8-r-env-pyopengl-platform-mismatch": ("vla_rl.cli", ["record-demos", "tabletop/reach", "1",
+                                                           "{assets}/r_gl8.hdf5"], [],
+                                            ["PYOPENGL_PLATFORM='osmesa' with MUJOCO_GL=egl", "or unset it"]),
     # already refused: srpo.encoder proprio and its state_dims (values, types, the env's state width in a run)
     "s8-v-state-dims-empty": (*V, [*S8_PROPRIO, "srpo.state_dims=[]"],
                               ["srpo.state_dims=[]", "non-empty list of distinct state indices"]),
@@ -1889,7 +1898,8 @@ SUBPROCESS = {"d-unknown-key", "t-unknown-key", "d-serve-unknown", "d-eval-missi
               "d-serve-delay-nan", "v-serve-not-callable", "d-serve-empty-host", "d-tracker-cannot-start",
               "s4-d-serve-host-unknown", "s5-d-serve-delay-huge",
               # (MUJOCO_GL is read once per process, when the renderer is first chosen)
-              "s6-v-env-mujoco-gl", "s6-r-env-mujoco-gl",
+              "s6-v-env-mujoco-gl", "s6-r-env-mujoco-gl", "s8-v-env-pyopengl-platform",
+              "s8-r-env-pyopengl-platform-mismatch",
               *(c for c, (_, head, extra, _) in CASES.items()
                 if c.startswith("lb-") or any(w in " ".join(head + extra) for w in ("robosuite", "libero")))}
 
