@@ -179,10 +179,11 @@ def main(argv=None) -> int:
                 f"{a.group_size}: expected >= 1, >= 1, >= 1 and >= 2")
     bp.bad_sizes(p, a)  # (was: a task named twice scored twice; 1e9 episodes or frames filled the memory)
     if a.json_out is not None:
-        from grpo.preflight import check_writable_file
+        from grpo.preflight import check_not_in_a_checkpoint, check_writable_file
 
         try:
             check_writable_file(a.json_out, "--json-out")
+            check_not_in_a_checkpoint(a.json_out, "--json-out")  # (was: written among a run's checkpoints)
         except ValueError as e:
             p.error(str(e))
     import vla_rl

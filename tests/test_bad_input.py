@@ -1766,6 +1766,12 @@ SWEEP_8 = {
     "s8-r-env-pyopengl-platform-mismatch": ("vla_rl.cli", ["record-demos", "tabletop/reach", "1",
                                                            "{assets}/r_gl8.hdf5"], [],
                                             ["PYOPENGL_PLATFORM='osmesa' with MUJOCO_GL=egl", "or unset it"]),
+    # was: accepted (a 1e9-wide progress latent, 1e5-px encoder inputs, 1e9 episodes a step: the memory, once built)
+    "s8-fe-dim-huge": (*FE, ["model.head=distance", "model.dim=1000000000"], ["model.dim=1000000000", "at most 8192"]),
+    "s8-fe-aux-dim-huge": (*FE, ["model.aux_dim=1000000000"], ["model.aux_dim=1000000000", "at most 8192"]),
+    "s8-fe-image-size-huge": (*FE, ["model.image_size=100000"], ["model.image_size=100000", "at most 1024"]),
+    "s8-fe-batch-episodes-huge": (*FE, ["train.batch_episodes=1000000000"],
+                                  ["train.batch_episodes=1000000000", "at most 100000"]),
     # already refused: srpo.encoder proprio and its state_dims (values, types, the env's state width in a run)
     "s8-v-state-dims-empty": (*V, [*S8_PROPRIO, "srpo.state_dims=[]"],
                               ["srpo.state_dims=[]", "non-empty list of distinct state indices"]),
@@ -2128,6 +2134,8 @@ SWEEP_8_BENCH = [
     ("bench_progress.py", ["--groups", "1000000000"], None, ["--groups 1000000000", "at most 1000000"]),
     ("bench_progress.py", ["--expert-per-task", "1000000000"], None, ["--expert-per-task 1000000000", "at most"]),
     ("bench_progress.py", ["--out", "{run}"], None, ["--out=", "is a run directory"]),
+    ("diag_progress_ceiling.py", ["--json-out", "{run}/checkpoints/x.json"], None,
+     ["--json-out=", "inside the checkpoint directory"]),
     ("bench_srpo_regime.py", ["--arms", "binary,binary"], None, ["--arms 'binary,binary'", "distinct names"]),
     ("bench_srpo_regime.py", ["--arms", "binary, srpo_progress"], None, ["--arms 'binary, srpo_progress'"]),
     ("bench_srpo_regime.py", ["--task", "push"], None, ["--task", "invalid choice: 'push'"]),

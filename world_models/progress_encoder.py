@@ -79,7 +79,16 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from grpo.config import MAX_EPISODES, MAX_LR, MAX_SEED, MAX_WIDTH, require_at_least, require_at_most, require_positive
+from grpo.config import (
+    MAX_BATCH,
+    MAX_EPISODES,
+    MAX_LR,
+    MAX_SEED,
+    MAX_WIDTH,
+    require_at_least,
+    require_at_most,
+    require_positive,
+)
 from grpo.device import module_device
 
 KIND = "progress"
@@ -109,6 +118,8 @@ class ProgressEncoderConfig:
         if self.head not in ("time_to_go", "distance"):
             raise ValueError(f"model.head={self.head!r}: expected time_to_go or distance")
         require_at_least("model", self, dim=1, aux_dim=0)
+        # (was: accepted; a 1e9-wide latent or a 1e5-px input filled the memory when the encoder was built / fed)
+        require_at_most("model", self, dim=MAX_WIDTH, aux_dim=MAX_WIDTH, image_size=1024)
         if self.aux_dim and self.head != "time_to_go":
             raise ValueError(f"model.aux_dim={self.aux_dim} with model.head={self.head}: expected 0 (the auxiliary "
                              "distance projection shapes the time-to-go head's features)")
@@ -202,6 +213,7 @@ class ProgressTrainConfig:
         require_at_least("train", self, steps=1, batch_episodes=1, rank_weight=0, shift=0, distance_weight=0)
         require_positive("train", self, "lr", "rank_tau")
         require_at_most("train", self, lr=MAX_LR)  # (1e300: AdamW's float32 overflow, a traceback)
+        require_at_most("train", self, batch_episodes=MAX_BATCH)  # (1e9 episodes drawn per step: the memory)
 
 
 def time_to_go(success: np.ndarray) -> np.ndarray:
