@@ -1873,6 +1873,12 @@ SWEEP_8 = {
                             ["another job", "not a ToyConfig run", "env, policy, sft"]),
     "s8-l-output-toy-run": ("vla_rl.cli", ["loop", L_CFG], ["{trun_copy}", "cycles=1"],
                             ["another job", "not a WorldLoopConfig run"]),
+    "s8-d-export-toy-run": ("diffusion_rl.cli", ["export", "{trun}", "{assets}/exp8"], [],
+                            ["holds no LoRA weights to export", "trainable.safetensors"]),
+    "s8-d-eval-toy-run": ("diffusion_rl.cli", ["eval", "{trun}"], [], ["is not a diffusion-rl checkpoint"]),
+    "s8-v-eval-toy-run": ("vla_rl.cli", ["eval", "{trun}"], [], ["is not a vla-rl train checkpoint"]),
+    "s8-v-base-policy-toy-run": ("vla_rl.cli", ["train", V_CFG], [*V_TINY, "sft.base_policy={trun}"],
+                                 ["sft.base_policy=", "no saved policy there"]),
     # empty / unicode names, a directory where a file goes
     "s8-v-plugin-empty-name": (*V, ["env.plugins=['']"], ["env.plugins", "got ''"]),
     "s8-v-encoder-empty": (*V, ["srpo.encoder="], ["srpo.encoder", "got ''"]),
