@@ -1724,7 +1724,8 @@ SWEEP_8 = {
                               ["grpo.reward_weights=", "weighted 0"]),
     # was: accepted by the dry run (1e9 candidates per prompt projected), a run filled the memory
     "s8-d-pool-size-huge": (*PF, ["pool.pool_size=1000000000"], ["pool.pool_size=1000000000", "at most 100000"]),
-    "s8-d-tree-pool-size-huge": (*TP, ["pool.pool_size=1000000000"], ["pool.pool_size=1000000000", "at most 100000"]),
+    "s8-d-tree-pool-size-huge": (*TP, ["pool.pool_size=1000000000"],  # (here already refused: not the tree's leaves)
+                                 ["pool.pool_size=1000000000", "at most 100000"]),
     # was: the loop's metrics.jsonl, run_info.json and TensorBoard written before the VLA trainer refused the dims
     "s8-l-proprio-state-dims-beyond": ("vla_rl.cli", ["loop", L_CFG],
                                        [*S8_PROPRIO_L, "vla.srpo.state_dims=[0,99]", "cycles=1"],
@@ -1766,7 +1767,8 @@ SWEEP_8 = {
     "s8-r-env-pyopengl-platform-mismatch": ("vla_rl.cli", ["record-demos", "tabletop/reach", "1",
                                                            "{assets}/r_gl8.hdf5"], [],
                                             ["PYOPENGL_PLATFORM='osmesa' with MUJOCO_GL=egl", "or unset it"]),
-    # was: accepted (a 1e9-wide progress latent, 1e5-px encoder inputs, 1e9 episodes a step: the memory, once built)
+    # was: accepted (a 1e9-wide progress latent, 1e9 episodes a step: the memory, once built; a 1e5-px input was
+    # already refused as other than data.image_size)
     "s8-fe-dim-huge": (*FE, ["model.head=distance", "model.dim=1000000000"], ["model.dim=1000000000", "at most 8192"]),
     "s8-fe-aux-dim-huge": (*FE, ["model.aux_dim=1000000000"], ["model.aux_dim=1000000000", "at most 8192"]),
     "s8-fe-image-size-huge": (*FE, ["model.image_size=100000"], ["model.image_size=100000", "at most 1024"]),
