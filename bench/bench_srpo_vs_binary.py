@@ -7,13 +7,18 @@ batch's successes) beats a binary success reward. Arms, each a ``python -m vla_r
 
 * ``srpo``    ``rl.reward=srpo``: success 1, failures graded by SRPO's latent progress;
 * ``binary``  ``rl.reward=binary``: success 1, failure 0.
+* ``srpo_proprio`` (``--arms``)  ``srpo`` with the robot's own state as SRPO's latent (``srpo.encoder=proprio``,
+  ``srpo.state_dims=[0,1,2]``: the grip point) instead of ``random_conv``; the recipe's ``group`` rule.
+* ``srpo_proprio_task`` (``--arms``)  ``srpo_proprio`` with SRPO's own ``task`` rule (issue 32 item 3: the shipped
+  rule is SRPO's unless a measured table on the test states shows the named option better).
 
 Everything else is the same file: the same SFT (seeded by ``seed``, so both arms of a seed start RL from the same
 weights: their held-out success after SFT is equal, which this bench checks), the same training states, evaluation
 states, iterations, lr schedule and clip. Held-out success is the deterministic policy on the file's 64 held-out
-initial states, every ``rl.eval_every`` iterations. Reported: every run's curve, mean +- SE over seeds per arm at
-each evaluation point, the paired difference srpo - binary at each point and of the curve's mean over the RL
-evaluation points (the area under it), and the wall time.
+initial states, every ``rl.eval_every`` iterations (``--eval-split test``: the test states, which nothing was
+chosen on). Reported: every run's curve, mean +- SE over seeds per arm at each evaluation point, the paired
+differences of :data:`PAIRS` whose arms both ran at each point and of the curve's mean over the RL evaluation
+points (the area under it), and the wall time.
 
 ``--reuse``: a run directory that already holds a finished run of the same config (its ``run_info.json`` config
 equal to this arm's, except ``output_dir`` / ``resume``, and an evaluation at the last iteration) is read, not
@@ -21,6 +26,8 @@ rerun: e.g. the SRPO arm's runs are the recipe's seed runs (``vla-rl train ... s
 
     python bench/bench_srpo_vs_binary.py [--seeds 3] [--jobs 2] [--out runs/bench_srpo_vs_binary] [--reuse]
         # 6 runs of 200 iterations: ~7-11 min each on 2 free cores, more on busy ones
+    python bench/bench_srpo_vs_binary.py --seeds 5 --iterations 50 --eval-every 25 --eval-split test \
+        --arms srpo,srpo_proprio,srpo_proprio_task,binary --out runs/srpo_recipe    # the recipe's latent and rule
     python bench/bench_srpo_vs_binary.py --small --out /tmp/x    # seconds: the test's mode
 """
 
@@ -39,7 +46,13 @@ from arm_runs import bad_args, bad_out, run_jobs, seeds_parser, train_cli  # noq
 from claims_toy import fmt, mean_se  # noqa: E402
 
 CONFIG = "configs/vla/tabletop_reach_one.yaml"
-ARMS = {"srpo": ["rl.reward=srpo"], "binary": ["rl.reward=binary"]}
+PROPRIO = ["srpo.encoder=proprio", "srpo.state_dims=[0,1,2]"]  # the tabletop state's grip point
+ARMS = {"srpo": ["rl.reward=srpo"], "binary": ["rl.reward=binary"],
+        "srpo_proprio": ["rl.reward=srpo", *PROPRIO],
+        "srpo_proprio_task": ["rl.reward=srpo", *PROPRIO, "srpo.reference=task"]}
+DEFAULT_ARMS = ("srpo", "binary")
+PAIRS = (("srpo", "binary"), ("srpo_proprio", "binary"), ("srpo_proprio_task", "binary"), ("srpo_proprio", "srpo"),
+         ("srpo_proprio", "srpo_proprio_task"))  # paired differences reported when both arms ran
 # seconds: SFT from scratch on 1 demo, 2 iterations of 2 groups x 2 episodes, 2 held-out episodes, tiny network
 SMALL = ["sft.base_policy=null", "env.max_episode_steps=8", "policy.ctx_dim=32", "policy.flow.hidden=32",
          "policy.flow.num_steps=2", "sft.demos_per_task=1", "sft.steps=5", "sft.batch_size=8", "rl.iterations=2",
@@ -144,43 +157,59 @@ def mean_table(results: dict, arms: list[str], seeds: list[int], points: list[in
 
 def main(argv: list[str] | None = None) -> int:
     ap = seeds_parser(__doc__, 3, out="runs/bench_srpo_vs_binary", reuse=True)
-    ap.add_argument("--iterations", type=int, default=0, help="rl.iterations for both arms (0: the config's)")
+    ap.add_argument("--iterations", type=int, default=0, help="rl.iterations of every arm (0: the config's)")
+    ap.add_argument("--eval-every", type=int, default=0, help="rl.eval_every of every arm (0: the config's)")
+    ap.add_argument("--eval-split", choices=("validation", "test"), default=None,
+                    help="rl.eval_split of every arm (default: the config's)")
+    ap.add_argument("--arms", default=",".join(DEFAULT_ARMS),
+                    help=f"comma-separated arms, of {', '.join(ARMS)} (default: {','.join(DEFAULT_ARMS)})")
     args = ap.parse_args(argv)
-    if bad_out(args.out) or bad_args(args, seeds=1, jobs=1, iterations=0):
+    if bad_out(args.out) or bad_args(args, seeds=1, jobs=1, iterations=0, eval_every=0):
+        return 2
+    arms = [a for a in args.arms.split(",") if a]
+    if not arms or len(set(arms)) != len(arms) or any(a not in ARMS for a in arms):
+        print(f"error: --arms {args.arms!r}: expected distinct names from {', '.join(ARMS)}", file=sys.stderr)
         return 2
     out = Path(args.out).resolve()
-    extra = (SMALL if args.small else []) + ([f"rl.iterations={args.iterations}"] if args.iterations else [])
+    extra = ((SMALL if args.small else []) + ([f"rl.iterations={args.iterations}"] if args.iterations else [])
+             + ([f"rl.eval_every={args.eval_every}"] if args.eval_every else [])
+             + ([f"rl.eval_split={args.eval_split}"] if args.eval_split else []))
     seeds = list(range(min(args.seeds, 1) if args.small else args.seeds))
-    jobs = [(arm, s) for s in seeds for arm in ARMS]
-    print(f"SRPO vs binary reward: {CONFIG} {' '.join(extra)}, seeds {seeds}, {args.jobs} at once")
+    jobs = [(arm, s) for s in seeds for arm in arms]
+    print(f"SRPO vs binary reward: {CONFIG} {' '.join(extra)}, arms {', '.join(arms)}, seeds {seeds}, "
+          f"{args.jobs} at once")
     t0 = time.time()
     results = run_jobs(jobs, lambda j: run_arm(j[0], j[1], out, extra, args.reuse), args.jobs)
     if results is None:
         return 1
-    for s in seeds:  # the same SFT start: equal held-out success after SFT in both arms
-        a, b = results["srpo", s]["curve"].get(0), results["binary", s]["curve"].get(0)
-        if a != b:
-            print(f"error: seed {s}: the arms start RL from different SFT policies (held-out {a} vs {b})",
+    for s in seeds:  # the same SFT start: equal held-out success after SFT in every arm
+        starts = {arm: results[arm, s]["curve"].get(0) for arm in arms}
+        if len(set(starts.values())) != 1:
+            print(f"error: seed {s}: the arms start RL from different SFT policies (held-out {starts})",
                   file=sys.stderr)
             return 1
     points = sorted(set.intersection(*(set(r["curve"]) for r in results.values())))
     print("\nheld-out success per run (iteration 0: after SFT)")
     print("| arm | seed | " + " | ".join(f"@{p}" for p in points) + " | wall s |")
     print("|---|---|" + "---|" * (len(points) + 1))
-    for arm in ARMS:
+    for arm in arms:
         for s in seeds:
             r = results[arm, s]
             print(f"| {arm} | {s} | " + " | ".join(f"{r['curve'][p]:.3f}" for p in points)
                   + f" | {r['wall_s']:.0f}{' (reused)' if r['reused'] else ''} |")
-    auc = mean_table(results, list(ARMS), seeds, points)
-    diff = {p: [results["srpo", s]["curve"][p] - results["binary", s]["curve"][p] for s in seeds] for p in points}
-    print("| srpo - binary (paired) | " + " | ".join(fmt(diff[p]) for p in points)
-          + f" | {fmt([a - b for a, b in zip(auc['srpo'], auc['binary'])])} | |")
+    auc = mean_table(results, arms, seeds, points)
+    pairs = [(a, b) for a, b in PAIRS if a in arms and b in arms]
     last = points[-1]
-    m, se = mean_se(diff[last])
-    wins = sum(d > 0 for d in diff[last])
-    print(f"\nfinal (@{last}) srpo - binary, paired over seeds: {m:+.3f} +- {se:.3f} (srpo ahead in {wins} of "
-          f"{len(seeds)} seeds)")
+    for a, b in pairs:
+        diff = {p: [results[a, s]["curve"][p] - results[b, s]["curve"][p] for s in seeds] for p in points}
+        print(f"| {a} - {b} (paired) | " + " | ".join(fmt(diff[p]) for p in points)
+              + f" | {fmt([x - y for x, y in zip(auc[a], auc[b])])} | |")
+    print()
+    for a, b in pairs:
+        d = [results[a, s]["curve"][last] - results[b, s]["curve"][last] for s in seeds]
+        m, se = mean_se(d)
+        print(f"final (@{last}) {a} - {b}, paired over seeds: {m:+.3f} +- {se:.3f} ({a} ahead in "
+              f"{sum(x > 0 for x in d)} of {len(seeds)} seeds)")
     print(f"total {time.time() - t0:.0f}s")
     return 0
 
