@@ -33,7 +33,8 @@ def test_small_runs_both_arms_from_one_sft_start_and_reuse_reads_them_back(capsy
 
 
 @pytest.mark.parametrize("args, word", [(["--seeds", "0"], "--seeds"), (["--jobs", "0"], "--jobs"),
-                                        (["--iterations", "-1"], "--iterations")])
+                                        (["--iterations", "-1"], "--iterations"),
+                                        (["--eval-every", "-2"], "--eval-every")])
 def test_bad_arguments_exit_2_with_one_line(capsys, tmp_path, args, word):
     mod = load_bench("bench_srpo_vs_binary")
     assert mod.main(["--small", *args, "--out", str(tmp_path)]) == 2
@@ -52,3 +53,36 @@ def test_reuse_ignores_fields_added_after_a_run_only_at_their_base_value():
     assert mod.without_added_keys(want, got, base) == got
     changed = {**want, "rl": {**want["rl"], "noise": 1.0}}
     assert mod.without_added_keys(changed, got, base) == {**got, "rl": {**got["rl"], "noise": 1.0}}
+
+
+def test_proprio_arms_differ_from_the_recipe_in_the_latent_and_then_the_rule_alone():
+    """srpo_proprio is the demo recipe (``srpo``) with the grip point as the latent and nothing else; srpo_proprio_task
+    is srpo_proprio with SRPO's own task rule and nothing else; binary differs from srpo in the reward alone."""
+    mod = load_bench("bench_srpo_vs_binary")
+    cfg = {arm: mod.expected_config(arm, 3, ["rl.iterations=50", "rl.eval_split=test"]) for arm in mod.ARMS}
+    srpo = cfg["srpo"]
+    assert srpo["srpo"]["encoder"] == "random_conv" and srpo["srpo"]["reference"] == "group"  # the shipped recipe
+    assert cfg["srpo_proprio"] == {**srpo, "srpo": {**srpo["srpo"], "encoder": "proprio", "state_dims": [0, 1, 2]}}
+    assert cfg["srpo_proprio_task"] == {**cfg["srpo_proprio"],
+                                        "srpo": {**cfg["srpo_proprio"]["srpo"], "reference": "task"}}
+    assert cfg["binary"] == {**srpo, "rl": {**srpo["rl"], "reward": "binary"}}
+    assert all(c["rl"]["eval_split"] == "test" and c["rl"]["iterations"] == 50 for c in cfg.values())
+
+
+@pytest.mark.parametrize("arms", ["srpo,nope", "srpo,srpo", ","])
+def test_bad_arms_exit_2_with_one_line_and_write_nothing(capsys, tmp_path, arms):
+    mod = load_bench("bench_srpo_vs_binary")
+    assert mod.main(["--small", "--arms", arms, "--out", str(tmp_path / "runs")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "--arms" in err and "srpo_proprio_task" in err and "\n" not in err
+    assert not (tmp_path / "runs").exists()
+
+
+def test_an_unknown_eval_split_exits_2_with_one_line(capsys, tmp_path):
+    mod = load_bench("bench_srpo_vs_binary")
+    with pytest.raises(SystemExit) as e:
+        mod.main(["--small", "--eval-split", "train", "--out", str(tmp_path / "runs")])
+    assert e.value.code == 2
+    err = capsys.readouterr().err.strip()
+    assert "--eval-split" in err and "'train'" in err and "\n" not in err
+    assert not (tmp_path / "runs").exists()
