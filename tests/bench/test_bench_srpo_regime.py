@@ -41,7 +41,15 @@ def test_small_runs_three_arms_on_test_states_and_reuse_reads_them_back(capsys, 
     assert [list(full[a]["rl"]["success_band"]) for a in mod.ARMS] == [[-0.5, 1.0], [0.0, 1.0], [-0.5, 1.0], [0.0, 1.0],
                                                                        [0.0, 1.0], [-0.5, 1.0], [0.0, 1.0], [-0.5, 1.0],
                                                                        [-0.5, 1.0], [-0.5, 1.0], [-0.5, 1.0],
-                                                                       [0.0, 1.0], [0.0, 1.0], [0.0, 1.0]]
+                                                                       [0.0, 1.0], [0.0, 1.0], [0.0, 1.0],
+                                                                       [-0.5, 1.0], [-0.5, 1.0]]
+    # item 4's arm on the robot's own state: srpo_proprio_mixed with the all-failure groups kept, at the batch's scale
+    # (srpo_proprio_global) or the group's (srpo_proprio_keep), and nothing else
+    keep = {**full["srpo_proprio_mixed"], "rl": {**full["srpo_proprio_mixed"]["rl"], "success_band": [-0.5, 1.0]}}
+    assert {**full["srpo_proprio_keep"], "rl": {**full["srpo_proprio_keep"]["rl"],
+                                                "success_band": [-0.5, 1.0]}} == keep
+    assert full["srpo_proprio_global"] == {**full["srpo_proprio_keep"],
+                                           "grpo": {**full["srpo_proprio_keep"]["grpo"], "std_mode": "global"}}
     # the two group-rule arms differ from each other in the latent alone
     assert full["srpo_proprio_mixed"]["srpo"] == {**full["srpo_random_conv_group_mixed"]["srpo"], "encoder": "proprio",
                                                   "state_dims": [0, 1, 2]}
@@ -51,7 +59,8 @@ def test_small_runs_three_arms_on_test_states_and_reuse_reads_them_back(capsys, 
     # the global-scale options differ from their arms in grpo.std_mode alone
     assert {a: full[a]["grpo"]["std_mode"] for a in mod.ARMS if "global" in a} == \
         {"srpo_progress_global": "global", "binary_global": "global", "sim_progress_global": "global",
-         "sim_progress_global_n1": "global", "sim_progress_global_n2": "global", "sim_progress_global_n3": "global"}
+         "sim_progress_global_n1": "global", "sim_progress_global_n2": "global", "sim_progress_global_n3": "global",
+         "srpo_proprio_global": "global"}
     # the noisy ceilings differ from the exact one in rl.sim_progress_noise alone
     for a, s in (("sim_progress_global_n1", 1.0), ("sim_progress_global_n2", 2.0), ("sim_progress_global_n3", 3.0)):
         assert full[a]["rl"] == {**full["sim_progress_global"]["rl"], "sim_progress_noise": s}
