@@ -54,8 +54,6 @@ equal success after SFT, checked here):
                          success (the ``group`` rule); an all-failure group's, having none, against the task's success
                          centres in the batch (SRPO's ``task`` rule, the fallback), where the grip point ranks
                          failures at +0.13 (``diag_progress_ceiling.py``, test states).
-* ``srpo_proprio_keep`` (``--arms``) ``srpo_proprio_global`` at the per-group scale (the library's default): every
-                         kept group's advantages at unit scale, the all-failure groups' included.
 
 Common overrides (:data:`COMMON`): ``sft.demos_per_task=1``, ``rl.eval_split=test`` (every evaluation, the curve's
 points included, runs on the *test* initial states ``rl.test_seed_offset + i`` = 5000000+, which nothing here was
@@ -112,7 +110,7 @@ ARMS = {"srpo_progress": [KEEP], "binary": ["rl.reward=binary"],
         "sim_progress_mixed": ["rl.reward=sim_progress"],
         "srpo_proprio_mixed": [*PROPRIO],
         "srpo_random_conv_group_mixed": [*RANDOM_CONV, "srpo.reference=group"],
-        "srpo_proprio_global": [KEEP, GLOBAL, *PROPRIO], "srpo_proprio_keep": [KEEP, *PROPRIO]}
+        "srpo_proprio_global": [KEEP, GLOBAL, *PROPRIO]}
 DEFAULT_ARMS = ("srpo_progress", "binary", "srpo_random_conv")  # issue 32 item 4's three arms
 PAIRS = (("srpo_progress", "binary"), ("srpo_progress", "srpo_random_conv"), ("srpo_progress_mixed", "binary"),
          ("srpo_progress", "srpo_progress_mixed"), ("srpo_progress_mixed", "srpo_random_conv_mixed"),
@@ -126,8 +124,7 @@ PAIRS = (("srpo_progress", "binary"), ("srpo_progress", "srpo_random_conv"), ("s
          ("sim_progress_mixed", "srpo_progress_mixed"), ("srpo_proprio_mixed", "binary"),
          ("srpo_proprio_mixed", "srpo_random_conv_group_mixed"), ("srpo_proprio_mixed", "sim_progress_mixed"),
          ("srpo_random_conv_group_mixed", "binary"), ("srpo_proprio_global", "binary"),
-         ("srpo_proprio_global", "srpo_proprio_mixed"), ("srpo_proprio_keep", "binary"),
-         ("srpo_proprio_keep", "srpo_proprio_mixed"),
+         ("srpo_proprio_global", "srpo_proprio_mixed"),
          ("srpo_proprio_global", "binary_global"))  # paired differences reported when both arms ran
 TASK_STEPS = {"reach_one": 20, "reach": 40}  # --task: the tabletop task and its episode horizon (the recipes')
 COMMON = ["sft.demos_per_task=1", "rl.eval_split=test", "rl.num_videos=0", "log.backends=[]"]
