@@ -185,7 +185,8 @@ def test_every_shipped_srpo_recipe_uses_the_reference_rule_its_table_chose():
     # issue 32 item 3: SRPO's own rule (`task`, siiRL's compute_embodied_reward) unless a measured table on the test
     # states shows the named option better: docs/RESULTS.md "A progress encoder for SRPO" (5 paired seeds on the
     # reach_one demo recipe: task - group -0.028 +- 0.013 at 50 iterations), so the tabletop reach recipes and the
-    # ones built on them use `group`; LIBERO (SRPO's paper setting) and the learned-progress recipe use `task`
+    # ones built on them use `group`; LIBERO (SRPO's paper setting), the learned-progress recipe and robosuite Lift
+    # (the end effector's position as the latent: `task` +0.95 vs `group` +0.96 on its failures, no better) use `task`
     import yaml
 
     from rewards.srpo import SRPOConfig
@@ -196,6 +197,6 @@ def test_every_shipped_srpo_recipe_uses_the_reference_rule_its_table_chose():
     for path in paths:
         for block in _srpo_blocks(yaml.safe_load(path.read_text())):
             seen[path.name] = block.get("reference", SRPOConfig().reference)
-    task = {"libero_spatial.yaml", "libero_spatial_full.yaml", "tabletop_reach_one_progress.yaml"}
+    task = {"libero_spatial.yaml", "libero_spatial_full.yaml", "tabletop_reach_one_progress.yaml", "robosuite_lift.yaml"}
     assert task <= set(seen) and "tabletop_reach_one.yaml" in seen and "loop_sims.yaml" in seen
     assert {n: r for n, r in seen.items() if (r == "task") != (n in task)} == {}
