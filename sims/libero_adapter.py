@@ -54,7 +54,7 @@ import numpy as np
 
 from . import render as _render
 from .config import _image_hw, build, check_common, checked_action
-from .robosuite_obs import CAMERA_NAMES, observation, robot_state
+from .robosuite_obs import CAMERA_NAMES, observation, own_gl_context, robot_state
 
 SUITES = ("libero_spatial", "libero_object", "libero_goal", "libero_10", "libero_90")
 # OpenVLA's / SimpleVLA-RL's evaluation horizons (control steps after the settle steps); longest demo + margin
@@ -344,10 +344,12 @@ class LiberoEnv(gym.Env):
         saved = np.random.get_state()
         np.random.seed(self.init_seed % 2**32)
         try:
+            own_gl_context(self._env.sim)  # robosuite renders into the current GL context: make it this env's
             with _quiet():
                 self._env.reset()
         finally:
             np.random.set_state(saved)
+        own_gl_context(self._env.sim)  # a hard reset built a new sim (and context)
         o = self._env.set_init_state(sim_state)
         for _ in range(settle):
             o, _, _, _ = self._env.step(_SETTLE_ACTION)
@@ -373,6 +375,7 @@ class LiberoEnv(gym.Env):
         self.t += 1
         if self._fault is not None and self._fault["step"] == self.t:
             _fire(self._fault["kind"], self._env.sim.data)
+        own_gl_context(self._env.sim)
         o, _, _, _ = self._env.step(a)
         d = self._env.sim.data
         warn = _bad_warnings(d)

@@ -37,7 +37,7 @@ import numpy as np
 
 from . import render as _render
 from .config import _image_hw, build, check_common, checked_action
-from .robosuite_obs import CAMERA_NAMES, observation, robot_state
+from .robosuite_obs import CAMERA_NAMES, observation, own_gl_context, robot_state
 
 TASKS: dict[str, tuple[str, ...]] = {
     "Lift": ("lift the red cube", "pick up the red block and lift it", "raise the red cube off the table"),
@@ -121,6 +121,7 @@ class RobosuiteEnv(gym.Env):
         self._hw = (h, w)
         self.t, self.init_seed, self.instruction = 0, -1, TASKS[task][0]
         self._last: dict | None = None
+        own_gl_context(self._env.sim)
         obs = self._env.reset()
         sd = len(self._state(obs))
         self.observation_space = gym.spaces.Dict({
@@ -154,6 +155,7 @@ class RobosuiteEnv(gym.Env):
         self._env.rng.bit_generator.state = np.random.default_rng(self.init_seed).bit_generator.state
         templates = TASKS[self.task_name]
         self.instruction = templates[(int(idx) if idx is not None else int(rng.integers(1 << 16))) % len(templates)]
+        own_gl_context(self._env.sim)  # renders into the current GL context: make it this env's (robosuite_obs)
         o = self._env.reset()
         self._warn0 = self._bad_warnings()
         self.t = 0
@@ -162,6 +164,7 @@ class RobosuiteEnv(gym.Env):
 
     def step(self, action):
         a = checked_action(action, self._act_dim, self.cfg.action_out_of_bounds)
+        own_gl_context(self._env.sim)
         o, shaped, _, _ = self._env.step(a)
         self.t += 1
         d = self._env.sim.data

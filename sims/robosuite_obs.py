@@ -26,3 +26,16 @@ def observation(o: dict, cameras, instruction: str, object_state: bool) -> dict:
     """The ``sims`` observation dict from robosuite's raw one (images flipped upright, contiguous)."""
     images = {c: np.ascontiguousarray(o[f"{CAMERA_NAMES[c]}_image"][::-1]) for c in cameras}
     return {"images": images, "state": robot_state(o, object_state), "instruction": instruction}
+
+
+def own_gl_context(sim) -> None:
+    """Make ``sim``'s own offscreen GL context current in this thread (no-op without cameras).
+
+    robosuite (and LIBERO on it) renders its camera observations into whichever GL context is current
+    (``MjRenderContext.render`` / ``read_pixels`` never call ``make_current``; only its constructor does). Another
+    env's context, a ``mujoco.Renderer`` (the tabletop's), or a context freed since then (the tabletop env closed)
+    leaves it rendering into that one: another scene's buffers, or garbage pixels -- different from process to
+    process. Called before every reset and step that renders."""
+    ctx = getattr(sim, "_render_context_offscreen", None)
+    if ctx is not None:
+        ctx.gl_ctx.make_current()

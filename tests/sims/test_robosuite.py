@@ -51,6 +51,29 @@ def test_lift_images_when_rendering_works(can_render):
         env.close()
 
 
+def test_lift_images_after_another_gl_context(can_render):
+    """robosuite renders into whichever GL context is current: after a tabletop env rendered and closed (its context
+    freed), a reused Lift env must still render its own scene -- the same frames for an init seed as before (it drew
+    garbage, different in every process, in bench_progress's second seed)."""
+    if not can_render:
+        pytest.skip("no headless OpenGL backend")
+    import sims
+
+    env = sims.make("robosuite/Lift", image_size=32, cameras=("agentview",), max_steps=4)
+    try:
+        ref = [env.reset(seed=3, options={"init_seed": 3})[0]["images"]["agentview"]]
+        ref += [env.step(np.full(7, 0.3))[0]["images"]["agentview"] for _ in range(2)]
+        other = sims.make("tabletop/push", image_size=32, cameras=("agentview",))
+        other.reset(seed=0, options={"init_seed": 0})
+        other.close()
+        got = [env.reset(seed=3, options={"init_seed": 3})[0]["images"]["agentview"]]
+        got += [env.step(np.full(7, 0.3))[0]["images"]["agentview"] for _ in range(2)]
+        for t, (a, b) in enumerate(zip(ref, got)):
+            np.testing.assert_array_equal(b, a, err_msg=f"frame {t} differs after another GL context")
+    finally:
+        env.close()
+
+
 @pytest.mark.parametrize("task", ["Stack", "PickPlaceCan", "Door", "NutAssembly"])
 def test_other_tasks_build_reset_and_step(task):
     import sims
