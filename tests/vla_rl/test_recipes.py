@@ -197,6 +197,7 @@ def test_every_shipped_srpo_recipe_uses_the_reference_rule_its_table_chose():
     for path in paths:
         for block in _srpo_blocks(yaml.safe_load(path.read_text())):
             seen[path.name] = block.get("reference", SRPOConfig().reference)
-    task = {"libero_spatial.yaml", "libero_spatial_full.yaml", "tabletop_reach_one_progress.yaml", "robosuite_lift.yaml"}
+    task = {"libero_spatial.yaml", "libero_spatial_full.yaml", "tabletop_reach_one_progress.yaml",
+            "robosuite_lift.yaml"}
     assert task <= set(seen) and "tabletop_reach_one.yaml" in seen and "loop_sims.yaml" in seen
     assert {n: r for n, r in seen.items() if (r == "task") != (n in task)} == {}
