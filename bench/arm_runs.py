@@ -61,6 +61,15 @@ def bad_args(args: argparse.Namespace, **minimum: int) -> bool:
     return True
 
 
+def parse_arms(text: str, known) -> list[str] | None:
+    """``--arms``: comma-separated distinct names of ``known`` (an arm table); else one line on stderr and None."""
+    arms = [a for a in text.split(",") if a]
+    if not arms or len(set(arms)) != len(arms) or any(a not in known for a in arms):
+        print(f"error: --arms {text!r}: expected distinct names from {', '.join(known)}", file=sys.stderr)
+        return None
+    return arms
+
+
 def bad_out(out: str) -> bool:
     """Whether ``--out`` (the folder the runs write into) cannot be a directory (a file, or under one; not writable:
     :func:`grpo.preflight.check_bench_out`), or is a run directory or inside one (the bench's runs and files would mix

@@ -80,7 +80,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(ROOT))
 
-from arm_runs import bad_args, bad_out, run_cli, run_jobs, seeds_parser  # noqa: E402
+from arm_runs import bad_args, bad_out, parse_arms, run_cli, run_jobs, seeds_parser  # noqa: E402
 from bench_srpo_vs_binary import (  # noqa: E402
     IGNORED,
     SMALL,
@@ -89,9 +89,11 @@ from bench_srpo_vs_binary import (  # noqa: E402
     eval_curve,
     finished,
     mean_table,
+    paired_rows,
+    same_start,
     train_run,
 )
-from claims_toy import fmt, mean_se  # noqa: E402
+from claims_toy import mean_se  # noqa: E402
 
 CONFIG = "configs/vla/tabletop_reach_one_progress.yaml"
 FIT_CONFIG = "configs/vla/fit_progress_encoder.yaml"
@@ -217,10 +219,8 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     if bad_out(args.out) or bad_args(args, seeds=1, jobs=1, iterations=1, eval_every=0, eval_episodes=1):
         return 2
-    arms = [a for a in args.arms.split(",") if a]
-    unknown = [a for a in arms if a not in ARMS]
-    if unknown or not arms or len(set(arms)) != len(arms):
-        print(f"error: --arms {args.arms!r}: expected distinct names from {', '.join(ARMS)}", file=sys.stderr)
+    arms = parse_arms(args.arms, ARMS)
+    if arms is None:
         return 2
     extra = ((SMALL if args.small else []) + [f"rl.iterations={args.iterations}", f"rl.eval_every={args.eval_every}"]
              + [f"rl.eval_episodes={2 if args.small else args.eval_episodes}"])
@@ -251,12 +251,8 @@ def main(argv: list[str] | None = None) -> int:
     results = run_jobs(jobs, lambda j: run_arm(j[0], j[1], out, encoder, extra, args.reuse), args.jobs)
     if results is None:
         return 1
-    for s in seeds:  # the same SFT start in every arm of a seed
-        starts = {arm: results[arm, s]["curve"].get(0) for arm in arms}
-        if len(set(starts.values())) != 1:
-            print(f"error: seed {s}: the arms start RL from different SFT policies (test success {starts})",
-                  file=sys.stderr)
-            return 1
+    if not same_start(results, seeds, arms, "test success"):  # the same SFT start in every arm of a seed
+        return 1
     report(results, seeds, arms)
     print(f"total {time.time() - t0:.0f}s")
     return 0
@@ -279,10 +275,7 @@ def report(results: dict, seeds: list[int], arms: tuple[str, ...] | list[str] = 
     auc = mean_table(results, list(arms), seeds, points)
     last = points[-1]
     pairs = [(a, b) for a, b in PAIRS if a in arms and b in arms]
-    for a, b in pairs:
-        diff = {p: [results[a, s]["curve"][p] - results[b, s]["curve"][p] for s in seeds] for p in points}
-        print(f"| {a} - {b} (paired) | " + " | ".join(fmt(diff[p]) for p in points)
-              + f" | {fmt([x - y for x, y in zip(auc[a], auc[b])])} | |")
+    paired_rows(results, pairs, seeds, points, auc)
     for a, b in pairs:
         d = [results[a, s]["curve"][last] - results[b, s]["curve"][last] for s in seeds]
         m, se = mean_se(d)

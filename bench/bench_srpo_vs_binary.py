@@ -42,7 +42,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(ROOT))
 
-from arm_runs import bad_args, bad_out, run_jobs, seeds_parser, train_cli  # noqa: E402
+from arm_runs import bad_args, bad_out, parse_arms, run_jobs, seeds_parser, train_cli  # noqa: E402
 from claims_toy import fmt, mean_se  # noqa: E402
 
 CONFIG = "configs/vla/tabletop_reach_one.yaml"
@@ -155,6 +155,27 @@ def mean_table(results: dict, arms: list[str], seeds: list[int], points: list[in
     return auc
 
 
+def same_start(results: dict, seeds: list[int], arms: list[str], what: str) -> bool:
+    """Whether every arm of each seed starts RL from the same SFT policy (equal ``what`` success at iteration 0); if
+    not, one line on stderr."""
+    for s in seeds:
+        starts = {arm: results[arm, s]["curve"].get(0) for arm in arms}
+        if len(set(starts.values())) != 1:
+            print(f"error: seed {s}: the arms start RL from different SFT policies ({what} {starts})", file=sys.stderr)
+            return False
+    return True
+
+
+def paired_rows(results: dict, pairs: list[tuple[str, str]], seeds: list[int], points: list[int],
+                auc: dict[str, list[float]]) -> None:
+    """The mean table's paired rows: per pair ``a - b``, mean +- SE over seeds of the per-seed difference at each
+    evaluation point and of the curve's mean over the RL points (``auc``, :func:`mean_table`)."""
+    for a, b in pairs:
+        diff = {p: [results[a, s]["curve"][p] - results[b, s]["curve"][p] for s in seeds] for p in points}
+        print(f"| {a} - {b} (paired) | " + " | ".join(fmt(diff[p]) for p in points)
+              + f" | {fmt([x - y for x, y in zip(auc[a], auc[b])])} | |")
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = seeds_parser(__doc__, 3, out="runs/bench_srpo_vs_binary", reuse=True)
     ap.add_argument("--iterations", type=int, default=0, help="rl.iterations of every arm (0: the config's)")
@@ -166,9 +187,8 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     if bad_out(args.out) or bad_args(args, seeds=1, jobs=1, iterations=0, eval_every=0):
         return 2
-    arms = [a for a in args.arms.split(",") if a]
-    if not arms or len(set(arms)) != len(arms) or any(a not in ARMS for a in arms):
-        print(f"error: --arms {args.arms!r}: expected distinct names from {', '.join(ARMS)}", file=sys.stderr)
+    arms = parse_arms(args.arms, ARMS)
+    if arms is None:
         return 2
     out = Path(args.out).resolve()
     extra = ((SMALL if args.small else []) + ([f"rl.iterations={args.iterations}"] if args.iterations else [])
@@ -182,12 +202,8 @@ def main(argv: list[str] | None = None) -> int:
     results = run_jobs(jobs, lambda j: run_arm(j[0], j[1], out, extra, args.reuse), args.jobs)
     if results is None:
         return 1
-    for s in seeds:  # the same SFT start: equal held-out success after SFT in every arm
-        starts = {arm: results[arm, s]["curve"].get(0) for arm in arms}
-        if len(set(starts.values())) != 1:
-            print(f"error: seed {s}: the arms start RL from different SFT policies (held-out {starts})",
-                  file=sys.stderr)
-            return 1
+    if not same_start(results, seeds, arms, "held-out"):
+        return 1
     points = sorted(set.intersection(*(set(r["curve"]) for r in results.values())))
     print("\nheld-out success per run (iteration 0: after SFT)")
     print("| arm | seed | " + " | ".join(f"@{p}" for p in points) + " | wall s |")
@@ -200,10 +216,7 @@ def main(argv: list[str] | None = None) -> int:
     auc = mean_table(results, arms, seeds, points)
     pairs = [(a, b) for a, b in PAIRS if a in arms and b in arms]
     last = points[-1]
-    for a, b in pairs:
-        diff = {p: [results[a, s]["curve"][p] - results[b, s]["curve"][p] for s in seeds] for p in points}
-        print(f"| {a} - {b} (paired) | " + " | ".join(fmt(diff[p]) for p in points)
-              + f" | {fmt([x - y for x, y in zip(auc[a], auc[b])])} | |")
+    paired_rows(results, pairs, seeds, points, auc)
     print()
     for a, b in pairs:
         d = [results[a, s]["curve"][last] - results[b, s]["curve"][last] for s in seeds]
