@@ -54,6 +54,12 @@ equal success after SFT, checked here):
                          success (the ``group`` rule); an all-failure group's, having none, against the task's success
                          centres in the batch (SRPO's ``task`` rule, the fallback), where the grip point ranks
                          failures at +0.13 (``diag_progress_ceiling.py``, test states).
+* ``srpo_proprio_predicted`` (``--arms``) ``srpo_proprio_global`` with ``srpo.reference=predicted``: an all-failure
+                         group's reference is not the task's centres but the grip point a success of *its own* initial
+                         state is predicted to end at, from the group's initial frame (kernel ridge on the frozen SFT
+                         policy's image features, fitted on the policy's own successful groups so far; used once its
+                         leave-one-out R2 >= 0.5 over >= 32 layouts, else the group keeps 0;
+                         ``rewards.srpo_reference``).
 
 Common overrides (:data:`COMMON`): ``sft.demos_per_task=1``, ``rl.eval_split=test`` (every evaluation, the curve's
 points included, runs on the *test* initial states ``rl.test_seed_offset + i`` = 5000000+, which nothing here was
@@ -112,7 +118,8 @@ ARMS = {"srpo_progress": [KEEP], "binary": ["rl.reward=binary"],
         "sim_progress_mixed": ["rl.reward=sim_progress"],
         "srpo_proprio_mixed": [*PROPRIO],
         "srpo_random_conv_group_mixed": [*RANDOM_CONV, "srpo.reference=group"],
-        "srpo_proprio_global": [KEEP, GLOBAL, *PROPRIO]}
+        "srpo_proprio_global": [KEEP, GLOBAL, *PROPRIO],
+        "srpo_proprio_predicted": [KEEP, GLOBAL, *PROPRIO, "srpo.reference=predicted"]}
 DEFAULT_ARMS = ("srpo_progress", "binary", "srpo_random_conv")  # issue 32 item 4's three arms
 PAIRS = (("srpo_progress", "binary"), ("srpo_progress", "srpo_random_conv"), ("srpo_progress_mixed", "binary"),
          ("srpo_progress", "srpo_progress_mixed"), ("srpo_progress_mixed", "srpo_random_conv_mixed"),
@@ -127,7 +134,9 @@ PAIRS = (("srpo_progress", "binary"), ("srpo_progress", "srpo_random_conv"), ("s
          ("srpo_proprio_mixed", "srpo_random_conv_group_mixed"), ("srpo_proprio_mixed", "sim_progress_mixed"),
          ("srpo_random_conv_group_mixed", "binary"), ("srpo_proprio_global", "binary"),
          ("srpo_proprio_global", "srpo_proprio_mixed"),
-         ("srpo_proprio_global", "binary_global"))  # paired differences reported when both arms ran
+         ("srpo_proprio_global", "binary_global"), ("srpo_proprio_predicted", "binary"),
+         ("srpo_proprio_predicted", "srpo_proprio_global"),
+         ("srpo_proprio_predicted", "srpo_proprio_mixed"))  # paired differences reported when both arms ran
 TASK_STEPS = {"reach_one": 20, "reach": 40}  # --task: the tabletop task and its episode horizon (the recipes')
 COMMON = ["sft.demos_per_task=1", "rl.eval_split=test", "rl.num_videos=0", "log.backends=[]"]
 SMALL_FIT = ["data.expert_per_task=2", "data.play_per_task=1", "data.expert_tasks=[tabletop/reach]", "train.steps=3",

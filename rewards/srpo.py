@@ -32,6 +32,11 @@ list of ``N`` videos of their own lengths, each uint8 ``[T_i, H, W, 3]`` or floa
 ``metadata[i]`` the episode's ``task`` (str), ``success`` (bool) and optionally ``group`` (int: same task and
 initial state), as :func:`rewards.success.episode_metadata` writes them.
 
+``reference="predicted"`` (ours): the ``group`` rule, and a failure whose group has no success is measured against
+the latent a success of its own initial state is *predicted* to end at, from the group's initial frame, by a
+regression fitted on the policy's own successes of earlier and current batches; below the regression's
+leave-one-out gate it has no reference and keeps 0 (:mod:`rewards.srpo_reference`).
+
 ``encoder: proprio`` needs no network: the latent is the robot's own observation state (``state_dims`` of it) at
 the sampled frames, pooled the same way (:func:`state_embeddings`; ``metadata[i]["states"]`` ``[T_i, D]`` when
 called on a batch). A real robot records it with every frame; it carries no scene, so it is meant for the
@@ -55,7 +60,7 @@ Components returned for GDPO (``grpo.advantages.decoupled_advantages``): ``succe
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from typing import Any, Literal, Sequence
 
 import numpy as np
@@ -85,8 +90,17 @@ class SRPOConfig:
     dbscan_eps: float = 0.5  # DBSCAN radius in the successes' standardized space (the reference's 0.5)
     min_samples: int = 2  # DBSCAN min_samples (the reference's 2)
     progress_max: float = 0.6  # failure reward = progress_max * sigmoid(...) (the reference's 0.6)
-    reference: Literal["task", "group"] = "task"  # group (ours): a failure's references are
-                                                  # its group's successes if any
+    reference: Literal["task", "group", "predicted"] = "task"  # group (ours): a failure's references are its group's
+        # successes if any; predicted (ours): group, and an all-failure group's reference predicted from its initial
+        # frame (rewards.srpo_reference)
+    predictor_memory: int = 1024  # predicted: success layouts (group, initial frame -> latent) kept per task, oldest
+                                  # dropped
+    predictor_min_layouts: int = 32  # predicted: layouts in the memory before any prediction is used
+    predictor_min_r2: float = 0.5  # predicted: the regression's leave-one-out R2 needed to use its predictions
+    predictor_ridge: float = 0.1  # predicted: kernel ridge's lambda
+    predictor_gamma: float = 0.3  # predicted: RBF kernel width, exp(-gamma ||a - b||^2 / F) on standardized features
+    scene_encoder: Literal["policy", "random_conv"] = "policy"  # predicted: the initial frame's features: the
+        # policy's image encoder frozen after SFT, or the seeded random conv net (no policy needed)
     state_dims: list[int] | None = None  # encoder=proprio only: the indices of the observation state that form the
                                          # latent (e.g. [0, 1, 2]: the tabletop grip point); None: the whole state
 
@@ -110,8 +124,24 @@ class SRPOConfig:
         if self.dbscan_eps <= 0 or self.min_samples < 1:
             raise ValueError(f"need srpo.dbscan_eps > 0 and min_samples >= 1, got {self.dbscan_eps}, "
                              f"{self.min_samples}")
-        if self.reference not in ("task", "group"):
-            raise ValueError(f"srpo.reference={self.reference!r}; expected 'task' or 'group'")
+        if self.reference not in ("task", "group", "predicted"):
+            raise ValueError(f"srpo.reference={self.reference!r}; expected 'task', 'group' or 'predicted'")
+        for key, lo, hi in (("predictor_memory", 2, 100000), ("predictor_min_layouts", 2, 100000)):
+            v = getattr(self, key)
+            if isinstance(v, bool) or not isinstance(v, int) or not lo <= v <= hi:
+                raise ValueError(f"srpo.{key}={v!r}: expected an integer in [{lo}, {hi}]")
+        if self.predictor_min_layouts > self.predictor_memory:
+            raise ValueError(f"srpo.predictor_min_layouts={self.predictor_min_layouts} exceeds srpo.predictor_memory="
+                             f"{self.predictor_memory}: expected at most the memory's size")
+        for key in ("predictor_ridge", "predictor_gamma"):
+            v = getattr(self, key)
+            if not (isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) and 0 < v <= 1e6):
+                raise ValueError(f"srpo.{key}={v!r}: expected a number in (0, 1e6]")
+        if self.scene_encoder not in ("policy", "random_conv"):
+            raise ValueError(f"srpo.scene_encoder={self.scene_encoder!r}; expected 'policy' or 'random_conv'")
+        r2 = self.predictor_min_r2
+        if not (isinstance(r2, (int, float)) and not isinstance(r2, bool) and math.isfinite(r2) and r2 <= 1):
+            raise ValueError(f"srpo.predictor_min_r2={r2!r}: expected a finite number <= 1 (a leave-one-out R2)")
         if self.pooling not in ("mean", "last", "mean_last", "concat"):
             raise ValueError(f"srpo.pooling={self.pooling!r}; expected mean, last, mean_last or concat")
         if self.state_dims is not None:
@@ -236,6 +266,8 @@ class SRPOResult:
     progress: torch.Tensor  # [N] 1 for successes, sigmoid(10 (0.5 - u)) (before progress_max scaling) for failures
     distance: torch.Tensor  # [N] raw latent distance to the nearest success centre (0 for successes, nan w/o ref)
     num_clusters: dict[str, int]  # task -> number of success clusters (0: binary fallback)
+    predicted_groups: int = 0  # reference=predicted: all-failure groups graded against a predicted reference
+    predictor: dict[str, tuple[float, int]] = field(default_factory=dict)  # predicted: task -> (R2_loo, layouts)
 
 
 SIGMOID_STEEPNESS = 10.0  # the reference's reward map: 0.6 * sigmoid(10 * (0.5 - u))
@@ -265,12 +297,15 @@ def distance_progress(d: np.ndarray) -> np.ndarray:
 
 
 def srpo_progress(embeddings: torch.Tensor, tasks: Sequence[str], success: torch.Tensor, cfg: SRPOConfig,
-                  groups: Sequence[int] | None = None) -> SRPOResult:
+                  groups: Sequence[int] | None = None,
+                  predicted: dict[int, np.ndarray] | None = None) -> SRPOResult:
     """The SRPO rule of the module docstring on precomputed embeddings ``[N, D]``; ``success`` ``[N]`` bool.
 
     With ``cfg.reference == "group"`` and ``groups`` given, a failure whose group (same task and initial state)
     holds successes is measured against the nearest of those successes, others against the task's success
-    centres; distances are still normalized over the task's failures."""
+    centres; distances are still normalized over the task's failures. With ``"predicted"`` (``groups`` needed),
+    a failure of a group without a success is measured against ``predicted[group]`` (``[D]``,
+    :mod:`rewards.srpo_reference`) and, without one, keeps 0; the min-max runs over the graded failures."""
     z_all = embeddings.detach().double().cpu().numpy()
     succ = success.bool().cpu().numpy()
     n = z_all.shape[0]
@@ -282,9 +317,25 @@ def srpo_progress(embeddings: torch.Tensor, tasks: Sequence[str], success: torch
     progress = succ.astype(np.float64).copy()
     dist = np.where(succ, 0.0, np.nan)
     clusters: dict[str, int] = {}
+    if cfg.reference == "predicted" and groups is None:
+        raise ValueError("srpo.reference=predicted needs each episode's group in its metadata")
     for task in dict.fromkeys(tasks):
         idx = np.array([i for i, t in enumerate(tasks) if t == task])
         s_idx, f_idx = idx[succ[idx]], idx[~succ[idx]]
+        if cfg.reference == "predicted":
+            clusters[task] = len({groups[j] for j in s_idx})
+            d = np.full(len(f_idx), np.nan)
+            for k, i in enumerate(f_idx):
+                own = [int(j) for j in s_idx if groups[j] == groups[i]]
+                if own:
+                    d[k] = np.min(np.linalg.norm(z_all[own] - z_all[i][None], axis=-1))
+                elif predicted is not None and groups[i] in predicted:
+                    d[k] = float(np.linalg.norm(np.asarray(predicted[groups[i]], np.float64) - z_all[i]))
+            graded = f_idx[~np.isnan(d)]
+            if len(graded):
+                p = distance_progress(d[~np.isnan(d)])
+                dist[graded], progress[graded], total[graded] = d[~np.isnan(d)], p, cfg.progress_max * p
+            continue
         if len(s_idx) == 0 or len(f_idx) == 0:
             clusters[task] = 0 if len(s_idx) == 0 else 1
             continue  # no reference (failures keep 0) or nothing to grade
@@ -302,7 +353,8 @@ def srpo_progress(embeddings: torch.Tensor, tasks: Sequence[str], success: torch
         progress[f_idx] = p
         total[f_idx] = cfg.progress_max * p
     f32 = lambda a: torch.as_tensor(a, dtype=torch.float32, device="cpu")  # noqa: E731
-    return SRPOResult(f32(total), f32(progress), f32(dist), clusters)
+    n_pred = len({groups[i] for i in range(n) if predicted and groups[i] in predicted and not np.isnan(dist[i])})
+    return SRPOResult(f32(total), f32(progress), f32(dist), clusters, n_pred)
 
 
 class SRPOReward:
@@ -311,7 +363,11 @@ class SRPOReward:
 
     name = "srpo"
 
-    def __init__(self, cfg: SRPOConfig, encoder: Any = None, device: torch.device | str | None = None):
+    def __init__(self, cfg: SRPOConfig, encoder: Any = None, device: torch.device | str | None = None,
+                 scene_encoder: Any = None):
+        if cfg.reference == "predicted" and (scene_encoder is None or not hasattr(scene_encoder, "encode_frames")):
+            raise ValueError("srpo.reference=predicted needs a scene encoder with encode_frames(video [B, T, 3, H, W]) "
+                             f"for the groups' initial frames, got {type(scene_encoder).__name__}")
         if cfg.encoder == "proprio":
             if encoder is not None:
                 raise ValueError("srpo.encoder=proprio reads the episodes' states: expected no image encoder")
@@ -323,16 +379,30 @@ class SRPOReward:
         if device is not None and isinstance(self.encoder, nn.Module):  # (a non-module encoder runs where it is)
             self.encoder.to(device)
         self.last: SRPOResult | None = None
+        # reference=predicted: the scene encoder as given, its frozen copy once the memory starts, and the memory
+        self.scene_source, self.scene = scene_encoder, None
+        self.memory = None
+        if cfg.reference == "predicted":
+            from .srpo_reference import SuccessMemory
+
+            self.memory = SuccessMemory(cfg.predictor_memory, cfg.predictor_ridge, cfg.predictor_gamma,
+                                        cfg.predictor_min_layouts, cfg.predictor_min_r2)
 
     def __call__(self, batch: RewardBatch) -> RewardOutput:
         if self.cfg.encoder == "proprio":
             states = [m.get("states") for m in batch.metadata]
             if any(s is None for s in states):
                 raise ValueError("srpo.encoder=proprio needs each episode's states in its metadata ('states': [T, D])")
-            return self.from_embeddings(self.embed(None, states), batch.metadata)
+            scenes = None
+            if self.cfg.reference == "predicted":
+                if batch.videos is None:
+                    raise ValueError("srpo.reference=predicted needs the episodes' videos (their initial frames)")
+                scenes = self.embed_scenes(batch.videos)
+            return self.from_embeddings(self.embed(None, states), batch.metadata, scenes)
         if batch.videos is None:
             raise ValueError("the SRPO reward needs the episodes' videos in RewardBatch.videos")
-        return self.from_embeddings(self.embed(batch.videos), batch.metadata)
+        scenes = self.embed_scenes(batch.videos) if self.cfg.reference == "predicted" else None
+        return self.from_embeddings(self.embed(batch.videos), batch.metadata, scenes)
 
     def embed(self, videos: Sequence[torch.Tensor] | None, states: Sequence[Any] | None = None) -> torch.Tensor:
         """Trajectory embeddings ``[N, D]`` (CPU) of ``N`` episodes (each episode's row depends on that episode alone,
@@ -344,11 +414,74 @@ class SRPOReward:
             return state_embeddings(states, self.cfg)
         return trajectory_embeddings(self.encoder, videos, self.cfg)
 
-    def from_embeddings(self, emb: torch.Tensor, metadata: Sequence[dict]) -> RewardOutput:
+    def freeze_scene_encoder(self) -> None:
+        """Take the scene encoder's frozen copy (its ``snapshot()`` if it has one, e.g. the policy's image encoder
+        after SFT; else itself), once: the memory's features from every iteration come from these weights."""
+        if self.scene is None:
+            snap = getattr(self.scene_source, "snapshot", None)
+            self.scene = snap() if callable(snap) else self.scene_source
+
+    def embed_scenes(self, videos: Sequence[Any]) -> torch.Tensor:
+        """``reference: predicted``: scene features ``[N, F]`` (CPU) of ``N`` episodes' *initial* frames (``videos[i]``
+        as in :meth:`embed`; only frame 0 is read), by the frozen scene encoder (:meth:`freeze_scene_encoder`)."""
+        self.freeze_scene_encoder()
+        first = [v[:1] for v in videos]
+        return trajectory_embeddings(self.scene, first, replace(self.cfg, num_frames=1, pooling="last"))
+
+    def predicted_references(self, emb: torch.Tensor, scenes: torch.Tensor, tasks: Sequence[str],
+                             success: torch.Tensor, groups: Sequence[int]) -> tuple[dict[int, np.ndarray], dict]:
+        """Add this batch's successful groups to the memory (the group's scene features, the mean latent of its
+        successes), then predict a reference ``[D]`` for every group without a success whose task's regression
+        passes the gate. Returns ``({group: reference}, {task: (R2_loo, layouts)})``."""
+        z, sc, succ = emb.double().numpy(), scenes.double().numpy(), success.bool().numpy()
+        if sc.shape[0] != z.shape[0]:
+            raise ValueError(f"{z.shape[0]} embeddings but {sc.shape[0]} scene features")
+        members: dict[int, list[int]] = {}
+        for i, g in enumerate(groups):
+            members.setdefault(int(g), []).append(i)
+        for g, idx in members.items():
+            ok = [i for i in idx if succ[i]]
+            if ok:
+                self.memory.add(tasks[idx[0]], sc[idx[0]], z[ok].mean(0))
+        refs: dict[int, np.ndarray] = {}
+        stats: dict[str, tuple[float, int]] = {}
+        for task in dict.fromkeys(tasks):
+            model, r2, n = self.memory.predictor(task)
+            stats[task] = (r2, n)
+            need = [g for g, idx in members.items() if tasks[idx[0]] == task and not succ[idx].any()]
+            if model is not None and need:
+                refs.update(zip(need, model.predict(np.stack([sc[members[g][0]] for g in need]))))
+        return refs, stats
+
+    def state_dict(self) -> dict[str, Any]:
+        """``reference: predicted``'s state for a checkpoint: the memory and the frozen scene encoder's weights."""
+        if self.memory is None:
+            return {}
+        scene = self.scene.state_dict() if self.scene is not None and hasattr(self.scene, "state_dict") else None
+        return {"memory": self.memory.state_dict(), "scene": scene}
+
+    def load_state_dict(self, st: dict[str, Any]) -> None:
+        if self.memory is None or not st:
+            return
+        self.memory.load_state_dict(st["memory"])
+        if st.get("scene") is not None:
+            self.freeze_scene_encoder()
+            self.scene.load_state_dict(st["scene"])
+
+    def from_embeddings(self, emb: torch.Tensor, metadata: Sequence[dict],
+                        scenes: torch.Tensor | None = None) -> RewardOutput:
         """The reward of the whole batch from its embeddings ``[N, D]`` and the episodes' ``metadata`` (``N`` dicts with
-        ``task``, ``success`` and optionally ``group``)."""
+        ``task``, ``success`` and optionally ``group``); ``reference: predicted`` also needs ``group`` and the initial
+        frames' ``scenes`` ``[N, F]`` (:meth:`embed_scenes`)."""
         tasks, success, groups = episode_fields(metadata, "srpo")
-        res = srpo_progress(emb, tasks, success, self.cfg, groups)
+        refs, stats = None, {}
+        if self.cfg.reference == "predicted":
+            if scenes is None or groups is None:
+                raise ValueError("srpo.reference=predicted needs each episode's group and its initial frame's scene "
+                                 "features")
+            refs, stats = self.predicted_references(emb, scenes, tasks, success, groups)
+        res = srpo_progress(emb, tasks, success, self.cfg, groups, refs)
+        res.predictor = stats
         self.last = res
         succ = success.float().cpu()
         return RewardOutput(total=res.total,

@@ -17,7 +17,7 @@ from rewards.success import episode_metadata, success_reward
 
 from .credit import spearman
 from .rollout import EpisodeSpec, RolloutBatch
-from .srpo_encoders import build_trajectory_encoder
+from .srpo_encoders import build_scene_encoder, build_trajectory_encoder
 from .trainer_protocol import VLATrainerLike
 
 
@@ -28,7 +28,8 @@ def build_episode_reward(cfg, policy, device) -> tuple[SRPOReward | None, Remote
     srpo = None
     if cfg.rl.reward == "srpo":  # built on the device; its module init must not shift the seeded CPU stream
         with torch.random.fork_rng(devices=[]):  # that SFT draws from (the run's numbers are the same as before)
-            srpo = SRPOReward(cfg.srpo, build_trajectory_encoder(cfg.srpo, policy), device=device)
+            srpo = SRPOReward(cfg.srpo, build_trajectory_encoder(cfg.srpo, policy), device=device,
+                              scene_encoder=build_scene_encoder(cfg.srpo, policy))
     remote = build_remote_reward(cfg.rl.reward, cfg.rl.remote, "rl.reward") if is_url(cfg.rl.reward) else None
     if remote is not None:  # before the first expensive step: one line, exit 2
         check_served(remote, cfg.rl.reward, {}, "rl.reward")
@@ -48,8 +49,11 @@ def episode_rewards(tr: VLATrainerLike, batch: RolloutBatch, specs: list[Episode
     if tr.cfg.rl.reward == "srpo":
         emb = tr.srpo.embed([np.stack(e.frames) for e in batch.episodes],  # [local E, D]
                             [np.stack(e.states) for e in batch.episodes] if tr.cfg.srpo.encoder == "proprio" else None)
+        scenes = None  # reference=predicted: the initial frames' scene features, [E, F]
+        if tr.cfg.srpo.reference == "predicted":
+            scenes = gather_cpu(tr.srpo.embed_scenes([np.stack(e.frames[:1]) for e in batch.episodes]))
         return tr.srpo.from_embeddings(gather_cpu(emb),
-                                       episode_metadata(tasks, success, [s.group_id for s in specs]))
+                                       episode_metadata(tasks, success, [s.group_id for s in specs]), scenes)
     if tr.cfg.rl.reward == "sim_progress":
         meta = sim_progress_metadata(tasks, success, env_progress(batch), [s.group_id for s in specs])
         return SimProgressReward(tr.cfg.srpo.progress_max, tr.cfg.rl.sim_progress_noise)(RewardBatch(metadata=meta))
@@ -96,6 +100,13 @@ def rollout_scalars(tr: VLATrainerLike, batch: RolloutBatch, specs: list[Episode
         "time/reward_s": t_rew, "throughput/rollout_episodes_per_s": len(specs) / max(t_roll_max, 1e-9),
         "throughput/rollout_env_steps_per_s": env_steps / max(t_roll_max, 1e-9),
     }
+    last = tr.srpo.last if tr.srpo is not None else None
+    if last is not None and last.predictor:  # srpo.reference=predicted: the regression's gate, per iteration
+        scal["reward/srpo_predicted_groups"] = last.predicted_groups
+        scal["reward/srpo_predictor_layouts"] = sum(n for _, n in last.predictor.values())
+        r2 = [r for r, _ in last.predictor.values() if np.isfinite(r)]
+        if r2:
+            scal["reward/srpo_predictor_r2_loo"] = float(np.mean(r2))
     fail = ~succ
     if (tr.cfg.rl.reward == "sim_progress" or (tr.srpo is not None and tr.srpo.last is not None)) and fail.any():
         scal["reward/srpo_failure_mean"] = float(rew.total[fail].mean())

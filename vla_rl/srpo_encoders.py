@@ -10,9 +10,14 @@
   via transformers from the local directory ``srpo.encoder_path``; SRPO's paper uses V-JEPA 2);
 * ``proprio`` -- no network (None): the reward reads the episodes' observation states
   (``rewards.srpo.state_embeddings``).
+
+``srpo.reference: predicted`` also takes a *scene* encoder for the groups' initial frames (:func:`build_scene_encoder`:
+the policy's image encoder, frozen after SFT, or ``random_conv``; ``rewards.srpo_reference``).
 """
 
 from __future__ import annotations
+
+import copy
 
 import numpy as np
 import torch
@@ -38,6 +43,47 @@ class PolicyImageEncoder:
     def encode_frames(self, video: torch.Tensor) -> torch.Tensor:
         b, t = video.shape[:2]
         return self.policy.image_encoder(video.flatten(0, 1).float()).reshape(b, t, -1)
+
+    def snapshot(self) -> "FrozenImageEncoder":
+        """A frozen copy of the image encoder's current weights (``rewards.srpo.SRPOReward.freeze_scene_encoder``)."""
+        return FrozenImageEncoder(copy.deepcopy(self.policy.image_encoder))
+
+
+class FrozenImageEncoder:
+    """A frozen copy of an image encoder module (``[N, 3, H, W] -> [N, F]``), as ``encode_frames``; its weights are
+    its ``state_dict`` (saved with SRPO's success memory, ``srpo.reference: predicted``)."""
+
+    def __init__(self, module: nn.Module):
+        self.module = module.eval().requires_grad_(False)
+
+    @property
+    def device(self) -> torch.device:
+        return module_device(self.module)
+
+    @torch.no_grad()
+    def encode_frames(self, video: torch.Tensor) -> torch.Tensor:
+        b, t = video.shape[:2]
+        return self.module(video.flatten(0, 1).float()).reshape(b, t, -1)
+
+    def state_dict(self) -> dict:
+        return self.module.state_dict()
+
+    def load_state_dict(self, st: dict) -> None:
+        self.module.load_state_dict(st)
+
+
+def build_scene_encoder(cfg: SRPOConfig, policy: nn.Module | None = None):
+    """``srpo.reference: predicted``'s scene encoder (``srpo.scene_encoder``): the policy's image encoder, frozen by
+    the reward when its memory starts (``snapshot``: a copy of the weights then, after SFT), or the seeded random
+    conv net; None for the other rules."""
+    if cfg.reference != "predicted":
+        return None
+    if cfg.scene_encoder == "random_conv":
+        return RandomConvEncoder()
+    if policy is None or not hasattr(policy, "image_encoder"):
+        raise ValueError("srpo.scene_encoder=policy needs a policy with an image encoder (the built-in policy with "
+                         "images); expected srpo.scene_encoder=random_conv for this policy")
+    return PolicyImageEncoder(policy)
 
 
 def build_trajectory_encoder(cfg: SRPOConfig, policy: nn.Module | None = None):

@@ -172,9 +172,13 @@ class VLARLTrainer(TrainerBase):
         optim = full_optimizer_state_dict(self.train_policy, self.optimizer) if sharded else None
         if not self.dist.is_main:
             return None
-        return {"model": self.policy.state_dict(), "optimizer": optim if sharded else self.optimizer.state_dict(),
-                "trainer": self.progress(), "vocab": policy_vocabulary(self.policy),
-                "policy_config": config_to_dict(self.policy.cfg)}
+        st = {"model": self.policy.state_dict(), "optimizer": optim if sharded else self.optimizer.state_dict(),
+              "trainer": self.progress(), "vocab": policy_vocabulary(self.policy),
+              "policy_config": config_to_dict(self.policy.cfg)}
+        srpo_state = self.srpo.state_dict() if self.srpo is not None else {}
+        if srpo_state:  # srpo.reference=predicted: its success memory and frozen scene encoder
+            st["srpo"] = srpo_state
+        return st
 
     def maybe_resume(self) -> bool:
         """Load the latest checkpoint of ``output_dir`` when ``resume`` is on; whether one was loaded."""
@@ -186,6 +190,8 @@ class VLARLTrainer(TrainerBase):
         load_checkpoint_weights(self.policy, st["model"], st.get("__path__"))
         self.optimizer.load_state_dict(st["optimizer"])  # full state; ``shard_for_rl`` shards it under FSDP
         self.restore_progress(st["trainer"])
+        if self.srpo is not None:
+            self.srpo.load_state_dict(st.get("srpo", {}))
         before = st["config"].get("rl", {})
         if self.cfg.rl.lr_schedule != "constant" and before.get("iterations") != self.cfg.rl.iterations:
             self.report(f"note: rl.iterations {before.get('iterations')} -> {self.cfg.rl.iterations} on resume: the "
