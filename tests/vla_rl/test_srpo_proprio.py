@@ -89,3 +89,35 @@ def test_state_dims_beyond_the_env_state_stop_the_run_at_start(tmp_path, capsys)
     err = capsys.readouterr().err.strip().splitlines()
     assert rc == 2 and len(err) == 1 and "srpo.state_dims=[0, 42]" in err[0] and "Traceback" not in err[0]
     assert not (tmp_path / "r").exists()
+
+
+def test_a_predicted_reference_run_checkpoints_its_memory_and_resumes_it(tmp_path):
+    """``srpo.reference=predicted`` in a run: the groups' initial frames are embedded by the frozen policy image
+    encoder, the successful groups enter the memory, the checkpoint holds the memory and the frozen weights, and a
+    resumed trainer restores both exactly (its first reward equals the uninterrupted one)."""
+    over = PROPRIO + ["srpo.reference=predicted", "srpo.predictor_min_layouts=2", "srpo.predictor_min_r2=-1e9",
+                      f"output_dir={tmp_path / 'run'}", "sft.steps=2", "sft.demos_per_task=1", "rl.iterations=2",
+                      "rl.groups_per_task=4", "grpo.group_size=3", "env.max_episode_steps=4", "rl.eval_episodes=1",
+                      "rl.eval_every=0", "rl.num_videos=0"]
+    cfg = load_config(VLARLConfig, RECIPE, over)
+    tr = VLARLTrainer(cfg, quiet=True)
+    specs, _, batch = tr.rollout(0)
+    for k in (0, 3, 6):  # a success in groups 0, 1 and 2; group 3 fails throughout
+        batch.episodes[k].success = True
+    tr.rewards(batch, specs)
+    assert tr.srpo.last.predicted_groups == 1 and tr.srpo.last.predictor[specs[0].env_name][1] == 3
+    assert float(tr.srpo.last.total[9:].max()) > 0  # the all-failure group is graded against its prediction
+    policy_w = tr.policy.image_encoder.convs[0].weight.detach().clone()
+    with torch.no_grad():  # the policy moves on; the scene encoder stays the frozen copy
+        tr.policy.image_encoder.convs[0].weight.add_(1.0)
+    assert torch.equal(tr.srpo.scene.module.convs[0].weight, policy_w)
+    tr.save()
+    st = tr.srpo.state_dict()
+    tr.pool.close()
+    back = VLARLTrainer(load_config(VLARLConfig, RECIPE, over + ["resume=true"]), quiet=True)
+    assert back.maybe_resume()
+    for key in ("features", "latents"):
+        for task, rows in st["memory"][key].items():
+            torch.testing.assert_close(torch.as_tensor(np.stack(getattr(back.srpo.memory, key)[task])), rows)
+    assert torch.equal(back.srpo.scene.module.convs[0].weight, policy_w)  # the frozen weights, not the policy's
+    back.pool.close()
