@@ -121,3 +121,11 @@ def test_a_predicted_reference_run_checkpoints_its_memory_and_resumes_it(tmp_pat
             torch.testing.assert_close(torch.as_tensor(np.stack(getattr(back.srpo.memory, key)[task])), rows)
     assert torch.equal(back.srpo.scene.module.convs[0].weight, policy_w)  # the frozen weights, not the policy's
     back.pool.close()
+
+
+def test_a_predicted_reference_without_an_image_policy_stops_at_start(tmp_path, capsys):
+    rc = main(["train", RECIPE, "srpo.reference=predicted", "policy.cameras=[]", "policy.use_images=false",
+               "sft.base_policy=null", f"output_dir={tmp_path / 'r'}", "sft.steps=1", "rl.iterations=1"])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert rc == 2 and len(err) == 1 and "srpo.scene_encoder=policy" in err[0] and "random_conv" in err[0]
+    assert not (tmp_path / "r").exists()
