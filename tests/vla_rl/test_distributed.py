@@ -61,10 +61,15 @@ def _rl_rows(out):
     return [r for r in read_jsonl(Path(out) / "metrics.jsonl") if "rollout/success_rate" in r]
 
 
-def test_two_processes_match_one_process_and_resume_in_one(tmp_path):
-    one = VLARLTrainer(_cfg(tmp_path / "one", "rl.iterations=3"), quiet=True)
+# srpo.reference=predicted: each rank embeds its own episodes' initial frames; the gathered features feed one memory
+PREDICTED = ["srpo.reference=predicted", "srpo.predictor_min_layouts=2", "srpo.predictor_min_r2=-1e9"]
+
+
+@pytest.mark.parametrize("extra", [[], PREDICTED], ids=["task_rule", "predicted_reference"])
+def test_two_processes_match_one_process_and_resume_in_one(tmp_path, extra):
+    one = VLARLTrainer(_cfg(tmp_path / "one", "rl.iterations=3", *extra), quiet=True)
     one.train()
-    _cli2(tmp_path / "two", "rl.iterations=2")
+    _cli2(tmp_path / "two", "rl.iterations=2", *extra)
     ck = lambda run, step: load_checkpoint(tmp_path / run / "checkpoints" / f"step_{step:06d}")  # noqa: E731
     # SFT ran once (rank 0) and is the same as one process's; the ranks were checked to hold identical weights
     # at the start and the end of RL (VLARLTrainer.check_in_sync raises otherwise)
@@ -80,6 +85,14 @@ def test_two_processes_match_one_process_and_resume_in_one(tmp_path):
         for k, v in a["optimizer"]["state"].items():
             torch.testing.assert_close(b["optimizer"]["state"][k]["exp_avg"], v["exp_avg"], atol=1e-5, rtol=1e-4)
     assert ck("one", 2)["last_iteration"]["advantages"].abs().sum() > 0  # the comparison covers a real update
+    if extra:  # the success memory and the frozen scene encoder are the same on 2 ranks as in 1 process
+        ma, mb = ck("one", 2)["srpo"], ck("two", 2)["srpo"]
+        assert ma["memory"]["features"] and ma["memory"]["features"].keys() == mb["memory"]["features"].keys()
+        for key in ("features", "latents"):
+            for task, rows in ma["memory"][key].items():
+                torch.testing.assert_close(mb["memory"][key][task], rows, atol=1e-5, rtol=1e-5)
+        for k, v in ma["scene"].items():
+            torch.testing.assert_close(mb["scene"][k], v, atol=1e-6, rtol=1e-6)
     r1, r2 = _rl_rows(tmp_path / "one")[:2], _rl_rows(tmp_path / "two")
     assert len(r2) == 2  # rank 0 alone logs
     for x, y in zip(r1, r2):
@@ -88,7 +101,7 @@ def test_two_processes_match_one_process_and_resume_in_one(tmp_path):
             assert y.get(k) == pytest.approx(x.get(k), abs=1e-5), k
     assert "loss/loss" in r2[1]
     # the 2-process checkpoint resumes in one process and lands where the 1-process run did
-    res = VLARLTrainer(_cfg(tmp_path / "two", "rl.iterations=3"), quiet=True).train()
+    res = VLARLTrainer(_cfg(tmp_path / "two", "rl.iterations=3", *extra), quiet=True).train()
     assert res["resumed"] and res["iterations"] == 3 and res["world_size"] == 1
     assert_same_weights(res["policy"].state_dict(), one.policy.state_dict(), "after the resumed iteration 3")
 
