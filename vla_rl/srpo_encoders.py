@@ -27,34 +27,17 @@ from grpo.device import module_device
 from rewards.srpo import RandomConvEncoder, SRPOConfig
 
 
-class PolicyImageEncoder:
-    """The policy's own image encoder (``policy.image_encoder``), evaluated without gradient."""
-
-    def __init__(self, policy: nn.Module):
-        if not hasattr(policy, "image_encoder"):
-            raise ValueError("srpo.encoder='policy' needs a policy with an image encoder (policy.use_images=true)")
-        self.policy = policy
-
-    @property
-    def device(self) -> torch.device:
-        return module_device(self.policy)
-
-    @torch.no_grad()
-    def encode_frames(self, video: torch.Tensor) -> torch.Tensor:
-        b, t = video.shape[:2]
-        return self.policy.image_encoder(video.flatten(0, 1).float()).reshape(b, t, -1)
-
-    def snapshot(self) -> "FrozenImageEncoder":
-        """A frozen copy of the image encoder's current weights (``rewards.srpo.SRPOReward.freeze_scene_encoder``)."""
-        return FrozenImageEncoder(copy.deepcopy(self.policy.image_encoder))
-
-
-class FrozenImageEncoder:
-    """A frozen copy of an image encoder module (``[N, 3, H, W] -> [N, F]``), as ``encode_frames``; its weights are
-    its ``state_dict`` (saved with SRPO's success memory, ``srpo.reference: predicted``)."""
+class ImageModuleEncoder:
+    """``encode_frames(video [B, T, 3, H, W]) -> [B, T, F]`` through an image encoder module (``[N, 3, H, W] ->
+    [N, F]``), without gradient; :meth:`snapshot` is a frozen copy of its current weights, whose ``state_dict``
+    travels with SRPO's success memory (``srpo.reference: predicted``)."""
 
     def __init__(self, module: nn.Module):
-        self.module = module.eval().requires_grad_(False)
+        self._module = module
+
+    @property
+    def module(self) -> nn.Module:
+        return self._module
 
     @property
     def device(self) -> torch.device:
@@ -65,11 +48,28 @@ class FrozenImageEncoder:
         b, t = video.shape[:2]
         return self.module(video.flatten(0, 1).float()).reshape(b, t, -1)
 
+    def snapshot(self) -> "ImageModuleEncoder":
+        """A frozen copy (eval mode, no gradient) of the current weights (``SRPOReward.freeze_scene_encoder``)."""
+        return ImageModuleEncoder(copy.deepcopy(self.module).eval().requires_grad_(False))
+
     def state_dict(self) -> dict:
         return self.module.state_dict()
 
     def load_state_dict(self, st: dict) -> None:
         self.module.load_state_dict(st)
+
+
+class PolicyImageEncoder(ImageModuleEncoder):
+    """The policy's own image encoder (``policy.image_encoder``, read at every call: the current weights)."""
+
+    def __init__(self, policy: nn.Module):
+        if not hasattr(policy, "image_encoder"):
+            raise ValueError("srpo.encoder='policy' needs a policy with an image encoder (policy.use_images=true)")
+        self.policy = policy
+
+    @property
+    def module(self) -> nn.Module:
+        return self.policy.image_encoder
 
 
 def build_scene_encoder(cfg: SRPOConfig, policy: nn.Module | None = None):
