@@ -172,6 +172,8 @@ def parse_seed_list(text: str | None, n: int) -> list[int]:
     """``--seed-list`` (``"0,2,5"``) or, without it, ``0 .. n-1``: distinct integers >= 0, else ``ValueError`` (one
     line naming the flag)."""
     if not text:
+        if n > MAX_SEEDS:  # (was: list(range(1e9)) filled the memory before the first run)
+            raise ValueError(f"--seeds {n}: expected at most {MAX_SEEDS} (one run per seed)")
         return list(range(n))
     try:
         seeds = [int(s) for s in text.split(",")]

@@ -126,6 +126,10 @@ def main(argv=None) -> int:
         ap.error(f"--leaves {args.leaves}: expected 16 (the bench tree is fixed: 4 splits x branch 2)")
     if args.reward is None:
         args.reward = "shapes_verifier" if args.model == "shapes" else "redness"
+    from rewards import available_rewards
+
+    if args.reward != "redness" and args.reward not in available_rewards():  # (was: a traceback after the first mode)
+        ap.error(f"--reward {args.reward!r}: expected redness or one of {', '.join(available_rewards())}")
     results = {}
     flat_wall = 1.0
     for name, (bc, samp) in modes(args.steps, args.tree_credit).items():

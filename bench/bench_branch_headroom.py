@@ -399,6 +399,8 @@ def main(argv=None) -> int:
                         ("--flat-iters", args.flat_iters, args.flat_iters >= 2),
                         ("--eval-every", args.eval_every, args.eval_every >= 1),
                         ("--prompts", args.prompts, args.prompts >= 1),
+                        ("--eval-steps", args.eval_steps, args.eval_steps >= 1),  # (was: a config's traceback)
+                        ("--eval-prompts", args.eval_prompts, args.eval_prompts >= 1),
                         ("--lr", args.lr, args.lr > 0), ("--overrun", args.overrun, args.overrun >= 1),
                         ("--eta", args.eta, args.eta > 0),
                         ("--target-frac", args.target_frac, 0 < args.target_frac <= 1),
@@ -419,6 +421,8 @@ def run_seeds(prog: str, args, problems: list[str], run_seed, report) -> int:
     except ValueError as e:
         problems.append(str(e))
     jo = getattr(args, "json_out", None)
+    if jo is not None and not jo.strip():  # (was: taken as "no --json-out": the runs' results written nowhere)
+        problems.append(f"--json-out {jo!r} is empty (expected a file path in an existing folder)")
     if jo and not args.report_from and (Path(jo).is_dir() or not Path(jo).absolute().parent.is_dir()):
         problems.append(f"--json-out {jo!r}: expected a file path in an existing folder (written after each seed)")
     out = getattr(args, "out", None)

@@ -132,6 +132,9 @@ def main(argv: list[str] | None = None) -> int:
         ap.error(f"--iterations {a.iterations}, --diffusion-iterations {a.diffusion_iterations}, --vla-iterations "
                  f"{a.vla_iterations}, --prompts {a.prompts}, --vla-groups {a.vla_groups}: expected the iteration "
                  "counts >= 3 and the others >= 1")
+    if a.skip_toy and a.skip_diffusion and a.skip_vla:  # (was: exit 0 having measured nothing)
+        ap.error("--skip-toy, --skip-diffusion and --skip-vla together leave no job to time; expected at most two of "
+                 "them")
     with tempfile.TemporaryDirectory() as d:
         if not a.skip_toy:
             t1 = run(1, Path(d) / "p1", a.iterations, a.prompts)

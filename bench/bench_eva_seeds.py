@@ -174,6 +174,11 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: need --seeds >= 1 and --iterations >= 1, got {args.seeds} and {args.iterations}",
               file=sys.stderr)
         return 2
+    from arm_runs import MAX_SEEDS
+
+    if args.seeds > MAX_SEEDS:  # (was: 1e9 seeds started, one run each)
+        print(f"error: --seeds {args.seeds}: expected at most {MAX_SEEDS} (one run per seed)", file=sys.stderr)
+        return 2
     if not (ROOT / args.config).is_file():
         print(f"error: --config {args.config}: no such file under {ROOT}", file=sys.stderr)
         return 2

@@ -127,6 +127,8 @@ def main(argv=None) -> int:
     a = p.parse_args(argv)
     if a.steps < 1 or a.image_size < 16 or a.settle < 0 or any(w < 1 for w in a.workers):
         p.error("need --steps >= 1, --image-size >= 16, --settle >= 0, --workers >= 1")
+    if not 0 <= a.expert_states <= 50:  # (was: a negative count accepted, the timings run, the expert skipped)
+        p.error(f"--expert-states {a.expert_states}: expected 0 (none) to 50 (LIBERO's init states per task)")
     if not a.task.startswith("libero/"):  # (was: a TypeError traceback: settle_steps is a LIBERO env's option)
         p.error(f"--task {a.task!r}: expected a LIBERO task, libero/<suite>/<i> (e.g. libero/libero_spatial/0)")
     setups = [("none", ()), ("agentview", ("agentview",)), ("agentview+wrist", ("agentview", "wrist"))]

@@ -456,6 +456,8 @@ def main(argv=None) -> int:
             check_writable_dir(args.out, "--out")
         except ValueError as e:
             problems.append(str(e))
+    if args.json_out is not None and not args.json_out.strip():  # (was: the results written nowhere)
+        problems.append(f"--json-out {args.json_out!r} is empty (expected a file path in an existing folder)")
     if problems:
         print(f"bench_lookahead: {problems[0]}", file=sys.stderr)
         return 2

@@ -153,6 +153,8 @@ def main(argv=None) -> int:
         ap.error(f"--samples {args.samples}, --steps {args.steps}, --iterations {args.iterations}, --prompts "
                  f"{args.prompts}, --train {args.train}, --pool {args.pool}: expected the first four >= 1 and 2 <= "
                  "--train <= --pool")
+    if args.samples > 100_000:  # (was: 1e9 seeds to score started, after the model loaded)
+        ap.error(f"--samples {args.samples}: expected at most 100000 seeds for the reward correlation")
     if not 0 <= args.seed < 2**32:
         ap.error(f"--seed {args.seed}: expected an integer in [0, 2**32 - 1]")
     t_start = time.perf_counter()

@@ -61,6 +61,8 @@ def main(argv: list[str] | None = None) -> int:
         p.error(f"--episodes {args.episodes}, --steps {args.steps}, --batches {args.batches}, --image-size "
                 f"{args.image_size}: expected --episodes >= 8 (split over the episode kinds), --steps, --batches >= 1 "
                 "and --image-size in [16, 1024]")
+    if args.episodes > 100_000:  # (was: 1e9 episodes to record, started)
+        p.error(f"--episodes {args.episodes}: expected at most 100000 (recorded before the timing)")
     n = args.episodes
     t0 = time.time()
     data = collect_sans("tabletop/reach", {"success": n // 2, "near": n // 4, "failure": n // 8, "random": n - n // 2

@@ -41,6 +41,8 @@ def main(argv=None) -> int:
     p.add_argument("--group-size", type=int, default=6, help="policy episodes per group (as the runs)")
     a = p.parse_args(argv)
     a.tasks = [t.strip() for t in a.tasks.split(",") if t.strip()]
+    if not a.tasks:  # (was: exit 0 with an empty readout)
+        p.error(f"--tasks {a.tasks!r}: expected at least one task (comma-separated, as the runs)")
     if min(a.seeds, a.groups) < 1 or a.group_size < 2:
         p.error("--seeds and --groups must be >= 1, --group-size >= 2")
     for r in a.runs:

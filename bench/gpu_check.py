@@ -545,6 +545,8 @@ def main(argv: list[str] | None = None) -> int:
         fail(f"--steps {args.steps}: expected a positive number of sampler steps")
     if not 1 <= args.repeat <= 10:
         fail(f"--repeat {args.repeat}: expected 1 to 10 iterations per strategy")
+    if not args.out.strip():  # (was: Path('') is the working directory: the report written there, exit 0)
+        fail(f"--out {args.out!r} is empty (expected a folder for gpu_check.json and gpu_check.md)")
     out = Path(args.out)
     if out.exists() and not out.is_dir():
         fail(f"--out {str(out)!r} is a file (expected a folder)")

@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from grpo.config import MAX_BATCH, free_on_resume, require_at_least, require_at_most
+from grpo.config import MAX_BATCH, free_on_resume, require_at_least, require_at_most, require_weight_decay
 from grpo.fsdp import DistConfig
 from grpo.monitors import MonitorConfig
 from grpo.trackers import LogConfig
@@ -89,6 +89,7 @@ class TrainConfig(LoopConfig):
                              f"{self.nft_timesteps}")
         require_at_least("train", self, prompts_per_iter=1, updates_per_iter=1, weight_decay=0.0, ema_decay=0.0,
                          eval_steps=1, tracker_buffer=1, tracker_min_count=1)
+        require_weight_decay("train", self.weight_decay, self.lr)
         require_at_most("train", self, prompts_per_iter=MAX_BATCH,  # (each draws its group: 1e9 filled the memory)
                         eval_steps=10_000)  # (as sampler.num_steps: 1e9 ODE steps hung eval and the first evaluation)
         if self.ema_decay >= 1:
@@ -166,6 +167,12 @@ class DiffusionRLConfig:
         if self.prompts.source not in ("file", "list"):
             for key, source in (("prompts.file", "file"), ("prompts.prompts", "list")):
                 out[key] = f"prompts.source={self.prompts.source!r} (it is read with prompts.source={source})"
+        if not self.model.adapter:  # (a user's adapter class may read any of them)
+            if self.model.kind not in ("flux", "flux_kontext"):
+                out["model.guidance"] = (f"model.kind={self.model.kind!r} (FLUX's distilled guidance; classifier-free "
+                                         "guidance is sampler.cfg_scale)")
+            if self.model.kind not in ("wan", "wan22"):
+                out["model.num_frames"] = f"model.kind={self.model.kind!r} (the frames of a Wan video model)"
         from .checkpoints import is_single_file
 
         if not (self.model.path and is_single_file(self.model.path)):

@@ -124,6 +124,9 @@ def size_rule(mc) -> SizeRule | None:
                     f"{'2x2 latent packing' if arch.kind in PACKED else f'patch {p}'})")
 
 
+MAX_FRAMES = 1025  # model.num_frames' largest value (4 k + 1 of a Wan VAE)
+
+
 def check_image_size(mc) -> None:
     """``model.height`` / ``model.width`` (and ``model.num_frames`` of a video model) fit the model, else one
     ``ValueError`` naming the bad value, the nearest valid sizes and why."""
@@ -149,3 +152,6 @@ def check_image_size(mc) -> None:
         raise ValueError(f"model.num_frames={mc.num_frames} does not fit the model: expected {rule.temporal} k + 1 "
                          f"frames (e.g. {rule.temporal + 1}, {2 * rule.temporal + 1}, {4 * rule.temporal + 1}) for "
                          f"{rule.source}")
+    if rule.temporal and mc.num_frames > MAX_FRAMES:  # (1e9 + 1: a latent video of 2.5e8 frames, the memory at once)
+        raise ValueError(f"model.num_frames={mc.num_frames}: expected at most {MAX_FRAMES} frames (Wan's clips have 81 "
+                         f"to 121)")

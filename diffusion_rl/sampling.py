@@ -38,6 +38,9 @@ from grpo.flow_sde import SDEKind, flow_chain, flow_sigmas, mix_sde_mask
 
 from .adapters import Cond, DiffusionAdapter
 
+MIN_SHIFT, MAX_SHIFT = 1e-3, 1e3  # sampler.shift's range (outside it the float32 sigma schedule is degenerate)
+MAX_CFG_SCALE = 100.0  # sampler.cfg_scale's largest value
+
 
 @dataclass
 class SamplerConfig:
@@ -65,6 +68,13 @@ class SamplerConfig:
             raise ValueError(f"sampler.mix_window must be in [0, num_steps={self.num_steps}], got {self.mix_window}")
         require_at_least("sampler", self, eta=0.0, cfg_scale=0.0, mix_stride=1)
         require_positive("sampler", self, "shift")
+        if not MIN_SHIFT <= self.shift <= MAX_SHIFT:  # (1e300 / 1e-50: the float32 schedule's inf / 0 gave 0/0 = NaN
+            # sigmas, NaN images, then a torch.cat traceback after the first files)
+            raise ValueError(f"sampler.shift={self.shift}: expected in [{MIN_SHIFT}, {MAX_SHIFT}] (SD3's time shift "
+                             "of the sigma schedule; recipes use 1 to 12)")
+        if self.cfg_scale > MAX_CFG_SCALE:  # (1e30: NaN images and NaN evaluation, exit 0)
+            raise ValueError(f"sampler.cfg_scale={self.cfg_scale}: expected at most {MAX_CFG_SCALE} (classifier-free "
+                             "guidance scales of 1 to 20 are used; beyond, the guided velocity overflows)")
 
     def sde_mask(self, iteration: int, force: tuple[int, ...] = ()) -> torch.Tensor:
         """``[T]`` bool: which steps draw SDE noise at ``iteration`` (``force``: steps that must, e.g. tree splits);

@@ -393,6 +393,16 @@ MAX_EPISODE_STEPS = 100_000  # the most steps one episode may run (a typo's 1e9 
 MAX_LR = 1.0  # the largest learning rate a config may ask for (1e300 ran until AdamW's step overflowed float32)
 
 
+def require_weight_decay(section: str, weight_decay: float, lr: float) -> None:
+    """AdamW's decoupled decay multiplies every weight by ``1 - lr * weight_decay`` per step: at ``lr * weight_decay
+    >= 1`` the weights flip sign and grow each step, until they are NaN (was: ``sft.weight_decay=5000`` saved a NaN
+    policy with exit 0). Raise ``ValueError`` (one line) there."""
+    if weight_decay * lr >= 1:
+        raise ValueError(f"{section}.weight_decay={weight_decay} with {section}.lr={lr}: expected weight_decay x lr "
+                         "< 1 (AdamW multiplies every weight by 1 - lr x weight_decay per step; at >= 1 they flip sign "
+                         "and grow to NaN)")
+
+
 def require_at_most(section: str, obj: Any, **maximums: float) -> None:
     """Raise ``ValueError("section.name=v: expected at most m")`` for the first attribute ``name`` of ``obj`` above its
     maximum ``m`` (``None`` skipped; a list's largest item counts): a size whose tensors would not fit in any memory

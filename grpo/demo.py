@@ -74,6 +74,9 @@ class ToyModelConfig:
         require_at_most("model", self, hidden=MAX_WIDTH,  # (1e9 prompts: a 128 GB embedding table, a traceback)
                         num_prompts=MAX_BATCH, num_modes=MAX_BATCH)
         require_positive("model", self, "radius", "mode_std", "pretrain_lr")
+        # (was: pretrain_lr=1e300 AdamW's overflow traceback; radius / mode_std=1e300 a ring of inf, non-finite rewards
+        # after the pretraining and the run's first files)
+        require_at_most("model", self, pretrain_lr=MAX_LR, radius=100.0, mode_std=100.0)
 
 
 @dataclass

@@ -390,6 +390,23 @@ def check_not_in_a_checkpoint(path: str | os.PathLike, key: str) -> None:
                              "replace or mix with the checkpoint's files); expected a path outside any checkpoint")
 
 
+RUN_LAYOUT = {"checkpoints": "dir", "metrics.jsonl": "file", "run_info.json": "file"}  # every job's
+
+
+def check_run_layout(out: str | os.PathLike, key: str = "output_dir") -> None:
+    """The paths a run keeps in ``out`` (:data:`RUN_LAYOUT`), where they exist, are of their kind: a file where the
+    run keeps a folder, or the reverse, stopped the run only when it reached it (was: ``checkpoints`` a file, the
+    metrics and the run record written first; ``metrics.jsonl`` a folder, TensorBoard's events first); one line."""
+    for name, kind in RUN_LAYOUT.items():
+        p = Path(out).expanduser() / name
+        if kind == "dir" and (p.is_file() or (p.exists() and not p.is_dir())):
+            raise ValueError(f"{key}={str(out)!r}: {name} is a file, not a folder (the run keeps its {name}/ folder "
+                             "there); expected a run directory of this command, or a new one")
+        if kind == "file" and p.is_dir():
+            raise ValueError(f"{key}={str(out)!r}: {name} is a folder, not a file (the run writes its {name} there); "
+                             "expected a run directory of this command, or a new one")
+
+
 def check_run_kind(out: str | os.PathLike, cls: type, key: str = "output_dir") -> None:
     """``out`` holds no run of another job: a ``run_info.json`` there (:mod:`grpo.runinfo`, written by every job's
     logger) whose config has keys that config class ``cls`` has not (:func:`grpo.config.foreign_keys`) belongs to
@@ -403,6 +420,7 @@ def check_run_kind(out: str | os.PathLike, cls: type, key: str = "output_dir") -
     check_not_inside_a_run(out, key)
     info = Path(out) / "run_info.json"
     check_regular_file(info, "the run's JSON record, as every job writes it")
+    check_run_layout(out, key)
     try:
         saved = json.loads(info.read_text()).get("config") if info.is_file() else None
     except (OSError, ValueError, AttributeError):

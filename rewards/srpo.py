@@ -156,6 +156,10 @@ class SRPOConfig:
         if self.encoder == "proprio" and self.encoder_path:
             raise ValueError(f"srpo.encoder_path={self.encoder_path!r} with srpo.encoder=proprio: expected null (the "
                              "latent is the robot's own state, no weights)")
+        if self.encoder in ("random_conv", "policy") and self.encoder_path:  # (was: accepted and read nowhere)
+            raise ValueError(f"srpo.encoder_path={self.encoder_path!r} with srpo.encoder={self.encoder}: expected null "
+                             "(its weights are seeded or the policy's own; encoder_path is read by small, progress, "
+                             "dinov2 and vjepa2)")
 
 
 # ---- encoders ------------------------------------------------------------------------------------

@@ -136,6 +136,10 @@ def record_demos(task: str, n: int, path: str | Path, env_kwargs: dict | None = 
         if only_success:
             raise ValueError("wrong_object (--wrong-object) with only_success (--only-success): an episode on the "
                              "wrong object never succeeds, so no demo would be kept; expected one of them")
+    if drop_prob > 0 and task.split("/", 1)[1] in ("reach", "reach_one"):  # (was: accepted, recorded as if dropped)
+        raise ValueError(f"drop_prob (--drop-prob {drop_prob}) with {task}: its expert never closes the gripper, so "
+                         "nothing is ever dropped; expected 0, or a task that carries a block (tabletop/pick_place, "
+                         "tabletop/stack)")
     from .registry import make
     from .tabletop.experts import ScriptedExpert
 

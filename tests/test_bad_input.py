@@ -228,6 +228,22 @@ def _corrupt_copy(src: Path, dst: Path, how: str) -> Path:
              "fifolatest": dst / "checkpoints" / "latest"}[how]
         f.unlink()
         os.mkfifo(f)
+    elif how == "latestempty":  # the ninth sweep's: the "latest" pointer written as zero bytes
+        (dst / "checkpoints" / "latest").write_text("")
+    elif how == "latestoutside":  # "latest" names a directory outside checkpoints/ (the run directory itself)
+        (dst / "checkpoints" / "latest").write_text("..\n")
+    elif how == "runinfolist":  # run_info.json parses, but is not the run's object
+        (dst / "run_info.json").write_text("[]\n")
+    elif how == "runinfoempty":
+        (dst / "run_info.json").write_text("")
+    elif how == "metricsdir":  # a directory where the run appends its metrics rows
+        (dst / "metrics.jsonl").unlink()
+        (dst / "metrics.jsonl").mkdir()
+    elif how == "ckfile":  # checkpoints/ replaced by a file
+        shutil.rmtree(dst / "checkpoints")
+        (dst / "checkpoints").write_text("not a directory\n")
+    elif how == "statezero":  # state.json of zero bytes (a disk that filled up)
+        (ck / "state.json").write_text("")
     elif how == "evalfile":  # a file where eval --video writes its folder
         (dst / "eval").write_text("not a directory\n")
     elif how == "nolora":  # the checkpoint's trainable weights are gone
@@ -1893,14 +1909,173 @@ SWEEP_8 = {
     "s8-fe-config-dir": ("vla_rl.cli", ["fit-encoder", "{assets}/a_dir.yaml", "--dry-run"], [],
                          ["a_dir.yaml", "is a directory"]),
 }
+S9_SRPO = ["rl.reward=srpo"]
+SWEEP_9 = {
+    # optimizer settings that turn the weights to NaN
+    "s9-v-sft-weight-decay-huge": (*V, ["sft.weight_decay=5000"], ["sft.weight_decay=5000.0"]),
+    "s9-l-sft-weight-decay-huge": (*L, ["vla.sft.weight_decay=5000"], ["sft.weight_decay=5000.0"]),
+    "s9-d-weight-decay-huge": (*D, ["train.weight_decay=1e12"], ["train.weight_decay=1000000000000.0"]),
+    # sampler values whose float32 schedule / guidance overflows
+    "s9-d-shift-huge": (*D, ["sampler.shift=1e300"], ["sampler.shift=1e+300"]),
+    "s9-d-shift-tiny": (*D, ["sampler.shift=1e-50"], ["sampler.shift=1e-50"]),
+    "s9-d-cfg-huge": (*D, ["sampler.cfg_scale=1e30"], ["sampler.cfg_scale=1e+30"]),
+    "s9-t-pretrain-lr-huge": (*T, ["model.pretrain_lr=1e300"], ["model.pretrain_lr=1e+300"]),
+    "s9-t-radius-huge": (*T, ["model.radius=1e300"], ["model.radius=1e+300", "at most 100"]),
+    "s9-t-mode-std-huge": (*T, ["model.mode_std=1e300"], ["model.mode_std=1e+300"]),
+    "s9-d-tree-shift-huge": (*BR, ["sampler.shift=1e300"], ["sampler.shift=1e+300"]),
+    # model keys of another family
+    "s9-d-guidance-sd3": (*D, ["model.guidance=7"], ["model.guidance", "flux"]),
+    "s9-d-num-frames-sd3": (*D, ["model.num_frames=17"], ["model.num_frames", "wan"]),
+    "s9-d-wan-num-frames-huge": (*D, ["model.kind=wan", "model.num_frames=1000000001"],
+                                 ["model.num_frames=1000000001"]),
+    # SFT augmentation / seeds
+    "s9-v-sft-image-shift-beyond": (*V, ["sft.image_shift=1000000"], ["sft.image_shift=1000000", "policy.image_size"]),
+    "s9-v-sft-image-shift-equal": (*V, ["sft.image_shift=64"], ["sft.image_shift=64", "policy.image_size=64"]),
+    "s9-l-sft-image-shift-beyond": (*L, ["vla.sft.image_shift=1000"], ["sft.image_shift=1000"]),
+    "s9-v-demo-seeds-validation": (*V, ["sft.demo_seed_offset=1000000"], ["sft.demo_seed_offset=1000000"]),
+    "s9-v-demo-seeds-run-into-validation": (*V, ["sft.demo_seed_offset=999998"], ["sft.demo_seed_offset=999998"]),
+    "s9-v-demo-seeds-test": (*V, ["sft.demo_seed_offset=5000000", "rl.eval_seed_offset=6000000"],
+                             ["sft.demo_seed_offset=5000000"]),
+    # the loop: its data's seeds, its VLA section
+    "s9-l-data-train-test-overlap": (*L, ["data.train_seed_offset=300000"], ["data.train_seed_offset=300000"]),
+    "s9-l-data-test-in-train": (*L, ["data.test_seed_offset=200010"], ["data.test_seed_offset=200010"]),
+    "s9-l-policy-seeds-validation": (*L, ["policy_seed_offset=1000000"], ["policy_seed_offset=1000000"]),
+    "s9-l-vla-seed-neg": (*L, ["vla.seed=-1"], ["vla.seed", "-1"]),
+    "s9-l-vla-image-size-0": (*L, ["vla.policy.image_size=0"], ["vla.policy.image_size", "0"]),
+    "s9-l-vla-image-size-huge": (*L, ["vla.policy.image_size=100000"], ["vla.policy.image_size", "100000"]),
+    "s9-l-wm-batch-huge": (*L, ["models.wm_batch=1000000000"], ["models.wm_batch=1000000000"]),
+    "s9-l-reward-pool-huge": (*L, ["models.wm.reward_pool=1000000000"], ["reward_pool=1000000000"]),
+    "s9-l-env-sampling-steps-huge": (*L, ["models.env_sampling_steps=1000000000"],
+                                     ["models.env_sampling_steps=1000000000"]),
+    "s9-l-imagined-rollouts-huge": (*L, ["models.success_imagined_rollouts=1000000000"],
+                                    ["models.success_imagined_rollouts=1000000000"]),
+    "s9-l-wm-state-dim-huge": (*L, ["models.wm.state_dim=1000000000"], ["wm.state_dim=1000000000", "at most 8192"]),
+    "s9-l-srpo-encoder-missing": ("vla_rl.cli", ["loop", L_CFG],
+                                  ["cycles=1", "vla.rl.reward=srpo", "vla.srpo.encoder=progress",
+                                   "vla.srpo.encoder_path={assets}/none.safetensors"],
+                                  ["srpo.encoder_path", "{assets}/none.safetensors"]),
+    # SRPO encoders and their weights
+    "s9-v-random-conv-with-path": (*V, ["srpo.encoder=random_conv", "srpo.encoder_path=/x.safetensors"],
+                                   ["srpo.encoder_path", "random_conv"]),
+    "s9-v-small-path-dir": ("vla_rl.cli", ["train", V_CFG], [*V_TINY, *S9_SRPO, "srpo.encoder=small",
+                                                            "srpo.encoder_path={assets}/empty_dir"],
+                            ["srpo.encoder_path", "empty_dir"]),
+    "s9-v-dinov2-path-file": ("vla_rl.cli", ["train", V_CFG], [*V_TINY, *S9_SRPO, "srpo.encoder=dinov2",
+                                                              "srpo.encoder_path={assets}/wrongkeys.safetensors"],
+                              ["srpo.encoder_path", "wrongkeys.safetensors"]),
+    "s9-v-progress-path-dir": ("vla_rl.cli", ["train", V_CFG], [*V_TINY, *S9_SRPO, "srpo.encoder=progress",
+                                                               "srpo.encoder_path={assets}/empty_dir"],
+                               ["srpo.encoder_path", "empty_dir"]),
+    "s9-v-progress-path-junk": ("vla_rl.cli", ["train", V_CFG], [*V_TINY, *S9_SRPO, "srpo.encoder=progress",
+                                                                "srpo.encoder_path={assets}/junk.safetensors"],
+                                ["srpo.encoder_path", "junk.safetensors"]),
+    "s9-v-progress-path-wrong-keys": ("vla_rl.cli", ["train", V_CFG],
+                                      [*V_TINY, *S9_SRPO, "srpo.encoder=progress",
+                                       "srpo.encoder_path={assets}/wrongkeys.safetensors"],
+                                      ["srpo.encoder_path", "wrongkeys.safetensors"]),
+    "s9-v-srpo-reference-case": (*V, ["srpo.reference=Group"], ["srpo.reference", "'Group'"]),
+    "s9-v-srpo-pooling-list": (*V, ["srpo.pooling=[mean]"], ["srpo.pooling", "['mean']"]),
+    "s9-v-srpo-min-samples-string": (*V, ["srpo.min_samples=two"], ["srpo.min_samples", "'two'"]),
+    "s9-v-srpo-eps-bool": (*V, ["srpo.dbscan_eps=yes"], ["srpo.dbscan_eps", "expects float", "True (bool)"]),
+}
+SWEEP_9.update({
+    # wrong types in every section
+    "s9-v-env-kwargs-null": (*V, ["env.kwargs=null"], ["env.kwargs", "None"]),
+    "s9-v-tasks-null": (*V, ["env.tasks=null"], ["env.tasks", "None"]),
+    "s9-v-cameras-string": (*V, ["policy.cameras=agentview"], ["policy.cameras", "'agentview'"]),
+    "s9-d-lora-targets-string": (*D, ["model.lora.targets=to_q"], ["model.lora.targets", "'to_q'"]),
+    "s9-d-seed-list": (*D, ["seed=[1]"], ["seed", "[1]"]),
+    "s9-d-resume-quoted-yes": (*D, ["resume='yes'"], ["resume", "'yes'"]),
+    "s9-d-lr-percent": (*D, ["train.lr=1%"], ["train.lr", "'1%'"]),
+    "s9-d-dtype-case": (*D, ["model.dtype=BF16"], ["model.dtype", "'BF16'"]),
+    "s9-d-reward-kwargs-null": (*D, ["reward.kwargs=null"], ["reward.kwargs", "None"]),
+    "s9-t-model-section-list": (*T, ["model=[1]"], ["model", "[1]"]),
+    "s9-l-models-wm-string": (*L, ["models.wm=big"], ["models.wm", "'big'"]),
+    "s9-fe-train-lr-string": (*FE, ["train.lr=fast"], ["train.lr", "'fast'"]),
+    "s9-fe-demo-paths-null-item": (*FE, ["data.demo_paths=[null]"], ["data.demo_paths[0]", "None"]),
+    # unknown keys in nested sections
+    "s9-v-unknown-nested-flow": (*V, ["policy.flow.hiden=8"], ["policy.flow.hiden", "did you mean"]),
+    "s9-d-unknown-nested-lora": (*D, ["model.lora.alpah=8"], ["model.lora.alpah", "did you mean"]),
+    "s9-l-unknown-nested-idm": (*L, ["models.idm.chanels=[8]"], ["models.idm.chanels", "did you mean"]),
+    "s9-d-unknown-nested-pool-quant": (*PF, ["pool.quant.formatt=fp8"], ["pool.quant.formatt", "did you mean"]),
+    # the run directory's own files damaged or of another kind
+    "s9-d-resume-latest-empty": ("diffusion_rl.cli", ["train", D_CFG], ["{drun_latestempty}", *D_TINY,
+                                                                        "train.iterations=2"], ["latest"]),
+    "s9-v-eval-latest-empty": ("vla_rl.cli", ["eval", "{vrun_latestempty_dir}"], [], ["latest"]),
+    "s9-d-export-latest-outside": ("diffusion_rl.cli", ["export", "{drun_latestoutside_dir}", "{assets}/exp9"], [],
+                                   ["latest"]),
+    "s9-v-resume-metrics-dir": ("vla_rl.cli", ["train", V_CFG], ["{vrun_metricsdir}", *V_TINY, "rl.iterations=2"],
+                                ["metrics.jsonl"]),
+    "s9-d-resume-checkpoints-file": ("diffusion_rl.cli", ["train", D_CFG], ["{drun_ckfile}", *D_TINY,
+                                                                            "train.iterations=2"], ["checkpoints"]),
+    "s9-d-eval-checkpoints-file": ("diffusion_rl.cli", ["eval", "{drun_ckfile_dir}"], [], ["checkpoints"]),
+    "s9-v-resume-state-zero-bytes": ("vla_rl.cli", ["train", V_CFG], ["{vrun_statezero}", *V_TINY,
+                                                                      "rl.iterations=2"], ["state.json"]),
+    "s9-d-export-weights-ema-without-ema": ("diffusion_rl.cli", ["export", "{drun}", "{assets}/exp9e", "--weights",
+                                                                  "ema"], [], ["--weights ema", "ema_decay"]),
+    "s9-v-eval-device-cuda-word": ("vla_rl.cli", ["eval", "{vrun}", "--device", "cuda:x"], [], ["cuda:x"]),
+    # record-demos / libero-demos / pretrain-shapes flags
+    "s9-r-drop-prob-2": ("vla_rl.cli", ["record-demos", "tabletop/pick_place", "1", "{assets}/r9a.hdf5",
+                                        "--drop-prob", "2"], [], ["--drop-prob", "2"]),
+    "s9-r-drop-prob-neg": ("vla_rl.cli", ["record-demos", "tabletop/pick_place", "1", "{assets}/r9b.hdf5",
+                                          "--drop-prob", "-0.5"], [], ["--drop-prob", "-0.5"]),
+    "s9-r-drop-prob-reach": ("vla_rl.cli", ["record-demos", "tabletop/reach", "1", "{assets}/r9c.hdf5",
+                                            "--drop-prob", "0.5"], [], ["--drop-prob", "tabletop/reach"]),
+    "s9-r-cameras-unknown-empty": ("vla_rl.cli", ["record-demos", "tabletop/reach", "1", "{assets}/r9d.hdf5",
+                                                  "--cameras", ""], [], ["unknown camera ''", "agentview"]),
+    "s9-r-seed-offset-neg": ("vla_rl.cli", ["record-demos", "tabletop/reach", "1", "{assets}/r9e.hdf5",
+                                            "--seed-offset", "-1"], [], ["--seed-offset", "-1"]),
+    "s9-lb-per-task-neg": ("vla_rl.cli", ["libero-demos", "{assets}/lb9.hdf5", "{demo}", "--env-names",
+                                          "libero/libero_spatial/0", "--per-task", "-1"], [], ["--per-task", "-1"]),
+    "s9-lb-suite-unknown": ("vla_rl.cli", ["libero-demos", "{assets}/lb9.hdf5", "{demo}", "--suite", "libero_nosuch"],
+                            [], ["unknown LIBERO suite 'libero_nosuch'", "installed"]),
+    "s9-lb-suite-and-env-names": ("vla_rl.cli", ["libero-demos", "{assets}/lb9.hdf5", "{demo}", "--suite",
+                                                 "libero_spatial", "--env-names", "libero/libero_spatial/0"], [],
+                                  ["--suite", "--env-names"]),
+    "s9-p-layers-0": ("diffusion_rl.cli", ["pretrain-shapes", "--out", "{assets}/ps9", "--steps", "1", "--layers",
+                                           "0"], [], ["--layers", "0"]),
+    "s9-p-seed-huge": ("diffusion_rl.cli", ["pretrain-shapes", "--out", "{assets}/ps9", "--steps", "1", "--seed",
+                                            str(2**64)], [], ["--seed"]),
+    "s9-p-init-is-file": ("diffusion_rl.cli", ["pretrain-shapes", "--out", "{assets}/ps9", "--init",
+                                               "{assets}/a_file"], [], ["init=", "a_file", "model_index.json"]),
+    # serve-reward
+    "s9-d-serve-delay-per-item-neg": ("diffusion_rl.cli", ["serve-reward", "shapes_verifier", "--port", "0",
+                                                           "--delay-per-item-s", "-1"], [],
+                                      ["--delay-per-item-s", "-1"]),
+    "s9-v-serve-kwargs-unknown-arg": ("vla_rl.cli", ["serve-reward", "rewards.success:success_reward", "--port", "0",
+                                                     "--kwargs", '{"nosuch": 1}'], [], ["nosuch"]),
+    "s9-d-serve-port-float": ("diffusion_rl.cli", ["serve-reward", "shapes_verifier", "--port", "80.5"], [],
+                              ["--port", "80.5"]),
+    # report
+    "s9-v-report-run-twice-different-spelling": ("vla_rl.cli", ["report", "{assets}/metrics_only",
+                                                                "{assets}/metrics_only/", "--out",
+                                                                "{assets}/r9v.html"], [], ["metrics_only"]),
+    # the launcher's variables, combined
+    "s9-v-env-world-size-huge": ("vla_rl.cli", ["train", V_CFG], [*V_TINY], ["MASTER_ADDR expected"]),
+    "s9-d-env-rank-equals-world": ("diffusion_rl.cli", ["train", D_CFG], [*D_TINY], ["RANK=2", "WORLD_SIZE=2"]),
+    "s9-t-env-world-size-neg": ("diffusion_rl.cli", ["toy", T_CFG], ["train.iterations=1"], ["WORLD_SIZE='-2'"]),
+    "s9-v-env-rank-space": ("vla_rl.cli", ["train", V_CFG], [*V_TINY], ["MASTER_ADDR expected"]),
+    # output_dir into the other frontend's run / loop's stage
+    "s9-v-output-loop-vla-stage": ("vla_rl.cli", ["train", V_CFG], ["{vrun_copy}", *V_TINY, "rl.iterations=2",
+                                                                    "seed=1"], ["refusing to resume", "seed"]),
+    "s9-d-eval-export-dir": ("diffusion_rl.cli", ["eval", "{assets}/prev_export"], [], ["prev_export"]),
+    "s9-v-eval-policy-dir": ("vla_rl.cli", ["eval", "{vrun}/policy"], [], ["policy"]),
+})
+S9_SUBPROCESS = {"s9-d-serve-delay-per-item-neg", "s9-v-serve-kwargs-unknown-arg", "s9-d-serve-port-float"}
+S9_ENV = {"s9-v-env-world-size-huge": {"WORLD_SIZE": "1000000000", "RANK": "0"},
+          "s9-d-env-rank-equals-world": {"WORLD_SIZE": "2", "RANK": "2"},
+          "s9-t-env-world-size-neg": {"WORLD_SIZE": "-2", "RANK": "0"},
+          "s9-v-env-rank-space": {"WORLD_SIZE": "2", "RANK": " 1"}}
 CASES.update(SWEEP_4)
 CASES.update(SWEEP_5)
 CASES.update(SWEEP_6)
 CASES.update(SWEEP_7)
 CASES.update(SWEEP_8)
+CASES.update(SWEEP_9)
+ENV_OF.update(S9_ENV)
 EXIT_2 = {c for c in CASES if c.startswith(("v-sim-", "v-robosuite-", "v-libero-", "l-sim-", "l-demo-", "v-eval-sim-"))
           } | set(SWEEP) | set(SWEEP_2) | set(SWEEP_3) | set(SWEEP_4) | set(SWEEP_5) | set(SWEEP_6) | set(SWEEP_7) \
-    | set(SWEEP_8)
+    | set(SWEEP_8) | set(SWEEP_9)
 NEEDS = {"drun": "diffusion_run", "vrun": "vla_run", "trun": "toy_run", "demo": "demo_wrong_action"}
 # Run as ``python -m <cli>`` in a subprocess (the real entry point and exit code of a fresh interpreter): one case of
 # every subcommand of both CLIs, and every case whose command imports robosuite or LIBERO (their imports print to the
@@ -1914,6 +2089,7 @@ SUBPROCESS = {"d-unknown-key", "t-unknown-key", "d-serve-unknown", "d-eval-missi
               # (MUJOCO_GL is read once per process, when the renderer is first chosen)
               "s6-v-env-mujoco-gl", "s6-r-env-mujoco-gl", "s8-v-env-pyopengl-platform",
               "s8-r-env-pyopengl-platform-mismatch",
+              *S9_SUBPROCESS,
               *(c for c, (_, head, extra, _) in CASES.items()
                 if c.startswith("lb-") or any(w in " ".join(head + extra) for w in ("robosuite", "libero")))}
 
@@ -1937,13 +2113,15 @@ def test_bad_input(case, assets, request, tmp_path, capfd, caplog, monkeypatch):
         subs["vrun_badenv_ck"] = str(ck)
     for kind in ("truncated", "nostate", "copy", "stalelatest", "nolora", "statelist", "stateempty", "latestbinary",
                  "shape", "nan", "policytrunc", "int", "wrongkeys", "garbled", "hdrhuge", "hdrzero",
-                 "fifostate", "fifoinfo", "fifolatest", "evalfile"):
+                 "fifostate", "fifoinfo", "fifolatest", "evalfile", "latestempty", "latestoutside", "runinfolist",
+                 "runinfoempty", "metricsdir", "ckfile", "statezero"):
         for key, fixture in (("drun", "diffusion_run"), ("vrun", "vla_run"), ("trun", "toy_run")):
             if f"{{{key}_{kind}" in text:
                 src = request.getfixturevalue(fixture)
                 dst = _corrupt_copy(src, tmp_path / f"{key}_{kind}", kind)
                 subs[f"{key}_{kind}"] = f"output_dir={dst}"
-                subs[f"{key}_{kind}_ck"] = str(max((dst / "checkpoints").glob("step_*")))
+                cks = (dst / "checkpoints").glob("step_*")
+                subs[f"{key}_{kind}_ck"] = str(max(cks, default=dst / "checkpoints"))
                 subs[f"{key}_{kind}_dir"] = str(dst)
     def fill(text: str) -> str:
         for k, v in subs.items():
@@ -2152,6 +2330,39 @@ SWEEP_8_BENCH = [
 ]
 
 
+# the ninth misuse sweep's bench finds: all jobs skipped or no task (exit 0, nothing measured), an empty --out /
+# --json-out (the report written into the working directory, or the results nowhere), counts of 1e9 seeds / samples /
+# episodes that started the runs, a negative count taken as none, a flag of the trained config's traceback
+SWEEP_9_BENCH = [
+    ("bench_distributed.py", ["--skip-toy", "--skip-diffusion", "--skip-vla"], None,
+     ["--skip-toy, --skip-diffusion and --skip-vla together", "no job to time"]),
+    ("diag_progress_readout.py", ["{run}", "--tasks", ","], None, ["--tasks []", "at least one task"]),
+    ("gpu_check.py", ["--dry", "--out", ""], None, ["--out ''", "is empty"]),
+    ("bench_libero.py", ["--expert-states", "-1"], None, ["--expert-states -1", "0 (none) to 50"]),
+    ("bench_quant.py", ["--samples", "1000000000"], None, ["--samples 1000000000", "at most 100000"]),
+    ("bench_windows.py", ["--episodes", "1000000000"], None, ["--episodes 1000000000", "at most 100000"]),
+    ("bench_eva_seeds.py", ["--seeds", "1000000000"], None, ["--seeds 1000000000", "at most 10000"]),
+    ("bench_wm_loop_seeds.py", ["--seeds", "1000000000"], None, ["--seeds 1000000000", "at most 10000"]),
+    ("bench_branch_headroom.py", ["--eval-steps", "0"], None, ["--eval-steps 0", "out of range"]),
+    ("bench_branch_headroom.py", ["--seeds", "1000000000"], None, ["--seeds 1000000000", "at most 10000"]),
+    ("bench_branch_headroom.py", ["--json-out", ""], None, ["--json-out ''", "is empty"]),
+    ("bench_lookahead.py", ["--seeds", "1000000000"], None, ["--seeds 1000000000", "at most 10000"]),
+    ("bench_lookahead.py", ["--json-out", ""], None, ["--json-out ''", "is empty"]),
+    ("bench_tree_pool.py", ["--seeds", "1000000000"], None, ["--seeds 1000000000", "at most 10000"]),
+    ("bench_tree_pool.py", ["--json-out", ""], None, ["--json-out ''", "is empty"]),
+    ("bench_mcgrpo.py", ["--seeds", "1000000000"], None, ["--seeds 1000000000", "at most 10000"]),
+    ("bench_branch.py", ["--reward", "nosuch_reward"], None, ["--reward 'nosuch_reward'", "redness or one of"]),
+    # already refused: the same flags' other bad values
+    ("bench_branch_headroom.py", ["--task", "nosuch"], None, ["--task 'nosuch'", "big, layout"]),
+    ("bench_lookahead.py", ["--keep", "9", "--cands", "4"], None, ["--keep 9 / --cands 4", "2 <= keep < cands"]),
+    ("bench_gdpo.py", ["--group-size", "1"], None, ["--group-size >= 2"]),
+    ("bench_srpo_rule.py", ["--seed-list", "a"], None, ["--seed-list 'a'", "comma-separated list of integers"]),
+    ("bench_srpo_vs_binary.py", ["--eval-every", "-1"], None, ["--eval-every >= 0", "-1"]),
+    ("gpu_check.py", ["--dry", "--repeat", "0"], None, ["--repeat 0", "1 to 10"]),
+    ("bench_libero.py", ["--workers", "0"], None, ["--workers >= 1"]),
+]
+
+
 # ---- the benches' own flags (the misuse sweep 2): one line, exit 2, before any run -------------------------------
 @pytest.mark.parametrize("script,args,data,expect", [
     ("bench_tree_pool.py", ["--seed-list=-1"], None, ["--seed-list '-1'", "distinct seeds >= 0"]),
@@ -2179,6 +2390,7 @@ SWEEP_8_BENCH = [
     *SWEEP_6_BENCH,
     *SWEEP_7_BENCH,
     *SWEEP_8_BENCH,
+    *SWEEP_9_BENCH,
 ])
 def test_bench_bad_input(script, args, data, expect, tmp_path):
     f = tmp_path / "runs.json"

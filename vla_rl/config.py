@@ -219,6 +219,21 @@ class VLARLConfig:
         if self.rl.reward == "sim_progress":
             check_sim_progress_tasks(self.env.tasks, "env.tasks")
         check_reward_weights(self.rl.reward, self.grpo.reward_weights, "")
+        self._check_sft_inputs()
+
+    def _check_sft_inputs(self) -> None:
+        """SFT's random shift fits in its frames, and the demos it records lie below the held-out initial states
+        (was: accepted; a shift of 1e6 px asked 192 TB after the run directory was written, and demos recorded on the
+        validation states trained the policy on what it is evaluated on)."""
+        sft, size = self.sft, self.policy.image_size
+        if self.policy.use_images and size >= 1 and sft.image_shift >= size:
+            raise ValueError(f"sft.image_shift={sft.image_shift}: expected less than policy.image_size={size} (the "
+                             "random shift pads and crops each frame by up to that many pixels)")
+        held_out = min(self.rl.eval_seed_offset, self.rl.test_seed_offset)
+        if not sft.demo_path and not sft.init_policy and sft.demo_seed_offset + sft.demos_per_task > held_out:
+            raise ValueError(f"sft.demo_seed_offset={sft.demo_seed_offset}: its {sft.demos_per_task} demo states per "
+                             f"task reach {sft.demo_seed_offset + sft.demos_per_task - 1}; expected them below "
+                             f"{held_out} (rl.eval_seed_offset and rl.test_seed_offset start the held-out states)")
 
     def _check_cameras(self) -> None:
         """``policy.cameras`` and ``env.video_camera`` must be cameras the env renders: those of ``env.kwargs.cameras``

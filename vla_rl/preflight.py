@@ -178,6 +178,14 @@ def check_loop_inputs(cfg, writes: bool = True) -> None:
     check_sizes(("data.image_size", cfg.data.image_size, 1), ("data.horizon", cfg.data.horizon, 1),
                 ("cycles", cfg.cycles, 0), ("rl_iterations", cfg.rl_iterations, 0),
                 ("real_eval_episodes", cfg.real_eval_episodes, 1), ("vla.grpo.group_size", cfg.vla.grpo.group_size, 2))
+    from grpo.config import MAX_SEED
+    from sims.config import IMAGE_RANGE
+
+    check_flags(("vla.seed", cfg.vla.seed, 0 <= cfg.vla.seed <= MAX_SEED,  # (was: accepted; it seeds the VLA stages)
+                 "an integer in [0, 2**32 - 1]"))
+    check_sizes(("vla.policy.image_size", cfg.vla.policy.image_size, 1))
+    check_flags(("vla.policy.image_size", cfg.vla.policy.image_size, cfg.vla.policy.image_size <= IMAGE_RANGE[1],
+                 f"at most {IMAGE_RANGE[1]} pixels (the largest frame a sim renders)"))
     tasks = known_tasks()
     check_task("data.task", cfg.data.task, tasks)
     for t in cfg.vla.env.tasks:  # (the loop trains on data.task; a name that is no task is a typo all the same)
@@ -196,6 +204,8 @@ def check_loop_inputs(cfg, writes: bool = True) -> None:
                       "an HDF5 demo file (vla-rl record-demos / libero-demos)")
     if cfg.vla.sft.demo_path:  # the loop's SFT runs on data.task
         check_demo_actions(cfg.vla.sft.demo_path, cfg.data.task, cfg.vla.env.kwargs, "vla.sft.demo_path")
+    if cfg.vla.rl.reward == "srpo":  # (was: checked by the first VLA stage, after the data, models and logs)
+        check_srpo_encoder(cfg.vla.srpo)
     check_writable_dir(cfg.output_dir, "output_dir")
     check_run_kind(cfg.output_dir, type(cfg))  # (a vla-rl train run's metrics.jsonl would be emptied)
 

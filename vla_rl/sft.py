@@ -21,7 +21,15 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from grpo.config import MAX_BATCH, MAX_EPISODES, MAX_LR, require_at_least, require_at_most, require_positive
+from grpo.config import (
+    MAX_BATCH,
+    MAX_EPISODES,
+    MAX_LR,
+    require_at_least,
+    require_at_most,
+    require_positive,
+    require_weight_decay,
+)
 from grpo.device import module_device, randint
 
 from .policy import IMAGE_PREFIX, STATE_KEY, batch_to
@@ -64,6 +72,7 @@ class SFTConfig:
                          demo_seed_offset=0, log_every=1)
         require_positive("sft", self, "lr")
         require_at_most("sft", self, lr=MAX_LR)  # (1e300: AdamW's float32 overflow, a traceback)
+        require_weight_decay("sft", self.weight_decay, self.lr)
         require_at_most("sft", self, demos_per_task=MAX_EPISODES,  # (as record-demos' n: 1e8 would record for days)
                         batch_size=MAX_BATCH)
         if self.init_policy and self.base_policy:

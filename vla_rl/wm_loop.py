@@ -118,11 +118,33 @@ class WorldLoopConfig:
         for name in ("real_eval_episodes", "rollouts_per_cycle"):  # (1e9: rolled out for days)
             if getattr(self, name) > MAX_EPISODES:
                 raise ValueError(f"{name}={getattr(self, name)}: expected at most {MAX_EPISODES} episodes")
+        self._check_seed_ranges()
         pol = self.vla.policy
         if pol.use_images and list(pol.cameras) != [WM_CAMERA]:
             raise ConfigError(f"vla.policy.cameras={list(pol.cameras)}: the world model imagines only the "
                               f"{WM_CAMERA!r} camera, so the policy can read only [{WM_CAMERA}] (and the state: with "
                               "vla.env.kwargs.object_state=true it holds the object positions too)")
+
+    def _check_seed_ranges(self) -> None:
+        """The initial states of the world model's training episodes (``data.train_seed_offset + i``), of its held-out
+        ones (``data.test_seed_offset + i``) and of the policy's fresh rollouts that join the training data
+        (``policy_seed_offset + 1000 c + i``) are disjoint, and the trained-on ones lie below the VLA's held-out states
+        (``vla.rl.eval_seed_offset`` / ``test_seed_offset``); else ``ValueError`` (was: accepted, a world model trained
+        on the episodes it is scored on, or on the states the policy is evaluated on)."""
+        d = self.data
+        test = ("data.test_seed_offset", d.test_seed_offset, d.test_seed_offset + sum(d.test.values()))
+        trained = [("data.train_seed_offset", d.train_seed_offset, d.train_seed_offset + sum(d.train.values()))]
+        if self.cycles > 0 and self.rollouts_per_cycle > 0:
+            trained.append(("policy_seed_offset", self.policy_seed_offset,
+                            self.policy_seed_offset + 1000 * (self.cycles - 1) + self.rollouts_per_cycle))
+        held_out = min(self.vla.rl.eval_seed_offset, self.vla.rl.test_seed_offset)
+        for key, lo, hi in trained:
+            if lo < hi and lo < test[2] and test[1] < hi and test[1] < test[2]:
+                raise ValueError(f"{key}={lo}: its training states {lo}..{hi - 1} overlap the world model's held-out "
+                                 f"states {test[1]}..{test[2] - 1} ({test[0]}={test[1]}); expected disjoint ranges")
+            if lo < hi and hi > held_out:
+                raise ValueError(f"{key}={lo}: its training states {lo}..{hi - 1} reach the VLA's held-out states "
+                                 f"(from {held_out}: vla.rl.eval_seed_offset / test_seed_offset); expected them below")
 
     def inactive_keys(self) -> dict[str, str]:
         """The ``vla:`` section's keys its mode reads nowhere (:meth:`VLARLConfig.inactive_keys`, e.g.

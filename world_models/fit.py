@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from grpo.config import MAX_EPISODE_STEPS, MAX_EPISODES, MAX_LR, require_at_least, require_at_most
+from grpo.config import MAX_BATCH, MAX_EPISODE_STEPS, MAX_EPISODES, MAX_LR, require_at_least, require_at_most
 from grpo.device import resolve_device
 
 from .data import KINDS, NEAR_PROGRESS, StatePredictor, Trajectories, predict_states, train_state_predictor
@@ -112,6 +112,9 @@ class ModelsConfig:
         if self.wm_lr <= 0:
             raise ValueError(f"models.wm_lr must be > 0, got {self.wm_lr}")
         require_at_most("models", self, wm_lr=MAX_LR)  # (1e300: AdamW's float32 overflow, a traceback)
+        require_at_most("models", self, wm_batch=MAX_BATCH,  # (1e9 windows a batch: the memory, after the data)
+                        env_sampling_steps=10_000,  # (as wm.sampling_steps: 1e9 denoising steps per imagined chunk)
+                        success_imagined_rollouts=1000)  # (world-model rollouts per training episode)
         if self.success_imagined_fraction > 1:
             raise ValueError(f"models.success_imagined_fraction must be in [0, 1], got "
                              f"{self.success_imagined_fraction}")

@@ -87,7 +87,9 @@ class WorldModelConfig:
                          layers=1, ffn_dim=1, token_dim=1, patch=1, sampling_steps=1, reward_pool=1, text_dim=0)
         require_at_most("wm", self, layers=256, hidden_heads=MAX_WIDTH, head_dim=MAX_WIDTH, ffn_dim=4 * MAX_WIDTH,
                         token_dim=MAX_WIDTH, text_dim=MAX_WIDTH, reward_channels=MAX_WIDTH, context_frames=1024,
-                        chunk=1024, sampling_steps=10_000)  # (1e9 layers: the loop's models never built; a traceback)
+                        chunk=1024, sampling_steps=10_000,  # (1e9 layers: the loop's models never built; a traceback)
+                        state_dim=MAX_WIDTH,  # (1e9: the success head's input layer, the memory once built)
+                        reward_pool=self.image_size)  # (the head's pooled grid: 1e9 asked 1e18 features)
         if not self.reward_channels or min(self.reward_channels) < 1:
             raise ValueError(f"wm.reward_channels must be a non-empty list of channel counts >= 1, got "
                              f"{list(self.reward_channels)}")
