@@ -2061,6 +2061,41 @@ SWEEP_9.update({
     "s9-d-eval-export-dir": ("diffusion_rl.cli", ["eval", "{assets}/prev_export"], [], ["prev_export"]),
     "s9-v-eval-policy-dir": ("vla_rl.cli", ["eval", "{vrun}/policy"], [], ["policy"]),
 })
+SWEEP_9.update({
+    # the policy's own image encoder where the policy has none (was: a dry run accepted it)
+    "s9-v-srpo-policy-encoder-no-images": (*V, ["srpo.encoder=policy", "policy.use_images=false",
+                                                "policy.use_state=true"],
+                                           ["srpo.encoder=policy with policy.use_images=false", "no image encoder"]),
+    "s9-v-scene-encoder-policy-no-images": (*V, ["srpo.reference=predicted", "srpo.scene_encoder=policy",
+                                                 "policy.use_images=false", "policy.use_state=true"],
+                                            ["srpo.scene_encoder=policy", "no image encoder",
+                                             "srpo.scene_encoder=random_conv"]),
+    # fit-encoder: a loss weight whose float32 loss is inf (a NaN encoder saved, exit 0), episodes of 1e12 steps
+    "s9-fe-rank-weight-huge": (*FE, ["train.rank_weight=1e300"], ["train.rank_weight=1e+300", "at most 1000.0"]),
+    "s9-fe-distance-weight-huge": (*FE, ["train.distance_weight=1e300"], ["train.distance_weight=1e+300",
+                                                                          "at most 1000.0"]),
+    "s9-fe-max-steps-huge": (*FE, ["data.max_steps=1000000000000"], ["data.max_steps=1000000000000",
+                                                                     "at most 100000"]),
+    "s9-fe-hold-steps-huge": (*FE, ["data.hold_steps=1000000000000"], ["data.hold_steps=1000000000000",
+                                                                       "at most 100000"]),
+    "s9-fe-policy-max-steps-huge": (*FE, ["data.policy_max_steps=1000000000000"],
+                                    ["data.policy_max_steps=1000000000000", "at most 100000"]),
+    "s9-fe-policy-image-size-huge": (*FE, ["data.policy_image_size=100000"], ["data.policy_image_size=100000",
+                                                                              "at most 1024"]),
+    # already refused: srpo.reference=predicted's own settings
+    "s9-v-predictor-memory-1": (*V, ["srpo.reference=predicted", "srpo.predictor_memory=1"],
+                                ["srpo.predictor_memory=1", "[2, 100000]"]),
+    "s9-v-predictor-layouts-over-memory": (*V, ["srpo.reference=predicted", "srpo.predictor_memory=8",
+                                                "srpo.predictor_min_layouts=9"],
+                                           ["srpo.predictor_min_layouts=9", "srpo.predictor_memory=8"]),
+    "s9-v-predictor-ridge-0": (*V, ["srpo.reference=predicted", "srpo.predictor_ridge=0"],
+                               ["srpo.predictor_ridge=0", "(0, 1e6]"]),
+    "s9-v-predictor-min-r2-2": (*V, ["srpo.reference=predicted", "srpo.predictor_min_r2=2"],
+                                ["srpo.predictor_min_r2=2", "<= 1"]),
+    "s9-v-scene-encoder-unknown": (*V, ["srpo.reference=predicted", "srpo.scene_encoder=dinov2"],
+                                   ["srpo.scene_encoder", "'dinov2'"]),
+    "s9-v-reference-case": (*V, ["srpo.reference=Predicted"], ["srpo.reference", "'Predicted'"]),
+})
 S9_SUBPROCESS = {"s9-d-serve-delay-per-item-neg", "s9-v-serve-kwargs-unknown-arg", "s9-d-serve-port-float"}
 S9_ENV = {"s9-v-env-world-size-huge": {"WORLD_SIZE": "1000000000", "RANK": "0"},
           "s9-d-env-rank-equals-world": {"WORLD_SIZE": "2", "RANK": "2"},

@@ -220,6 +220,22 @@ class VLARLConfig:
             check_sim_progress_tasks(self.env.tasks, "env.tasks")
         check_reward_weights(self.rl.reward, self.grpo.reward_weights, "")
         self._check_sft_inputs()
+        self._check_srpo_policy_encoder()
+
+    def _check_srpo_policy_encoder(self) -> None:
+        """``srpo.encoder: policy`` and ``srpo.scene_encoder: policy`` (``reference: predicted``) read the policy's
+        own image encoder: the built-in policy has one with ``policy.use_images``, a LeRobot policy none (was: a dry
+        run accepted it; the run refused it once the policy was built)."""
+        pol, srpo = self.policy, self.srpo
+        if self.rl.reward != "srpo" or not (pol.kind == "lerobot" or (pol.kind == "builtin" and not pol.use_images)):
+            return
+        what = "policy.kind=lerobot" if pol.kind == "lerobot" else "policy.use_images=false"
+        if srpo.encoder == "policy":
+            raise ValueError(f"srpo.encoder=policy with {what}: that policy has no image encoder to read; expected "
+                             "another srpo.encoder (e.g. random_conv, proprio)")
+        if srpo.reference == "predicted" and srpo.scene_encoder == "policy":
+            raise ValueError(f"srpo.scene_encoder=policy (srpo.reference=predicted) with {what}: that policy has no "
+                             "image encoder to read; expected srpo.scene_encoder=random_conv")
 
     def _check_sft_inputs(self) -> None:
         """SFT's random shift fits in its frames, and the demos it records lie below the held-out initial states

@@ -81,6 +81,7 @@ from torch import nn
 
 from grpo.config import (
     MAX_BATCH,
+    MAX_EPISODE_STEPS,
     MAX_EPISODES,
     MAX_LR,
     MAX_SEED,
@@ -92,6 +93,7 @@ from grpo.config import (
 from grpo.device import module_device
 
 KIND = "progress"
+MAX_LOSS_WEIGHT = 1000.0  # train.rank_weight / distance_weight's largest value (the losses are O(1))
 FORMAT_VERSION = "1"
 
 
@@ -214,6 +216,8 @@ class ProgressTrainConfig:
         require_positive("train", self, "lr", "rank_tau")
         require_at_most("train", self, lr=MAX_LR)  # (1e300: AdamW's float32 overflow, a traceback)
         require_at_most("train", self, batch_episodes=MAX_BATCH)  # (1e9 episodes drawn per step: the memory)
+        # (rank_weight=1e300: a float32 loss of inf, the encoder's weights NaN, saved with exit 0)
+        require_at_most("train", self, rank_weight=MAX_LOSS_WEIGHT, distance_weight=MAX_LOSS_WEIGHT)
 
 
 def time_to_go(success: np.ndarray) -> np.ndarray:
@@ -672,6 +676,8 @@ class FitDataConfig:
             raise ValueError(f"data.policy_image_size={self.policy_image_size}: expected 0 (= data.image_size) or a "
                              "render size >= 16 px")
         require_at_least("data", self, policy_per_task=0, policy_max_steps=1)
+        require_at_most("data", self, max_steps=MAX_EPISODE_STEPS, hold_steps=MAX_EPISODE_STEPS,  # (1e12 steps: one
+                        policy_max_steps=MAX_EPISODE_STEPS, policy_image_size=1024)  # episode recorded for ever)
         for key in ("expert_tasks", "policy_tasks", "demo_paths"):  # twice: the same episodes (same seeds) twice
             names = [str(t) for t in getattr(self, key)]
             dup = sorted({t for t in names if names.count(t) > 1})
