@@ -381,6 +381,13 @@ def main(argv=None) -> int:
             ("--target-frac", args.target_frac, 0 < args.target_frac <= 1, "in (0, 1]")):
         if not ok:
             problems.append(f"{flag} {v}: out of range (expected {want})")
+    if not problems:  # the tree x pool+prune arm's pruning (was: a traceback at its first run, or no pruning at all)
+        wide = [2] * (len(args.splits) - 1) + [2 * args.pool // args.train]
+        try:
+            BranchConfig(enabled=True, split_steps=list(args.splits), branch=wide, width_prune=args.txp_width,
+                         prune_k=args.txp_k).make_tree(args.steps)
+        except ValueError as e:
+            problems.append(f"--txp-k {args.txp_k} / --txp-width {args.txp_width}: {e}")
     return run_seeds("bench_tree_pool", args, problems, run_seed, report)
 
 

@@ -121,7 +121,21 @@ class BranchConfig:
         if min(factors) >= 1 and math.prod(factors) < 2:
             raise ValueError(f"branch.branch={self.branch}: the tree has 1 leaf (expected factors whose product is >= "
                              "2: the leaves are the group)")
+        self._check_prune_k(factors)
         return RolloutTree(num_steps, self.split_steps, factors)
+
+    def _check_prune_k(self, factors: list[int]) -> None:
+        """``prune_k`` leaves something to prune (was: accepted; a k of at least the children per parent, or of half
+        the leaves with best_worst, kept every leaf: a "pruned" run that pruned nothing)."""
+        k = self.prune_k
+        if self.width_prune == "topk_per_parent" and min(factors) >= 1 and k >= factors[-1]:
+            raise ValueError(f"branch.prune_k={k} with branch.width_prune=topk_per_parent: each last-split parent has "
+                             f"{factors[-1]} children, so none is pruned; expected prune_k < {factors[-1]} (or "
+                             "width_prune: none)")
+        if self.width_prune == "best_worst" and min(factors) >= 1 and 2 * k >= math.prod(factors):
+            raise ValueError(f"branch.prune_k={k} with branch.width_prune=best_worst: the {k} best and {k} worst of "
+                             f"{math.prod(factors)} leaves are all of them, so none is pruned; expected 2 x prune_k < "
+                             f"{math.prod(factors)} (or width_prune: none)")
 
     def lookahead_tree(self, num_steps: int) -> RolloutTree:
         """The tree a lookahead@1 rollout indexes its nodes in: :meth:`make_tree` with the first factor widened to

@@ -2096,6 +2096,17 @@ SWEEP_9.update({
                                    ["srpo.scene_encoder", "'dinov2'"]),
     "s9-v-reference-case": (*V, ["srpo.reference=Predicted"], ["srpo.reference", "'Predicted'"]),
 })
+SWEEP_9.update({
+    # width pruning that prunes nothing (was: accepted; every leaf trained in a "pruned" run)
+    "s9-d-prune-k-all-children": (*TP, ["branch.prune_k=4"],
+                                  ["branch.prune_k=4 with branch.width_prune=topk_per_parent", "4 children",
+                                   "expected prune_k < 4"]),
+    "s9-d-prune-k-huge": (*TP, ["branch.prune_k=1000000000000"], ["branch.prune_k=1000000000000", "none is pruned"]),
+    "s9-d-best-worst-all-leaves": (*BR, ["branch.width_prune=best_worst", "branch.prune_k=4"],
+                                   ["branch.prune_k=4 with branch.width_prune=best_worst", "of 8 leaves",
+                                    "2 x prune_k < 8"]),
+    "s9-d-lookahead-prune-k-all-children": (*LA, ["branch.prune_k=2"], ["branch.prune_k=2", "none is pruned"]),
+})
 S9_SUBPROCESS = {"s9-d-serve-delay-per-item-neg", "s9-v-serve-kwargs-unknown-arg", "s9-d-serve-port-float"}
 S9_ENV = {"s9-v-env-world-size-huge": {"WORLD_SIZE": "1000000000", "RANK": "0"},
           "s9-d-env-rank-equals-world": {"WORLD_SIZE": "2", "RANK": "2"},
@@ -2387,6 +2398,7 @@ SWEEP_9_BENCH = [
     ("bench_tree_pool.py", ["--json-out", ""], None, ["--json-out ''", "is empty"]),
     ("bench_mcgrpo.py", ["--seeds", "1000000000"], None, ["--seeds 1000000000", "at most 10000"]),
     ("bench_branch.py", ["--reward", "nosuch_reward"], None, ["--reward 'nosuch_reward'", "redness or one of"]),
+    ("bench_tree_pool.py", ["--txp-k", "100"], None, ["--txp-k 100 / --txp-width topk_per_parent", "none is pruned"]),
     # already refused: the same flags' other bad values
     ("bench_branch_headroom.py", ["--task", "nosuch"], None, ["--task 'nosuch'", "big, layout"]),
     ("bench_lookahead.py", ["--keep", "9", "--cands", "4"], None, ["--keep 9 / --cands 4", "2 <= keep < cands"]),
