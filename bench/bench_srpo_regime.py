@@ -60,6 +60,9 @@ equal success after SFT, checked here):
                          policy's image features, fitted on the policy's own successful groups so far; used once its
                          leave-one-out R2 >= 0.5 over >= 32 layouts, else the group keeps 0;
                          ``rewards.srpo_reference``).
+* ``srpo_proprio_predicted_off`` (``--arms``) ``srpo_proprio_predicted`` with ``srpo.predictor_min_r2=1.0``: the gate
+                         never passes, so an all-failure group keeps 0 (kept in the batch, not graded): the ablation
+                         of the predictions themselves.
 
 Common overrides (:data:`COMMON`): ``sft.demos_per_task=1``, ``rl.eval_split=test`` (every evaluation, the curve's
 points included, runs on the *test* initial states ``rl.test_seed_offset + i`` = 5000000+, which nothing here was
@@ -119,7 +122,8 @@ ARMS = {"srpo_progress": [KEEP], "binary": ["rl.reward=binary"],
         "srpo_proprio_mixed": [*PROPRIO],
         "srpo_random_conv_group_mixed": [*RANDOM_CONV, "srpo.reference=group"],
         "srpo_proprio_global": [KEEP, GLOBAL, *PROPRIO],
-        "srpo_proprio_predicted": [KEEP, GLOBAL, *PROPRIO, "srpo.reference=predicted"]}
+        "srpo_proprio_predicted": [KEEP, GLOBAL, *PROPRIO, "srpo.reference=predicted"],
+        "srpo_proprio_predicted_off": [KEEP, GLOBAL, *PROPRIO, "srpo.reference=predicted", "srpo.predictor_min_r2=1.0"]}
 DEFAULT_ARMS = ("srpo_progress", "binary", "srpo_random_conv")  # issue 32 item 4's three arms
 PAIRS = (("srpo_progress", "binary"), ("srpo_progress", "srpo_random_conv"), ("srpo_progress_mixed", "binary"),
          ("srpo_progress", "srpo_progress_mixed"), ("srpo_progress_mixed", "srpo_random_conv_mixed"),
@@ -136,7 +140,9 @@ PAIRS = (("srpo_progress", "binary"), ("srpo_progress", "srpo_random_conv"), ("s
          ("srpo_proprio_global", "srpo_proprio_mixed"),
          ("srpo_proprio_global", "binary_global"), ("srpo_proprio_predicted", "binary"),
          ("srpo_proprio_predicted", "srpo_proprio_global"),
-         ("srpo_proprio_predicted", "srpo_proprio_mixed"))  # paired differences reported when both arms ran
+         ("srpo_proprio_predicted", "srpo_proprio_mixed"), ("srpo_proprio_predicted", "srpo_proprio_predicted_off"),
+         ("srpo_proprio_predicted_off", "binary"),
+         ("srpo_proprio_predicted_off", "srpo_proprio_mixed"))  # paired differences reported when both arms ran
 TASK_STEPS = {"reach_one": 20, "reach": 40}  # --task: the tabletop task and its episode horizon (the recipes')
 COMMON = ["sft.demos_per_task=1", "rl.eval_split=test", "rl.num_videos=0", "log.backends=[]"]
 SMALL_FIT = ["data.expert_per_task=2", "data.play_per_task=1", "data.expert_tasks=[tabletop/reach]", "train.steps=3",

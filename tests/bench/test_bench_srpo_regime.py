@@ -42,7 +42,7 @@ def test_small_runs_three_arms_on_test_states_and_reuse_reads_them_back(capsys, 
                                                                        [0.0, 1.0], [-0.5, 1.0], [0.0, 1.0], [-0.5, 1.0],
                                                                        [-0.5, 1.0], [-0.5, 1.0], [-0.5, 1.0],
                                                                        [0.0, 1.0], [0.0, 1.0], [0.0, 1.0],
-                                                                       [-0.5, 1.0], [-0.5, 1.0]]
+                                                                       [-0.5, 1.0], [-0.5, 1.0], [-0.5, 1.0]]
     # item 4's arm on the robot's own state: srpo_proprio_mixed with the all-failure groups kept at the batch's scale,
     # and nothing else
     mixed = full["srpo_proprio_mixed"]
@@ -51,6 +51,8 @@ def test_small_runs_three_arms_on_test_states_and_reuse_reads_them_back(capsys, 
     # the predicted reference: srpo_proprio_global with the rule alone changed
     glob = full["srpo_proprio_global"]
     assert full["srpo_proprio_predicted"] == {**glob, "srpo": {**glob["srpo"], "reference": "predicted"}}
+    pred = full["srpo_proprio_predicted"]  # its ablation: the gate never passes, nothing else changed
+    assert full["srpo_proprio_predicted_off"] == {**pred, "srpo": {**pred["srpo"], "predictor_min_r2": 1.0}}
     # the two group-rule arms differ from each other in the latent alone
     assert full["srpo_proprio_mixed"]["srpo"] == {**full["srpo_random_conv_group_mixed"]["srpo"], "encoder": "proprio",
                                                   "state_dims": [0, 1, 2]}
