@@ -45,11 +45,18 @@ def seeds_parser(doc: str, seeds: int, seeds_help: str = "training seeds per arm
 MAX_SEEDS = 10_000  # the most --seeds a bench takes (each a training run per arm; 1e9 filled the memory listing them)
 
 
+def too_many_seeds(seeds: int, what: str | None = "training seeds per arm") -> bool:
+    """Whether ``--seeds`` is above :data:`MAX_SEEDS`; if so, one line on stderr (``what`` says what a seed is)."""
+    if seeds <= MAX_SEEDS:
+        return False
+    print(f"error: --seeds {seeds}: expected at most {MAX_SEEDS}" + (f" ({what})" if what else ""), file=sys.stderr)
+    return True
+
+
 def bad_args(args: argparse.Namespace, **minimum: int) -> bool:
     """Whether an option is below its ``minimum`` (``dest=least value``), or ``--seeds`` above :data:`MAX_SEEDS`; if
     so, one line on stderr naming every option's rule and the values given."""
-    if getattr(args, "seeds", 0) > MAX_SEEDS:
-        print(f"error: --seeds {args.seeds}: expected at most {MAX_SEEDS} (training seeds per arm)", file=sys.stderr)
+    if too_many_seeds(getattr(args, "seeds", 0)):
         return True
     if all(getattr(args, k) >= lo for k, lo in minimum.items()):
         return False

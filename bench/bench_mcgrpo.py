@@ -45,7 +45,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import torch  # noqa: E402
-from arm_runs import MAX_SEEDS  # noqa: E402
+from arm_runs import too_many_seeds  # noqa: E402
 from claims_toy import RunConfig, fmt, keyed_generator, pretrained, sample_sde, target_mode, train_arm  # noqa: E402
 
 from grpo.demo import ToyModelConfig, ToySamplerConfig  # noqa: E402
@@ -147,8 +147,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     noises = args.noises.split(",")
     bad = [n for n in noises if n not in NOISES]
-    if args.seeds > MAX_SEEDS:  # (was: 1e9 seeds started)
-        print(f"error: --seeds {args.seeds}: expected at most {MAX_SEEDS}", file=sys.stderr)
+    if too_many_seeds(args.seeds, None):  # (was: 1e9 seeds started)
         return 2
     if bad or any(g < 2 for g in gs) or args.seeds < 1 or args.iterations < 1:
         print(f"error: need --noises from {NOISES} (got {bad or noises}), G >= 2 (got {gs}), --seeds >= 1, "

@@ -241,10 +241,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.seeds < 1 or args.jobs < 1:
         print(f"error: need --seeds >= 1 and --jobs >= 1, got {args.seeds} and {args.jobs}", file=sys.stderr)
         return 2
-    from arm_runs import MAX_SEEDS
+    from arm_runs import too_many_seeds
 
-    if args.seeds > MAX_SEEDS:  # (was: 1e9 seeds started, one run each)
-        print(f"error: --seeds {args.seeds}: expected at most {MAX_SEEDS} (one run per seed)", file=sys.stderr)
+    if too_many_seeds(args.seeds, "one run per seed"):  # (was: 1e9 seeds started, one run each)
         return 2
     if not (ROOT / args.config).is_file():
         print(f"error: --config {args.config}: no such file under {ROOT}", file=sys.stderr)

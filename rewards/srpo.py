@@ -300,6 +300,13 @@ def distance_progress(d: np.ndarray) -> np.ndarray:
     return 1.0 / (1.0 + np.exp(-SIGMOID_STEEPNESS * (SIGMOID_OFFSET - u)))
 
 
+def own_group_distance(z: np.ndarray, s_idx: np.ndarray, groups: Sequence[int], i: int) -> float:
+    """Raw-space distance of episode ``i``'s latent ``z[i]`` to the nearest success (``s_idx``) of its own group (same
+    task and initial state); ``nan`` when that group has no success."""
+    own = [int(j) for j in s_idx if groups[j] == groups[i]]
+    return float(np.min(np.linalg.norm(z[own] - z[i][None], axis=-1))) if own else float("nan")
+
+
 def srpo_progress(embeddings: torch.Tensor, tasks: Sequence[str], success: torch.Tensor, cfg: SRPOConfig,
                   groups: Sequence[int] | None = None,
                   predicted: dict[int, np.ndarray] | None = None) -> SRPOResult:
@@ -328,17 +335,14 @@ def srpo_progress(embeddings: torch.Tensor, tasks: Sequence[str], success: torch
         s_idx, f_idx = idx[succ[idx]], idx[~succ[idx]]
         if cfg.reference == "predicted":
             clusters[task] = len({groups[j] for j in s_idx})
-            d = np.full(len(f_idx), np.nan)
+            d = np.array([own_group_distance(z_all, s_idx, groups, i) for i in f_idx], dtype=np.float64)
             for k, i in enumerate(f_idx):
-                own = [int(j) for j in s_idx if groups[j] == groups[i]]
-                if own:
-                    d[k] = np.min(np.linalg.norm(z_all[own] - z_all[i][None], axis=-1))
-                elif predicted is not None and groups[i] in predicted:
+                if np.isnan(d[k]) and predicted is not None and groups[i] in predicted:
                     d[k] = float(np.linalg.norm(np.asarray(predicted[groups[i]], np.float64) - z_all[i]))
-            graded = f_idx[~np.isnan(d)]
-            if len(graded):
-                p = distance_progress(d[~np.isnan(d)])
-                dist[graded], progress[graded], total[graded] = d[~np.isnan(d)], p, cfg.progress_max * p
+            ok = ~np.isnan(d)
+            if ok.any():
+                p = distance_progress(d[ok])
+                dist[f_idx[ok]], progress[f_idx[ok]], total[f_idx[ok]] = d[ok], p, cfg.progress_max * p
             continue
         if len(s_idx) == 0 or len(f_idx) == 0:
             clusters[task] = 0 if len(s_idx) == 0 else 1
@@ -347,11 +351,9 @@ def srpo_progress(embeddings: torch.Tensor, tasks: Sequence[str], success: torch
         clusters[task] = len(centres)
         zf = z_all[f_idx]
         d = np.min(np.linalg.norm(zf[:, None, :] - centres[None], axis=-1), axis=1)
-        if cfg.reference == "group" and groups is not None:
-            for k, i in enumerate(f_idx):
-                own = [int(j) for j in s_idx if groups[j] == groups[i]]
-                if own:
-                    d[k] = np.min(np.linalg.norm(z_all[own] - zf[k][None], axis=-1))
+        if cfg.reference == "group" and groups is not None:  # a failure with successes in its group: the nearest
+            own = np.array([own_group_distance(z_all, s_idx, groups, i) for i in f_idx], dtype=np.float64)
+            d = np.where(np.isnan(own), d, own)
         p = distance_progress(d)
         dist[f_idx] = d
         progress[f_idx] = p
