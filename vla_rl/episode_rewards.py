@@ -47,9 +47,10 @@ def episode_rewards(tr: VLATrainerLike, batch: RolloutBatch, specs: list[Episode
     if tr.remote is not None:
         return remote_rewards(tr.remote, batch)
     if tr.cfg.rl.reward == "srpo":
-        emb = tr.srpo.embed([np.stack(e.frames) for e in batch.episodes],  # [local E, D]
-                            [np.stack(e.states) for e in batch.episodes] if tr.cfg.srpo.encoder == "proprio" else None)
-        scenes = None  # reference=predicted: the initial frames' scene features, [E, F]
+        proprio = tr.cfg.srpo.encoder == "proprio"  # reads the states only: the videos are not stacked
+        emb = tr.srpo.embed(None if proprio else [np.stack(e.frames) for e in batch.episodes],  # [local E, D]
+                            [np.stack(e.states) for e in batch.episodes] if proprio else None)
+        scenes = None  # reference=predicted: the initial frames' scene features, [E, F] (frame 0 only is stacked)
         if tr.cfg.srpo.reference == "predicted":
             scenes = gather_cpu(tr.srpo.embed_scenes([np.stack(e.frames[:1]) for e in batch.episodes]))
         return tr.srpo.from_embeddings(gather_cpu(emb),

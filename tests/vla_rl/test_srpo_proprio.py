@@ -80,6 +80,9 @@ def test_a_run_rewards_its_episodes_by_their_states(tmp_path):
     want = srpo_progress(emb, [s.env_name for s in specs], batch.success, tr.cfg.srpo, [s.group_id for s in specs])
     torch.testing.assert_close(rew.total, want.total)
     assert rew.total[1] == 1.0 and 0.0 < float(rew.total[[0, 2]].max()) <= tr.cfg.srpo.progress_max
+    for e in batch.episodes:  # the frames are not read (nor stacked, which would raise now): the same rewards
+        e.frames = e.frames[:1] + [np.zeros(0, np.uint8)] * (len(e.frames) - 1)
+    assert torch.equal(tr.rewards(batch, specs).total, rew.total)
     tr.pool.close()
 
 
