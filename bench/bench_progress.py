@@ -378,24 +378,6 @@ def base_policy(eta: float):
     return SmallVLA.from_pretrained("builtin:tabletop_base", policy_config_from_dict(meta)).eval()
 
 
-def expert_reference(env, init_seed: int, max_steps: int,
-                     rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray] | None:
-    """Frames (agentview, uint8 ``[T+1, H, W, 3]``) and observation states (float32 ``[T+1, D]``, aligned with the
-    frames as ``Episode.states``) of the scripted expert's episode from ``init_seed``, ending at its first success;
-    None when it does not succeed within ``max_steps``."""
-    obs, _ = env.reset(seed=init_seed, options={"init_seed": init_seed})
-    frames, states = [obs["images"]["agentview"]], [np.asarray(obs["state"], np.float32).copy()]
-    for _ in range(max_steps):
-        obs, _, term, trunc, info = env.step(env.expert_action(rng=rng, noise=0.0))
-        frames.append(obs["images"]["agentview"])
-        states.append(np.asarray(obs["state"], np.float32).copy())
-        if info.get("success", False):
-            return np.stack(frames), np.stack(states)
-        if term or trunc:
-            break
-    return None
-
-
 def rollouts(policy, task: str, seeds: list[int], group_size: int, noise_seed: int, frame_size: int = 32, pool=None,
              horizon: int | None = None):
     """The policy's episodes (frames of agentview, at ``frame_size`` px: 32 is the policy's own camera, another
@@ -407,7 +389,7 @@ def rollouts(policy, task: str, seeds: list[int], group_size: int, noise_seed: i
     :func:`measured_pool`, kept by the caller: its envs are costly to build) for ``horizon`` steps; its expert
     references come from the same pool."""
     from vla_rl.rollout import EnvPool, EpisodeSpec, run_episodes
-    from world_models.progress_encoder import record_expert_episodes
+    from world_models.progress_encoder import expert_episode, record_expert_episodes
 
     sim = task in SIM_TASKS
     name = SIM_TASKS[task][0] if sim else f"tabletop/{task}"
@@ -429,10 +411,11 @@ def rollouts(policy, task: str, seeds: list[int], group_size: int, noise_seed: i
             "ref": False} for g, e in enumerate(episodes)]
     for g, s in enumerate(seeds):
         if sim:
-            ref = expert_reference(pool.get(name, 1)[0], s, max_steps, np.random.default_rng([noise_seed, s]))
+            ref = expert_episode(pool.get(name, 1)[0], s, max_steps, "agentview", 0, 0.0,
+                                 np.random.default_rng([noise_seed, s]))
             if ref is None:
                 continue  # the expert failed from this state: the group has only the policy's successes
-            frames, states = ref
+            frames, _, states = ref
         else:
             try:
                 (frames, _, states), = record_expert_episodes(f"tabletop/{task}", 1, s, "agentview", frame_size,

@@ -379,15 +379,39 @@ def _train_distance(encoder: ProgressEncoder, frames: list[torch.Tensor], length
 
 
 # ---- data a user has ---------------------------------------------------------------------------------------------
+def expert_episode(env, init_seed: int, max_steps: int = 120, camera: str = "agentview", hold_steps: int = 2,
+                   noise: float = 0.05, rng: np.random.Generator | None = None
+                   ) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+    """One scripted-expert episode of the built ``env`` (a ``sims`` env or a wrapper with ``expert_action``) from
+    ``init_seed``: ``(frames uint8 [T+1, H, W, 3] of camera, success flags [T+1], states float32 [T+1, D])``, the
+    observation state aligned with the frames (as :func:`vla_rl.rollout.run_episodes` records ``Episode.states``).
+    It runs until ``hold_steps`` frames after its first success (the expert holding; 0: ends at the success), at most
+    ``max_steps`` steps, with the expert's ``noise`` drawn from ``rng``. None when it does not succeed, or succeeds
+    at the reset (no episode to learn from)."""
+    obs, info = env.reset(seed=init_seed, options={"init_seed": init_seed})
+    frames, succ = [obs["images"][camera]], [bool(info.get("success", False))]
+    states = [np.asarray(obs["state"], np.float32).copy()]
+    first = 0 if succ[0] else -1  # index of the first successful frame
+    while len(frames) <= max_steps and (first < 0 or len(frames) - 1 - first < hold_steps):
+        obs, _, term, trunc, info = env.step(np.asarray(env.expert_action(rng=rng, noise=noise), np.float32))
+        frames.append(obs["images"][camera])
+        states.append(np.asarray(obs["state"], np.float32).copy())
+        succ.append(first >= 0 or bool(info.get("success", False)))
+        if first < 0 and succ[-1]:
+            first = len(frames) - 1
+        if first < 0 and (term or trunc):
+            break
+    return (np.stack(frames), np.asarray(succ), np.stack(states)) if first > 0 else None
+
+
 def record_expert_episodes(task: str, n: int, seed_offset: int, camera: str = "agentview", image_size: int = 32,
                            max_steps: int = 120, hold_steps: int = 2, noise: float = 0.05,
                            env_kwargs: dict | None = None,
                            seed: int = 0, with_states: bool = False) -> list[tuple[np.ndarray, ...]]:
-    """Scripted-expert episodes of a ``sims`` task from initial states ``seed_offset, seed_offset + 1, ...``:
-    ``n`` successful ones, each ``(frames uint8 [T+1, H, W, 3], success flags [T+1])`` with ``hold_steps`` frames
-    after the success (the expert holding). Unsuccessful expert episodes are skipped (at most ``3 n`` tries).
-    ``with_states``: each ``(frames, flags, states float32 [T+1, D])``, the observation state aligned with the frames
-    (as :func:`vla_rl.rollout.run_episodes` records ``Episode.states``)."""
+    """Scripted-expert episodes (:func:`expert_episode`) of a ``sims`` task from initial states ``seed_offset,
+    seed_offset + 1, ...``: ``n`` successful ones, each ``(frames uint8 [T+1, H, W, 3], success flags [T+1])`` with
+    ``hold_steps`` frames after the success (the expert holding). Unsuccessful expert episodes are skipped (at most
+    ``3 n`` tries). ``with_states``: each ``(frames, flags, states float32 [T+1, D])``."""
     import sims
 
     env = sims.make(task, **{**dict(env_kwargs or {}), "image_size": image_size, "cameras": (camera,)})
@@ -397,21 +421,9 @@ def record_expert_episodes(task: str, n: int, seed_offset: int, camera: str = "a
         for s in range(seed_offset, seed_offset + 3 * n):
             if len(out) == n:
                 break
-            obs, info = env.reset(seed=s, options={"init_seed": s})
-            frames, succ = [obs["images"][camera]], [bool(info.get("success", False))]
-            states = [np.asarray(obs["state"], np.float32).copy()]
-            first = 0 if succ[0] else -1  # index of the first successful frame
-            while len(frames) <= max_steps and (first < 0 or len(frames) - 1 - first < hold_steps):
-                obs, _, term, trunc, info = env.step(np.asarray(env.expert_action(rng=rng, noise=noise), np.float32))
-                frames.append(obs["images"][camera])
-                states.append(np.asarray(obs["state"], np.float32).copy())
-                succ.append(first >= 0 or bool(info.get("success", False)))
-                if first < 0 and succ[-1]:
-                    first = len(frames) - 1
-                if first < 0 and (term or trunc):
-                    break
-            if first > 0:
-                out.append((np.stack(frames), np.asarray(succ)) + ((np.stack(states),) if with_states else ()))
+            ep = expert_episode(env, s, max_steps, camera, hold_steps, noise, rng)
+            if ep is not None:
+                out.append(ep if with_states else ep[:2])
     finally:
         env.close()
     if len(out) < n:

@@ -23,6 +23,7 @@ from world_models.progress_encoder import (
     ProgressEncoderConfig,
     ProgressTrainConfig,
     check_fit_inputs,
+    expert_episode,
     frame_times,
     load_progress_encoder,
     read_progress_metadata,
@@ -41,6 +42,25 @@ def test_time_to_go_targets():
     np.testing.assert_allclose(time_to_go(np.array([1, 1], bool)), [0, 0])
     with pytest.raises(ValueError, match="successful"):
         time_to_go(np.zeros(3, bool))
+
+
+def test_an_expert_episode_ends_hold_steps_after_its_first_success_on_a_built_env():
+    """The bench's references (``hold_steps=0``: ending at the success) and the recorded episodes (held 2 frames) are
+    the same roll of the scripted expert; the states are the observation states, one per frame."""
+    import sims
+
+    env = sims.make("tabletop/reach_one", image_size=32, cameras=("agentview",))
+    try:
+        frames, flags, states = expert_episode(env, 570_000, 30, "agentview", 0, 0.0)
+        assert flags[-1] and not flags[:-1].any() and len(frames) == len(states) == len(flags) > 1
+        assert states.dtype == np.float32 and states.shape[1] == env.observation_space["state"].shape[0]
+        held = expert_episode(env, 570_000, 30, "agentview", 2, 0.0)
+        assert held[1][-3:].all() and len(held[0]) == len(frames) + 2 and np.array_equal(held[0][:len(frames)], frames)
+        assert expert_episode(env, 570_000, 1, "agentview", 0, 0.0) is None  # no success within one step
+    finally:
+        env.close()
+    (want, want_flags), = record_expert_episodes("tabletop/reach_one", 1, 570_000, noise=0.0)
+    assert np.array_equal(held[0], want) and np.array_equal(held[1], want_flags)
 
 
 def test_training_learns_time_to_go_on_held_out_episodes():
