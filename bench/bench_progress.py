@@ -49,7 +49,8 @@ LIBERO's states 30-39 (val) and 40-49 (test), never a demo's.
 
 **The proprio latent's state entries** (``--state-dims``; default per simulator, ``STATE_DIMS``: the end-effector /
 grip point position, entries 0, 1, 2 on every simulator here). The observation state as ``sims`` builds it for this
-bench's envs (no ``object_state``), 9 entries each (``STATE_WIDTH``): tabletop ``(x, y, z, vx, vy, vz, finger_l,
+bench's envs (no ``object_state``), 9 entries each (``--state-dims`` is checked against the width of each task's
+observation space, :func:`state_width`): tabletop ``(x, y, z, vx, vy, vz, finger_l,
 finger_r, grip_cmd)`` (``sims/tabletop/env.py`` ``state_vector``: 0-2 the grip point, the position that
 ``diag_progress_ceiling``'s ``gripper`` latent reads, tests/bench); robosuite Lift and LIBERO
 (``sims/robosuite_obs.py`` ``robot_state``): ``robot0_eef_pos`` (3), ``robot0_eef_quat`` (4),
@@ -82,10 +83,9 @@ TASKS = ("reach_one", "reach", "push", "pick_place", "stack")
 FAMILY = {"reach_one": "reach", "reach": "reach", "push": "push", "pick_place": "pick_place", "stack": "stack"}
 MAX_STEPS = {"reach_one": 20, "reach": 40, "push": 60, "pick_place": 100, "stack": 100}
 ENCODERS = ("random_conv", "policy", "small", "progress", "dinov2", "vjepa2", "proprio")
-# the proprio latent: per simulator, its default observation-state entries (the end-effector / grip point position)
-# and the state's width in this bench's envs (module docstring, "The proprio latent's state entries")
+# the proprio latent: per simulator, its default observation-state entries (the end-effector / grip point position;
+# module docstring, "The proprio latent's state entries")
 STATE_DIMS = {"tabletop": (0, 1, 2), "robosuite": (0, 1, 2), "libero": (0, 1, 2)}
-STATE_WIDTH = {"tabletop": 9, "robosuite": 9, "libero": 9}
 # other simulators: bench name -> (sims env, recipe, horizon); their encoders are trained on the tabletop tasks only
 SIM_TASKS = {"lift": ("robosuite/Lift", "configs/vla/robosuite_lift.yaml", 80),
              "libero_spatial_0": ("libero/libero_spatial/0", "configs/vla/libero_spatial.yaml", 220)}
@@ -223,15 +223,15 @@ def parse(argv=None) -> argparse.Namespace:
         if "proprio" not in a.encoders:
             p.error(f"--state-dims {a.state_dims!r}: only the proprio encoder reads the state; expected it in "
                     f"--encoders (got {','.join(a.encoders)})")
-        width = min(STATE_WIDTH[simulator(t)] for t in a.tasks)
+        widths = {t: state_width(t) for t in a.tasks}
+        width = min(widths.values())
         try:
             dims = [int(x) for x in a.state_dims.split(",")]
         except ValueError:
             dims = []
         if not dims or len(set(dims)) != len(dims) or not all(0 <= d < width for d in dims):
             p.error(f"--state-dims {a.state_dims!r}: expected distinct comma-separated integer indices of the "
-                    f"observation state in [0, {width}) ({', '.join(dict.fromkeys(simulator(t) for t in a.tasks))}: "
-                    f"{width} entries)")
+                    f"observation state in [0, {width}) (entries: {', '.join(f'{t} {w}' for t, w in widths.items())})")
         a.state_dims = dims
     if not (math.isfinite(a.eta) and a.eta >= 0):
         p.error(f"--eta {a.eta}: expected a finite SDE noise level >= 0")
@@ -250,6 +250,24 @@ def parse(argv=None) -> argparse.Namespace:
 def simulator(task: str) -> str:
     """The simulator of a bench task: ``tabletop``, ``robosuite`` or ``libero`` (the keys of ``STATE_DIMS``)."""
     return "tabletop" if task in TASKS else SIM_TASKS[task][0].split("/")[0]
+
+
+def env_name(task: str) -> str:
+    """The ``sims`` env of a bench task: ``tabletop/<task>`` or its ``SIM_TASKS`` env."""
+    return SIM_TASKS[task][0] if task in SIM_TASKS else f"tabletop/{task}"
+
+
+def state_width(task: str) -> int:
+    """The observation state's entries of ``task``'s env as this bench builds it (the width of its observation
+    space's ``state``; the env is built without cameras and closed)."""
+    import sims
+
+    kw = sim_env_kwargs(SIM_TASKS[task][2]) if task in SIM_TASKS else {"image_size": 32}
+    env = sims.make(env_name(task), **{**kw, "cameras": ()})
+    try:
+        return int(env.observation_space["state"].shape[-1])
+    finally:
+        env.close()
 
 
 def state_dims(task: str, a) -> list[int]:
@@ -392,7 +410,7 @@ def rollouts(policy, task: str, seeds: list[int], group_size: int, noise_seed: i
     from world_models.progress_encoder import expert_episode, record_expert_episodes
 
     sim = task in SIM_TASKS
-    name = SIM_TASKS[task][0] if sim else f"tabletop/{task}"
+    name = env_name(task)
     max_steps = horizon if sim else MAX_STEPS[task]
     own = pool is None
     if own and sim:

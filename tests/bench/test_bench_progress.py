@@ -148,6 +148,28 @@ def test_progress_bench_bad_state_dims(dims, tmp_path, capsys):
     assert "[0, 9)" in err[0] and not out.exists()
 
 
+def test_state_dims_are_checked_against_the_tasks_own_state_width(tmp_path, monkeypatch, capsys):
+    """A task whose env has another state width (a user's env: tabletop reach_one with its object positions, 9 + 3
+    entries): --state-dims may index its extra entries, and is refused past its width (was: a width per simulator,
+    9, a KeyError for any other simulator)."""
+    import sims
+
+    mod = load_bench("bench_progress")
+    monkeypatch.setitem(sims.registry._FACTORIES, "user/reach_obj",
+                        lambda **kw: sims.make("tabletop/reach_one", object_state=True, **kw))
+    monkeypatch.setitem(mod.SIM_TASKS, "reach_obj", ("user/reach_obj", "configs/vla/tabletop_reach_one.yaml", 20))
+    assert mod.state_width("reach_obj") == 12 and mod.state_width("reach_one") == 9
+    a = mod.parse(["--tasks", "reach_obj", "--encoders", "proprio", "--state-dims", "0,9,11", "--out",
+                   str(tmp_path / "a")])
+    assert a.state_dims == [0, 9, 11] and mod.state_dims("reach_obj", a) == [0, 9, 11]
+    for tasks, dims, width in (("reach_obj", "0,12", 12), ("reach_obj,push", "0,9", 9)):
+        with pytest.raises(SystemExit) as e:
+            mod.parse(["--tasks", tasks, "--encoders", "proprio", "--state-dims", dims, "--out", str(tmp_path / "b")])
+        err = capsys.readouterr().err.strip().splitlines()
+        assert e.value.code == 2 and len(err) == 1 and f"in [0, {width})" in err[0] and "reach_obj 12" in err[0]
+    assert not (tmp_path / "a").exists() and not (tmp_path / "b").exists()
+
+
 def test_progress_bench_state_dims_need_the_proprio_encoder(tmp_path, capsys):
     mod = load_bench("bench_progress")
     with pytest.raises(SystemExit) as e:
@@ -172,7 +194,7 @@ def test_the_proprio_latent_is_the_episodes_recorded_state_entries():
     assert sum(e["ref"] for e in eps) == 2 and len(eps) == 8
     env = sims.make("tabletop/reach_one", image_size=32, cameras=("agentview",))
     for e in eps:
-        assert e["states"].shape == (len(e["video"]), mod.STATE_WIDTH["tabletop"]) and e["states"].dtype == np.float32
+        assert e["states"].shape == (len(e["video"]), mod.state_width("reach_one")) and e["states"].dtype == np.float32
         s = states[e["group"]]
         np.testing.assert_array_equal(e["states"][0], env.reset(seed=s, options={"init_seed": s})[0]["state"])
         assert np.abs(e["states"][-1, :3] - e["states"][0, :3]).max() > 1e-3  # the grip point moved
@@ -208,7 +230,7 @@ def test_the_default_state_dims_are_the_end_effector_on_robosuite_lift():
         obs, _ = env.reset(seed=4_000_000, options={"init_seed": 4_000_000})
         rng = np.random.default_rng(0)
         for _ in range(6):
-            assert obs["state"].shape == (mod.STATE_WIDTH["robosuite"],)
+            assert obs["state"].shape == (9,) == (mod.state_width("lift"),)
             np.testing.assert_allclose(obs["state"][list(mod.STATE_DIMS["robosuite"])], env.unwrapped._eef(),
                                        atol=1e-6)
             obs, *_ = env.step(env.unwrapped.expert_action(rng=rng, noise=0.0))
