@@ -320,10 +320,17 @@ def _eval(args) -> int:
         raise ValueError(f"{state['__path__']} is not a diffusion-rl checkpoint (it holds no trainable weights){other}")
     cfg = build_cfg(DiffusionRLConfig, state["config"], "", str(p))
     if args.overrides:
-        from grpo.config import _merge, check_inactive_keys, check_seed, config_to_dict, given_keys, parse_overrides
+        from grpo.config import (
+            check_inactive_keys,
+            check_seed,
+            config_to_dict,
+            given_keys,
+            merge_overrides,
+            parse_overrides,
+        )
 
         over = parse_overrides(args.overrides)
-        cfg = build_cfg(DiffusionRLConfig, _merge(config_to_dict(cfg), over), "", str(p))
+        cfg = build_cfg(DiffusionRLConfig, merge_overrides(DiffusionRLConfig, config_to_dict(cfg), over), "", str(p))
         given = given_keys(DiffusionRLConfig, over)
         unused = sorted(k for k in given if k in EVAL_IGNORES or k.split(".", 1)[0] in EVAL_IGNORES)  # (was: accepted,
         if unused:  # doing nothing)

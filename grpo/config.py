@@ -15,6 +15,7 @@ the ``# comment`` on the field's line; :func:`config_help` lists ``(key, type, d
 and the dry runs.
 
 Public API: :func:`load_config`, :func:`build_config` (the same checks from a dict), :func:`merge_dicts`,
+:func:`merge_overrides`,
 :func:`parse_overrides`, :func:`given_keys`, :func:`check_inactive_keys`, :func:`field_help`, :func:`config_help`,
 :func:`format_config_help`, :func:`config_to_dict`, :func:`config_diff`, :func:`check_resume_config`,
 :func:`dump_config`, :func:`resolve_builtin`.
@@ -266,8 +267,50 @@ def parse_overrides(overrides: list[str]) -> dict:
         last = parts[-1]
         # a mapping merges into what earlier overrides set under the same key, as it merges into the file's section
         # (was: ``train.lr=1 'train={iterations: 2}'`` dropped train.lr=1 silently); anything else replaces it
-        node[last] = merge_dicts(node[last], value) if isinstance(value, dict) and isinstance(node.get(last), dict) \
-            else value
+        if isinstance(value, dict) and isinstance(node.get(last), dict):
+            node[last] = merge_dicts(node[last], value)
+        else:  # ``key={}`` (no earlier override of key): clears a free-form mapping (:func:`merge_overrides`)
+            node[last] = Cleared() if isinstance(value, dict) and not value else value
+    return out
+
+
+class Cleared(dict):
+    """An override's explicit empty mapping, ``key={}``: it *replaces* a free-form mapping field (``reward.kwargs``,
+    ``env.kwargs``, ``prompts.shapes``, ...) instead of merging into it, so ``reward.kwargs={}`` drops the file's
+    reward arguments (was: merged, a silent no-op: ``reward.name=jpeg_compressibility 'reward.kwargs={}'`` over
+    shapes_flat.yaml still passed its ``shape_width``). Later overrides of keys under it fill it
+    (``'reward.kwargs={}' reward.kwargs.quality=50``: exactly ``{quality: 50}``). On a config section (a dataclass,
+    ``train={}``) it merges like any mapping: nothing changes."""
+
+
+def _section_type(tp: Any) -> Any:
+    """The dataclass a field of type ``tp`` holds (``X`` or ``X | None``), else ``None`` (a free-form value)."""
+    if dataclasses.is_dataclass(tp):
+        return tp
+    if get_origin(tp) in (Union, types.UnionType):
+        return next((a for a in get_args(tp) if dataclasses.is_dataclass(a)), None)
+    return None
+
+
+def _plain(value: Any) -> Any:
+    """``value`` with every :class:`Cleared` marker turned into a plain ``dict`` (YAML dumps no dict subclass)."""
+    return {k: _plain(v) for k, v in value.items()} if isinstance(value, dict) else value
+
+
+def merge_overrides(cls: Any, base: dict, over: dict) -> dict:
+    """:func:`parse_overrides`' ``over`` merged into the config dict ``base`` of dataclass ``cls`` (``None`` below a
+    free-form field): nested mappings merge as in :func:`merge_dicts`, except that a :class:`Cleared` mapping
+    replaces a free-form mapping field's value; inputs unchanged."""
+    hints = get_type_hints(cls) if dataclasses.is_dataclass(cls) else {}
+    out = dict(base)
+    for k, v in over.items():
+        section = _section_type(hints.get(k))
+        if isinstance(v, Cleared) and section is None:
+            out[k] = _plain(v)
+        elif isinstance(v, dict) and isinstance(out.get(k), dict):
+            out[k] = merge_overrides(section, out[k], v)
+        else:
+            out[k] = _plain(v)
     return out
 
 
@@ -310,7 +353,7 @@ def load_config(cls: type[T], path: str | Path | None = None, overrides: list[st
             raise ConfigError(f"{p}: expected a mapping at the top level, got {type(loaded).__name__}")
         data, source = loaded, str(p)
     if overrides:
-        data = merge_dicts(data, parse_overrides(overrides))
+        data = merge_overrides(cls, data, parse_overrides(overrides))
         source = f"{source} + overrides"
     cfg = build_config(cls, data, "", source)
     expand_home(cfg, source)
@@ -669,8 +712,8 @@ def dump_config(cfg: Any) -> str:
     return yaml.safe_dump(config_to_dict(cfg), sort_keys=False)
 
 
-__all__ = ["ConfigError", "load_config", "build_config", "merge_dicts", "parse_overrides", "given_keys",
-           "check_inactive_keys", "require_at_most", "foreign_keys", "check_same_job", "field_help",
+__all__ = ["ConfigError", "load_config", "build_config", "merge_dicts", "merge_overrides", "parse_overrides",
+           "given_keys", "check_inactive_keys", "require_at_most", "foreign_keys", "check_same_job", "field_help",
            "fields_without_help", "config_help", "format_config_help", "config_to_dict", "config_diff",
            "check_resume_config", "dump_config", "resolve_builtin", "RESUME_FREE", "free_on_resume",
            "resume_free_keys"]

@@ -294,3 +294,25 @@ def test_help_config_option_prints_every_key(capsys):
     assert e.value.code == 0
     out = capsys.readouterr().out
     assert "inner.lr" in out and re.search(r"^b_only +int = 1  # read only in mode b$", out, re.M)
+
+
+def test_empty_mapping_override_clears_a_free_form_mapping(tmp_path):
+    """``key={}`` replaces a free-form mapping (was: merged, a silent no-op: ``reward.kwargs={}`` kept the file's
+    ``shape_width`` when switching shapes_flat.yaml to another reward); non-empty mappings still merge, and on a
+    config section ``{}`` changes nothing."""
+    p = _yaml(tmp_path, "inner:\n  lr: 0.01\nweights: {pick: 1, ocr: 0.5}\n")
+    assert load_config(Outer, p, ["weights={}"]).weights == {}
+    assert load_config(Outer, p, ["weights={}", "weights.clip=2"]).weights == {"clip": 2.0}
+    assert load_config(Outer, p, ["weights={clip: 2}"]).weights == {"pick": 1.0, "ocr": 0.5, "clip": 2.0}
+    cfg = load_config(Outer, p, ["inner={}", "weights.clip=2"])
+    assert cfg.inner.lr == 0.01 and cfg.weights == {"pick": 1.0, "ocr": 0.5, "clip": 2.0}
+    assert config_to_dict(load_config(Outer, p, ["weights={}"]))["weights"] == {}
+
+
+def test_shapes_recipe_takes_another_reward_by_override():
+    """The user's switch of configs/diffusion/shapes_flat.yaml to a reward with other arguments, by overrides only."""
+    from diffusion_rl.trainer import DiffusionRLConfig
+
+    over = ["reward.name=jpeg_compressibility", "reward.kwargs={}"]
+    cfg = load_config(DiffusionRLConfig, "configs/diffusion/shapes_flat.yaml", over)
+    assert cfg.reward.name == "jpeg_compressibility" and cfg.reward.kwargs == {}
