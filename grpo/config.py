@@ -511,12 +511,18 @@ def check_inactive_keys(cfg: Any, given: set[str], source: str = "config") -> No
     """Refuse keys that the chosen mode ignores: ``cfg.inactive_keys()`` maps a dotted key (a leaf, or a section
     meaning everything under it) to the reason; raise :class:`ConfigError` naming the first given one. The tracker
     settings of every ``log:`` section (:meth:`grpo.trackers.LogConfig.inactive_keys`: a tracker's setting while
-    ``backends`` does not start it) are refused the same way, in any job's config."""
+    ``backends`` does not start it) and the advantage settings of every ``grpo:`` section
+    (:meth:`grpo.train_step.GRPOConfig.inactive_keys`) are refused the same way, in any job's config."""
     from .trackers import LogConfig
+    from .train_step import GRPOConfig
 
     inactive = dict(getattr(cfg, "inactive_keys", dict)())
     for prefix, log in _sections(cfg, LogConfig):
         inactive.update(log.inactive_keys(prefix))
+    for prefix, grpo in _sections(cfg, GRPOConfig):  # (was: only where the job's own inactive_keys added them: the
+        # toy took grpo.std_mode under grpo.advantage=median); the job's own reason for a key comes first
+        for key, why in grpo.inactive_keys(prefix).items():
+            inactive.setdefault(key, why)
     for key, why in inactive.items():
         hits = sorted(g for g in given if g == key or g.startswith(key + "."))
         if hits:

@@ -117,8 +117,9 @@ def check_plan_flags(gpus: str, gpu_mem: float, peak_tflops: float | None, mfu: 
         counts = tuple(int(g) for g in str(gpus).split(","))
     except ValueError:
         counts = ()
-    check_flags(("--gpus", repr(gpus), bool(counts) and 1 <= min(counts) <= max(counts) <= MAX_PLAN_GPUS,
-                 f"positive integers up to {MAX_PLAN_GPUS}, e.g. 1,8"),
+    check_flags(("--gpus", repr(gpus), bool(counts) and 1 <= min(counts) <= max(counts) <= MAX_PLAN_GPUS
+                 and len(set(counts)) == len(counts),  # (a count twice: was its table row printed twice)
+                 f"positive integers up to {MAX_PLAN_GPUS}, each once, e.g. 1,8"),
                 ("--gpu-mem", gpu_mem, math.isfinite(gpu_mem) and gpu_mem > 0, "a finite number of GB > 0"),
                 ("--mfu", mfu, 0 < mfu <= 1, "a fraction in (0, 1]"))
     if peak_tflops is not None:

@@ -90,9 +90,17 @@ def check_url(key: str, url: str) -> None:
         raise ValueError(f"{key}={url!r}: a ?query or #fragment would swallow the requests' paths (/score, /health); "
                          "expected http://HOST:PORT (a path prefix allowed)")
     try:
-        parts.port
+        port = parts.port
     except ValueError:
         raise ValueError(f"{key}={url!r}: the port is not a number in 0..65535; expected http://HOST:PORT") from None
+    if port == 0:  # (was: accepted; no server listens on port 0, so every request failed once the run started)
+        raise ValueError(f"{key}={url!r}: port 0 names no server (serve-reward --port 0 picks a free port and prints "
+                         "it); expected http://HOST:PORT with a port in 1..65535")
+
+
+MAX_TIMEOUT_S = 86400  # reward.remote.timeout_s / backoff_s: at most a day
+MAX_RETRIES = 20  # reward.remote.retries: the 20th retry already waits backoff_s x 2**19 (6 days at 1 s)
+MAX_IN_FLIGHT = 1024  # reward.remote.max_in_flight: one client thread per request in flight
 
 
 @dataclass
@@ -113,14 +121,25 @@ class RemoteRewardConfig:
             check_url(f"{key}.url", self.url)
         if not self.timeout_s > 0:
             raise ValueError(f"{key}.timeout_s must be > 0, got {self.timeout_s}")
+        if self.timeout_s > MAX_TIMEOUT_S:  # (was: 1e300 accepted; the socket's OverflowError at the first request)
+            raise ValueError(f"{key}.timeout_s={self.timeout_s:g}: expected at most {MAX_TIMEOUT_S} seconds (a day)")
         if self.retries < 0:
             raise ValueError(f"{key}.retries must be >= 0, got {self.retries}")
+        if self.retries > MAX_RETRIES:  # the waits double: (was: 1e9 accepted; a dead server's 40th wait is 35 years,
+            # the 1025th an OverflowError)
+            raise ValueError(f"{key}.retries={self.retries}: expected at most {MAX_RETRIES} (the waits double: "
+                             f"backoff_s x 2**{MAX_RETRIES - 1} before the last)")
         if self.backoff_s < 0:
             raise ValueError(f"{key}.backoff_s must be >= 0, got {self.backoff_s}")
+        if self.backoff_s > MAX_TIMEOUT_S:
+            raise ValueError(f"{key}.backoff_s={self.backoff_s:g}: expected at most {MAX_TIMEOUT_S} seconds (a day)")
         if self.batch_size < 0:
             raise ValueError(f"{key}.batch_size must be >= 0 (0: one request per batch), got {self.batch_size}")
         if self.max_in_flight < 1:
             raise ValueError(f"{key}.max_in_flight must be >= 1, got {self.max_in_flight}")
+        if self.max_in_flight > MAX_IN_FLIGHT:  # one thread each (was: 1e9 accepted, the pool's threads unbounded)
+            raise ValueError(f"{key}.max_in_flight={self.max_in_flight}: expected at most {MAX_IN_FLIGHT} requests at "
+                             "once (one client thread each)")
         if self.encoding not in ENCODINGS:
             raise ValueError(f"{key}.encoding={self.encoding!r}: expected one of {', '.join(ENCODINGS)}")
 

@@ -78,6 +78,10 @@ Pooling = Literal["mean", "last", "mean_last", "concat"]
 BUILTIN_ENCODERS = ("random_conv", "policy", "small", "progress", "dinov2", "vjepa2", "efficientnet_lite0", "proprio")
 
 
+PREDICTOR_KEYS = ("predictor_memory", "predictor_min_layouts", "predictor_min_r2", "predictor_ridge", "predictor_gamma",
+                  "scene_encoder")  # the keys only srpo.reference=predicted reads
+
+
 @dataclass
 class SRPOConfig:
     # the trajectory encoder the frontend builds and injects (vla_rl.srpo_encoders.build_trajectory_encoder)

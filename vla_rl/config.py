@@ -18,7 +18,7 @@ from grpo.train_step import GRPOConfig
 from grpo.trainer_base import LoopConfig
 from rewards.remote import RemoteRewardConfig, build_remote_reward, is_url
 from rewards.sim_progress import PROGRESS_SUITES, has_sim_progress
-from rewards.srpo import SRPOConfig
+from rewards.srpo import PREDICTOR_KEYS, SRPOConfig
 
 from .policy import PolicyConfig
 from .sft import SFTConfig
@@ -289,6 +289,11 @@ class VLARLConfig:
         out.update(self.grpo.inactive_keys())
         if self.rl.reward != "sim_progress":
             out["rl.sim_progress_noise"] = f"rl.reward={self.rl.reward!r} (it degrades rl.reward=sim_progress)"
+        if self.rl.reward == "srpo" and self.srpo.reference != "predicted":  # (was: accepted and read nowhere; the
+            # switchable srpo: section under another rl.reward keeps them)
+            for k in PREDICTOR_KEYS:
+                out[f"srpo.{k}"] = (f"srpo.reference={self.srpo.reference!r} (the all-failure groups' predicted "
+                                    "reference: srpo.reference=predicted)")
         if not is_url(self.rl.reward):
             out["rl.remote"] = (f"rl.reward={self.rl.reward!r} (they set up a reward server's client: "
                                 "rl.reward=http://HOST:PORT)")

@@ -223,17 +223,23 @@ def check_loop_inputs(cfg, writes: bool = True) -> None:
 
 def check_loop_action_dims(cfg) -> None:
     """The loop's world model and IDM predict / read actions of the size of ``data.task``'s action space (built
-    without cameras), and ``vla.srpo.state_dims`` (``encoder: proprio``) index its observation state; a mismatch
-    would surface only after the data is collected (the state dims: after the loop's logs were opened)."""
+    without cameras), and ``vla.srpo.state_dims`` (``encoder: proprio``) and ``models.success_state_points`` index its
+    observation state; a mismatch would surface only after the data is collected (the state dims: after the loop's
+    logs were opened)."""
     import sims
     from rewards.srpo import check_state_dims
 
     env = sims.make(cfg.data.task, **{**cfg.vla.env.kwargs, "cameras": ()})
     try:
         want = int(env.action_space.shape[0])
+        width = int(env.observation_space["state"].shape[-1])
         if cfg.vla.rl.reward == "srpo":
-            check_state_dims(cfg.vla.srpo.state_dims, int(env.observation_space["state"].shape[-1]),
-                             "the environment's observation state")
+            check_state_dims(cfg.vla.srpo.state_dims, width, "the environment's observation state")
+        pts = cfg.models.success_state_points
+        if cfg.models.success_state and pts and max(pts) + 3 > width:  # (was: refused after the data was collected)
+            raise ValueError(f"models.success_state_points={list(pts)}: the state of data.task={cfg.data.task!r} has "
+                             f"{width} entries (expected offsets of xyz points, each at most {width - 3}; the env "
+                             "kwarg object_state: true adds the objects' positions)")
     finally:
         env.close()
     m = cfg.models

@@ -68,6 +68,10 @@ class DataConfig:
             big = {k: v for k, v in counts.items() if v > MAX_EPISODES}  # (1e9: recorded for days)
             if big:
                 raise ValueError(f"data.{name}={big}: expected at most {MAX_EPISODES} episodes per kind")
+            if not any(counts.values()):  # (was: accepted; the models fit on / report over no episode after the
+                # data collection began)
+                raise ValueError(f"data.{name}={counts}: no episode at all; expected at least one episode of some "
+                                 f"kind ({', '.join(KINDS)})")
         lo, hi = self.near_progress
         if not 0 <= lo < hi <= 1:
             raise ValueError(f"data.near_progress must be (low, high) with 0 <= low < high <= 1, got "
@@ -120,6 +124,13 @@ class ModelsConfig:
                              f"{self.success_imagined_fraction}")
         if not 0 < self.success_threshold < 1:
             raise ValueError(f"models.success_threshold must be a probability in (0, 1), got {self.success_threshold}")
+        pts = list(self.success_state_points)
+        if pts and not self.success_state:  # (was: accepted and read nowhere)
+            raise ValueError(f"models.success_state_points={pts} with models.success_state=false: expected [] (only a "
+                             "state-aware success head reads them)")
+        if pts and (len(pts) < 2 or len(set(pts)) != len(pts) or min(pts) < 0):  # (was: refused after the data)
+            raise ValueError(f"models.success_state_points={pts}: expected [] or at least 2 distinct state offsets "
+                             ">= 0 of xyz points (e.g. [0, 9]: the grip point and one object)")
 
 
 # ---- metrics ----------------------------------------------------------------------------------------

@@ -93,6 +93,7 @@ from grpo.config import (
 from grpo.device import module_device
 
 KIND = "progress"
+RANK_TAU_RANGE = (1e-6, 1e6)  # train.rank_tau's range: float32 holds tau, d / tau and tau x softplus(-d / tau)
 MAX_LOSS_WEIGHT = 1000.0  # train.rank_weight / distance_weight's largest value (the losses are O(1))
 FORMAT_VERSION = "1"
 
@@ -218,6 +219,10 @@ class ProgressTrainConfig:
         require_at_most("train", self, batch_episodes=MAX_BATCH)  # (1e9 episodes drawn per step: the memory)
         # (rank_weight=1e300: a float32 loss of inf, the encoder's weights NaN, saved with exit 0)
         require_at_most("train", self, rank_weight=MAX_LOSS_WEIGHT, distance_weight=MAX_LOSS_WEIGHT)
+        if not RANK_TAU_RANGE[0] <= self.rank_tau <= RANK_TAU_RANGE[1]:  # (was: 1e-300 accepted, a float32 0: a tie's
+            # 0 / 0 made the loss NaN, saved with exit 0; 1e300: the order term x tau is inf)
+            raise ValueError(f"train.rank_tau={self.rank_tau:g}: expected a temperature in [{RANK_TAU_RANGE[0]:g}, "
+                             f"{RANK_TAU_RANGE[1]:g}] (the order term is tau x softplus(-d / tau), in float32)")
 
 
 def time_to_go(success: np.ndarray) -> np.ndarray:
@@ -682,6 +687,12 @@ class FitDataConfig:
                 raise ValueError(f"data.{key}={getattr(self, key)}: expected at most 2**32 - 1 = {MAX_SEED}")
         if len(self.detour_steps) != 2 or not 0 <= int(self.detour_steps[0]) <= int(self.detour_steps[1]):
             raise ValueError(f"data.detour_steps={self.detour_steps}: expected [low, high] with 0 <= low <= high")
+        if int(self.detour_steps[1]) > MAX_EPISODE_STEPS:  # (was: 1e9 accepted: one detour played for ever)
+            raise ValueError(f"data.detour_steps={self.detour_steps}: expected at most {MAX_EPISODE_STEPS} play steps "
+                             "before the expert")
+        if self.policy_tasks and not self.policy:  # (was: accepted and read nowhere)
+            raise ValueError(f"data.policy_tasks={self.policy_tasks} but data.policy is empty: expected [] (no policy "
+                             "is rolled out), or name the VLA in data.policy")
         if not 0 <= self.expert_noise < math.inf:
             raise ValueError(f"data.expert_noise must be a finite std >= 0, got {self.expert_noise}")
         if self.policy_image_size != 0 and self.policy_image_size < 16:
@@ -713,6 +724,17 @@ class FitEncoderConfig:
         default_factory=lambda: FitDataConfig(expert_tasks=["tabletop/reach"]))
     model: ProgressEncoderConfig = field(default_factory=ProgressEncoderConfig)  # the architecture
     train: ProgressTrainConfig = field(default_factory=ProgressTrainConfig)  # the optimization
+
+    def inactive_keys(self) -> dict[str, str]:
+        """Keys the chosen model reads nowhere (:func:`grpo.config.check_inactive_keys` refuses them when given):
+        ``model.dim`` unless ``model.head=distance``, ``train.distance_weight`` without ``model.aux_dim``."""
+        out: dict[str, str] = {}
+        if self.model.head != "distance":
+            out["model.dim"] = (f"model.head={self.model.head!r} (the distance head's latent width; the time-to-go "
+                                "head's auxiliary projection is model.aux_dim)")
+        if not self.model.aux_dim:
+            out["train.distance_weight"] = "model.aux_dim=0 (the weight of the auxiliary temporal-distance loss)"
+        return out
 
     def __post_init__(self) -> None:
         if not str(self.output).endswith(".safetensors"):
