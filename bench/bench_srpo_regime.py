@@ -48,6 +48,9 @@ equal success after SFT, checked here):
                          +0.15 under ``task``).
 * ``srpo_random_conv_group_mixed`` (``--arms``) the same rule and band with ``random_conv`` (the demo recipe's
                          encoder and rule): the control for the latent.
+* ``srpo_imagenet_group_mixed`` (``--arms``) ``srpo_random_conv_group_mixed`` with a real pretrained image encoder,
+                         ``srpo.encoder=efficientnet_lite0`` (ImageNet weights from the registry): whether an image
+                         latent available offline grades a mixed group's failures well enough to beat binary.
 * ``srpo_proprio_global`` (``--arms``) ``srpo_proprio_mixed`` with the all-failure groups kept and the batch's scale
                          (``rl.success_band=[-0.5,1.0]``, ``grpo.std_mode=global``, as ``srpo_progress_global``): item
                          4's arm on the robot's own state. A mixed group's failures are graded against its own
@@ -121,6 +124,8 @@ ARMS = {"srpo_progress": [KEEP], "binary": ["rl.reward=binary"],
         "sim_progress_mixed": ["rl.reward=sim_progress"],
         "srpo_proprio_mixed": [*PROPRIO],
         "srpo_random_conv_group_mixed": [*RANDOM_CONV, "srpo.reference=group"],
+        "srpo_imagenet_group_mixed": ["srpo.encoder=efficientnet_lite0", "srpo.encoder_path=null",
+                                      "srpo.reference=group"],
         "srpo_proprio_global": [KEEP, GLOBAL, *PROPRIO],
         "srpo_proprio_predicted": [KEEP, GLOBAL, *PROPRIO, "srpo.reference=predicted"],
         "srpo_proprio_predicted_off": [KEEP, GLOBAL, *PROPRIO, "srpo.reference=predicted", "srpo.predictor_min_r2=1.0"]}
@@ -142,7 +147,9 @@ PAIRS = (("srpo_progress", "binary"), ("srpo_progress", "srpo_random_conv"), ("s
          ("srpo_proprio_predicted", "srpo_proprio_global"),
          ("srpo_proprio_predicted", "srpo_proprio_mixed"), ("srpo_proprio_predicted", "srpo_proprio_predicted_off"),
          ("srpo_proprio_predicted_off", "binary"),
-         ("srpo_proprio_predicted_off", "srpo_proprio_mixed"))  # paired differences reported when both arms ran
+         ("srpo_proprio_predicted_off", "srpo_proprio_mixed"), ("srpo_imagenet_group_mixed", "binary"),
+         ("srpo_imagenet_group_mixed", "srpo_random_conv_group_mixed"),
+         ("srpo_imagenet_group_mixed", "srpo_proprio_mixed"))  # paired differences reported when both arms ran
 TASK_STEPS = {"reach_one": 20, "reach": 40}  # --task: the tabletop task and its episode horizon (the recipes')
 COMMON = ["sft.demos_per_task=1", "rl.eval_split=test", "rl.num_videos=0", "log.backends=[]"]
 SMALL_FIT = ["data.expert_per_task=2", "data.play_per_task=1", "data.expert_tasks=[tabletop/reach]", "train.steps=3",

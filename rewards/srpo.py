@@ -197,6 +197,8 @@ class RandomConvEncoder(nn.Module):
     Random conv features preserve a lot of spatial layout (a random projection of the image), enough to tell
     "the object ended near the goal" from "far from it" in the built-in tabletop scenes."""
 
+    per_frame = True  # each frame is embedded on its own (trajectory_embeddings)
+
     def __init__(self, channels: Sequence[int] = (16, 32), seed: int = 0):
         super().__init__()
         gen = torch.Generator(device="cpu").manual_seed(seed)
@@ -234,14 +236,20 @@ def trajectory_embeddings(encoder, videos: Sequence[torch.Tensor], cfg: SRPOConf
     """Embed episodes of different lengths: ``videos[i]`` is uint8 ``[T_i, H, W, 3]`` or float ``[T_i, 3, H, W]``
     (numpy or a tensor on any device), encoded on the encoder's device.
 
+    An encoder that embeds each frame on its own (``encoder.per_frame`` true: the built-in image encoders) sees only
+    the last sampled frame when ``pooling`` is ``last``, the only one that pooling reads (the same embeddings, a
+    ``num_frames``-th of the encoding cost).
+
     Returns ``[N, D]`` float32 on the CPU."""
     dev = device_of(encoder)
+    last_only = cfg.pooling == "last" and getattr(encoder, "per_frame", False)
     clips = []
     for v in videos:
         v = v if isinstance(v, torch.Tensor) else torch.as_tensor(v, device="cpu")
         if v.dim() != 4:
             raise ValueError(f"each video must be [T, H, W, 3] or [T, 3, H, W], got {tuple(v.shape)}")
-        v = sample_frames(v, cfg.num_frames).to(dev)  # only the sampled frames travel to the device
+        v = sample_frames(v, cfg.num_frames)
+        v = (v[-1:] if last_only else v).to(dev)  # only the frames encoded travel to the device
         if v.shape[-1] == 3 and v.shape[1] != 3:
             v = v.permute(0, 3, 1, 2)
         v = v.float() / 255.0 if v.dtype == torch.uint8 else v.float()

@@ -37,6 +37,8 @@ class ImageModuleEncoder:
     [N, F]``), without gradient; :meth:`snapshot` is a frozen copy of its current weights, whose ``state_dict``
     travels with SRPO's success memory (``srpo.reference: predicted``)."""
 
+    per_frame = True  # each frame is embedded on its own (rewards.srpo.trajectory_embeddings)
+
     def __init__(self, module: nn.Module):
         self._module = module
 

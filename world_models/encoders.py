@@ -149,6 +149,8 @@ def _require_dir(path: str | os.PathLike, what: str) -> str:
 class DinoV2Encoder(nn.Module):
     """DINOv2 CLS token per frame; ``encode`` = mean over frames."""
 
+    per_frame = True  # each frame is embedded on its own (rewards.srpo.trajectory_embeddings)
+
     def __init__(self, model: nn.Module, image_size: int | None = None, mean=IMAGENET_MEAN, std=IMAGENET_STD):
         super().__init__()
         self.model = model.eval().requires_grad_(False)
@@ -228,10 +230,13 @@ class EfficientNetLite0Encoder(nn.Module):
 
     IMAGE_SIZE = 224
     MEAN = STD = (0.5, 0.5, 0.5)
+    per_frame = True  # each frame is embedded on its own (rewards.srpo.trajectory_embeddings)
 
     def __init__(self, model: nn.Module):
         super().__init__()
-        self.model = model.eval().requires_grad_(False)
+        # channels-last: 1.7x faster depthwise convs on the CPU measured (0.070 -> 0.041 s per 224-px frame, one
+        # thread), the same features to 2e-5
+        self.model = model.eval().requires_grad_(False).to(memory_format=torch.channels_last)
         self.dim = int(model._conv_head.out_channels)
 
     @staticmethod
@@ -264,6 +269,7 @@ class EfficientNetLite0Encoder(nn.Module):
         video = check_video(video).to(module_device(self.model))
         b, t = video.shape[:2]
         x = _normalize_resize(video.flatten(0, 1), self.IMAGE_SIZE, self.MEAN, self.STD)
+        x = x.contiguous(memory_format=torch.channels_last)
         return self.model.extract_features(x).mean(dim=(2, 3)).reshape(b, t, -1)
 
     def encode(self, video: torch.Tensor) -> torch.Tensor:

@@ -195,3 +195,33 @@ def test_srpo_group_reference_uses_the_groups_own_successes():
     # distances are normalized over the task's failures: failure 3 now the farthest, failure 2 is graded higher
     assert r_group.total[2] > r_task.total[2]
     assert torch.equal(r_task.total[:2], r_group.total[:2])
+
+
+@pytest.mark.parametrize("encoder", ["random_conv", "dinov2_like", "video"])
+def test_pooling_last_encodes_only_the_last_frame_of_a_per_frame_encoder(encoder):
+    """``pooling: last`` reads only the last sampled frame: an encoder that embeds frames on their own
+    (``per_frame``) gets only that frame (the same embeddings as encoding all of them); one that mixes frames over
+    time (no ``per_frame``) still gets them all."""
+    seen = []
+
+    class Video(torch.nn.Module):  # mixes frames: the last frame's latent depends on the first
+        def encode_frames(self, video):
+            seen.append(video.shape[1])
+            return (video.mean(dim=(2, 3, 4)) + video[:, :1].mean(dim=(1, 2, 3, 4))[:, None])[..., None]
+
+    class PerFrame(RandomConvEncoder):
+        def encode_frames(self, video):
+            seen.append(video.shape[1])
+            return super().encode_frames(video)
+
+    enc = {"random_conv": RandomConvEncoder(), "dinov2_like": PerFrame(), "video": Video()}[encoder]
+    g = torch.Generator().manual_seed(0)
+    videos = [torch.randint(0, 256, (int(t), 16, 16, 3), dtype=torch.uint8, generator=g) for t in (7, 9, 5)]
+    cfg = SRPOConfig(num_frames=4, frame_size=16, pooling="last")
+    got = trajectory_embeddings(enc, videos, cfg)
+    everything = trajectory_embeddings(enc, videos, SRPOConfig(num_frames=4, frame_size=16, pooling="concat"))
+    assert torch.equal(got, everything.reshape(3, 4, -1)[:, -1])
+    if encoder == "dinov2_like":
+        assert seen == [1, 4]
+    if encoder == "video":
+        assert seen == [4, 4]
