@@ -42,7 +42,7 @@ from grpo.loop import Phase, StopRun, no_phase, resume_latest, run_loop
 from grpo.loss import clipped_pg_loss, reference_kl
 from grpo.metrics import MetricsLogger
 from grpo.minibatch import Minibatches
-from grpo.monitors import HackingAlarm
+from grpo.monitors import HackingAlarm, unarmed_alarm_note
 from grpo.train_step import NonFiniteGuard, StepStats, as_float
 from grpo.trainer_base import TrainerBase
 from grpo.update import DistributedUpdate, agree_on_skip
@@ -365,6 +365,9 @@ class DiffusionGRPOTrainer(TrainerBase):
         if latest is not None and main:
             print(f"resumed from {latest} at iteration {self.iteration}")
         t0 = time.time()
+        note = unarmed_alarm_note(cfg.eval.patience, cfg.train.iterations, cfg.train.eval_every)
+        if self.monitors and note and main:
+            print(note)
         if self.eval_before is None:  # a fresh run (a resumed one holds rank 0's)
             eval_everywhere(self, BEFORE, 0)
         res = run_loop(self.step, self.iteration, cfg.train.iterations, save=self.save, save_every=cfg.train.save_every,

@@ -9,7 +9,7 @@ import torch
 
 from diffusion_rl.trainer import DiffusionGRPOTrainer
 from grpo.config import ConfigError, build_config
-from grpo.monitors import HackingAlarm, MonitorConfig, RewardHackingError
+from grpo.monitors import HackingAlarm, MonitorConfig, RewardHackingError, unarmed_alarm_note
 from rewards.image_stats import build_monitor, colour_variance, low_freq_ratio
 
 from .conftest import redness
@@ -110,3 +110,17 @@ def test_shipped_defaults_warn_on_a_hacked_reward(tmp_path, capsys):
     DiffusionGRPOTrainer(cfg).train(progress=False)
     out = capsys.readouterr().out
     assert "reward hacking suspected" in out and "monitor 'shapes_verifier' fell" in out, out[-2000:]
+
+
+def test_a_run_too_short_for_the_alarm_says_so(tmp_path, capsys):
+    """Evaluations before, every eval_every short of the last, and after: 2 + (iterations - 1) // eval_every; fewer
+    than patience + 1 and the alarm cannot fire (was: silent; shapes_branch.yaml's patience 2 at 20 iterations with
+    eval_every 20 let a monitor fall 0.84 -> 0.42 unannounced)."""
+    assert "makes 2" in unarmed_alarm_note(2, 20, 20) and "train.eval_every=20" in unarmed_alarm_note(2, 20, 20)
+    assert unarmed_alarm_note(2, 100, 50) is None and unarmed_alarm_note(2, 21, 20) is None  # 0, 50, 100 / 0, 20, 21
+    assert unarmed_alarm_note(1, 5, 0) is None and "makes 2" in unarmed_alarm_note(3, 5, 0)
+    assert "rl.iterations=4" in unarmed_alarm_note(3, 4, 2, "rl")  # 0, 2, 4: three of the four needed
+    cfg = _cfg(tmp_path, "warn")
+    cfg.train.iterations, cfg.train.eval_every = 1, 0
+    DiffusionGRPOTrainer(cfg, reward_fn=redness).train(progress=False)
+    assert "eval.patience=2 compares 3 evaluations, and this run makes 2" in capsys.readouterr().out
