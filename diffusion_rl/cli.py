@@ -343,14 +343,22 @@ def _eval(args) -> int:
         check_seed(cfg, f"{p} + overrides")
         check_inactive_keys(cfg, given_keys(DiffusionRLConfig, over), f"{p} + overrides")
     tr = DiffusionGRPOTrainer(cfg, log=False)
+    # eval trains nothing, so no monitor and no alarm (was: the alarm compared the pretrained model with the checkpoint
+    # as if they were a run's evaluations, warned "at iteration 0 ... (iterations 0..0)", and with eval.action=stop
+    # saved a checkpoint into the run it read: its `latest` then named a step_000000 that keep_last had pruned)
+    tr.monitors = {}
     base = tr.evaluate()
     tr.adapter.load_trainable_state_dict(state["trainable"])
     if tr.ema is not None and "ema" in state:
         tr.ema = state["ema"]
     score = tr.evaluate()
+    # every checkpoint holds the run's best record as it stood when saved; it is this checkpoint's own only at its
+    # iteration (was: printed for any, e.g. the latest "kept as best for eval/reward -1.1294", the pretrained score)
+    rec = state.get("best")
+    kept = isinstance(rec, dict) and rec.get("iteration") == state["iteration"]
     print(f"{state['__path__']} (iteration {state['iteration']}): eval reward {score:.4f} "
           f"(pretrained model: {base:.4f}) on {len(tr.prompts.eval_prompts)} prompts"
-          + (f"; kept as best for {state['best']['metric']} {state['best']['value']:.4f}" if "best" in state else ""))
+          + (f"; kept as best for {rec['metric']} {rec['value']:.4f}" if kept else ""))
     return 0
 
 

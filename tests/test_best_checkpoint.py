@@ -91,3 +91,37 @@ def test_vla_trainer_keeps_best_and_eval_reads_it(tmp_path, capsys):
     assert cli_main(["eval", str(ck / "best"), "--episodes", "1"]) == 0
     out_json = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     assert out_json["best"]["iteration"] == st["best"]["iteration"] and out_json["checkpoint"].endswith("best")
+
+
+def anti_redness(batch):
+    """A gold monitor that falls whenever the redness reward rises: the alarm's case on every improving run."""
+    import types
+
+    from tests.diffusion_rl.conftest import redness
+
+    return types.SimpleNamespace(total=-redness(batch).total, components={})
+
+
+def test_diffusion_eval_writes_nothing_and_names_best_only_for_its_checkpoint(tmp_path, capsys):
+    """``diffusion-rl eval`` trains nothing: no alarm between the pretrained model and the checkpoint (was: warned
+    "at iteration 0", and with eval.action=stop saved into the run it read, its `latest` naming a pruned step), and
+    "kept as best" only for the checkpoint the record is of (was: the latest printed the pretrained score as its own)."""
+    from diffusion_rl.cli import main
+    from diffusion_rl.trainer import DiffusionGRPOTrainer
+    from tests.diffusion_rl.test_trainer import small_cfg
+
+    cfg = small_cfg(tmp_path, train__iterations=4, train__eval_every=0, train__save_every=1, train__lr=3e-2)
+    cfg.reward.name = "tests.diffusion_rl.conftest:redness"
+    cfg.eval.monitors, cfg.eval.patience = ["tests.test_best_checkpoint:anti_redness"], 1
+    res = DiffusionGRPOTrainer(cfg).train(progress=False)
+    assert res["eval_after"] > res["eval_before"]  # the monitor fell: the alarm's case
+    ck = tmp_path / "run" / "checkpoints"
+    listing = {p.name: p.stat().st_mtime_ns for p in ck.iterdir()}
+    latest = (ck / "latest").read_text()
+    capsys.readouterr()
+    assert main(["eval", str(ck), "eval.action=stop"]) == 0
+    out = capsys.readouterr().out
+    assert "reward hacking" not in out and "eval reward" in out and "kept as best" not in out, out
+    assert {p.name: p.stat().st_mtime_ns for p in ck.iterdir()} == listing and (ck / "latest").read_text() == latest
+    assert main(["eval", str(ck / "best")]) == 0
+    assert f"kept as best for eval/reward {res['eval_after']:.4f}" in capsys.readouterr().out
