@@ -105,7 +105,8 @@ def anti_redness(batch):
 def test_diffusion_eval_writes_nothing_and_names_best_only_for_its_checkpoint(tmp_path, capsys):
     """``diffusion-rl eval`` trains nothing: no alarm between the pretrained model and the checkpoint (was: warned
     "at iteration 0", and with eval.action=stop saved into the run it read, its `latest` naming a pruned step), and
-    "kept as best" only for the checkpoint the record is of (was: the latest printed the pretrained score as its own)."""
+    "kept as best" only for the checkpoint the record is of (was: the latest printed the pretrained score as its
+    own)."""
     from diffusion_rl.cli import main
     from diffusion_rl.trainer import DiffusionGRPOTrainer
     from tests.diffusion_rl.test_trainer import small_cfg
