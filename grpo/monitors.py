@@ -46,13 +46,16 @@ class MonitorConfig:
             raise ValueError(f"eval.monitors names {twice} more than once (expected distinct monitors)")
 
 
-def unarmed_alarm_note(patience: int, iterations: int, eval_every: int, section: str = "train") -> str | None:
+def unarmed_alarm_note(patience: int, iterations: int, eval_every: int, section: str = "train",
+                       before: bool = True) -> str | None:
     """One line when a run of ``iterations`` with an evaluation every ``eval_every`` (0: none mid-run) makes fewer
     than the ``patience + 1`` evaluations the alarm compares, so it can never fire; else ``None``. The evaluations:
-    before training, every ``eval_every`` iterations short of the last, and after it: ``2 + (iterations - 1) //
-    eval_every`` (was: silent; shapes_branch.yaml's patience 2 at ``train.iterations=20 train.eval_every=20`` watched
-    a monitor fall 0.84 -> 0.42 without a word). ``section``: the config section holding the two keys."""
-    n = 2 + ((iterations - 1) // eval_every if eval_every > 0 and iterations > 0 else 0)
+    before training (``before``; vla-rl's alarm starts at its first evaluation after an RL iteration, having no
+    training reward before), every ``eval_every`` iterations short of the last, and after it: ``before + 1 +
+    (iterations - 1) // eval_every`` (was: silent; shapes_branch.yaml's patience 2 at ``train.iterations=20
+    train.eval_every=20`` watched a monitor fall 0.84 -> 0.42 without a word). ``section``: the config section holding
+    the two keys."""
+    n = int(before) + 1 + ((iterations - 1) // eval_every if eval_every > 0 and iterations > 0 else 0)
     if n >= patience + 1:
         return None
     return (f"note: eval.patience={patience} compares {patience + 1} evaluations, and this run makes {n} "

@@ -51,7 +51,7 @@ from grpo.loop import Phase, StopRun, no_phase, resume_latest, run_loop
 from grpo.loss import clipped_pg_loss, reference_kl
 from grpo.metrics import MetricsLogger
 from grpo.minibatch import Minibatches, local_index, local_minibatches
-from grpo.monitors import HackingAlarm
+from grpo.monitors import HackingAlarm, unarmed_alarm_note
 from grpo.onpolicy import OnPolicyGap
 from grpo.train_step import NonFiniteGuard, as_float
 from grpo.trainer_base import TrainerBase
@@ -380,6 +380,9 @@ class VLARLTrainer(TrainerBase):
             self.reference = copy.deepcopy(self.policy).requires_grad_(False)
         shard_for_rl(self)  # after SFT (rank 0, broadcast) and any resume: the RL copy is sharded under FSDP
         check_in_sync(self.policy, "at the start of RL")
+        note = unarmed_alarm_note(cfg.eval.patience, cfg.rl.iterations, cfg.rl.eval_every, "rl", before=False)
+        if note and self.iteration < cfg.rl.iterations:  # (the alarm watches the held-out success: always on)
+            self.report(note.replace("the monitors are still logged", "monitor/success_rate is still logged"))
         res = run_loop(self.step, self.iteration, cfg.rl.iterations, save=self.save,
                        save_every=cfg.rl.save_every, save_last=False,  # (the final save follows the final evaluation)
                        evaluate=lambda i: eval_everywhere(self, f"iter_{i}", i, videos=False),

@@ -120,6 +120,8 @@ def test_a_run_too_short_for_the_alarm_says_so(tmp_path, capsys):
     assert unarmed_alarm_note(2, 100, 50) is None and unarmed_alarm_note(2, 21, 20) is None  # 0, 50, 100 / 0, 20, 21
     assert unarmed_alarm_note(1, 5, 0) is None and "makes 2" in unarmed_alarm_note(3, 5, 0)
     assert "rl.iterations=4" in unarmed_alarm_note(3, 4, 2, "rl")  # 0, 2, 4: three of the four needed
+    assert unarmed_alarm_note(3, 200, 25, "rl", before=False) is None  # the VLA demo: 25, 50, ..., 200
+    assert "makes 1" in unarmed_alarm_note(3, 30, 30, "rl", before=False)  # vla-rl: no training reward before RL
     cfg = _cfg(tmp_path, "warn")
     cfg.train.iterations, cfg.train.eval_every = 1, 0
     DiffusionGRPOTrainer(cfg, reward_fn=redness).train(progress=False)

@@ -120,3 +120,12 @@ def test_sigterm_mid_run_saves_and_resumes(tmp_path, monkeypatch):
     res2 = VLARLTrainer(load_config(VLARLConfig, "configs/vla/tabletop_reach.yaml", over), quiet=True).train()
     assert res2["resumed"] and res2["iterations"] == 3 and res2["stopped"] is None and res2["final_success"] is not None
     assert len([r for r in read_jsonl(out / "metrics.jsonl") if "rollout/success_rate" in r]) == 3
+
+
+def test_a_run_too_short_for_the_alarm_says_so(tmp_path, capsys):
+    """vla-rl's alarm compares the evaluations after RL iterations; with fewer than eval.patience + 1 of them it cannot
+    fire, and the run says so before RL (was: silent)."""
+    cfg = load_config(VLARLConfig, "configs/vla/tabletop_reach.yaml",
+                      TINY + [f"output_dir={tmp_path / 'run'}", "rl.iterations=1", "rl.num_videos=0"])
+    VLARLTrainer(cfg).train()
+    assert "eval.patience=2 compares 3 evaluations, and this run makes 1 (rl.iterations=1" in capsys.readouterr().out
