@@ -42,6 +42,7 @@ def seeds_parser(doc: str, seeds: int, seeds_help: str = "training seeds per arm
     return ap
 
 
+MAX_ITERATIONS = 100_000  # the most --iterations (and --eval-every) a bench's runs take
 MAX_SEEDS = 10_000  # the most --seeds a bench takes (each a training run per arm; 1e9 filled the memory listing them)
 
 
@@ -54,10 +55,16 @@ def too_many_seeds(seeds: int, what: str | None = "training seeds per arm") -> b
 
 
 def bad_args(args: argparse.Namespace, **minimum: int) -> bool:
-    """Whether an option is below its ``minimum`` (``dest=least value``), or ``--seeds`` above :data:`MAX_SEEDS`; if
-    so, one line on stderr naming every option's rule and the values given."""
+    """Whether an option is below its ``minimum`` (``dest=least value``), ``--seeds`` above :data:`MAX_SEEDS` or an
+    iteration count above :data:`MAX_ITERATIONS`; if so, one line on stderr naming every option's rule and the values
+    given."""
     if too_many_seeds(getattr(args, "seeds", 0)):
         return True
+    for key in ("iterations", "eval_every"):  # (was: --iterations 1e9 started runs that never end)
+        if key in minimum and getattr(args, key) > MAX_ITERATIONS:
+            print(f"error: --{key.replace('_', '-')} {getattr(args, key)}: expected at most {MAX_ITERATIONS}",
+                  file=sys.stderr)
+            return True
     if all(getattr(args, k) >= lo for k, lo in minimum.items()):
         return False
     rules = [f"--{k.replace('_', '-')} >= {lo}" for k, lo in minimum.items()]

@@ -94,9 +94,9 @@ def main(argv: list[str] | None = None) -> int:
         lrs = []
     finite = all(math.isfinite(v) for v in [args.hit_radius, *lrs])  # (was: a nan lr's traceback, a nan radius ran)
     if (args.seeds < 1 or args.group_size < 2 or args.iterations < 1 or args.prompts < 1 or not finite
-            or args.hit_radius <= 0 or not lrs or min(lrs) <= 0):
+            or args.hit_radius <= 0 or not lrs or min(lrs) <= 0 or len(set(lrs)) != len(lrs)):
         print(f"error: need --seeds >= 1, --group-size >= 2, --iterations >= 1, --prompts >= 1, a finite --hit-radius "
-              f"> 0, --lrs finite positive numbers; got {args.seeds}, {args.group_size}, {args.iterations}, "
+              f"> 0, --lrs finite positive numbers, each once; got {args.seeds}, {args.group_size}, {args.iterations}, "
               f"{args.prompts}, {args.hit_radius}, {args.lrs!r}", file=sys.stderr)
         return 2
     torch.set_num_threads(1)
@@ -108,8 +108,8 @@ def main(argv: list[str] | None = None) -> int:
         seeds = range(min(args.seeds, 2))
         run = RunConfig(iterations=3, prompts_per_iter=2, eval_samples=32)
     tasks = args.tasks.split(",")
-    if any(t not in TASKS for t in tasks):
-        print(f"error: --tasks must be from {list(TASKS)}, got {args.tasks!r}", file=sys.stderr)
+    if any(t not in TASKS for t in tasks) or len(set(tasks)) != len(tasks):  # (a task twice: was run twice)
+        print(f"error: --tasks must be distinct names from {list(TASKS)}, got {args.tasks!r}", file=sys.stderr)
         return 2
     t0 = time.time()
     starts = {s: pretrained(s, model_cfg) for s in seeds}

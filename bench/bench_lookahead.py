@@ -442,7 +442,9 @@ def main(argv=None) -> int:
     if [a for a in args.arms if a not in ARMS] or not args.arms:
         problems.append(f"--arms {','.join(args.arms)!r}: expected a subset of {', '.join(ARMS)}")
     for flag, v, ok in (("--seeds", args.seeds, args.seeds >= 1), ("--prompts", args.prompts, args.prompts >= 1),
-                        ("--steps", args.steps, args.steps >= 2), ("--eta", args.eta, args.eta > 0)):
+                        ("--steps", args.steps, args.steps >= 2), ("--eta", args.eta, args.eta > 0),
+                        # (was: the task's ValueError traceback once the model was loaded)
+                        ("--target-area", args.target_area, 0 < args.target_area < float("inf"))):
         if not ok:
             problems.append(f"{flag} {v}: out of range")
     try:

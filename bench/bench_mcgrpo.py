@@ -149,9 +149,10 @@ def main(argv: list[str] | None = None) -> int:
     bad = [n for n in noises if n not in NOISES]
     if too_many_seeds(args.seeds, None):  # (was: 1e9 seeds started)
         return 2
-    if bad or any(g < 2 for g in gs) or args.seeds < 1 or args.iterations < 1:
-        print(f"error: need --noises from {NOISES} (got {bad or noises}), G >= 2 (got {gs}), --seeds >= 1, "
-              f"--iterations >= 1", file=sys.stderr)
+    twice = len(set(gs)) != len(gs) or len(set(noises)) != len(noises)  # (a G or noise twice: was run twice)
+    if bad or twice or any(g < 2 for g in gs) or args.seeds < 1 or args.iterations < 1:
+        print(f"error: need distinct --noises from {NOISES} (got {bad or noises}), distinct G >= 2 (got {gs}), "
+              "--seeds >= 1, --iterations >= 1", file=sys.stderr)
         return 2
     # (was: a nan --lr's traceback after pretraining; a nan --noise-scale, --prompts 0 or --flip-groups 0 started)
     if not (0 < args.lr < math.inf and 0 <= args.noise_scale < math.inf and args.prompts >= 1

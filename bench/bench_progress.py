@@ -283,6 +283,8 @@ def bad_sizes(p: argparse.ArgumentParser, a: argparse.Namespace) -> None:
     Spearman): ``p.error`` (one line, exit 2). Shared with ``diag_progress_ceiling.py``."""
     from grpo.config import MAX_EPISODE_STEPS, MAX_EPISODES
 
+    MAX_STEPS = 1_000_000  # optimizer steps of one encoder / SFT fit
+
     for key in ("tasks", "encoders"):
         names = getattr(a, key, [])
         twice = sorted({n for n in names if names.count(n) > 1})
@@ -300,6 +302,15 @@ def bad_sizes(p: argparse.ArgumentParser, a: argparse.Namespace) -> None:
                 "task")
     if a.num_frames > MAX_EPISODE_STEPS + 1:
         p.error(f"--num-frames {a.num_frames}: expected at most {MAX_EPISODE_STEPS + 1} (an episode's frames)")
+    detour = getattr(a, "detour_steps", None)
+    if detour and detour[-1] > MAX_EPISODE_STEPS:  # (was: 1e9 play steps per detour, recorded for ever)
+        p.error(f"--detour-steps {','.join(map(str, detour))}: expected at most {MAX_EPISODE_STEPS} play steps "
+                "(fit-encoder's data.detour_steps)")
+    steps = {k: getattr(a, k.replace("-", "_")) for k in ("encoder-steps", "tcn-steps", "sim-sft-steps")
+             if hasattr(a, k.replace("-", "_"))}
+    big = {k: v for k, v in steps.items() if v > MAX_STEPS}  # (was: 1e9 optimizer steps, a run that never ends)
+    if big:
+        p.error(" / ".join(f"--{k} {v}" for k, v in big.items()) + f": expected at most {MAX_STEPS} optimizer steps")
 
 
 def tiny_transformers(out: Path) -> dict[str, str]:

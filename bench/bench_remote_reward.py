@@ -69,11 +69,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--delay-per-item-s", type=float, default=0.1, help="the scoring time per item")
     ap.add_argument("--smoke", action="store_true", help="tiny_sd3_branch, 1 iteration, short latencies")
     args = ap.parse_args(argv)
-    if not (args.iterations >= 1 and 1 <= args.overlap <= 16 and 0 <= args.delay_s <= 3600
+    if not (1 <= args.iterations <= 100_000 and 1 <= args.overlap <= 16 and 0 <= args.delay_s <= 3600
             and 0 <= args.delay_per_item_s <= 3600):  # (a nan fails every comparison)
         ap.error(f"--iterations {args.iterations}, --overlap {args.overlap}, --delay-s {args.delay_s}, "
-                 f"--delay-per-item-s {args.delay_per_item_s}: expected --iterations >= 1, --overlap in 1..16 (as "
-                 "reward.overlap) and delays in [0, 3600] s")
+                 f"--delay-per-item-s {args.delay_per_item_s}: expected --iterations in 1..100000, --overlap in 1..16 "
+                 "(as reward.overlap) and delays in [0, 3600] s")
     if args.smoke:
         config, kwargs = "configs/diffusion/tiny_sd3_branch.yaml", "{}"
         base = ["train.iterations=1", "sampler.num_steps=6", "branch.split_steps=[1,3]", "branch.branch=[2]",

@@ -54,9 +54,17 @@ def parse(argv=None) -> argparse.Namespace:
         a.seeds = [int(s) for s in a.seed_list.split(",") if s.strip()]
     except ValueError:
         p.exit(2, f"bench_srpo_rule: --seed-list {a.seed_list!r} is not a comma-separated list of integers\n")
-    if not a.seeds or min(a.seeds) < 0 or a.state < 0 or a.iterations < 1 or a.episodes < 1:
-        p.exit(2, "bench_srpo_rule: --seed-list must be seeds >= 0, --state >= 0, --iterations and --episodes "
-                  f"positive; got {a.seed_list!r}, {a.state}, {a.iterations}, {a.episodes}\n")
+    if not a.seeds or min(a.seeds) < 0 or a.state < 0 or a.iterations < 1 or a.episodes < 1 \
+            or len(set(a.seeds)) != len(a.seeds):  # (a seed twice: was trained twice, its row counted twice)
+        p.exit(2, "bench_srpo_rule: --seed-list must be distinct seeds >= 0, --state >= 0, --iterations and "
+                  f"--episodes positive; got {a.seed_list!r}, {a.state}, {a.iterations}, {a.episodes}\n")
+    if a.json_out is not None and a.report_from is None:  # (was: an unwritable path failed after every run)
+        from grpo.preflight import check_writable_file
+
+        try:
+            check_writable_file(a.json_out, "--json-out")
+        except ValueError as e:
+            p.exit(2, f"bench_srpo_rule: {e}\n")
     return a
 
 

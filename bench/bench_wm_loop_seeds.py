@@ -241,6 +241,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.seeds < 1 or args.jobs < 1:
         print(f"error: need --seeds >= 1 and --jobs >= 1, got {args.seeds} and {args.jobs}", file=sys.stderr)
         return 2
+    if args.control_of is not None and args.control_of < 0:  # (was: a traceback from the seed's overrides)
+        print(f"error: --control-of {args.control_of}: expected a seed >= 0", file=sys.stderr)
+        return 2
     from arm_runs import too_many_seeds
 
     if too_many_seeds(args.seeds, "one run per seed"):  # (was: 1e9 seeds started, one run each)
@@ -248,12 +251,20 @@ def main(argv: list[str] | None = None) -> int:
     if not (ROOT / args.config).is_file():
         print(f"error: --config {args.config}: no such file under {ROOT}", file=sys.stderr)
         return 2
+    extra = SMALL if args.small else []
+    from grpo.config import ConfigError, load_config
+    from vla_rl.wm_loop import WorldLoopConfig
+
+    try:  # (was: a config of another command started the runs, each failing, then exit 1)
+        load_config(WorldLoopConfig, str(ROOT / args.config), extra)
+    except ConfigError as e:
+        print(f"error: --config: {e}", file=sys.stderr)
+        return 2
     from arm_runs import bad_out
 
     if bad_out(args.out):  # (was: a symlink loop's traceback, or a file there failing the first run)
         return 2
     out = Path(args.out).resolve()
-    extra = SMALL if args.small else []
     if args.control_of is not None:
         real_sim_control(args.control_of, out, args.config, extra)
         return 0

@@ -243,7 +243,7 @@ def _toy(args) -> int:
             check_run_kind(cfg.output_dir, ToyConfig)  # not another command's run directory
             if cfg.resume:  # a damaged checkpoint: one line naming it, left as it is (was: a traceback, or a JSON
                 # error naming no file); the config's match is checked where the toy resumes (grpo.demo)
-                check_resumable(Path(cfg.output_dir) / "checkpoints")
+                check_resumable(Path(cfg.output_dir) / "checkpoints", keys=("config",))
 
     argv = ([args.config] if args.config else []) + list(args.overrides) + (["--dry-run"] if args.dry_run else [])
     return toy_main(argv)

@@ -14,7 +14,7 @@ from grpo.monitors import MonitorConfig
 from grpo.trackers import LogConfig
 from grpo.train_step import GRPOConfig
 from grpo.trainer_base import LoopConfig
-from rewards.remote import RemoteRewardConfig, build_remote_reward, is_url
+from rewards.remote import MAX_RETRIES, MAX_TIMEOUT_S, RemoteRewardConfig, build_remote_reward, is_url
 
 from .adapters import ModelConfig
 from .branch import BranchConfig
@@ -41,8 +41,14 @@ class RewardConfig:
     def __post_init__(self) -> None:
         if self.retries < 0:
             raise ValueError(f"reward.retries must be >= 0, got {self.retries}")
+        if self.retries > MAX_RETRIES:  # the waits double (was: 1e9 accepted; the 1025th wait overflowed)
+            raise ValueError(f"reward.retries={self.retries}: expected at most {MAX_RETRIES} (the waits double: "
+                             f"retry_backoff_s x 2**{MAX_RETRIES - 1} before the last)")
         if self.retry_backoff_s < 0:
             raise ValueError(f"reward.retry_backoff_s must be >= 0 (seconds), got {self.retry_backoff_s}")
+        if self.retry_backoff_s > MAX_TIMEOUT_S:
+            raise ValueError(f"reward.retry_backoff_s={self.retry_backoff_s:g}: expected at most {MAX_TIMEOUT_S} "
+                             "seconds (a day)")
         self.remote.validate("reward.remote")
         if self.overlap < 1:
             raise ValueError(f"reward.overlap must be >= 1 (1: no overlap), got {self.overlap}")

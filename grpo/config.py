@@ -433,6 +433,7 @@ MAX_WIDTH = 8192  # the widest layer / embedding / token count a config key may 
 MAX_EPISODES = 1_000_000  # the most episodes one command records / runs per task or kind (1e11 would run for ever)
 MAX_BATCH = 100_000  # the most prompts / groups one iteration may draw (a typo's 1e9 fills the memory or runs for days)
 MAX_EPISODE_STEPS = 100_000  # the most steps one episode may run (a typo's 1e9 ran one episode for days)
+MAX_INNER_EPOCHS = 1000  # the most passes over one iteration's rollout (a typo's 1e9 updated on it for ever)
 MAX_LR = 1.0  # the largest learning rate a config may ask for (1e300 ran until AdamW's step overflowed float32)
 
 

@@ -30,6 +30,7 @@ from torch import nn
 from .checkpoint import capture_rng_state, load_checkpoint, restore_rng_state, save_checkpoint
 from .config import (
     MAX_BATCH,
+    MAX_INNER_EPOCHS,
     MAX_LR,
     MAX_WIDTH,
     ConfigError,
@@ -103,7 +104,8 @@ class ToyTrainConfig:
     def __post_init__(self) -> None:
         require_at_least("train", self, iterations=0, prompts_per_iter=1, inner_epochs=1, eval_samples=1, save_every=1,
                          keep_last=1)
-        require_at_most("train", self, prompts_per_iter=MAX_BATCH, eval_samples=10 * MAX_BATCH, lr=MAX_LR)
+        require_at_most("train", self, prompts_per_iter=MAX_BATCH, eval_samples=10 * MAX_BATCH, lr=MAX_LR,
+                        inner_epochs=MAX_INNER_EPOCHS)
         require_positive("train", self, "lr")
 
 

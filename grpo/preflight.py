@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import difflib
 import os
+import re
 import warnings
 from pathlib import Path
 from typing import Any, Iterable
@@ -214,6 +215,11 @@ def check_regular_file(path: str | os.PathLike, expected: str) -> None:
         raise ValueError(f"{os.fsdecode(path)}: not a regular file (a FIFO or a device); expected {expected}")
 
 
+SAFETENSORS_DTYPES = frozenset(("BOOL", "F4", "F6_E2M3", "F6_E3M2", "U8", "I8", "F8_E5M2", "F8_E4M3", "F8_E8M0",
+                                "F8_E4M3FNUZ", "F8_E5M2FNUZ", "I16", "U16", "F16", "BF16", "I32", "U32", "F32", "F64",
+                                "I64", "U64", "C64"))  # the dtypes a safetensors header may name
+
+
 def check_safetensors_file(path: Path) -> None:
     """``path`` is a complete safetensors file: its 8-byte header length, JSON header and data size agree (reads the
     header only). A truncated or corrupt file: one line naming it."""
@@ -229,15 +235,21 @@ def check_safetensors_file(path: Path) -> None:
                 raise ValueError
             header = json.loads(f.read(n))
         end = max((int(v["data_offsets"][1]) for k, v in header.items() if k != "__metadata__"), default=0)
-    except (ValueError, KeyError, TypeError, struct.error, UnicodeDecodeError):
+    except (ValueError, KeyError, TypeError, AttributeError, struct.error, UnicodeDecodeError):  # (AttributeError: a
+        # header that is JSON but not an object; was its traceback)
         raise ValueError(f"{path}: corrupt safetensors file ({size} bytes; its header cannot be read)") from None
+    bad = next((k for k, v in header.items() if k != "__metadata__" and v.get("dtype") not in SAFETENSORS_DTYPES), None)
+    if bad is not None:  # (was: safetensors' "unknown variant" traceback when the weights were loaded)
+        raise ValueError(f"{path}: corrupt safetensors file (tensor {bad!r} has dtype {header[bad].get('dtype')!r}, "
+                         "not a safetensors dtype)")
     if size != 8 + n + end:
         raise ValueError(f"{path}: truncated or corrupt safetensors file ({size} bytes, its header says {8 + n + end})")
 
 
-def check_checkpoint_dir(path: str | os.PathLike) -> None:
-    """A checkpoint directory (grpo.checkpoint layout) is complete: ``state.json`` parses, every safetensors file is
-    whole. Nothing is read beyond headers."""
+def check_checkpoint_dir(path: str | os.PathLike, keys: tuple[str, ...] = ()) -> None:
+    """A checkpoint directory (grpo.checkpoint layout) is complete: ``state.json`` parses, its ``step`` is an integer
+    >= 0 (the number of a ``step_<n>`` directory), its state holds ``keys`` (e.g. the trainers' ``config``), every
+    safetensors file is whole. Nothing is read beyond headers."""
     import json
 
     p = Path(path)
@@ -252,8 +264,21 @@ def check_checkpoint_dir(path: str | os.PathLike) -> None:
         raise ValueError(f"{state}: corrupt checkpoint state ({' '.join(str(e).split())})") from None
     if not (isinstance(meta, dict) and isinstance(meta.get("step"), int) and isinstance(meta.get("state"), dict)):
         got = f"keys {sorted(map(str, meta))[:8]}" if isinstance(meta, dict) else f"a JSON {type(meta).__name__}"
+        if isinstance(meta, dict) and {"step", "state"} <= set(meta):  # both there, of the wrong type: say which
+            got = (f"'step' {meta['step']!r}" if not isinstance(meta["step"], int)
+                   else f"'state' of type {type(meta['state']).__name__}")
         raise ValueError(f"{state}: corrupt checkpoint state (expected a JSON object with 'step' and 'state', as the "
                          f"trainer writes; got {got})")
+    step, named = meta["step"], re.fullmatch(r"step_(\d+)", p.name)
+    if isinstance(step, bool) or step < 0 or (named and int(named.group(1)) != step):  # (was: accepted, resumed and
+        # evaluated as the directory's step whatever it said)
+        raise ValueError(f"{state}: corrupt checkpoint state ('step' is {step!r}; expected "
+                         + (f"{int(named.group(1))}, the number of {p.name})" if named else "an integer >= 0)"))
+    skeleton = meta["state"].get("__dict__")
+    missing = [k for k in keys if not (isinstance(skeleton, dict) and k in skeleton)]
+    if missing:  # (was: the trainers' KeyError: "error: config")
+        raise ValueError(f"{state}: corrupt checkpoint state (it holds no {missing[0]!r}, which every checkpoint of "
+                         "this command saves)")
     for f in sorted(p.glob("*.safetensors")):
         check_safetensors_file(f)
 
@@ -267,7 +292,8 @@ def read_pointer(pointer: Path) -> str:
     except (OSError, UnicodeDecodeError) as e:
         raise ValueError(f"{pointer}: unreadable checkpoint pointer ({type(e).__name__}); expected one line naming a "
                          "step_* directory beside it") from None
-    if not name or Path(name).name != name or name in (".", ".."):
+    if not name or Path(name).name != name or name in (".", "..") or not re.fullmatch(r"step_\d+", name):
+        # (a pointer naming best/ or another folder: was resumed from there, its later steps overwritten)
         raise ValueError(f"{pointer} holds {name!r}; expected the name of a step_* directory beside it")
     return name
 
@@ -287,7 +313,8 @@ def check_latest_pointer(root: str | os.PathLike,
                              f"{advice}")
 
 
-def resolve_checkpoint(path: str | os.PathLike, missing: str = "checkpoint not found") -> Path:
+def resolve_checkpoint(path: str | os.PathLike, missing: str = "checkpoint not found",
+                       keys: tuple[str, ...] = ("config",)) -> Path:
     """The checkpoint directory that ``path`` (a run directory, its ``checkpoints/`` folder, a ``step_*`` or ``best``
     directory) names, checked complete (:func:`check_latest_pointer`, :func:`check_checkpoint_dir`) before anything
     loads it: what ``eval`` and ``export`` read. A missing path (``missing: <path>``), or one holding no checkpoint:
@@ -301,14 +328,14 @@ def resolve_checkpoint(path: str | os.PathLike, missing: str = "checkpoint not f
     if not p.exists():
         raise FileNotFoundError(f"{missing}: {p}")
     if (p / "state.json").exists():
-        check_checkpoint_dir(p)
+        check_checkpoint_dir(p, keys)
         return p
     for root in (p, p / "checkpoints"):
         if root.is_dir():
             check_latest_pointer(root)
             found = latest_checkpoint(root)
             if found is not None:
-                check_checkpoint_dir(found)
+                check_checkpoint_dir(found, keys)
                 return found
     raise FileNotFoundError(f"{p} holds no checkpoint (expected a run directory with checkpoints/step_*, its "
                             "checkpoints/ folder or a step_* directory)")
@@ -317,7 +344,8 @@ def resolve_checkpoint(path: str | os.PathLike, missing: str = "checkpoint not f
 RESUME_ADVICE = "move it away to resume from an older checkpoint, or set resume=false"
 
 
-def check_resumable(ckpt_root: str | os.PathLike, cfg: Any = None, advice: str = RESUME_ADVICE) -> None:
+def check_resumable(ckpt_root: str | os.PathLike, cfg: Any = None, advice: str = RESUME_ADVICE,
+                    keys: tuple[str, ...] | None = None) -> None:
     """Before resuming from ``ckpt_root``: the checkpoint the run would resume from is complete. A corrupt one is
     reported (one line) and left as it is, never deleted or overwritten; the user moves it away or starts afresh.
     With ``cfg`` (the run's config), its saved config must match too (:func:`grpo.config.check_resume_config`, as
@@ -331,8 +359,8 @@ def check_resumable(ckpt_root: str | os.PathLike, cfg: Any = None, advice: str =
     try:
         check_latest_pointer(root, advice="")
         latest = latest_checkpoint(root)
-        if latest is not None:
-            check_checkpoint_dir(latest)
+        if latest is not None:  # (``keys``: the state entries the resume reads; default: a config, when given one)
+            check_checkpoint_dir(latest, ("config",) if keys is None and cfg is not None else keys or ())
     except ValueError as e:
         raise ValueError(f"resume: {e}; it was left untouched: {advice}") from None
     if latest is not None and cfg is not None:

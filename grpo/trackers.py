@@ -57,6 +57,9 @@ class LogConfig:
                              "once)")
         if not self.project.strip():
             raise ValueError("log.project must not be empty (the tracker project or experiment the run goes to)")
+        if self.mlflow_uri != self.mlflow_uri.strip():  # (was: ' ' passed on to MLflow as a tracking URI)
+            raise ValueError(f"log.mlflow_uri={self.mlflow_uri!r}: expected a URI or path without surrounding "
+                             "whitespace ('': $MLFLOW_TRACKING_URI, else MLflow's default)")
 
     def inactive_keys(self, prefix: str = "log") -> dict[str, str]:
         """Keys of this section that no started tracker reads (``prefix.key`` -> why), for

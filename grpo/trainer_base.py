@@ -32,6 +32,7 @@ from .checkpoint import (
     save_checkpoint,
 )
 from .config import (
+    MAX_INNER_EPOCHS,
     MAX_LR,
     check_resume_config,
     config_to_dict,
@@ -70,6 +71,7 @@ class LoopConfig:
         s = self.section
         validate(self.onpolicy_tol, f"{s}.onpolicy")
         require_at_least(s, self, iterations=0, inner_epochs=1, eval_every=0, save_every=1, keep_last=1)
+        require_at_most(s, self, inner_epochs=MAX_INNER_EPOCHS)  # (1e9 passes over each rollout: a run that never ends)
         require_positive(s, self, "lr")
         require_at_most(s, self, lr=MAX_LR)
         if not 0.0 <= self.lr_min_ratio <= 1.0:

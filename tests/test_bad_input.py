@@ -247,6 +247,29 @@ def _corrupt_copy(src: Path, dst: Path, how: str) -> Path:
         (ck / "state.json").write_text("")
     elif how == "evalfile":  # a file where eval --video writes its folder
         (dst / "eval").write_text("not a directory\n")
+    elif how in ("hdrdtype", "hdrlist"):  # the eleventh sweep's: a weights header naming a dtype safetensors lacks, a
+        # header that is JSON but not an object
+        import struct
+
+        for f in [*ck.glob("trainable.safetensors"), *ck.glob("model.safetensors")]:
+            b = f.read_bytes()
+            n = struct.unpack("<Q", b[:8])[0]
+            head = json.loads(b[8:8 + n])
+            head = {k: v if k == "__metadata__" else {**v, "dtype": "Q9"} for k, v in head.items()} \
+                if how == "hdrdtype" else [1, 2]
+            raw = json.dumps(head).encode()
+            raw += b" " * (n - len(raw))  # (the same length: only the header differs)
+            f.write_bytes(struct.pack("<Q", len(raw)) + raw + b[8 + n:])
+    elif how in ("stepneg", "stepmismatch", "stepbool", "stepstr"):  # state.json's step: not its directory's number
+        st = json.loads((ck / "state.json").read_text())
+        st["step"] = {"stepneg": -5, "stepmismatch": 7, "stepbool": True, "stepstr": "one"}[how]
+        (ck / "state.json").write_text(json.dumps(st))
+    elif how == "noconfig":  # the state holds no saved config
+        st = json.loads((ck / "state.json").read_text())
+        st["state"]["__dict__"].pop("config")
+        (ck / "state.json").write_text(json.dumps(st))
+    elif how == "latestbest":  # "latest" names best/, not a step_* checkpoint
+        (dst / "checkpoints" / "latest").write_text("best\n")
     elif how == "nolora":  # the checkpoint's trainable weights are gone
         for c in (dst / "checkpoints").iterdir():
             if c.is_dir() and not c.is_symlink():
@@ -2343,6 +2366,49 @@ SWEEP_11.update({
     "s11-d-plan-gpus-float": ("diffusion_rl.cli", ["train", "configs/diffusion/sd35m_pickscore.yaml", "--plan"],
                               ["--gpus", "1e3"], ["--gpus='1e3'"]),
 })
+SWEEP_11.update({
+    # damaged checkpoints (was: safetensors' "unknown variant" traceback, an AttributeError traceback, a step of
+    # another number resumed / evaluated / exported as its directory's, "error: config" naming nothing, a latest
+    # pointer naming best/ resumed from there)
+    "s11-d-eval-hdr-dtype": ("diffusion_rl.cli", ["eval", "{drun_hdrdtype_ck}"], [],
+                             ["trainable.safetensors", "dtype 'Q9'", "not a safetensors dtype"]),
+    "s11-v-resume-hdr-dtype": ("vla_rl.cli", ["train", V_CFG], ["{vrun_hdrdtype}", *V_TINY, "rl.iterations=2"],
+                               ["resume:", "model.safetensors", "dtype 'Q9'", "left untouched"]),
+    "s11-d-export-hdr-list": ("diffusion_rl.cli", ["export", "{drun_hdrlist_dir}", "{assets}/exp11"], [],
+                              ["trainable.safetensors", "header cannot be read"]),
+    "s11-v-eval-hdr-list": ("vla_rl.cli", ["eval", "{vrun_hdrlist_dir}"], [], ["model.safetensors",
+                                                                              "header cannot be read"]),
+    "s11-d-resume-step-neg": ("diffusion_rl.cli", ["train", D_CFG], ["{drun_stepneg}", *D_TINY, "train.iterations=2"],
+                              ["resume:", "state.json", "'step' is -5", "left untouched"]),
+    "s11-v-eval-step-mismatch": ("vla_rl.cli", ["eval", "{vrun_stepmismatch_ck}"], [],
+                                 ["state.json", "'step' is 7", "the number of step_"]),
+    "s11-d-export-step-bool": ("diffusion_rl.cli", ["export", "{drun_stepbool_dir}", "{assets}/exp11"], [],
+                               ["state.json", "'step' is True"]),
+    "s11-t-resume-step-str": ("diffusion_rl.cli", ["toy", T_CFG], ["{trun_stepstr}", "train.iterations=2"],
+                              ["state.json", "'step' 'one'"]),
+    "s11-d-eval-no-config": ("diffusion_rl.cli", ["eval", "{drun_noconfig_ck}"], [],
+                             ["state.json", "holds no 'config'"]),
+    "s11-v-resume-no-config": ("vla_rl.cli", ["train", V_CFG], ["{vrun_noconfig}", *V_TINY, "rl.iterations=2"],
+                               ["resume:", "holds no 'config'"]),
+    "s11-t-resume-no-config": ("diffusion_rl.cli", ["toy", T_CFG], ["{trun_noconfig}", "train.iterations=2"],
+                               ["resume:", "holds no 'config'"]),
+    "s11-d-eval-latest-best": ("diffusion_rl.cli", ["eval", "{drun_latestbest_dir}"], [],
+                               ["latest holds 'best'", "step_* directory"]),
+    "s11-v-resume-latest-best": ("vla_rl.cli", ["train", V_CFG], ["{vrun_latestbest}", *V_TINY, "rl.iterations=2"],
+                                 ["resume:", "latest holds 'best'"]),
+})
+SWEEP_11.update({
+    # counts and waits without an end, a tracker URI of whitespace (was: accepted)
+    "s11-v-inner-epochs-huge": (*V, ["rl.inner_epochs=1000000000"], ["rl.inner_epochs", "1000000000", "1000"]),
+    "s11-d-inner-epochs-huge": (*D, ["train.inner_epochs=1001"], ["train.inner_epochs", "1001"]),
+    "s11-t-inner-epochs-huge": (*T, ["train.inner_epochs=1000000000"], ["train.inner_epochs", "1000000000"]),
+    "s11-l-inner-epochs-huge": (*L, ["vla.rl.inner_epochs=1000000000"], ["rl.inner_epochs", "1000000000"]),
+    "s11-d-reward-retries-huge": (*D, ["reward.retries=1000000000"], ["reward.retries=1000000000", "at most 20"]),
+    "s11-d-reward-backoff-huge": (*D, ["reward.retry_backoff_s=1e300"], ["reward.retry_backoff_s=1e+300",
+                                                                         "at most 86400"]),
+    "s11-v-mlflow-uri-blank": (*V, ["log.backends=[mlflow]", "log.mlflow_uri=' '"],
+                               ["log.mlflow_uri=' '", "whitespace"]),
+})
 CASES.update(SWEEP_4)
 CASES.update(SWEEP_5)
 CASES.update(SWEEP_6)
@@ -2392,7 +2458,8 @@ def test_bad_input(case, assets, request, tmp_path, capfd, caplog, monkeypatch):
     for kind in ("truncated", "nostate", "copy", "stalelatest", "nolora", "statelist", "stateempty", "latestbinary",
                  "shape", "nan", "policytrunc", "int", "wrongkeys", "garbled", "hdrhuge", "hdrzero",
                  "fifostate", "fifoinfo", "fifolatest", "evalfile", "latestempty", "latestoutside", "runinfolist",
-                 "runinfoempty", "metricsdir", "ckfile", "statezero"):
+                 "runinfoempty", "metricsdir", "ckfile", "statezero", "hdrdtype", "hdrlist", "stepneg", "stepmismatch",
+                 "stepbool", "stepstr", "noconfig", "latestbest"):
         for key, fixture in (("drun", "diffusion_run"), ("vrun", "vla_run"), ("trun", "toy_run")):
             if f"{{{key}_{kind}" in text:
                 src = request.getfixturevalue(fixture)
@@ -2642,6 +2709,54 @@ SWEEP_9_BENCH = [
 ]
 
 
+# the eleventh misuse sweep's bench finds: iteration / step counts of 1e9 (runs that never end), a seed, task, learning
+# rate, G or noise named twice (run twice, its rows counted twice), a config of another command (the runs started, each
+# failed, exit 1), a --json-out no run could write (refused after every run), a negative object area (a traceback once
+# the model was loaded); then already-refused ones of flags no earlier sweep fed
+SWEEP_11_BENCH = [
+    ("bench_srpo_regime.py", ["--iterations", "1000000000"], None, ["--iterations 1000000000", "at most 100000"]),
+    ("bench_srpo_vs_binary.py", ["--eval-every", "1000000000"], None, ["--eval-every 1000000000", "at most 100000"]),
+    ("bench_progress.py", ["--detour-steps", "1,1000000000", "--detour-per-task", "1"], None,
+     ["--detour-steps 1,1000000000", "at most 100000"]),
+    ("bench_progress.py", ["--encoder-steps", "1000000000"], None, ["--encoder-steps 1000000000", "at most 1000000"]),
+    ("bench_progress.py", ["--tcn-steps", "1000000000"], None, ["--tcn-steps 1000000000", "optimizer steps"]),
+    ("bench_remote_reward.py", ["--iterations", "1000000000"], None, ["--iterations 1000000000", "1..100000"]),
+    ("bench_wm_loop_seeds.py", ["--config", V_CFG], None, ["--config", "unknown config key 'env'"]),
+    ("bench_wm_loop_seeds.py", ["--control-of", "-1"], None, ["--control-of -1", "a seed >= 0"]),
+    ("bench_srpo_rule.py", ["--seed-list", "0,0"], None, ["--seed-list", "distinct seeds", "'0,0'"]),
+    ("bench_srpo_rule.py", ["--json-out", "{f}/x.json"], {}, ["--json-out=", "is a file, not a directory"]),
+    ("bench_srpo_rule.py", ["--json-out", "{run}"], None, ["--json-out=", "is a directory"]),
+    ("bench_gdpo.py", ["--tasks", "two_binary,two_binary"], None, ["--tasks", "distinct names", "two_binary"]),
+    ("bench_gdpo.py", ["--lrs", "1e-3,1e-3"], None, ["--lrs finite positive numbers, each once", "'1e-3,1e-3'"]),
+    ("bench_lookahead.py", ["--target-area", "-1"], None, ["--target-area -1.0", "out of range"]),
+    ("bench_lookahead.py", ["--target-area", "inf"], None, ["--target-area inf", "out of range"]),
+    ("bench_mcgrpo.py", ["--group-sizes", "4,4"], None, ["distinct G >= 2", "[4, 4]"]),
+    ("bench_mcgrpo.py", ["--noises", "none,none"], None, ["distinct --noises", "['none', 'none']"]),
+    # already refused
+    ("bench_srpo_regime.py", ["--arms", ","], None, ["--arms ','", "distinct names"]),
+    ("bench_srpo_regime.py", ["--eval-every", "-1"], None, ["--eval-every >= 0", "-1"]),
+    ("bench_progress.py", ["--detour-steps", "x"], None, ["--detour-steps []", "low,high"]),
+    ("bench_progress.py", ["--sim-max-steps", "-1"], None, ["--sim-max-steps -1", ">= 0"]),
+    ("bench_progress.py", ["--progress-pooling", "nosuch"], None, ["--progress-pooling", "mean, last"]),
+    ("bench_progress.py", ["--state-dims", "0,0"], None, ["--state-dims '0,0'", "distinct"]),
+    ("bench_remote_reward.py", ["--delay-per-item-s", "inf"], None, ["--delay-per-item-s inf", "[0, 3600]"]),
+    ("bench_windows.py", ["--image-size", "100000"], None, ["--image-size 100000", "[16, 1024]"]),
+    ("bench_sims.py", ["--workers", "0", "--no-robosuite"], None, ["--workers [0]", "--workers >= 1"]),
+    ("bench_sims.py", ["--tasks", "--no-robosuite"], None, ["--tasks", "expected at least one argument"]),
+    ("bench_quant.py", ["--seed", "-1"], None, ["--seed -1", "[0, 2**32 - 1]"]),
+    ("bench_plan.py", ["--tolerance", "1e309"], None, ["--tolerance inf", "finite fraction"]),
+    ("bench_eva_seeds.py", ["--config", V_CFG], None, ["tabletop_reach.yaml", "unknown config key 'env'"]),
+    ("bench_srpo_vs_binary.py", ["--arms", ""], None, ["--arms ''", "distinct names"]),
+    ("bench_gdpo.py", ["--tasks", ""], None, ["--tasks", "got ''"]),
+    ("bench_lookahead.py", ["--splits", "4,2"], None, ["--splits [4, 2]", "increasing"]),
+    ("bench_lookahead.py", ["--seed-list", "1,1"], None, ["--seed-list '1,1'", "distinct seeds"]),
+    ("bench_onpolicy.py", ["--only", ""], None, ["--only ''", "tiny_sd3_flat"]),
+    ("bench_mcgrpo.py", ["--group-sizes", ""], None, ["--group-sizes", "comma-separated integers"]),
+    ("diag_progress_readout.py", ["{run}/nosuch"], None, ["nosuch", "not a directory"]),
+    ("diag_progress_ceiling.py", ["--num-frames", "0"], None, ["--num-frames 0", ">= 1"]),
+]
+
+
 # ---- the benches' own flags (the misuse sweep 2): one line, exit 2, before any run -------------------------------
 @pytest.mark.parametrize("script,args,data,expect", [
     ("bench_tree_pool.py", ["--seed-list=-1"], None, ["--seed-list '-1'", "distinct seeds >= 0"]),
@@ -2670,6 +2785,7 @@ SWEEP_9_BENCH = [
     *SWEEP_7_BENCH,
     *SWEEP_8_BENCH,
     *SWEEP_9_BENCH,
+    *SWEEP_11_BENCH,
 ])
 def test_bench_bad_input(script, args, data, expect, tmp_path):
     f = tmp_path / "runs.json"

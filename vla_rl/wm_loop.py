@@ -239,7 +239,7 @@ def read_loop_state(cfg: WorldLoopConfig) -> dict[str, Any] | None:
     root = Path(cfg.output_dir) / LOOP_STATE
     if not cfg.resume:
         return None
-    check_resumable(root)
+    check_resumable(root, keys=("config",))
     latest = latest_checkpoint(root)
     if latest is None:
         return None
