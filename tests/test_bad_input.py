@@ -2187,6 +2187,13 @@ SWEEP_11 = {
                                  ["data.detour_steps=[0, 1000000000]", "at most 100000"]),
     "s11-fe-policy-tasks-no-policy": (*FE, ["data.policy_tasks=[tabletop/reach]"],
                                       ["data.policy_tasks=['tabletop/reach']", "data.policy is empty"]),
+    # was: exit 0 and an encoder written -- the tabletop policy's 4-d actions went to robosuite's 7-d arm, every
+    # episode raised at step 0 and was counted as a failure; refused before any episode is recorded
+    "s11-fe-policy-action-size": ("vla_rl.cli", ["fit-encoder", FE_CFG],
+                                  ["data.policy=builtin:tabletop_base", "data.policy_per_task=1",
+                                   "data.policy_tasks=[robosuite/Lift]", "output={assets}/e_lift.safetensors"],
+                                  ["data.policy='builtin:tabletop_base'", "acts in 4 dimensions", "robosuite/Lift",
+                                   "actions of size 7"]),
     # the loop: data of no episode, success_state_points the head cannot read (was: accepted, refused after the data
     # or read nowhere)
     "s11-l-train-no-episodes": (*L, ["data.train={success: 0, near: 0, failure: 0, random: 0}"],

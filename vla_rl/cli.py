@@ -235,15 +235,20 @@ def cmd_fit_encoder(args: argparse.Namespace) -> int:
     rollout = None
     if cfg.data.policy_per_task:  # the policy's own rollouts (world_models imports no frontend: they are injected)
         from .policies.factory import load_policy
+        from .preflight import check_policy_fits_tasks
         from .srpo_encoders import policy_rollout
 
         d = cfg.data
+        policy = load_policy(d.policy).eval()
+        # its action / state sizes are the tasks' (was: a tabletop policy on robosuite/Lift: every episode raised at
+        # step 0, counted as a failure, and the encoder was written); before any episode is recorded
+        check_policy_fits_tasks("data.policy", d.policy, policy, d.policy_tasks or d.expert_tasks, d.env_kwargs)
         if d.policy_image_size and d.policy_image_size != d.image_size:  # the policy sees its own size; the encoder
             # gets its camera at data.image_size as the env's extra view
-            rollout = policy_rollout(load_policy(d.policy).eval(), "srpo", d.policy_image_size, cfg.seed,
+            rollout = policy_rollout(policy, "srpo", d.policy_image_size, cfg.seed,
                                      {**d.env_kwargs, "extra_view": ("srpo", d.camera, d.image_size)})
         else:
-            rollout = policy_rollout(load_policy(d.policy).eval(), d.camera, d.image_size, cfg.seed, d.env_kwargs)
+            rollout = policy_rollout(policy, d.camera, d.image_size, cfg.seed, d.env_kwargs)
     path, losses = fit_encoder(cfg, rollout=rollout)
     print(json.dumps({"output": str(path), "steps": len(losses),
                       "final_loss": round(float(sum(losses[-10:]) / len(losses[-10:])), 5)}))

@@ -257,12 +257,40 @@ def check_env_options(tasks: list[str], kwargs: dict, key: str) -> None:
         sims.check_options(t, kwargs, key)
 
 
+def task_dims(task: str, env_kwargs: dict) -> tuple[int, int]:
+    """``(state width, action size)`` of ``task``'s env under ``env_kwargs`` (built without cameras, not reset)."""
+    import sims
+
+    env = sims.make(task, **{**env_kwargs, "cameras": ()})
+    try:
+        return int(env.observation_space["state"].shape[-1]), int(env.action_space.shape[0])
+    finally:
+        env.close()
+
+
+def check_policy_fits_tasks(key: str, name: str, policy, tasks: list[str], env_kwargs: dict) -> None:
+    """The loaded ``policy`` (named ``name`` by the config key ``key``) acts in the action space of every task in
+    ``tasks`` and reads its observation state (where the policy states its sizes: ``policy.cfg.action_dim`` /
+    ``state_dim``, 0 = unstated). A mismatch is one line naming the policy, its sizes and the task's; without it the
+    rollout fed e.g. a 4-d tabletop action to robosuite's 7-d arm: every episode raised at step 0, was counted as a
+    failure and the command went on (``vla-rl train`` refuses the same mismatch when it builds its policy:
+    ``SmallVLA.from_pretrained``'s architecture check)."""
+    want_a = int(getattr(policy.cfg, "action_dim", 0) or 0)
+    want_s = int(getattr(policy.cfg, "state_dim", 0) or 0) if getattr(policy.cfg, "use_state", True) else 0
+    for t in tasks:
+        if t.startswith("wm/"):
+            continue
+        s, a = task_dims(t, env_kwargs)
+        if (want_a and want_a != a) or (want_s and want_s != s):
+            raise ValueError(f"{key}={name!r} acts in {want_a} dimensions from a state of {want_s or 'no'} values; "
+                             f"task {t} takes actions of size {a} and gives a state of {s} values (expected a policy "
+                             f"trained on {t}'s action and state sizes)")
+
+
 def check_demo_actions(path: str, task: str, env_kwargs: dict, key: str = "sft.demo_path") -> None:
     """The demo file ``path``'s action size equals the action space of ``task`` (read from one demo and one env built
     without cameras); a mismatch or an unreadable file is one line naming ``key``, the file and the expected size."""
     import h5py
-
-    import sims
 
     if Path(path).is_dir():
         raise ValueError(f"{key}={path!r} is a directory; expected a robomimic-style HDF5 file with "
@@ -279,11 +307,7 @@ def check_demo_actions(path: str, task: str, env_kwargs: dict, key: str = "sft.d
                          "expected robomimic-style HDF5 with data/<demo>/actions") from None
     if task.startswith("wm/"):
         return
-    env = sims.make(task, **{**env_kwargs, "cameras": ()})
-    try:
-        want = int(env.action_space.shape[0])
-    finally:
-        env.close()
+    want = task_dims(task, env_kwargs)[1]
     if dim != want:
         raise ValueError(f"{key}={path!r}: demo {first!r} has actions of size {dim}, expected "
                          f"{want} (the action size of {task})")
