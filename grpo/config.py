@@ -508,21 +508,36 @@ def check_same_job(saved: dict, cls: type, head: str, what: str) -> None:
                          f"command, or of another version); {what}")
 
 
+def _keyed_sections(cfg: Any, prefix: str = "") -> list[tuple[str, Any]]:
+    """``(dotted key, section)`` of every section inside dataclass config ``cfg`` whose ``inactive_keys`` takes its
+    own dotted key (``inactive_keys(prefix)``: the ``log:`` sections, :class:`grpo.trackers.LogConfig`, and the
+    ``grpo:`` sections, :class:`grpo.train_step.GRPOConfig`), found by that signature, not by importing them (they
+    import this module)."""
+    out = []
+    for f in dataclasses.fields(cfg) if dataclasses.is_dataclass(cfg) else ():
+        v = getattr(cfg, f.name, None)
+        if not dataclasses.is_dataclass(v):
+            continue
+        key = f"{prefix}.{f.name}" if prefix else f.name
+        fn = getattr(type(v), "inactive_keys", None)
+        if fn is not None and "prefix" in inspect.signature(fn).parameters:
+            out.append((key, v))
+        else:
+            out += _keyed_sections(v, key)
+    return out
+
+
 def check_inactive_keys(cfg: Any, given: set[str], source: str = "config") -> None:
     """Refuse keys that the chosen mode ignores: ``cfg.inactive_keys()`` maps a dotted key (a leaf, or a section
     meaning everything under it) to the reason; raise :class:`ConfigError` naming the first given one. The tracker
     settings of every ``log:`` section (:meth:`grpo.trackers.LogConfig.inactive_keys`: a tracker's setting while
     ``backends`` does not start it) and the advantage settings of every ``grpo:`` section
-    (:meth:`grpo.train_step.GRPOConfig.inactive_keys`) are refused the same way, in any job's config."""
-    from .trackers import LogConfig
-    from .train_step import GRPOConfig
-
+    (:meth:`grpo.train_step.GRPOConfig.inactive_keys`) are refused the same way, in any job's config
+    (:func:`_keyed_sections`); the job's own reason for a key comes first."""
     inactive = dict(getattr(cfg, "inactive_keys", dict)())
-    for prefix, log in _sections(cfg, LogConfig):
-        inactive.update(log.inactive_keys(prefix))
-    for prefix, grpo in _sections(cfg, GRPOConfig):  # (was: only where the job's own inactive_keys added them: the
-        # toy took grpo.std_mode under grpo.advantage=median); the job's own reason for a key comes first
-        for key, why in grpo.inactive_keys(prefix).items():
+    for prefix, section in _keyed_sections(cfg):  # (was: the grpo: sections only where the job's own inactive_keys
+        # added them: the toy took grpo.std_mode under grpo.advantage=median)
+        for key, why in section.inactive_keys(prefix).items():
             inactive.setdefault(key, why)
     for key, why in inactive.items():
         hits = sorted(g for g in given if g == key or g.startswith(key + "."))

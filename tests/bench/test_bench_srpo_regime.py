@@ -41,8 +41,11 @@ def test_small_runs_three_arms_on_test_states_and_reuse_reads_them_back(capsys, 
     assert [list(full[a]["rl"]["success_band"]) for a in mod.ARMS] == [[-0.5, 1.0], [0.0, 1.0], [-0.5, 1.0], [0.0, 1.0],
                                                                        [0.0, 1.0], [-0.5, 1.0], [0.0, 1.0], [-0.5, 1.0],
                                                                        [-0.5, 1.0], [-0.5, 1.0], [-0.5, 1.0],
-                                                                       [0.0, 1.0], [0.0, 1.0], [0.0, 1.0],
+                                                                       [0.0, 1.0], [0.0, 1.0], [0.0, 1.0], [0.0, 1.0],
                                                                        [-0.5, 1.0], [-0.5, 1.0], [-0.5, 1.0]]
+    # the pretrained image latent: the random_conv group-rule arm with the encoder alone changed
+    rc = full["srpo_random_conv_group_mixed"]
+    assert full["srpo_imagenet_group_mixed"] == {**rc, "srpo": {**rc["srpo"], "encoder": "efficientnet_lite0"}}
     # item 4's arm on the robot's own state: srpo_proprio_mixed with the all-failure groups kept at the batch's scale,
     # and nothing else
     mixed = full["srpo_proprio_mixed"]
