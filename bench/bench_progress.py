@@ -262,14 +262,10 @@ def env_name(task: str) -> str:
 def state_width(task: str) -> int:
     """The observation state's entries of ``task``'s env as this bench builds it (the width of its observation
     space's ``state``; the env is built without cameras and closed)."""
-    import sims
+    from vla_rl.preflight import task_dims
 
     kw = sim_env_kwargs(SIM_TASKS[task][2]) if task in SIM_TASKS else {"image_size": 32}
-    env = sims.make(env_name(task), **{**kw, "cameras": ()})
-    try:
-        return int(env.observation_space["state"].shape[-1])
-    finally:
-        env.close()
+    return task_dims(env_name(task), kw)[0]
 
 
 def state_dims(task: str, a) -> list[int]:

@@ -95,6 +95,19 @@ def load_checked(path: str, protocol: dict[str, str], key: str, want_class: bool
     return check_protocol(obj, protocol, key, path)
 
 
+def resolve_srpo_encoder(path: str) -> Any:
+    """``srpo.encoder: package.module:Name`` -> ``Name`` (a class or factory called as ``Name(srpo.encoder_path)``):
+    imported, checked to be callable, and a class checked against :data:`SRPO_ENCODER` (a factory's product is checked
+    when built, :func:`vla_rl.srpo_encoders.build_trajectory_encoder`); one ``ValueError`` naming the key otherwise."""
+    obj = load_object(path, "srpo.encoder")
+    if not callable(obj):
+        raise ValueError(f"srpo.encoder={path!r}: expected a class or factory called as Name(encoder_path), got a "
+                         f"{type(obj).__name__}")
+    if inspect.isclass(obj):
+        check_protocol(obj, SRPO_ENCODER, "srpo.encoder", path)
+    return obj
+
+
 def import_modules(modules: Iterable[str], key: str) -> None:
     """Import each module (a plugin registers itself on import); ``ValueError`` naming ``key`` for one that fails."""
     for m in modules:

@@ -174,16 +174,9 @@ def check_encoder_name(name: Any) -> None:
     """``srpo.encoder`` is a built-in name or ``package.module:Name``, a user's encoder: imported here, when the config
     loads, and checked to be callable (a class is also checked for ``encode_frames``); one ``ValueError`` otherwise."""
     if isinstance(name, str) and ":" in name:
-        import inspect
+        from grpo.plugins import resolve_srpo_encoder
 
-        from grpo.plugins import SRPO_ENCODER, check_protocol, load_object
-
-        obj = load_object(name, "srpo.encoder")
-        if not callable(obj):
-            raise ValueError(f"srpo.encoder={name!r}: expected a class or factory called as Name(encoder_path), got a "
-                             f"{type(obj).__name__}")
-        if inspect.isclass(obj):
-            check_protocol(obj, SRPO_ENCODER, "srpo.encoder", name)
+        resolve_srpo_encoder(name)
         return
     if name not in BUILTIN_ENCODERS:
         raise ValueError(f"srpo.encoder: expected one of {', '.join(map(repr, BUILTIN_ENCODERS))} or "

@@ -108,9 +108,9 @@ def build_trajectory_encoder(cfg: SRPOConfig, policy: nn.Module | None = None):
 
         return load_progress_encoder(cfg.encoder_path)
     if ":" in cfg.encoder:
-        from grpo.plugins import SRPO_ENCODER, check_protocol, load_object
+        from grpo.plugins import SRPO_ENCODER, check_protocol, resolve_srpo_encoder
 
-        enc = load_object(cfg.encoder, "srpo.encoder")(cfg.encoder_path)
+        enc = resolve_srpo_encoder(cfg.encoder)(cfg.encoder_path)
         return check_protocol(enc, SRPO_ENCODER, "srpo.encoder", cfg.encoder)
     from world_models.encoders import build_encoder
 
